@@ -1,0 +1,76 @@
+// Kernels: the code that runs an op on a device. Kernels are registered by
+// op type in a KernelRegistry, apart from the op schemas in framework/, so
+// the IR never depends on a device.
+#ifndef LOOM_EXECUTOR_KERNEL_H_
+#define LOOM_EXECUTOR_KERNEL_H_
+
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "executor/tensor.h"
+#include "framework/op_registry.h"
+#include "framework/status.h"
+
+namespace loom {
+
+// Tensors bound to one op's slots. The executor resolves names to tensors
+// once, when it prepares a program, and allocates every output with its
+// declared meta before the kernel runs: a kernel only computes.
+struct BoundSlot {
+  std::string name;
+  std::vector<Tensor*> tensors;  // nullptr where the var is pruned ("")
+};
+
+class KernelContext {
+ public:
+  KernelContext(const proto::OpDesc& desc, const std::vector<BoundSlot>& inputs,
+                const std::vector<BoundSlot>& outputs)
+      : desc_(desc), inputs_(inputs), outputs_(outputs) {}
+
+  const proto::OpDesc& desc() const { return desc_; }
+  const std::string& type() const { return desc_.type(); }
+
+  int InputCount(const std::string& slot) const;
+  bool HasInput(const std::string& slot) const;
+  const Tensor& Input(const std::string& slot, int i = 0) const;
+  int OutputCount(const std::string& slot) const;
+  // False when the output is absent or pruned; kernels skip that work.
+  bool HasOutput(const std::string& slot, int i = 0) const;
+  Tensor* Output(const std::string& slot, int i = 0) const;
+
+  template <typename T>
+  T Attr(const std::string& name) const {
+    const proto::Attr* a = FindAttrOrDefault(desc_, name);
+    CHECK(a != nullptr) << type() << " has no attribute " << name;
+    return AttrValue<T>::Get(*a);
+  }
+
+ private:
+  const BoundSlot* Find(const std::vector<BoundSlot>& slots,
+                        const std::string& name) const;
+  const proto::OpDesc& desc_;
+  const std::vector<BoundSlot>& inputs_;
+  const std::vector<BoundSlot>& outputs_;
+};
+
+using KernelFn = Status (*)(const KernelContext&);
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& Cpu();
+  void Register(const std::string& type, KernelFn fn);
+  KernelFn Find(const std::string& type) const;
+  std::vector<std::string> Types() const;
+
+ private:
+  std::unordered_map<std::string, KernelFn> kernels_;
+};
+
+// Registers every CPU kernel once (and every op schema). Idempotent.
+void RegisterAllCpuKernels();
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_KERNEL_H_

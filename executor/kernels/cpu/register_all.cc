@@ -1,0 +1,40 @@
+// The one place that lists every group of CPU kernels.
+#include <mutex>
+
+#include "executor/kernel.h"
+
+namespace loom {
+
+void RegisterActivationCpuKernels();
+void RegisterCollectiveCpuKernels();
+void RegisterDropoutCpuKernels();
+void RegisterElementwiseCpuKernels();
+void RegisterEmbeddingCpuKernels();
+void RegisterFillCpuKernels();
+void RegisterLayerNormCpuKernels();
+void RegisterMatmulCpuKernels();
+void RegisterOptimizerCpuKernels();
+void RegisterReduceCpuKernels();
+void RegisterShapeCpuKernels();
+void RegisterSoftmaxCpuKernels();
+
+void RegisterAllCpuKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterAllOps();
+    RegisterActivationCpuKernels();
+    RegisterCollectiveCpuKernels();
+    RegisterDropoutCpuKernels();
+    RegisterElementwiseCpuKernels();
+    RegisterEmbeddingCpuKernels();
+    RegisterFillCpuKernels();
+    RegisterLayerNormCpuKernels();
+    RegisterMatmulCpuKernels();
+    RegisterOptimizerCpuKernels();
+    RegisterReduceCpuKernels();
+    RegisterShapeCpuKernels();
+    RegisterSoftmaxCpuKernels();
+  });
+}
+
+}  // namespace loom

@@ -1,0 +1,131 @@
+#include "framework/op_registry.h"
+
+#include <algorithm>
+
+namespace loom {
+
+const SlotSpec* OpSchema::FindInput(const std::string& name) const {
+  for (const auto& s : inputs_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const SlotSpec* OpSchema::FindOutput(const std::string& name) const {
+  for (const auto& s : outputs_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const AttrSpec* OpSchema::FindAttr(const std::string& name) const {
+  for (const auto& a : attrs_) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+OpRegistry& OpRegistry::Global() {
+  static OpRegistry* const registry = new OpRegistry();
+  return *registry;
+}
+
+void OpRegistry::Register(OpSchema schema) {
+  std::string type = schema.type();
+  CHECK(schemas_.count(type) == 0) << "op " << type << " registered twice";
+  schemas_[type] = std::make_unique<OpSchema>(std::move(schema));
+}
+
+const OpSchema* OpRegistry::Find(const std::string& type) const {
+  auto it = schemas_.find(type);
+  return it == schemas_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> OpRegistry::Types() const {
+  std::vector<std::string> out;
+  for (const auto& [type, schema] : schemas_) out.push_back(type);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const proto::Attr* FindAttrOrDefault(const proto::OpDesc& desc,
+                                     const std::string& name) {
+  for (const auto& a : desc.attrs()) {
+    if (a.name() == name) return &a;
+  }
+  const OpSchema* schema = OpRegistry::Global().Find(desc.type());
+  if (schema == nullptr) return nullptr;
+  const AttrSpec* spec = schema->FindAttr(name);
+  if (spec == nullptr || !spec->has_default) return nullptr;
+  return &spec->default_value;
+}
+
+namespace {
+
+Status CheckSlots(
+    const google::protobuf::RepeatedPtrField<proto::OpDesc::Slot>& slots,
+    const std::vector<SlotSpec>& specs, const char* kind,
+    const OpSchema& schema) {
+  for (const auto& slot : slots) {
+    const SlotSpec* spec = nullptr;
+    for (const auto& s : specs) {
+      if (s.name == slot.name()) spec = &s;
+    }
+    if (spec == nullptr) {
+      return InvalidArgument("unknown ", kind, " slot '", slot.name(),
+                             "' (", schema.type(), " has no such ", kind, ")");
+    }
+    if (!spec->duplicable() && slot.vars_size() > 1) {
+      return InvalidArgument(kind, " slot '", slot.name(), "' holds ",
+                             slot.vars_size(), " vars but takes one");
+    }
+  }
+  for (const auto& spec : specs) {
+    if (spec.optional()) continue;
+    bool present = false;
+    for (const auto& slot : slots) {
+      if (slot.name() == spec.name && slot.vars_size() > 0) present = true;
+    }
+    if (!present) {
+      return InvalidArgument("missing ", kind, " '", spec.name, "'");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status CheckOpSchema(const proto::OpDesc& desc) {
+  const OpSchema* schema = OpRegistry::Global().Find(desc.type());
+  if (schema == nullptr) {
+    return NotFound("unknown op type '", desc.type(), "'");
+  }
+  LOOM_RETURN_IF_ERROR(
+      CheckSlots(desc.inputs(), schema->inputs(), "input", *schema));
+  LOOM_RETURN_IF_ERROR(
+      CheckSlots(desc.outputs(), schema->outputs(), "output", *schema));
+  for (const auto& attr : desc.attrs()) {
+    const AttrSpec* spec = schema->FindAttr(attr.name());
+    if (spec == nullptr) {
+      return InvalidArgument("unknown attribute '", attr.name(), "'");
+    }
+    if (attr.type() != spec->type) {
+      return InvalidArgument("attribute '", attr.name(), "' has type ",
+                             proto::AttrType_Name(attr.type()), ", expected ",
+                             proto::AttrType_Name(spec->type));
+    }
+  }
+  for (const auto& spec : schema->attrs()) {
+    if (spec.has_default) continue;
+    bool present = false;
+    for (const auto& attr : desc.attrs()) {
+      if (attr.name() == spec.name) present = true;
+    }
+    if (!present) {
+      return InvalidArgument("missing required attribute '", spec.name, "'");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace loom

@@ -1,0 +1,155 @@
+// The op registry: for each op type its schema (inputs, outputs,
+// attributes), its shape/dtype inference and its grad-op maker.
+//
+// CPU and CUDA kernels live in executor/ and are registered there under the
+// same type names; the framework itself never runs an op.
+#ifndef LOOM_FRAMEWORK_OP_REGISTRY_H_
+#define LOOM_FRAMEWORK_OP_REGISTRY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/attribute.h"
+#include "framework/framework.pb.h"
+#include "framework/status.h"
+#include "framework/types.h"
+
+namespace loom {
+
+class InferShapeContext;
+
+struct SlotSpec {
+  enum Flags : uint32_t {
+    kNone = 0,
+    kDuplicable = 1,  // may hold several vars (concat's X, split's Out)
+    kOptional = 2,    // may be absent or empty
+    kNoGrad = 4,      // never differentiated (ids, labels, masks)
+    // Only the meta is read, never the data (add_grad reads X for its shape),
+    // so this read does not keep the var's buffer alive.
+    kNoBuffer = 8,
+  };
+  std::string name;
+  uint32_t flags = kNone;
+  bool duplicable() const { return flags & kDuplicable; }
+  bool optional() const { return flags & kOptional; }
+  bool no_grad() const { return flags & kNoGrad; }
+  bool no_buffer() const { return flags & kNoBuffer; }
+};
+
+struct AttrSpec {
+  std::string name;
+  proto::AttrType type;
+  bool has_default = false;
+  proto::Attr default_value;
+};
+
+using InferShapeFn = std::function<Status(InferShapeContext&)>;
+// Given a forward op, returns the ops that compute its input gradients. The
+// conventions: a grad op reads "<slot>@GRAD" for forward output slots and
+// writes "<slot>@GRAD" for forward input slots; autodiff prunes outputs that
+// no one needs by setting their name to "".
+using GradMakerFn = std::function<std::vector<proto::OpDesc>(
+    const proto::OpDesc& forward)>;
+
+class OpSchema {
+ public:
+  explicit OpSchema(std::string type) : type_(std::move(type)) {}
+
+  OpSchema& Input(std::string name, uint32_t flags = SlotSpec::kNone) {
+    inputs_.push_back({std::move(name), flags});
+    return *this;
+  }
+  OpSchema& Output(std::string name, uint32_t flags = SlotSpec::kNone) {
+    outputs_.push_back({std::move(name), flags});
+    return *this;
+  }
+  template <typename T>
+  OpSchema& Attr(const std::string& name, const T& default_value) {
+    AttrSpec spec{name, AttrValue<T>::kType, true,
+                  MakeAttr<T>(name, default_value)};
+    attrs_.push_back(std::move(spec));
+    return *this;
+  }
+  template <typename T>
+  OpSchema& RequiredAttr(const std::string& name) {
+    AttrSpec spec{name, AttrValue<T>::kType, false, {}};
+    attrs_.push_back(std::move(spec));
+    return *this;
+  }
+  OpSchema& SetInferShape(InferShapeFn fn) {
+    infer_shape_ = std::move(fn);
+    return *this;
+  }
+  OpSchema& SetGradMaker(GradMakerFn fn) {
+    grad_maker_ = std::move(fn);
+    return *this;
+  }
+  // Communication ops (allreduce, send, ...) are run by communicators.
+  OpSchema& SetCommunication() {
+    communication_ = true;
+    return *this;
+  }
+  OpSchema& Doc(std::string doc) {
+    doc_ = std::move(doc);
+    return *this;
+  }
+
+  const std::string& type() const { return type_; }
+  const std::vector<SlotSpec>& inputs() const { return inputs_; }
+  const std::vector<SlotSpec>& outputs() const { return outputs_; }
+  const std::vector<AttrSpec>& attrs() const { return attrs_; }
+  const InferShapeFn& infer_shape() const { return infer_shape_; }
+  const GradMakerFn& grad_maker() const { return grad_maker_; }
+  bool differentiable() const { return static_cast<bool>(grad_maker_); }
+  bool communication() const { return communication_; }
+  const std::string& doc() const { return doc_; }
+
+  const SlotSpec* FindInput(const std::string& name) const;
+  const SlotSpec* FindOutput(const std::string& name) const;
+  const AttrSpec* FindAttr(const std::string& name) const;
+
+ private:
+  std::string type_;
+  std::vector<SlotSpec> inputs_;
+  std::vector<SlotSpec> outputs_;
+  std::vector<AttrSpec> attrs_;
+  InferShapeFn infer_shape_;
+  GradMakerFn grad_maker_;
+  bool communication_ = false;
+  std::string doc_;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& Global();
+
+  // Registering a type twice is a programming error.
+  void Register(OpSchema schema);
+  const OpSchema* Find(const std::string& type) const;
+  // Every registered type, sorted.
+  std::vector<std::string> Types() const;
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<OpSchema>> schemas_;
+};
+
+// Registers every built-in op once; safe to call from anywhere, any number
+// of times. Explicit, so that no linker can drop a registration.
+void RegisterAllOps();
+
+// Reads `name` from the desc, falling back to the schema default. nullptr if
+// neither exists.
+const proto::Attr* FindAttrOrDefault(const proto::OpDesc& desc,
+                                     const std::string& name);
+
+// Checks an op against its schema: known type, known slots, required slots
+// present, single-var slots holding one var, attribute names and types, and
+// required attributes present. The message names the slot or attribute.
+Status CheckOpSchema(const proto::OpDesc& desc);
+
+}  // namespace loom
+
+#endif  // LOOM_FRAMEWORK_OP_REGISTRY_H_

@@ -1,0 +1,30 @@
+// Saving and loading programs, in protobuf text format (*.pbtxt) or binary.
+//
+// Binary files carry a small frame: the magic "LOOMPROG", the payload length
+// and a 64-bit FNV-1a checksum of the payload, so that a truncated or
+// corrupted file is reported as such instead of parsing into a shorter,
+// wrong program. Loading runs the verifier.
+#ifndef LOOM_FRAMEWORK_SERIALIZATION_H_
+#define LOOM_FRAMEWORK_SERIALIZATION_H_
+
+#include <string>
+
+#include "framework/program.h"
+
+namespace loom {
+
+// True for names ending in .pbtxt or .txt.
+bool IsTextFormatPath(const std::string& path);
+
+std::string SerializeProgramBinary(const Program& program);
+std::string SerializeProgramText(const Program& program);
+// Parses a framed binary or a text-format program and verifies it.
+StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format);
+
+Status SaveProgram(const Program& program, const std::string& path);
+// Errors begin with the path.
+StatusOr<Program> LoadProgram(const std::string& path);
+
+}  // namespace loom
+
+#endif  // LOOM_FRAMEWORK_SERIALIZATION_H_

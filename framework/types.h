@@ -1,0 +1,60 @@
+// Small value types shared by the IR, the op registry and the executor.
+#ifndef LOOM_FRAMEWORK_TYPES_H_
+#define LOOM_FRAMEWORK_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/framework.pb.h"
+
+namespace loom {
+
+using DataType = proto::DataType;
+using Shape = std::vector<int64_t>;
+
+// Bytes per element; 1 for BOOL.
+int64_t SizeOf(DataType dtype);
+const char* DataTypeName(DataType dtype);
+bool IsFloating(DataType dtype);
+
+int64_t NumElements(const Shape& shape);
+// "[2, 3, 4]"; "[]" for a scalar.
+std::string ShapeToString(const Shape& shape);
+
+// Shape and dtype of a value, without its data.
+struct TensorMeta {
+  DataType dtype = proto::FP32;
+  Shape shape;
+  bool operator==(const TensorMeta& o) const {
+    return dtype == o.dtype && shape == o.shape;
+  }
+  bool operator!=(const TensorMeta& o) const { return !(*this == o); }
+};
+std::string MetaToString(const TensorMeta& meta);
+
+// OpRole helpers over the bit set stored in OpDesc.role.
+namespace role {
+constexpr uint32_t kForward = proto::ROLE_FORWARD;
+constexpr uint32_t kBackward = proto::ROLE_BACKWARD;
+constexpr uint32_t kOptimize = proto::ROLE_OPTIMIZE;
+constexpr uint32_t kLRSchedule = proto::ROLE_LR_SCHEDULE;
+constexpr uint32_t kLoss = proto::ROLE_LOSS;
+constexpr uint32_t kComm = proto::ROLE_COMMUNICATION;
+constexpr uint32_t kInputGrad = proto::ROLE_INPUT_GRAD;
+constexpr uint32_t kWeightGrad = proto::ROLE_WEIGHT_GRAD;
+// "forward", "backward|loss", ...
+std::string ToString(uint32_t role);
+}  // namespace role
+
+// Paddle-style gradient naming: the gradient of "x" is "x@GRAD".
+inline constexpr const char* kGradSuffix = "@GRAD";
+inline std::string GradVarName(const std::string& var) {
+  return var + kGradSuffix;
+}
+bool IsGradVarName(const std::string& name);
+std::string StripGradSuffix(const std::string& name);
+
+}  // namespace loom
+
+#endif  // LOOM_FRAMEWORK_TYPES_H_

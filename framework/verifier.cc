@@ -1,0 +1,118 @@
+#include "framework/verifier.h"
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+// Searches the data-flow graph forward from `from`'s outputs for `to`; on
+// success returns the path as "op 3 (add) -> 'y' -> op 5 (mul)". Runs only
+// when an error has already been found, and is O(ops + uses).
+std::string FindDataPath(const Block& block, Op* from, Op* to) {
+  std::unordered_map<Op*, std::pair<Op*, std::string>> parent;
+  std::deque<Op*> queue{from};
+  parent[from] = {nullptr, ""};
+  while (!queue.empty()) {
+    Op* op = queue.front();
+    queue.pop_front();
+    if (op == to) break;
+    for (const std::string& out : op->OutputVars()) {
+      for (Op* next : block.Consumers(out)) {
+        if (parent.count(next)) continue;
+        parent[next] = {op, out};
+        queue.push_back(next);
+      }
+    }
+  }
+  if (!parent.count(to)) return "";
+  std::vector<std::string> parts;
+  for (Op* op = to; op != nullptr; op = parent[op].first) {
+    parts.push_back(op->Location());
+    if (parent[op].first != nullptr) {
+      parts.push_back(StrCat("'", parent[op].second, "'"));
+    }
+  }
+  std::string path;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!path.empty()) path += " -> ";
+    path += *it;
+  }
+  return path;
+}
+
+Status CheckReadsDefined(const Block& block, Op* op,
+                         const std::unordered_set<std::string>& defined) {
+  for (const auto& slot : op->desc().inputs()) {
+    for (const auto& v : slot.vars()) {
+      if (v.empty()) continue;
+      const proto::VarDesc* var = block.FindVar(v);
+      if (var == nullptr) {
+        return NotFound("input ", slot.name(), " reads undeclared var '", v,
+                        "'");
+      }
+      if (var->is_data() || var->persistable() || defined.count(v)) continue;
+      Op* writer = block.FirstProducer(v);
+      if (writer == nullptr) {
+        return FailedPrecondition("input ", slot.name(), " reads var '", v,
+                                  "', which no op writes and which is "
+                                  "neither data nor persistable");
+      }
+      std::string cycle = FindDataPath(block, op, writer);
+      if (!cycle.empty()) {
+        return FailedPrecondition("cycle: input ", slot.name(), " reads '", v,
+                                  "', written by ", writer->Location(),
+                                  ", which depends on this op: ", cycle);
+      }
+      return FailedPrecondition("input ", slot.name(), " reads var '", v,
+                                "' before its first writer, ",
+                                writer->Location());
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status VerifyBlock(const Block& block) {
+  RegisterAllOps();
+  std::unordered_set<std::string> defined;
+  defined.reserve(block.vars().size());
+  for (Op* op : block.ops()) {
+    auto located = [&](const Status& s) {
+      return s.WithContext(StrCat("block ", block.idx(), ", ", op->Location()));
+    };
+    Status schema = CheckOpSchema(op->desc());
+    if (!schema.ok()) return located(schema);
+    Status reads = CheckReadsDefined(block, op, defined);
+    if (!reads.ok()) return located(reads);
+    auto outputs = InferOpShapes(op->desc(), block);
+    if (!outputs.ok()) return located(outputs.status());
+    for (const auto& [name, meta] : *outputs) {
+      const proto::VarDesc* var = block.FindVar(name);
+      if (var == nullptr) {
+        return located(NotFound("output var '", name, "' is not declared"));
+      }
+      TensorMeta declared = MetaOf(*var);
+      if (declared != meta) {
+        return located(InvalidArgument(
+            "output var '", name, "' is declared ", MetaToString(declared),
+            " but shape inference gives ", MetaToString(meta)));
+      }
+      defined.insert(name);
+    }
+  }
+  return Status::OK();
+}
+
+Status VerifyProgram(const Program& program) {
+  for (int i = 0; i < program.num_blocks(); ++i) {
+    LOOM_RETURN_IF_ERROR(VerifyBlock(program.block(i)));
+  }
+  return Status::OK();
+}
+
+}  // namespace loom
