@@ -1,0 +1,88 @@
+#include "framework/optimizer.h"
+
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+// Declares a persistable fp32 var in both programs and a fill_constant in
+// `startup` that gives it `value`.
+Status AddState(Program& main, Program& startup, const std::string& name,
+                const Shape& shape, float value) {
+  for (Program* p : {&main, &startup}) {
+    proto::VarDesc* var = p->global_block().AddVar(name);
+    SetMeta(TensorMeta{proto::FP32, shape}, var);
+    var->set_persistable(true);
+  }
+  return AppendOpInferShapes(startup.global_block(),
+                             OpDescBuilder("fill_constant")
+                                 .Output("Out", name)
+                                 .Attr("shape", shape)
+                                 .Attr("value", value))
+      .status();
+}
+
+}  // namespace
+
+Status AppendOptimizer(Program& main, Program& startup,
+                       const std::vector<ParamGradPair>& pairs,
+                       const OptimizerConfig& config) {
+  if (config.type != "adamw" && config.type != "sgd") {
+    return InvalidArgument("optimizer type '", config.type,
+                           "' is not one of adamw, sgd");
+  }
+  Block& block = main.global_block();
+  LOOM_RETURN_IF_ERROR(AddState(main, startup, kLearningRateVar, {1},
+                                config.learning_rate));
+  for (const ParamGradPair& pair : pairs) {
+    const proto::VarDesc* param = block.FindVar(pair.param);
+    if (param == nullptr || !param->is_parameter()) {
+      return InvalidArgument("optimizer: '", pair.param,
+                             "' is not a parameter");
+    }
+    const std::string where = StrCat("optimizer update of ", pair.param);
+    const Shape shape(param->shape().begin(), param->shape().end());
+    if (config.type == "sgd") {
+      auto op = AppendOpInferShapes(block, OpDescBuilder("sgd")
+                                               .Input("Param", pair.param)
+                                               .Input("Grad", pair.grad)
+                                               .Input("LearningRate", kLearningRateVar)
+                                               .Output("ParamOut", pair.param)
+                                               .Role(role::kOptimize));
+      LOOM_RETURN_IF_ERROR(op.status().WithContext(where));
+      continue;
+    }
+    const std::string m1 = pair.param + ".moment1";
+    const std::string m2 = pair.param + ".moment2";
+    const std::string b1 = pair.param + ".beta1_pow";
+    const std::string b2 = pair.param + ".beta2_pow";
+    LOOM_RETURN_IF_ERROR(AddState(main, startup, m1, shape, 0.0f));
+    LOOM_RETURN_IF_ERROR(AddState(main, startup, m2, shape, 0.0f));
+    LOOM_RETURN_IF_ERROR(AddState(main, startup, b1, {1}, config.beta1));
+    LOOM_RETURN_IF_ERROR(AddState(main, startup, b2, {1}, config.beta2));
+    const float decay = shape.size() >= 2 ? config.weight_decay : 0.0f;
+    auto op = AppendOpInferShapes(block, OpDescBuilder("adamw")
+                                             .Input("Param", pair.param)
+                                             .Input("Grad", pair.grad)
+                                             .Input("LearningRate", kLearningRateVar)
+                                             .Input("Moment1", m1)
+                                             .Input("Moment2", m2)
+                                             .Input("Beta1Pow", b1)
+                                             .Input("Beta2Pow", b2)
+                                             .Output("ParamOut", pair.param)
+                                             .Output("Moment1Out", m1)
+                                             .Output("Moment2Out", m2)
+                                             .Output("Beta1PowOut", b1)
+                                             .Output("Beta2PowOut", b2)
+                                             .Attr("beta1", config.beta1)
+                                             .Attr("beta2", config.beta2)
+                                             .Attr("epsilon", config.epsilon)
+                                             .Attr("weight_decay", decay)
+                                             .Role(role::kOptimize));
+    LOOM_RETURN_IF_ERROR(op.status().WithContext(where));
+  }
+  return Status::OK();
+}
+
+}  // namespace loom

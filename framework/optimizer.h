@@ -1,0 +1,37 @@
+// Appends parameter updates (role optimize) for the gradients autodiff made.
+#ifndef LOOM_FRAMEWORK_OPTIMIZER_H_
+#define LOOM_FRAMEWORK_OPTIMIZER_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/autodiff.h"
+#include "framework/program.h"
+
+namespace loom {
+
+struct OptimizerConfig {
+  std::string type = "adamw";  // "adamw" or "sgd"
+  float learning_rate = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  // Decoupled weight decay, applied to matrices only: decaying biases and
+  // layer-norm gains is the usual mistake this avoids.
+  float weight_decay = 0.01f;
+};
+
+// The persistable var holding the learning rate, shape [1].
+inline constexpr const char* kLearningRateVar = "learning_rate";
+
+// Adds one update op per (param, grad) pair to `main`, in the order given
+// (the order gradients complete), and the ops that initialize the optimizer
+// state (learning rate, moments, beta powers) to `startup`. The error names
+// the pair at fault.
+Status AppendOptimizer(Program& main, Program& startup,
+                       const std::vector<ParamGradPair>& pairs,
+                       const OptimizerConfig& config);
+
+}  // namespace loom
+
+#endif  // LOOM_FRAMEWORK_OPTIMIZER_H_

@@ -1,0 +1,68 @@
+// A GPT decoder as a Loom training program: token and position embeddings,
+// N pre-LayerNorm blocks (causal self-attention, GELU MLP), a final layer
+// norm, an LM head and a mean cross-entropy loss; then autodiff and the
+// optimizer. Parameters are initialized by a separate startup program.
+#ifndef LOOM_MODELS_GPT_H_
+#define LOOM_MODELS_GPT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/autodiff.h"
+#include "framework/optimizer.h"
+#include "framework/program.h"
+
+namespace loom {
+
+struct GptConfig {
+  std::string name = "custom";
+  int64_t vocab_size = 128;
+  int64_t seq_len = 32;
+  int64_t hidden = 64;
+  int64_t num_layers = 2;
+  int64_t num_heads = 4;
+  int64_t ffn_hidden = 256;  // 4 * hidden in every preset
+  int64_t batch_size = 8;
+  float dropout = 0.0f;
+  float init_std = 0.02f;
+  // The LM head reuses the token embedding (as GPT-2/3 do); the published
+  // parameter counts assume it.
+  bool tie_embeddings = true;
+  int64_t seed = 1;
+
+  int64_t head_dim() const { return hidden / num_heads; }
+  // Counted from the config, not from a built program.
+  int64_t NumParameters() const;
+};
+
+// Presets: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, gpt3-13b, gpt3-175b.
+StatusOr<GptConfig> GptPreset(const std::string& name);
+std::vector<std::string> GptPresetNames();
+// Rejects sizes that cannot build (heads not dividing hidden, ...), naming
+// the field.
+Status ValidateGptConfig(const GptConfig& config);
+
+inline constexpr const char* kTokensVar = "tokens";
+inline constexpr const char* kLabelsVar = "labels";
+inline constexpr const char* kLossVar = "loss";
+
+struct TrainingProgram {
+  GptConfig config;
+  Program startup;  // initializes parameters and optimizer state
+  Program main;     // forward, backward, optimizer
+  std::vector<ParamGradPair> param_grads;
+};
+
+// Forward only: appends the model to `main` (and initializers to
+// `startup`); the loss is kLossVar.
+Status BuildGptForward(const GptConfig& config, Program& main,
+                       Program& startup);
+
+// Forward, AppendBackward and AppendOptimizer.
+StatusOr<TrainingProgram> BuildGptTrainingProgram(
+    const GptConfig& config, const OptimizerConfig& optimizer = {});
+
+}  // namespace loom
+
+#endif  // LOOM_MODELS_GPT_H_

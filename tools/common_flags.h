@@ -1,0 +1,34 @@
+// Flags shared by several commands. Each flag can also be set as the
+// environment variable FLAGS_<name>; a command-line value wins.
+#ifndef LOOM_TOOLS_COMMON_FLAGS_H_
+#define LOOM_TOOLS_COMMON_FLAGS_H_
+
+#include <gflags/gflags.h>
+
+#include "framework/optimizer.h"
+#include "models/gpt.h"
+
+DECLARE_string(preset);
+DECLARE_int64(seed);
+DECLARE_int64(steps);
+DECLARE_int64(batch_size);
+DECLARE_int64(seq_len);
+DECLARE_int64(layers);
+DECLARE_double(dropout);
+DECLARE_string(optimizer);
+DECLARE_double(lr);
+
+namespace loom {
+
+// The --preset config with --batch_size, --seq_len, --layers, --dropout and
+// --seed applied.
+StatusOr<GptConfig> GptConfigFromFlags();
+StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
+
+// Sets every defined flag whose FLAGS_<name> environment variable exists.
+// Call before parsing the command line, so the command line overrides.
+void ApplyFlagsFromEnvironment();
+
+}  // namespace loom
+
+#endif  // LOOM_TOOLS_COMMON_FLAGS_H_

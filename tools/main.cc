@@ -1,0 +1,141 @@
+// The `loom` command line. `loom help` lists the commands; `loom CMD --help`
+// explains one.
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "tools/command.h"
+#include "tools/common_flags.h"
+
+DECLARE_string(o);
+DECLARE_string(startup);
+DECLARE_bool(vars);
+
+namespace loom {
+
+Status RunModel(const std::vector<std::string>& args);
+Status RunShow(const std::vector<std::string>& args);
+Status RunTrain(const std::vector<std::string>& args);
+Status RunDemo(const std::vector<std::string>& args);
+Status RunOps(const std::vector<std::string>& args);
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const commands = new std::vector<Command>{
+      {"demo", "train gpt-tiny serially and show the loss falling",
+       "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd]\n"
+       "Trains the gpt-tiny preset for 200 steps on the built-in synthetic\n"
+       "dataset and prints the loss every 20 steps.",
+       {"seed", "lr", "optimizer"}, RunDemo},
+      {"model", "write a GPT training program (forward, backward, optimizer)",
+       "loom model --preset P -o FILE [--startup FILE]\n"
+       "Builds the preset's training program and writes it; a name ending\n"
+       "in .pbtxt writes protobuf text format, anything else binary.",
+       {"preset", "o", "startup", "batch_size", "seq_len", "layers", "dropout",
+        "optimizer", "lr", "seed"},
+       RunModel},
+      {"show", "print a program file as a listing",
+       "loom show FILE [--vars]\n"
+       "One line per op: index, role, type, inputs -> outputs, the\n"
+       "attributes it sets and its parallel annotations (@stage, @stream...).",
+       {"vars"}, RunShow},
+      {"train", "train a preset serially, printing every step",
+       "loom train --preset P --steps N [--seed S]\n"
+       "Prints 'step K loss X time_ms T' per step; T is the step's wall time.",
+       {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
+        "optimizer", "lr"},
+       RunTrain},
+      {"ops", "list the registered ops, their slots, attributes and docs",
+       "loom ops [TYPE...]", {}, RunOps},
+  };
+  return *commands;
+}
+
+void PrintCommandHelp(const Command& command) {
+  std::printf("%s\n", command.usage);
+  if (command.flags.empty()) return;
+  std::printf("\nflags (each also settable as the environment variable "
+              "FLAGS_<name>):\n");
+  for (const char* name : command.flags) {
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(name, &info)) continue;
+    std::string value = info.default_value;
+    if (info.type == "double") value = loom::StrCat(std::stod(value));
+    if (value.empty()) value = "\"\"";
+    std::printf("  --%-12s %s (default: %s)\n", name, info.description.c_str(),
+                value.c_str());
+  }
+}
+
+namespace {
+
+void PrintUsage() {
+  std::printf("usage: loom COMMAND [flags]\n\ncommands:\n");
+  for (const Command& c : Commands()) std::printf("  %-8s %s\n", c.name, c.summary);
+  std::printf("\n'loom help COMMAND' or 'loom COMMAND --help' explains one.\n");
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& c : Commands()) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") ||
+        !std::strcmp(argv[i], "-help")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+}  // namespace loom
+
+int main(int argc, char** argv) {
+  using loom::Command;
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  if (argc < 2) {
+    loom::PrintUsage();
+    return 2;
+  }
+  std::string name = argv[1];
+  if (name == "help" || name == "--help" || name == "-h") {
+    const Command* c = argc > 2 ? loom::FindCommand(argv[2]) : nullptr;
+    if (c != nullptr) {
+      loom::PrintCommandHelp(*c);
+    } else {
+      loom::PrintUsage();
+    }
+    return 0;
+  }
+  const Command* command = loom::FindCommand(name);
+  if (command == nullptr) {
+    std::fprintf(stderr, "loom: unknown command '%s'; 'loom help' lists them\n",
+                 name.c_str());
+    return 2;
+  }
+  // Parse the command's arguments as if it were its own program.
+  int cargc = argc - 1;
+  char** cargv = argv + 1;
+  if (loom::WantsHelp(cargc, cargv)) {
+    loom::PrintCommandHelp(*command);
+    return 0;
+  }
+  loom::ApplyFlagsFromEnvironment();
+  gflags::ParseCommandLineFlags(&cargc, &cargv, /*remove_flags=*/true);
+  std::vector<std::string> args(cargv + 1, cargv + cargc);
+  loom::Status status = command->run(args);
+  if (!status.ok()) {
+    std::fprintf(stderr, "loom %s: %s\n", command->name,
+                 status.message().c_str());
+    return 1;
+  }
+  return 0;
+}

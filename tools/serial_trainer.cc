@@ -1,0 +1,39 @@
+#include "tools/serial_trainer.h"
+
+#include <cstring>
+
+namespace loom {
+
+SerialTrainer::SerialTrainer(TrainingProgram program, const GptConfig& config)
+    : program_(std::move(program)),
+      data_(config.vocab_size, config.seq_len, config.seed) {}
+
+StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
+    const GptConfig& config, const OptimizerConfig& optimizer) {
+  LOOM_ASSIGN_OR_RETURN(TrainingProgram program,
+                        BuildGptTrainingProgram(config, optimizer));
+  std::unique_ptr<SerialTrainer> t(new SerialTrainer(std::move(program), config));
+  LOOM_ASSIGN_OR_RETURN(auto startup,
+                        SerialExecutor::Create(t->program_.startup, &t->scope_));
+  LOOM_RETURN_IF_ERROR(startup->Run().WithContext("startup program"));
+  LOOM_ASSIGN_OR_RETURN(
+      t->executor_,
+      SerialExecutor::Create(t->program_.main, &t->scope_, {{kLossVar}}));
+  return t;
+}
+
+StatusOr<float> SerialTrainer::Step(int64_t step) {
+  const GptConfig& c = program_.config;
+  data_.Batch(step, c.batch_size, &tokens_, &labels_);
+  const TensorMeta meta{proto::INT64, {c.batch_size, c.seq_len}};
+  for (auto [name, values] : {std::pair{kTokensVar, &tokens_},
+                              std::pair{kLabelsVar, &labels_}}) {
+    Tensor* t = scope_.Var(name);
+    t->Resize(meta);
+    std::memcpy(t->raw_data(), values->data(), t->bytes());
+  }
+  LOOM_RETURN_IF_ERROR(executor_->Run().WithContext(StrCat("step ", step)));
+  return scope_.Find(kLossVar)->data<float>()[0];
+}
+
+}  // namespace loom
