@@ -1,8 +1,91 @@
-// Placeholder: filled in with the matmul ops.
+// matmul: Out = alpha * op(X) @ op(Y) over the last two dims, and its
+// gradient.
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
+namespace {
 
-void RegisterMatmulOps() {}
+Status CheckFloatMatrix(const std::string& slot, const TensorMeta& m) {
+  if (m.dtype != proto::FP32) {
+    return InvalidArgument(slot, " must be fp32, but is ",
+                           DataTypeName(m.dtype));
+  }
+  if (m.shape.size() < 2) {
+    return InvalidArgument(slot, " must have rank >= 2, but has shape ",
+                           ShapeToString(m.shape));
+  }
+  return Status::OK();
+}
+
+Status InferMatmul(InferShapeContext& ctx) {
+  const TensorMeta& x = ctx.Input("X");
+  const TensorMeta& y = ctx.Input("Y");
+  LOOM_RETURN_IF_ERROR(CheckFloatMatrix("X", x));
+  LOOM_RETURN_IF_ERROR(CheckFloatMatrix("Y", y));
+  const bool tx = ctx.Attr<bool>("transpose_x");
+  const bool ty = ctx.Attr<bool>("transpose_y");
+  const size_t rx = x.shape.size();
+  const size_t ry = y.shape.size();
+  const int64_t m = tx ? x.shape[rx - 1] : x.shape[rx - 2];
+  const int64_t kx = tx ? x.shape[rx - 2] : x.shape[rx - 1];
+  const int64_t ky = ty ? y.shape[ry - 1] : y.shape[ry - 2];
+  const int64_t n = ty ? y.shape[ry - 2] : y.shape[ry - 1];
+  if (kx != ky) {
+    return InvalidArgument("X has ", kx, " columns (after transpose) but Y has ",
+                           ky, " rows: ", ShapeToString(x.shape), " @ ",
+                           ShapeToString(y.shape));
+  }
+  Shape out(x.shape.begin(), x.shape.end() - 2);
+  // A 2-D Y is shared by every batch of X; a batched Y must match X's batch
+  // dims exactly (no broadcasting, which would need a reduction in the grad).
+  if (ry > 2 && Shape(y.shape.begin(), y.shape.end() - 2) != out) {
+    return InvalidArgument("batch dims of X and Y differ: ",
+                           ShapeToString(x.shape), " @ ",
+                           ShapeToString(y.shape),
+                           " (Y must be 2-D or have X's batch dims)");
+  }
+  out.push_back(m);
+  out.push_back(n);
+  ctx.SetOutput("Out", TensorMeta{proto::FP32, out});
+  return Status::OK();
+}
+
+OpSchema& MatmulAttrs(OpSchema& s) {
+  return s.Attr<bool>("transpose_x", false)
+      .Attr<bool>("transpose_y", false)
+      .Attr<float>("alpha", 1.0f);
+}
+
+}  // namespace
+
+void RegisterMatmulOps() {
+  OpSchema fwd("matmul");
+  fwd.Input("X")
+      .Input("Y")
+      .Output("Out")
+      .SetInferShape(InferMatmul)
+      .SetGradMaker([](const proto::OpDesc& f) {
+        return std::vector<proto::OpDesc>{
+            MakeGradOp(f, "matmul_grad", {"X", "Y"}, {}, {"Out"}, {"X", "Y"})};
+      })
+      .Doc("Out = alpha * op(X) @ op(Y) over the last two dims; leading dims "
+           "are batch dims, and a 2-D Y is shared by every batch.");
+  OpRegistry::Global().Register(std::move(MatmulAttrs(fwd)));
+
+  OpSchema grad("matmul_grad");
+  grad.Input("X")
+      .Input("Y")
+      .Input(GradSlot("Out"))
+      .Output(GradSlot("X"), SlotSpec::kOptional)
+      .Output(GradSlot("Y"), SlotSpec::kOptional)
+      .SetInferShape([](InferShapeContext& ctx) {
+        ctx.ShareMeta("X", GradSlot("X"));
+        ctx.ShareMeta("Y", GradSlot("Y"));
+        return Status::OK();
+      })
+      .Doc("Gradient of matmul; a shared 2-D Y's gradient is summed over the "
+           "batch in one gemm.");
+  OpRegistry::Global().Register(std::move(MatmulAttrs(grad)));
+}
 
 }  // namespace loom
