@@ -1,8 +1,167 @@
-// Placeholder: filled in with the collective ops.
+// Communication ops. Communicators run them; the framework only knows their
+// shapes and gradients. The allreduce/identity pair is Megatron's g/f for
+// tensor parallelism: each is the other's gradient.
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
+namespace {
 
-void RegisterCollectiveOps() {}
+Status InferSameAsX(InferShapeContext& ctx) {
+  ctx.ShareMeta("X", "Out");
+  return Status::OK();
+}
+
+// A grad maker that emits one `type` op from Out@GRAD to X@GRAD, carrying
+// ring_id, nranks (when the forward op has it) and any `extra` attrs.
+GradMakerFn MirrorGrad(const std::string& type,
+                       std::vector<proto::Attr> extra = {}) {
+  return [type, extra](const proto::OpDesc& fwd) {
+    OpDescBuilder b(type);
+    b.Input("X", GradVarName(SlotVars(fwd.outputs(), "Out")[0]))
+        .Output("Out", GradVarName(SlotVars(fwd.inputs(), "X")[0]))
+        .RawAttr(*FindAttrOrDefault(fwd, "ring_id"));
+    if (const proto::Attr* n = FindAttrOrDefault(fwd, "nranks")) b.RawAttr(*n);
+    for (const auto& a : extra) b.RawAttr(a);
+    return std::vector<proto::OpDesc>{b.Build()};
+  };
+}
+
+StatusOr<int> NRanks(const InferShapeContext& ctx) {
+  const int n = ctx.Attr<int32_t>("nranks");
+  if (n < 1)
+    return InvalidArgument("attribute nranks is ", n, ", must be >= 1");
+  return n;
+}
+
+Status CheckPeer(const InferShapeContext& ctx) {
+  const int peer = ctx.Attr<int32_t>("peer");
+  if (peer < 0) return InvalidArgument("attribute peer is ", peer);
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterCollectiveOps() {
+  OpRegistry::Global().Register(
+      OpSchema("allreduce")
+          .Input("X")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .Attr<std::string>("reduce_op", "sum")
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            const std::string op = ctx.Attr<std::string>("reduce_op");
+            if (op != "sum" && op != "avg" && op != "max") {
+              return InvalidArgument("attribute reduce_op '", op,
+                                     "' is not one of sum, avg, max");
+            }
+            return InferSameAsX(ctx);
+          })
+          .SetGradMaker(MirrorGrad("identity"))
+          .SetCommunication()
+          .Doc("Out = X reduced over the ranks of ring_id (sum, avg or max). "
+               "Its gradient is identity: this assumes Out@GRAD is the same "
+               "on every rank, as after tensor-parallel row layers."));
+  OpRegistry::Global().Register(
+      OpSchema("identity")
+          .Input("X")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .SetInferShape(InferSameAsX)
+          .SetGradMaker(MirrorGrad("allreduce",
+                                   {MakeAttr<std::string>("reduce_op", "sum")}))
+          .SetCommunication()
+          .Doc("Out = X. Marks where a replicated value enters rank-local "
+               "compute; its gradient is a sum allreduce over ring_id."));
+  OpRegistry::Global().Register(
+      OpSchema("allgather")
+          .Input("X")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .RequiredAttr<int32_t>("nranks")
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
+            TensorMeta out = ctx.Input("X");
+            if (out.shape.empty()) {
+              return InvalidArgument(
+                  "X is a scalar; allgather joins along "
+                  "dim 0");
+            }
+            out.shape[0] *= n;
+            ctx.SetOutput("Out", out);
+            return Status::OK();
+          })
+          .SetGradMaker(MirrorGrad("reduce_scatter"))
+          .SetCommunication()
+          .Doc("Out = the X of every rank, joined along dim 0 in rank "
+               "order."));
+  OpRegistry::Global().Register(
+      OpSchema("reduce_scatter")
+          .Input("X")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .RequiredAttr<int32_t>("nranks")
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
+            TensorMeta out = ctx.Input("X");
+            if (out.shape.empty() || out.shape[0] % n != 0) {
+              return InvalidArgument("dim 0 of X ", ShapeToString(out.shape),
+                                     " is not divisible by attribute nranks ",
+                                     n);
+            }
+            out.shape[0] /= n;
+            ctx.SetOutput("Out", out);
+            return Status::OK();
+          })
+          .SetGradMaker(MirrorGrad("allgather"))
+          .SetCommunication()
+          .Doc("Sums X over the ranks and gives rank r the r-th of nranks "
+               "equal parts along dim 0."));
+  OpRegistry::Global().Register(
+      OpSchema("broadcast")
+          .Input("X")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .Attr<int32_t>("root", 0)
+          .SetInferShape(InferSameAsX)
+          .SetCommunication()
+          .Doc("Out = X of rank root, on every rank."));
+  OpRegistry::Global().Register(
+      OpSchema("send")
+          .Input("X")
+          .Attr<int32_t>("ring_id", 0)
+          .RequiredAttr<int32_t>("peer")
+          .SetInferShape(CheckPeer)
+          .SetCommunication()
+          .Doc("Sends X to rank peer. No outputs: passes must not drop it "
+               "as dead code."));
+  OpRegistry::Global().Register(
+      OpSchema("recv")
+          .Output("Out")
+          .Attr<int32_t>("ring_id", 0)
+          .RequiredAttr<int32_t>("peer")
+          .RequiredAttr<std::vector<int64_t>>("out_shape")
+          .Attr<int32_t>("dtype", proto::FP32)
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            LOOM_RETURN_IF_ERROR(CheckPeer(ctx));
+            auto shape = ctx.Attr<std::vector<int64_t>>("out_shape");
+            for (int64_t d : shape) {
+              if (d < 0) {
+                return InvalidArgument("attribute out_shape ",
+                                       ShapeToString(shape),
+                                       " has a negative dimension");
+              }
+            }
+            const int dtype = ctx.Attr<int32_t>("dtype");
+            if (!proto::DataType_IsValid(dtype)) {
+              return InvalidArgument("attribute dtype ", dtype,
+                                     " is not a data type");
+            }
+            ctx.SetOutput("Out",
+                          TensorMeta{static_cast<DataType>(dtype), shape});
+            return Status::OK();
+          })
+          .SetCommunication()
+          .Doc("Out = what rank peer sends, of out_shape and dtype."));
+}
 
 }  // namespace loom

@@ -1,8 +1,75 @@
-// Placeholder: filled in with the embedding ops.
+// lookup_table: the embedding lookup, and its dense gradient.
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
+namespace {
 
-void RegisterEmbeddingOps() {}
+Status CheckTableAndIds(const InferShapeContext& ctx) {
+  const TensorMeta& w = ctx.Input("W");
+  const TensorMeta& ids = ctx.Input("Ids");
+  if (w.shape.size() != 2) {
+    return InvalidArgument("W must be a [vocab, hidden] table but is ",
+                           MetaToString(w));
+  }
+  if (ids.dtype != proto::INT64) {
+    return InvalidArgument("Ids must be int64 but is ", MetaToString(ids));
+  }
+  const int64_t padding = ctx.Attr<int64_t>("padding_idx");
+  if (padding != -1 && (padding < 0 || padding >= w.shape[0])) {
+    return InvalidArgument("attribute padding_idx ", padding,
+                           " is out of range [0, ", w.shape[0], ") of W ",
+                           ShapeToString(w.shape), " (-1 means no padding)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterEmbeddingOps() {
+  OpRegistry::Global().Register(
+      OpSchema("lookup_table")
+          .Input("W")
+          .Input("Ids", SlotSpec::kNoGrad)
+          .Output("Out")
+          .Attr<int64_t>("padding_idx", -1)
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            LOOM_RETURN_IF_ERROR(CheckTableAndIds(ctx));
+            const TensorMeta& w = ctx.Input("W");
+            Shape out = ctx.Input("Ids").shape;
+            out.push_back(w.shape[1]);
+            ctx.SetOutput("Out", TensorMeta{w.dtype, out});
+            return Status::OK();
+          })
+          .SetGradMaker([](const proto::OpDesc& fwd) {
+            return std::vector<proto::OpDesc>{MakeGradOp(
+                fwd, "lookup_table_grad", {"W", "Ids"}, {}, {"Out"}, {"W"})};
+          })
+          .Doc("Out[..., :] = W[Ids[...], :]: Out has shape Ids.shape + "
+               "[hidden]. Positions whose id is padding_idx (unless -1) get "
+               "zeros and give W no gradient. An id outside [0, vocab) is a "
+               "run-time error naming its position."));
+  OpRegistry::Global().Register(
+      OpSchema("lookup_table_grad")
+          .Input("W", SlotSpec::kNoBuffer)
+          .Input("Ids", SlotSpec::kNoGrad)
+          .Input(GradSlot("Out"))
+          .Output(GradSlot("W"))
+          .Attr<int64_t>("padding_idx", -1)
+          .SetInferShape([](InferShapeContext& ctx) -> Status {
+            LOOM_RETURN_IF_ERROR(CheckTableAndIds(ctx));
+            Shape expected = ctx.Input("Ids").shape;
+            expected.push_back(ctx.Input("W").shape[1]);
+            const TensorMeta& dout = ctx.Input(GradSlot("Out"));
+            if (dout.shape != expected) {
+              return InvalidArgument("Out@GRAD is ", MetaToString(dout),
+                                     " but Ids and W give ",
+                                     ShapeToString(expected));
+            }
+            ctx.ShareMeta("W", GradSlot("W"));
+            return Status::OK();
+          })
+          .Doc("Dense W@GRAD: zeros, plus each Out@GRAD row added to the row "
+               "of its id, in id-position order so the sum is reproducible."));
+}
 
 }  // namespace loom
