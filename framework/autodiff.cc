@@ -32,7 +32,10 @@ class BackwardBuilder {
   Status FillZeroGrad(const std::string& var);
   Status EmitGradOps(const Op& forward);
   StatusOr<Op*> Emit(proto::OpDesc desc) {
-    desc.set_role(role::kBackward);
+    uint32_t r = role::kBackward;
+    const OpSchema* schema = OpRegistry::Global().Find(desc.type());
+    if (schema != nullptr && schema->communication()) r |= role::kComm;
+    desc.set_role(r);
     return AppendOpInferShapes(block_, std::move(desc));
   }
 
@@ -68,10 +71,17 @@ Status BackwardBuilder::Analyze(const std::vector<Op*>& forward) {
       for (const auto& v : slot.vars()) any |= NeedsGrad(v);
     }
     if (!any) continue;
-    for (const std::string& out : op->OutputVars()) {
-      const proto::VarDesc* var = block_.FindVar(out);
-      if (var != nullptr && IsFloating(var->dtype()) && !var->stop_gradient()) {
-        needs_grad_.insert(out);
+    // Outputs in kNoGrad slots (layer_norm's Mean, say) are side results the
+    // grad op never differentiates through: they act as constants.
+    for (const auto& slot : op->desc().outputs()) {
+      const SlotSpec* spec = schema->FindOutput(slot.name());
+      if (spec == nullptr || spec->no_grad()) continue;
+      for (const auto& out : slot.vars()) {
+        const proto::VarDesc* var = block_.FindVar(out);
+        if (var != nullptr && IsFloating(var->dtype()) &&
+            !var->stop_gradient()) {
+          needs_grad_.insert(out);
+        }
       }
     }
   }

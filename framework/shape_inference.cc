@@ -42,6 +42,11 @@ int InferShapeContext::InputCount(const std::string& slot) const {
   return vars == nullptr ? 0 : vars->size();
 }
 
+bool InferShapeContext::HasInput(const std::string& slot) const {
+  const auto* vars = SlotVars(desc_.inputs(), slot);
+  return vars != nullptr && !vars->empty() && !vars->Get(0).empty();
+}
+
 const TensorMeta& InferShapeContext::Input(const std::string& slot,
                                            int i) const {
   const auto* vars = SlotVars(desc_.inputs(), slot);

@@ -22,7 +22,8 @@ class InferShapeContext {
   const proto::OpDesc& desc() const { return desc_; }
 
   int InputCount(const std::string& slot) const;
-  bool HasInput(const std::string& slot) const { return InputCount(slot) > 0; }
+  // False for an absent slot and for one holding only a pruned "" var.
+  bool HasInput(const std::string& slot) const;
   // The meta of var `i` in input `slot`; the caller has checked the slot
   // exists (CheckOpSchema does for required slots).
   const TensorMeta& Input(const std::string& slot, int i = 0) const;

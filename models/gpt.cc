@@ -58,7 +58,7 @@ class GptBuilder {
 
   std::string Param(const std::string& name, const Shape& shape, Init init);
   std::string Data(const std::string& name, const Shape& shape);
-  // Appends `desc` (output slots named) and returns its first output.
+  // Appends `desc` and returns the first var of its first output slot.
   std::string Append(proto::OpDesc desc);
   std::string Linear(const std::string& prefix, const std::string& x,
                      int64_t in, int64_t out, Init init);
@@ -261,12 +261,12 @@ Status GptBuilder::Build() {
                                   .Input("Y", head)
                                   .Output("Out", "lm_head.logits")
                                   .Attr("transpose_y", transpose_head));
-  std::string token_loss =
-      Append(OpDescBuilder("softmax_with_cross_entropy")
-                 .Input("Logits", logits)
-                 .Input("Label", labels)
-                 .Output("Softmax", "lm_head.softmax")
-                 .Output("Loss", "lm_head.token_loss"));
+  const std::string token_loss = "lm_head.token_loss";
+  Append(OpDescBuilder("softmax_with_cross_entropy")
+             .Input("Logits", logits)
+             .Input("Label", labels)
+             .Output("Softmax", "lm_head.softmax")
+             .Output("Loss", token_loss));
   Append(OpDescBuilder("reduce_mean")
              .Input("X", token_loss)
              .Output("Out", kLossVar)

@@ -65,23 +65,24 @@ void CheckGrad(const GradCheckCase& c) {
     proto::VarDesc* wv = block.AddVar(w);
     SetMeta(weights[w].meta(), wv);
     wv->set_is_data(true);
-    ASSERT_TRUE(AppendOpInferShapes(block, OpDescBuilder("elementwise_mul")
-                                               .Input("X", out)
-                                               .Input("Y", w)
-                                               .Output("Out", out + "_w"))
-                    .ok());
-    ASSERT_TRUE(AppendOpInferShapes(block, OpDescBuilder("reduce_sum")
-                                               .Input("X", out + "_w")
-                                               .Output("Out", out + "_loss")
-                                               .Attr("reduce_all", true))
-                    .ok());
+    auto weighted = AppendOpInferShapes(block, OpDescBuilder("elementwise_mul")
+                                                   .Input("X", out)
+                                                   .Input("Y", w)
+                                                   .Output("Out", out + "_w"));
+    ASSERT_TRUE(weighted.ok()) << weighted.status();
+    auto reduced = AppendOpInferShapes(block, OpDescBuilder("reduce_sum")
+                                                  .Input("X", out + "_w")
+                                                  .Output("Out", out + "_loss")
+                                                  .Attr("reduce_all", true));
+    ASSERT_TRUE(reduced.ok()) << reduced.status();
     partial_losses.push_back(out + "_loss");
   }
-  ASSERT_TRUE(AppendOpInferShapes(block, OpDescBuilder("sum")
-                                             .Input("X", partial_losses)
-                                             .Output("Out", "loss"))
-                  .ok());
-  auto pairs = AppendBackward(program, "loss");
+  // A name no op under test will use for its own outputs.
+  const std::string loss = "grad_check.loss";
+  auto sum = AppendOpInferShapes(
+      block, OpDescBuilder("sum").Input("X", partial_losses).Output("Out", loss));
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  auto pairs = AppendBackward(program, loss);
   ASSERT_TRUE(pairs.ok()) << pairs.status();
 
   Scope scope;
@@ -111,10 +112,10 @@ void CheckGrad(const GradCheckCase& c) {
       const float saved = *p;
       *p = saved + c.eps;
       ASSERT_TRUE((*exec)->Run().ok());
-      const double plus = scope.Find("loss")->data<float>()[0];
+      const double plus = scope.Find(loss)->data<float>()[0];
       *p = saved - c.eps;
       ASSERT_TRUE((*exec)->Run().ok());
-      const double minus = scope.Find("loss")->data<float>()[0];
+      const double minus = scope.Find(loss)->data<float>()[0];
       *p = saved;
       const double numeric = (plus - minus) / (2.0 * c.eps);
       const double tol =

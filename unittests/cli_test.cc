@@ -1,0 +1,118 @@
+// The loom binary: its output and its one-line errors.
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result Loom(const std::string& args) {
+  std::string cmd = std::string(LOOM_BIN) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+int Lines(const std::string& s) {
+  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+TEST(Cli, ModelThenShow) {
+  Result m = Loom("model --preset gpt-tiny -o /tmp/loom_cli_tiny.pb");
+  ASSERT_EQ(m.code, 0) << m.out;
+  Result s = Loom("show /tmp/loom_cli_tiny.pb");
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("program: 1 block(s)"), std::string::npos);
+  EXPECT_NE(s.out.find("forward        lookup_table"), std::string::npos) << s.out.substr(0, 600);
+  EXPECT_NE(s.out.find("backward|loss  fill_constant"), std::string::npos);
+  EXPECT_NE(s.out.find("optimize       adamw"), std::string::npos);
+}
+
+TEST(Cli, TextFormatRoundTrips) {
+  ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o /tmp/loom_cli_tiny.pbtxt").code, 0);
+  Result s = Loom("show /tmp/loom_cli_tiny.pbtxt");
+  EXPECT_EQ(s.code, 0) << s.out;
+}
+
+TEST(Cli, TruncatedAndCorruptedFilesGiveOneLineErrors) {
+  ASSERT_EQ(Loom("model --preset gpt-tiny -o /tmp/loom_cli_good.pb").code, 0);
+  std::string bytes = ReadFile("/tmp/loom_cli_good.pb");
+  for (size_t keep : {size_t{0}, size_t{7}, size_t{30}, bytes.size() / 2, bytes.size() - 1}) {
+    WriteFile("/tmp/loom_cli_bad.pb", bytes.substr(0, keep));
+    Result r = Loom("show /tmp/loom_cli_bad.pb");
+    EXPECT_EQ(r.code, 1) << keep << ": " << r.out;
+    EXPECT_EQ(Lines(r.out), 1) << keep << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("loom show: /tmp/loom_cli_bad.pb: ", 0), 0u) << r.out;
+  }
+  std::string flipped = bytes;
+  for (size_t i = 40; i < flipped.size(); i += 997) flipped[i] ^= 0x21;
+  WriteFile("/tmp/loom_cli_bad.pb", flipped);
+  Result r = Loom("show /tmp/loom_cli_bad.pb");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "loom show: /tmp/loom_cli_bad.pb: corrupted program: checksum mismatch\n");
+  WriteFile("/tmp/loom_cli_bad.pbtxt", "blocks { idx: 0 ops { type: \"scale\" ");
+  r = Loom("show /tmp/loom_cli_bad.pbtxt");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(Lines(r.out), 1) << r.out;
+  Result missing = Loom("show /tmp/loom_no_such_file.pb");
+  EXPECT_EQ(missing.out, "loom show: /tmp/loom_no_such_file.pb: cannot open\n");
+}
+
+TEST(Cli, TrainPrintsEveryStep) {
+  Result r = Loom("train --preset gpt-tiny --steps 3 --seed 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(Lines(r.out), 3) << r.out;
+  EXPECT_EQ(r.out.rfind("step 0 loss ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("step 2 loss "), std::string::npos);
+  EXPECT_NE(r.out.find(" time_ms "), std::string::npos);
+}
+
+TEST(Cli, SameSeedSameLossAndBadFlags) {
+  Result env = Loom("train --preset gpt-tiny --steps 1 --seed 2");
+  Result env2 = Loom("train --preset gpt-tiny --steps 1 --seed 2");
+  ASSERT_EQ(env.code, 0);
+  // Same seed, same loss (times differ).
+  EXPECT_EQ(env.out.substr(0, 20), env2.out.substr(0, 20));
+  Result bad = Loom("train --preset gpt-huge --steps 1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(Lines(bad.out), 1) << bad.out;
+  Result unknown = Loom("frobnicate");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(Lines(unknown.out), 1);
+}
+
+TEST(Cli, EnvironmentVariableSetsAFlag) {
+  std::string cmd = std::string("FLAGS_steps=2 ") + LOOM_BIN + " train --preset gpt-tiny 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  EXPECT_EQ(Lines(out), 2) << out;
+}
+
+}  // namespace
