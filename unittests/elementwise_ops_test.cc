@@ -8,6 +8,7 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "unittests/grad_check.h"
+#include "unittests/op_runner.h"
 
 namespace loom {
 namespace {
@@ -15,6 +16,10 @@ namespace {
 using testing::CheckGrad;
 using testing::GradCheckCase;
 using testing::RandomTensor;
+using testing::RunOne;
+using testing::RunOp;
+using testing::TryRunOne;
+using testing::TryRunOp;
 
 GradCheckCase Binary(const std::string& type, const Shape& x, const Shape& y) {
   GradCheckCase c;
@@ -99,28 +104,6 @@ TEST(ReduceGrad, All) {
   CheckGrad(c);
 }
 
-// Runs one op on fed inputs and returns the named output.
-Tensor RunOne(const proto::OpDesc& desc, const std::map<std::string, Tensor>& in,
-              const std::string& out) {
-  RegisterAllCpuKernels();
-  Program p;
-  for (const auto& [name, t] : in) {
-    auto* v = p.global_block().AddVar(name);
-    SetMeta(t.meta(), v);
-    v->set_is_data(true);
-  }
-  auto op = AppendOpInferShapes(p.global_block(), desc);
-  CHECK(op.ok()) << op.status();
-  Scope scope;
-  for (const auto& [name, t] : in) scope.Var(name)->CopyFrom(t);
-  auto exec = SerialExecutor::Create(p, &scope, {{out}});
-  CHECK(exec.ok()) << exec.status();
-  Status s = (*exec)->Run();
-  CHECK(s.ok()) << s;
-  Tensor result;
-  result.CopyFrom(*scope.Find(out));
-  return result;
-}
 
 TEST(ElementwiseForward, BroadcastValues) {
   Tensor out = RunOne(

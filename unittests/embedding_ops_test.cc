@@ -5,6 +5,7 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "unittests/grad_check.h"
+#include "unittests/op_runner.h"
 
 namespace loom {
 namespace {
@@ -12,27 +13,11 @@ namespace {
 using testing::CheckGrad;
 using testing::GradCheckCase;
 using testing::RandomTensor;
+using testing::RunOne;
+using testing::RunOp;
+using testing::TryRunOne;
+using testing::TryRunOp;
 
-// Runs one op on fed inputs; the named output, or the run's error.
-StatusOr<Tensor> RunOne(const proto::OpDesc& desc,
-                        const std::map<std::string, Tensor>& in,
-                        const std::string& out) {
-  RegisterAllCpuKernels();
-  Program p;
-  for (const auto& [name, t] : in) {
-    auto* v = p.global_block().AddVar(name);
-    SetMeta(t.meta(), v);
-    v->set_is_data(true);
-  }
-  LOOM_RETURN_IF_ERROR(AppendOpInferShapes(p.global_block(), desc).status());
-  Scope scope;
-  for (const auto& [name, t] : in) scope.Var(name)->CopyFrom(t);
-  LOOM_ASSIGN_OR_RETURN(auto exec, SerialExecutor::Create(p, &scope, {{out}}));
-  LOOM_RETURN_IF_ERROR(exec->Run());
-  Tensor result;
-  result.CopyFrom(*scope.Find(out));
-  return result;
-}
 
 proto::OpDesc Lookup(int64_t padding_idx = -1) {
   return OpDescBuilder("lookup_table")
@@ -49,7 +34,7 @@ Tensor Table() {
 
 TEST(LookupTableForward, RowsInIdsShape) {
   auto out =
-      RunOne(Lookup(),
+      TryRunOne(Lookup(),
              {{"w", Table()},
               {"ids", MakeTensor({2, 2}, std::vector<int64_t>{3, 0, 1, 3})}},
              "out");
@@ -60,7 +45,7 @@ TEST(LookupTableForward, RowsInIdsShape) {
 }
 
 TEST(LookupTableForward, PaddingRowsAreZero) {
-  auto out = RunOne(
+  auto out = TryRunOne(
       Lookup(2),
       {{"w", Table()}, {"ids", MakeTensor({3}, std::vector<int64_t>{2, 1, 2})}},
       "out");
@@ -71,7 +56,7 @@ TEST(LookupTableForward, PaddingRowsAreZero) {
 TEST(LookupTableErrors, IdOutOfRangeNamesPositionAndValue) {
   std::vector<int64_t> ids(8, 1);
   ids[5] = 300;
-  auto out = RunOne(
+  auto out = TryRunOne(
       Lookup(),
       {{"w", RandomTensor({256, 4}, 1)}, {"ids", MakeTensor({2, 4}, ids)}},
       "out");
@@ -80,7 +65,7 @@ TEST(LookupTableErrors, IdOutOfRangeNamesPositionAndValue) {
   EXPECT_EQ(out.status().message(),
             "op 0 (lookup_table): Ids[5] = 300 is out of range [0, 256)");
   ids[5] = -1;
-  out = RunOne(
+  out = TryRunOne(
       Lookup(),
       {{"w", RandomTensor({256, 4}, 1)}, {"ids", MakeTensor({2, 4}, ids)}},
       "out");

@@ -7,6 +7,7 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "unittests/grad_check.h"
+#include "unittests/op_runner.h"
 
 namespace loom {
 namespace {
@@ -14,35 +15,11 @@ namespace {
 using testing::CheckGrad;
 using testing::GradCheckCase;
 using testing::RandomTensor;
+using testing::RunOne;
+using testing::RunOp;
+using testing::TryRunOne;
+using testing::TryRunOp;
 
-// Runs one op on fed inputs and returns the named outputs.
-std::map<std::string, Tensor> RunOp(const proto::OpDesc& desc,
-                                    const std::map<std::string, Tensor>& in,
-                                    const std::vector<std::string>& fetch) {
-  RegisterAllCpuKernels();
-  Program p;
-  for (const auto& [name, t] : in) {
-    auto* v = p.global_block().AddVar(name);
-    SetMeta(t.meta(), v);
-    v->set_is_data(true);
-  }
-  auto op = AppendOpInferShapes(p.global_block(), desc);
-  CHECK(op.ok()) << op.status();
-  Scope scope;
-  for (const auto& [name, t] : in) scope.Var(name)->CopyFrom(t);
-  auto exec = SerialExecutor::Create(p, &scope, {fetch});
-  CHECK(exec.ok()) << exec.status();
-  Status s = (*exec)->Run();
-  CHECK(s.ok()) << s;
-  std::map<std::string, Tensor> out;
-  for (const auto& name : fetch) out[name].CopyFrom(*scope.Find(name));
-  return out;
-}
-
-Tensor RunOne(const proto::OpDesc& desc,
-              const std::map<std::string, Tensor>& in, const std::string& out) {
-  return RunOp(desc, in, {out})[out];
-}
 
 // The status of appending `desc` to a block declaring `inputs`.
 Status AppendStatus(const proto::OpDesc& desc,
