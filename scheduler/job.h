@@ -1,0 +1,54 @@
+// Jobs and job lists: what a pipeline schedule produces for one stage.
+//
+// A Job names one program of a rank (its type and chunk) run for one
+// micro-batch. A schedule is a pure function from (stage, stages,
+// micro-batches, chunks) to the stage's ordered job list; the executor and
+// the simulator both consume that list.
+#ifndef LOOM_SCHEDULER_JOB_H_
+#define LOOM_SCHEDULER_JOB_H_
+
+#include <string>
+#include <vector>
+
+#include "framework/status.h"
+
+namespace loom {
+
+enum class JobType {
+  kForward,
+  kBackward,   // input and weight gradients together
+  kBackwardB,  // input gradients only (zero-bubble "B")
+  kBackwardW,  // weight gradients only (zero-bubble "W")
+  kOptimizer,
+};
+
+// "forward", "backward", "backward_b", "backward_w", "optimizer".
+const char* JobTypeName(JobType type);
+StatusOr<JobType> ParseJobType(const std::string& name);
+
+struct Job {
+  JobType type = JobType::kForward;
+  int micro_batch = 0;  // 0 for the optimizer job
+  int chunk = 0;        // virtual pipeline chunk; 0 without VPP
+
+  bool operator==(const Job& o) const {
+    return type == o.type && micro_batch == o.micro_batch && chunk == o.chunk;
+  }
+  bool operator!=(const Job& o) const { return !(*this == o); }
+};
+
+// Compact form for golden tests and listings: F3, B3, b3 (B half), w3
+// (W half), O; with chunks, F3.1 is micro-batch 3 of chunk 1.
+std::string JobToString(const Job& job, bool with_chunk = false);
+std::string JobListToString(const std::vector<Job>& jobs, bool with_chunk = false);
+
+struct ScheduleParams {
+  int stage = 0;
+  int num_stages = 1;
+  int micro_batches = 1;
+  int chunks = 1;  // VPP degree; 1 for every other schedule
+};
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_JOB_H_

@@ -1,0 +1,89 @@
+#include "scheduler/schedule.h"
+
+#include <map>
+#include <utility>
+
+namespace loom {
+
+const std::vector<ScheduleInfo>& Schedules() {
+  static const std::vector<ScheduleInfo>* const schedules =
+      new std::vector<ScheduleInfo>{};
+  return *schedules;
+}
+
+StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name) {
+  std::string known;
+  for (const ScheduleInfo& s : Schedules()) {
+    if (name == s.name) return &s;
+    known += StrCat(known.empty() ? "" : ", ", s.name);
+  }
+  return NotFound("unknown schedule '", name, "' (known: ", known, ")");
+}
+
+Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
+  // Position of each job kind per (micro-batch, chunk).
+  struct Seen {
+    int forward = -1, backward = -1, b = -1, w = -1;
+  };
+  std::map<std::pair<int, int>, Seen> seen;
+  int optimizer = -1;
+  auto where = [&](int i) {
+    return StrCat("stage ", p.stage, ", job ", i, " (",
+                  JobToString(jobs[i], p.chunks > 1), ")");
+  };
+  for (int i = 0; i < static_cast<int>(jobs.size()); ++i) {
+    const Job& j = jobs[i];
+    if (optimizer >= 0) {
+      return InvalidArgument(where(i), ": comes after the optimizer job");
+    }
+    if (j.type == JobType::kOptimizer) {
+      optimizer = i;
+      continue;
+    }
+    if (j.micro_batch < 0 || j.micro_batch >= p.micro_batches || j.chunk < 0 ||
+        j.chunk >= p.chunks) {
+      return InvalidArgument(where(i), ": micro-batch or chunk out of range (",
+                             p.micro_batches, " micro-batches, ", p.chunks,
+                             " chunks)");
+    }
+    Seen& s = seen[{j.micro_batch, j.chunk}];
+    int* slot = nullptr;
+    switch (j.type) {
+      case JobType::kForward: slot = &s.forward; break;
+      case JobType::kBackward: slot = &s.backward; break;
+      case JobType::kBackwardB: slot = &s.b; break;
+      case JobType::kBackwardW: slot = &s.w; break;
+      case JobType::kOptimizer: break;
+    }
+    if (*slot >= 0) return InvalidArgument(where(i), ": appears twice");
+    *slot = i;
+    if (j.type != JobType::kForward && s.forward < 0) {
+      return InvalidArgument(where(i), ": runs before its forward");
+    }
+    if (j.type == JobType::kBackwardW && s.b < 0) {
+      return InvalidArgument(where(i), ": runs before its B half");
+    }
+  }
+  if (optimizer < 0) {
+    return InvalidArgument("stage ", p.stage, ": no optimizer job");
+  }
+  for (int mb = 0; mb < p.micro_batches; ++mb) {
+    for (int c = 0; c < p.chunks; ++c) {
+      auto it = seen.find({mb, c});
+      const bool complete = it != seen.end() && it->second.forward >= 0 &&
+                            (it->second.backward >= 0 ||
+                             (it->second.b >= 0 && it->second.w >= 0));
+      const bool mixed = it != seen.end() && it->second.backward >= 0 &&
+                         (it->second.b >= 0 || it->second.w >= 0);
+      if (!complete || mixed) {
+        return InvalidArgument("stage ", p.stage, ": micro-batch ", mb,
+                               ", chunk ", c,
+                               " lacks a forward and exactly one backward "
+                               "(whole, or B and W)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace loom

@@ -1,0 +1,38 @@
+// Pipeline schedules: one file per schedule (schedule_<name>.cc), each a
+// pure function from ScheduleParams to a stage's job list, and a table that
+// names them.
+#ifndef LOOM_SCHEDULER_SCHEDULE_H_
+#define LOOM_SCHEDULER_SCHEDULE_H_
+
+#include <string>
+#include <vector>
+
+#include "scheduler/job.h"
+
+namespace loom {
+
+using ScheduleFn = StatusOr<std::vector<Job>> (*)(const ScheduleParams&);
+
+struct ScheduleInfo {
+  const char* name;  // as written in Strategy.pipeline.schedule_mode
+  ScheduleFn fn;
+  bool splits_backward;  // uses backward_b / backward_w jobs
+  bool uses_chunks;      // VPP
+  const char* summary;
+};
+
+// FThenB, 1F1B, Eager1F1B, VPP, ZBH1.
+const std::vector<ScheduleInfo>& Schedules();
+// Error lists the known names.
+StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name);
+
+// Checks what every schedule must satisfy on one stage, whatever its order:
+// every (micro-batch, chunk) has exactly one forward and one backward (or
+// one B and one W), each backward after its forward, each W after its B,
+// and one optimizer job, last. The message names the job at fault.
+Status ValidateJobList(const ScheduleParams& params,
+                       const std::vector<Job>& jobs);
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_SCHEDULE_H_
