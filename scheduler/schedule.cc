@@ -3,11 +3,25 @@
 #include <map>
 #include <utility>
 
+#include "scheduler/schedules_impl.h"
+
 namespace loom {
 
 const std::vector<ScheduleInfo>& Schedules() {
+  // name, function, splits_backward, uses_chunks, summary.
   static const std::vector<ScheduleInfo>* const schedules =
-      new std::vector<ScheduleInfo>{};
+      new std::vector<ScheduleInfo>{
+          {"FThenB", ScheduleFThenB, false, false,
+           "GPipe: all forwards, then all backwards"},
+          {"1F1B", Schedule1F1B, false, false,
+           "PipeDream-flush: warm-up forwards, then one forward, one backward"},
+          {"Eager1F1B", ScheduleEager1F1B, false, false,
+           "1F1B with about twice the warm-up, so sends overlap compute"},
+          {"VPP", ScheduleVPP, false, true,
+           "interleaved 1F1B over pipeline.vpp_degree model chunks per stage"},
+          {"ZBH1", ScheduleZBH1, true, false,
+           "zero-bubble H1: backward split into B and W, W fills the bubble"},
+      };
   return *schedules;
 }
 

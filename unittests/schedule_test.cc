@@ -1,0 +1,564 @@
+// The pipeline schedules: golden job lists, the validator over a sweep of
+// shapes, a cross-stage simulation (no deadlock, makespan, peak memory), the
+// parameter errors, and the validator's own errors.
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "scheduler/schedule.h"
+
+namespace loom {
+namespace {
+
+const ScheduleInfo& Get(const std::string& name) {
+  auto s = FindSchedule(name);
+  CHECK(s.ok()) << s.status();
+  return **s;
+}
+
+std::vector<Job> Jobs(const std::string& name, int stage, int stages, int m,
+                      int chunks = 1) {
+  auto jobs = Get(name).fn(ScheduleParams{stage, stages, m, chunks});
+  CHECK(jobs.ok()) << name << ": " << jobs.status();
+  return *jobs;
+}
+
+// Every stage's list, as JobListToString prints it.
+std::vector<std::string> Lists(const std::string& name, int stages, int m,
+                               int chunks = 1) {
+  std::vector<std::string> out;
+  for (int s = 0; s < stages; ++s) {
+    out.push_back(
+        JobListToString(Jobs(name, s, stages, m, chunks), chunks > 1));
+  }
+  return out;
+}
+
+// Parses JobListToString's form back: "F0 b1 w1 O", "F3.1".
+std::vector<Job> Parse(const std::string& text) {
+  std::vector<Job> jobs;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    Job j;
+    switch (word[0]) {
+      case 'F':
+        j.type = JobType::kForward;
+        break;
+      case 'B':
+        j.type = JobType::kBackward;
+        break;
+      case 'b':
+        j.type = JobType::kBackwardB;
+        break;
+      case 'w':
+        j.type = JobType::kBackwardW;
+        break;
+      case 'O':
+        j.type = JobType::kOptimizer;
+        break;
+      default:
+        LOG(FATAL) << "bad job " << word;
+    }
+    if (j.type != JobType::kOptimizer) {
+      const size_t dot = word.find('.');
+      j.micro_batch = std::stoi(word.substr(1, dot - 1));
+      if (dot != std::string::npos) j.chunk = std::stoi(word.substr(dot + 1));
+    }
+    jobs.push_back(j);
+  }
+  return jobs;
+}
+
+// ---------------------------------------------------------------------------
+// Golden lists: pipeline.degree 4, 8 micro-batches (VPP: 2 chunks).
+
+// GPipe; Paddle pipeline_fthenb.py: all forwards, then all backwards.
+TEST(ScheduleGolden, FThenB) {
+  const std::string all = "F0 F1 F2 F3 F4 F5 F6 F7 B0 B1 B2 B3 B4 B5 B6 B7 O";
+  EXPECT_EQ(Lists("FThenB", 4, 8),
+            (std::vector<std::string>{all, all, all, all}));
+}
+
+// Megatron forward_backward_pipelining_without_interleaving: p - s - 1
+// warm-up forwards, (F, B) pairs, cool-down backwards. Paddle pipeline_1f1b.py
+// gives the same lists.
+TEST(ScheduleGolden, OneFOneB) {
+  EXPECT_EQ(Lists("1F1B", 4, 8),
+            (std::vector<std::string>{
+                "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7 O",
+                "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7 O",
+                "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7 O",
+                "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 O",
+            }));
+}
+
+// Paddle pipeline_eager_1f1b.py: 2 * (p - s) - 1 warm-up forwards, (B, F)
+// pairs, cool-down backwards.
+TEST(ScheduleGolden, Eager1F1B) {
+  EXPECT_EQ(Lists("Eager1F1B", 4, 8),
+            (std::vector<std::string>{
+                "F0 F1 F2 F3 F4 F5 F6 B0 F7 B1 B2 B3 B4 B5 B6 B7 O",
+                "F0 F1 F2 F3 F4 B0 F5 B1 F6 B2 F7 B3 B4 B5 B6 B7 O",
+                "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7 O",
+                "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 O",
+            }));
+}
+
+// Megatron forward_backward_pipelining_with_interleaving (schedule table
+// with groups of p micro-batches; warm-up 2 * (p - s - 1) + (c - 1) * p);
+// Paddle pipeline_vpp.py gives the same lists when m != p.
+TEST(ScheduleGolden, VPP) {
+  EXPECT_EQ(
+      Lists("VPP", 4, 8, 2),
+      (std::vector<std::string>{
+          "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 F5.0 F6.0 B0.1 F7.0 "
+          "B1.1 F4.1 B2.1 F5.1 B3.1 F6.1 B0.0 F7.1 B1.0 B2.0 B3.0 B4.1 B5.1 "
+          "B6.1 B7.1 B4.0 B5.0 B6.0 B7.0 O",
+          "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 F3.1 F4.0 B0.1 F5.0 B1.1 F6.0 "
+          "B2.1 F7.0 B3.1 F4.1 B0.0 F5.1 B1.0 F6.1 B2.0 F7.1 B3.0 B4.1 B5.1 "
+          "B6.1 B7.1 B4.0 B5.0 B6.0 B7.0 O",
+          "F0.0 F1.0 F2.0 F3.0 F0.1 F1.1 F2.1 B0.1 F3.1 B1.1 F4.0 B2.1 F5.0 "
+          "B3.1 F6.0 B0.0 F7.0 B1.0 F4.1 B2.0 F5.1 B3.0 F6.1 B4.1 F7.1 B5.1 "
+          "B6.1 B7.1 B4.0 B5.0 B6.0 B7.0 O",
+          "F0.0 F1.0 F2.0 F3.0 F0.1 B0.1 F1.1 B1.1 F2.1 B2.1 F3.1 B3.1 F4.0 "
+          "B0.0 F5.0 B1.0 F6.0 B2.0 F7.0 B3.0 F4.1 B4.1 F5.1 B5.1 F6.1 B6.1 "
+          "F7.1 B7.1 B4.0 B5.0 B6.0 B7.0 O",
+      }));
+}
+
+// Paddle pipeline_zero_bubble.py (PipelineZeroBubblePipelinePass): p - s
+// warm-up forwards, s (b, F) pairs, (B, F) pairs, cool-down backwards with
+// the last one split on stages > 0, then the s deferred W halves.
+TEST(ScheduleGolden, ZBH1) {
+  EXPECT_EQ(Lists("ZBH1", 4, 8),
+            (std::vector<std::string>{
+                "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7 O",
+                "F0 F1 F2 b0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 b7 w7 w0 O",
+                "F0 F1 b0 F2 b1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 b7 w7 w0 w1 O",
+                "F0 b0 F1 b1 F2 b2 F3 B3 F4 B4 F5 B5 F6 B6 F7 b7 w7 w0 w1 w2 O",
+            }));
+}
+
+// One stage: every schedule degenerates to forward, backward per micro-batch
+// or all forwards then all backwards; VPP keeps its chunks.
+TEST(ScheduleGolden, SingleStage) {
+  EXPECT_EQ(Lists("1F1B", 1, 3),
+            (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
+  EXPECT_EQ(Lists("Eager1F1B", 1, 3),
+            (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
+  EXPECT_EQ(Lists("ZBH1", 1, 3),
+            (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
+  EXPECT_EQ(
+      Lists("VPP", 1, 2, 2),
+      (std::vector<std::string>{"F0.0 F0.1 B0.1 F1.0 B0.0 F1.1 B1.1 B1.0 O"}));
+}
+
+// ---------------------------------------------------------------------------
+// The table.
+
+TEST(ScheduleTable, NamesAndFlags) {
+  std::vector<std::string> names;
+  for (const ScheduleInfo& s : Schedules()) {
+    names.push_back(s.name);
+    EXPECT_NE(s.fn, nullptr) << s.name;
+    EXPECT_NE(std::string(s.summary), "") << s.name;
+    EXPECT_EQ(s.splits_backward, names.back() == "ZBH1") << s.name;
+    EXPECT_EQ(s.uses_chunks, names.back() == "VPP") << s.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"FThenB", "1F1B", "Eager1F1B",
+                                             "VPP", "ZBH1"}));
+  auto unknown = FindSchedule("2F2B");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(unknown.status().message(),
+            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, "
+            "ZBH1)");
+}
+
+// ---------------------------------------------------------------------------
+// Shapes each schedule accepts, as its doc comment states them.
+
+bool Accepts(const std::string& name, int p, int m, int c) {
+  if (name == "VPP") return c >= 2 && m % p == 0;
+  if (c != 1) return false;
+  if (name == "FThenB") return m >= 1;
+  if (name == "1F1B" || name == "ZBH1") return m >= p;
+  if (name == "Eager1F1B") return m >= 2 * p - 1;
+  LOG(FATAL) << "no rule for " << name;
+  return false;
+}
+
+struct Shape {
+  int stages, micro_batches, chunks;
+};
+
+// The valid shapes of the sweep: 1..8 stages, up to 3 * stages + 2
+// micro-batches, chunks 2..3 for VPP.
+std::vector<Shape> ValidShapes(const std::string& name) {
+  std::vector<Shape> out;
+  for (int p = 1; p <= 8; ++p) {
+    for (int m = 1; m <= 3 * p + 2; ++m) {
+      for (int c :
+           name == "VPP" ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+        if (Accepts(name, p, m, c)) out.push_back({p, m, c});
+      }
+    }
+  }
+  return out;
+}
+
+// Each schedule accepts exactly the shapes its doc comment promises, on
+// every stage; 1..3 chunks are tried on all of them.
+TEST(ScheduleSweep, AcceptsExactlyTheDocumentedShapes) {
+  for (const ScheduleInfo& s : Schedules()) {
+    for (int p = 1; p <= 8; ++p) {
+      for (int m = 1; m <= 3 * p + 2; ++m) {
+        for (int c = 1; c <= 3; ++c) {
+          for (int stage = 0; stage < p; ++stage) {
+            auto jobs = s.fn(ScheduleParams{stage, p, m, c});
+            EXPECT_EQ(jobs.ok(), Accepts(s.name, p, m, c))
+                << s.name << " stage " << stage << " of " << p << ", " << m
+                << " micro-batches, " << c << " chunks: " << jobs.status();
+            if (!jobs.ok()) {
+              EXPECT_EQ(jobs.status().code(), StatusCode::kInvalidArgument);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ScheduleSweep, ValidatorAcceptsEveryList) {
+  int lists = 0;
+  for (const ScheduleInfo& s : Schedules()) {
+    for (const Shape& sh : ValidShapes(s.name)) {
+      for (int stage = 0; stage < sh.stages; ++stage) {
+        const ScheduleParams params{stage, sh.stages, sh.micro_batches,
+                                    sh.chunks};
+        auto jobs = s.fn(params);
+        ASSERT_TRUE(jobs.ok()) << s.name << ": " << jobs.status();
+        EXPECT_TRUE(ValidateJobList(params, *jobs).ok())
+            << s.name << ": " << ValidateJobList(params, *jobs) << "\n"
+            << JobListToString(*jobs, sh.chunks > 1);
+        ++lists;
+      }
+    }
+  }
+  EXPECT_GT(lists, 1000);
+}
+
+// ---------------------------------------------------------------------------
+// Cross-stage simulation.
+
+// Unit costs: forward 1, B half 1, W half 1, whole backward 2 (= B + W),
+// optimizer 0. Communication is free.
+int Cost(JobType type) {
+  switch (type) {
+    case JobType::kForward:
+      return 1;
+    case JobType::kBackward:
+      return 2;
+    case JobType::kBackwardB:
+      return 1;
+    case JobType::kBackwardW:
+      return 1;
+    case JobType::kOptimizer:
+      return 0;
+  }
+  return 0;
+}
+
+struct Simulation {
+  bool deadlock = false;
+  int makespan = 0;       // step at which the last job ends
+  std::vector<int> peak;  // per stage: most micro-batch chunks in flight
+  std::string stuck;      // on deadlock: each stage's waiting job
+};
+
+// Runs each stage's list as a sequential program, all stages in lockstep
+// unit time steps. Chunk k of stage s is virtual stage v = k * stages + s.
+// A forward needs the same micro-batch's forward on v - 1; a backward (whole
+// or B half) needs its own forward and the input gradient from v + 1 (the
+// last virtual stage: only its own forward); a W half needs its own B half.
+// At each step, an idle stage starts its next job if all it needs has
+// finished; if no stage is busy and none can start, the schedule deadlocks.
+// "In flight" counts a micro-batch chunk from its forward to the end of its
+// whole backward or W half (the activations it holds).
+Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks) {
+  const int stages = lists.size();
+  const int last = stages * chunks - 1;
+  enum Event { kForwardDone, kInputGradDone };
+  std::map<std::tuple<int, int, int>, int> finish;  // (event, mb, v) -> step
+  auto done = [&](Event e, int mb, int v, int t) {
+    auto it = finish.find({e, mb, v});
+    return it != finish.end() && it->second <= t;
+  };
+  Simulation sim;
+  sim.peak.assign(stages, 0);
+  std::vector<int> in_flight(stages, 0);
+  std::vector<size_t> next(stages, 0);
+  std::vector<int> busy_until(stages, 0);
+  for (int t = 0;; ++t) {
+    bool all_done = true;
+    bool progress = false;
+    for (int s = 0; s < stages; ++s) {
+      if (next[s] == lists[s].size()) continue;
+      all_done = false;
+      if (busy_until[s] > t) {
+        progress = true;
+        continue;
+      }
+      const Job& j = lists[s][next[s]];
+      const int mb = j.micro_batch;
+      const int v = j.chunk * stages + s;
+      bool ready = true;
+      switch (j.type) {
+        case JobType::kForward:
+          ready = v == 0 || done(kForwardDone, mb, v - 1, t);
+          break;
+        case JobType::kBackward:
+        case JobType::kBackwardB:
+          ready = done(kForwardDone, mb, v, t) &&
+                  (v == last || done(kInputGradDone, mb, v + 1, t));
+          break;
+        case JobType::kBackwardW:
+          ready = done(kInputGradDone, mb, v, t);
+          break;
+        case JobType::kOptimizer:
+          break;
+      }
+      if (!ready) continue;
+      const int end = t + Cost(j.type);
+      if (j.type == JobType::kForward) {
+        finish[{kForwardDone, mb, v}] = end;
+        sim.peak[s] = std::max(sim.peak[s], ++in_flight[s]);
+      }
+      if (j.type == JobType::kBackward || j.type == JobType::kBackwardB) {
+        finish[{kInputGradDone, mb, v}] = end;
+      }
+      if (j.type == JobType::kBackward || j.type == JobType::kBackwardW) {
+        --in_flight[s];
+      }
+      busy_until[s] = end;
+      sim.makespan = std::max(sim.makespan, end);
+      ++next[s];
+      progress = true;
+    }
+    if (all_done) return sim;
+    if (!progress) {
+      sim.deadlock = true;
+      for (int s = 0; s < stages; ++s) {
+        if (next[s] == lists[s].size()) continue;
+        sim.stuck += StrCat("stage ", s, " waits at ",
+                            JobToString(lists[s][next[s]], chunks > 1), "; ");
+      }
+      return sim;
+    }
+  }
+}
+
+Simulation SimulateSchedule(const std::string& name, const Shape& sh) {
+  std::vector<std::vector<Job>> lists;
+  for (int s = 0; s < sh.stages; ++s) {
+    lists.push_back(Jobs(name, s, sh.stages, sh.micro_batches, sh.chunks));
+  }
+  return Simulate(lists, sh.chunks);
+}
+
+// The simulator itself: a hand-timed case, and a deadlock it must report.
+TEST(ScheduleSimulation, SimulatorTimesAndDetectsDeadlock) {
+  // F0 on stage 0 [0,1), on stage 1 [1,2); B0 on stage 1 [2,4), stage 0 [4,6).
+  Simulation ok = Simulate({Parse("F0 B0 O"), Parse("F0 B0 O")}, 1);
+  EXPECT_FALSE(ok.deadlock);
+  EXPECT_EQ(ok.makespan, 6);
+
+  // Stage 0 waits for B0 from stage 1, which waits for F1 from stage 0.
+  Simulation bad =
+      Simulate({Parse("F0 B0 F1 B1 O"), Parse("F0 F1 B0 B1 O")}, 1);
+  EXPECT_TRUE(bad.deadlock);
+  EXPECT_EQ(bad.stuck, "stage 0 waits at B0; stage 1 waits at F1; ");
+
+  // A chunked deadlock: chunk 1 of stage 0 needs chunk 0 of stage 1 first.
+  Simulation chunked = Simulate(
+      {Parse("F0.0 F0.1 B0.1 B0.0 O"), Parse("F0.1 F0.0 B0.1 B0.0 O")}, 2);
+  EXPECT_TRUE(chunked.deadlock);
+}
+
+// Makespan in the unit costs above, p stages, m micro-batches, c chunks.
+int ExpectedMakespan(const std::string& name, const Shape& sh) {
+  const int p = sh.stages, m = sh.micro_batches, c = sh.chunks;
+  const int t_fb = Cost(JobType::kForward) + Cost(JobType::kBackward);  // 3
+  // The classic bubble: (m + p - 1) * (tF + tB) on every stage timeline.
+  if (name == "FThenB" || name == "1F1B" || name == "Eager1F1B") {
+    return (m + p - 1) * t_fb;
+  }
+  // Interleaving divides the bubble by c: (m * c + p - 1) chunk slots.
+  if (name == "VPP") return (m * c + p - 1) * t_fb;
+  // Paddle's ZBH1 order: the bubble drops from 3(p - 1) to 2p - 3 steps
+  // (measured here; the paper's ZB-H1 order would reach p - 1).
+  if (name == "ZBH1") return 3 * m + (p == 1 ? 0 : 2 * p - 3);
+  LOG(FATAL) << "no makespan for " << name;
+  return 0;
+}
+
+TEST(ScheduleSimulation, NoDeadlockAndKnownMakespan) {
+  for (const ScheduleInfo& s : Schedules()) {
+    for (const Shape& sh : ValidShapes(s.name)) {
+      Simulation sim = SimulateSchedule(s.name, sh);
+      ASSERT_FALSE(sim.deadlock)
+          << s.name << " " << sh.stages << "x" << sh.micro_batches << "x"
+          << sh.chunks << ": " << sim.stuck;
+      EXPECT_EQ(sim.makespan, ExpectedMakespan(s.name, sh))
+          << s.name << " " << sh.stages << "x" << sh.micro_batches << "x"
+          << sh.chunks;
+    }
+  }
+}
+
+// The figures quoted in the report, pipeline.degree 4 and 8 micro-batches.
+TEST(ScheduleSimulation, MakespansAtFourStagesEightMicroBatches) {
+  EXPECT_EQ(SimulateSchedule("FThenB", {4, 8, 1}).makespan, 33);
+  EXPECT_EQ(SimulateSchedule("1F1B", {4, 8, 1}).makespan, 33);
+  EXPECT_EQ(SimulateSchedule("Eager1F1B", {4, 8, 1}).makespan, 33);
+  EXPECT_EQ(SimulateSchedule("VPP", {4, 8, 2}).makespan, 57);  // 48 work + 9
+  EXPECT_EQ(SimulateSchedule("ZBH1", {4, 8, 1}).makespan, 29);
+}
+
+// Peak activations in flight per stage, from each schedule's definition.
+TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
+  for (const ScheduleInfo& s : Schedules()) {
+    for (const Shape& sh : ValidShapes(s.name)) {
+      const int p = sh.stages, m = sh.micro_batches, c = sh.chunks;
+      Simulation sim = SimulateSchedule(s.name, sh);
+      for (int st = 0; st < p; ++st) {
+        int expected = 0;
+        const std::string name = s.name;
+        if (name == "FThenB") expected = m;
+        if (name == "1F1B") expected = p - st;
+        if (name == "Eager1F1B") expected = 2 * (p - st) - 1;
+        // ZBH1 keeps 1F1B's worst case, p, on every stage.
+        if (name == "ZBH1") expected = p;
+        // Megatron: warm-up + 1 (its max_outstanding_backprops).
+        if (name == "VPP") {
+          expected = std::min(2 * (p - st - 1) + (c - 1) * p + 1, m * c);
+        }
+        EXPECT_EQ(sim.peak[st], expected) << name << " stage " << st << " of "
+                                          << sh.stages << "x" << m << "x" << c;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Parameter errors.
+
+std::string Error(const std::string& name, ScheduleParams p) {
+  auto jobs = Get(name).fn(p);
+  if (jobs.ok()) return "OK";
+  EXPECT_EQ(jobs.status().code(), StatusCode::kInvalidArgument);
+  return jobs.status().message();
+}
+
+TEST(ScheduleErrors, NameTheField) {
+  EXPECT_EQ(Error("1F1B", {0, 4, 3, 1}),
+            "pipeline.micro_batches (3) must be at least pipeline.degree (4) "
+            "for 1F1B");
+  EXPECT_EQ(Error("ZBH1", {2, 4, 3, 1}),
+            "pipeline.micro_batches (3) must be at least pipeline.degree (4) "
+            "for ZBH1");
+  // Validation does not depend on the stage: stage 3 alone would fit 6.
+  EXPECT_EQ(Error("Eager1F1B", {3, 4, 6, 1}),
+            "pipeline.micro_batches (6) must be at least 2 * pipeline.degree "
+            "- 1 (7) for Eager1F1B");
+  EXPECT_EQ(Error("VPP", {0, 4, 8, 1}),
+            "pipeline.vpp_degree (1) must be at least 2 for VPP");
+  EXPECT_EQ(Error("VPP", {0, 4, 6, 2}),
+            "pipeline.micro_batches (6) must be a multiple of pipeline.degree "
+            "(4) for VPP");
+  EXPECT_EQ(Error("FThenB", {0, 4, 0, 1}),
+            "pipeline.micro_batches (0) must be at least 1 for FThenB");
+  EXPECT_EQ(Error("1F1B", {0, 4, 8, 2}),
+            "pipeline.vpp_degree (2) must be 1 for 1F1B; only VPP runs model "
+            "chunks");
+  EXPECT_EQ(Error("ZBH1", {4, 4, 8, 1}),
+            "stage 4 is out of range for pipeline.degree (4) in ZBH1");
+  EXPECT_EQ(Error("Eager1F1B", {-1, 4, 8, 1}),
+            "stage -1 is out of range for pipeline.degree (4) in Eager1F1B");
+  EXPECT_EQ(Error("VPP", {0, 0, 8, 2}),
+            "pipeline.degree (0) must be at least 1 for VPP");
+  // The boundaries themselves are accepted.
+  EXPECT_EQ(Error("1F1B", {0, 4, 4, 1}), "OK");
+  EXPECT_EQ(Error("Eager1F1B", {0, 4, 7, 1}), "OK");
+  EXPECT_EQ(Error("VPP", {0, 4, 4, 2}), "OK");
+}
+
+// ---------------------------------------------------------------------------
+// ValidateJobList on hand-broken lists.
+
+std::string Validate(const std::string& jobs, int m = 2, int chunks = 1) {
+  Status s = ValidateJobList(ScheduleParams{1, 4, m, chunks}, Parse(jobs));
+  if (s.ok()) return "OK";
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  return s.message();
+}
+
+TEST(ValidateJobList, AcceptsWholeAndSplitBackwards) {
+  EXPECT_EQ(Validate("F0 F1 B0 b1 w1 O"), "OK");
+  EXPECT_EQ(Validate("F0.0 F0.1 B0.1 B0.0 O", 1, 2), "OK");
+}
+
+TEST(ValidateJobList, RejectsBrokenLists) {
+  EXPECT_EQ(Validate("F0 F1 B0 F1 B1 O"), "stage 1, job 3 (F1): appears twice");
+  EXPECT_EQ(Validate("F0 B1 F1 B0 O"),
+            "stage 1, job 1 (B1): runs before its forward");
+  EXPECT_EQ(Validate("F0 F1 B0 w1 b1 O"),
+            "stage 1, job 3 (w1): runs before its B half");
+  EXPECT_EQ(Validate("F0 F1 B0 B1"), "stage 1: no optimizer job");
+  EXPECT_EQ(Validate("F0 F1 B0 O B1"),
+            "stage 1, job 4 (B1): comes after the optimizer job");
+  EXPECT_EQ(Validate("F0 F1 B0 B1 O O"),
+            "stage 1, job 5 (O): comes after the optimizer job");
+  EXPECT_EQ(Validate("F0 F1 B0 O"),
+            "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
+            "backward (whole, or B and W)");
+  EXPECT_EQ(Validate("F0 F1 B0 b1 O"),
+            "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
+            "backward (whole, or B and W)");
+  EXPECT_EQ(Validate("F0 F1 B0 B1 b1 w1 O"),
+            "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
+            "backward (whole, or B and W)");
+  EXPECT_EQ(Validate("F0 F2 B0 B2 O"),
+            "stage 1, job 1 (F2): micro-batch or chunk out of range (2 "
+            "micro-batches, 1 chunks)");
+  EXPECT_EQ(Validate("F0.0 F0.2 B0.0 O", 1, 2),
+            "stage 1, job 1 (F0.2): micro-batch or chunk out of range (1 "
+            "micro-batches, 2 chunks)");
+}
+
+// Breaking a real schedule's list is caught too.
+TEST(ValidateJobList, RejectsBrokenScheduleOutput) {
+  const ScheduleParams p{3, 4, 8, 1};
+  std::vector<Job> jobs = Jobs("ZBH1", 3, 4, 8);
+  ASSERT_TRUE(ValidateJobList(p, jobs).ok());
+  // Drop a deferred W.
+  std::vector<Job> no_w(jobs.begin(), jobs.end());
+  no_w.erase(no_w.end() - 2);
+  EXPECT_EQ(ValidateJobList(p, no_w).message(),
+            "stage 3: micro-batch 2, chunk 0 lacks a forward and exactly one "
+            "backward (whole, or B and W)");
+  // Move the first forward behind its B half.
+  std::vector<Job> late_f(jobs.begin(), jobs.end());
+  std::swap(late_f[0], late_f[1]);
+  EXPECT_EQ(ValidateJobList(p, late_f).message(),
+            "stage 3, job 0 (b0): runs before its forward");
+}
+
+}  // namespace
+}  // namespace loom
