@@ -1,6 +1,12 @@
-// Communication ops: shape inference, the identity kernel, and the grad
-// makers that pair identity with allreduce and allgather with reduce_scatter.
+// Communication ops: shape inference, the identity kernel, the grad makers
+// that pair identity with allreduce and allgather with reduce_scatter, and
+// the multi-tensor (bucketed) allreduce.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "executor/serial_executor.h"
 #include "framework/autodiff.h"
@@ -203,6 +209,119 @@ TEST(CollectiveGrad, AutodiffEmitsTheMirrorOps) {
                        "reduce_sum_grad", "reduce_scatter", "allreduce"}));
   EXPECT_EQ(MetaOf(*b.FindVar("y@GRAD")), (TensorMeta{proto::FP32, {2, 3}}));
   EXPECT_EQ(b.back()->Output("Out"), "x@GRAD");
+  Status verified = VerifyProgram(p);
+  EXPECT_TRUE(verified.ok()) << verified;
+}
+
+// ---- bucketed allreduce -----------------------------------------------------
+
+// A block declaring parameters a, b and c of different metas.
+Program WithBucket() {
+  RegisterAllOps();
+  Program p;
+  const std::vector<std::pair<std::string, TensorMeta>> vars = {
+      {"a", {proto::FP32, {6, 4}}},
+      {"b", {proto::FP32, {3}}},
+      {"c", {proto::BF16, {2, 5, 7}}}};
+  for (const auto& [name, meta] : vars) {
+    auto* v = p.global_block().AddVar(name);
+    SetMeta(meta, v);
+    v->set_is_parameter(true);
+    v->set_persistable(true);
+  }
+  return p;
+}
+
+proto::OpDesc Bucket(const std::vector<std::string>& xs,
+                     const std::vector<std::string>& outs,
+                     int32_t ring_id = 0) {
+  return OpDescBuilder("allreduce")
+      .Input("X", xs)
+      .Output("Out", outs)
+      .Attr("ring_id", ring_id);
+}
+
+TEST(AllreduceBucket, EachOutGetsItsXsMeta) {
+  Program p = WithBucket();
+  Block& b = p.global_block();
+  auto op = AppendOpInferShapes(b, Bucket({"a", "b", "c"}, {"ra", "rb", "rc"}));
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(MetaOf(*b.FindVar("ra")), (TensorMeta{proto::FP32, {6, 4}}));
+  EXPECT_EQ(MetaOf(*b.FindVar("rb")), (TensorMeta{proto::FP32, {3}}));
+  EXPECT_EQ(MetaOf(*b.FindVar("rc")), (TensorMeta{proto::BF16, {2, 5, 7}}));
+  Status verified = VerifyProgram(p);
+  EXPECT_TRUE(verified.ok()) << verified;
+}
+
+TEST(AllreduceBucket, CountMismatchNamesBothCounts) {
+  Program p = WithBucket();
+  Block& b = p.global_block();
+  auto op = AppendOpInferShapes(b, Bucket({"a", "b", "c"}, {"ra", "rb"}));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(op.status().message(),
+            "op 0 (allreduce): input X holds 3 vars but output Out holds 2; "
+            "they must match");
+  op = AppendOpInferShapes(b, Bucket({"a"}, {"ra", "rb"}));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().message(),
+            "op 0 (allreduce): input X holds 1 vars but output Out holds 2; "
+            "they must match");
+  // An existing output var must already have its X's meta.
+  SetMeta(TensorMeta{proto::FP32, {3}}, b.AddVar("wrong"));
+  op = AppendOpInferShapes(b, Bucket({"a", "b"}, {"wrong", "rb"}));
+  EXPECT_FALSE(op.ok());
+}
+
+TEST(AllreduceBucket, GradIsOneIdentityPerPair) {
+  RegisterAllOps();
+  const proto::OpDesc fwd = Bucket({"a", "b", "c"}, {"ra", "rb", "rc"}, 5);
+  auto grads = OpRegistry::Global().Find("allreduce")->grad_maker()(fwd);
+  ASSERT_EQ(grads.size(), 3u);
+  const std::vector<std::string> xs = {"a", "b", "c"};
+  const std::vector<std::string> outs = {"ra", "rb", "rc"};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(grads[i].type(), "identity");
+    EXPECT_EQ(SlotVars(grads[i].inputs(), "X"),
+              (std::vector<std::string>{outs[i] + "@GRAD"}));
+    EXPECT_EQ(SlotVars(grads[i].outputs(), "Out"),
+              (std::vector<std::string>{xs[i] + "@GRAD"}));
+    EXPECT_EQ(AttrValue<int32_t>::Get(*FindAttrOrDefault(grads[i], "ring_id")),
+              5);
+    Status schema = CheckOpSchema(grads[i]);
+    EXPECT_TRUE(schema.ok()) << schema;
+  }
+}
+
+TEST(AllreduceBucket, AutodiffEmitsAnIdentityPerParameter) {
+  // a, b -> allreduce([a, b]) -> reduce_sum each -> sum -> loss. The
+  // backward gives a and b their gradients through one identity each.
+  Program p = WithBucket();
+  Block& b = p.global_block();
+  ASSERT_TRUE(AppendOpInferShapes(b, Bucket({"a", "b"}, {"ra", "rb"})).ok());
+  for (const char* v : {"a", "b"}) {
+    ASSERT_TRUE(AppendOpInferShapes(b, OpDescBuilder("reduce_sum")
+                                           .Input("X", std::string("r") + v)
+                                           .Output("Out", std::string("s") + v)
+                                           .Attr("reduce_all", true))
+                    .ok());
+  }
+  ASSERT_TRUE(AppendOpInferShapes(
+                  b, OpDescBuilder("sum")
+                         .Input("X", std::vector<std::string>{"sa", "sb"})
+                         .Output("Out", "loss"))
+                  .ok());
+  auto pairs = AppendBackward(p, "loss");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  std::vector<std::string> identities;
+  for (Op* op : b.ops()) {
+    if (op->type() == "identity") identities.push_back(op->Output("Out"));
+  }
+  std::sort(identities.begin(), identities.end());
+  EXPECT_EQ(identities, (std::vector<std::string>{"a@GRAD", "b@GRAD"}));
+  EXPECT_EQ(MetaOf(*b.FindVar("a@GRAD")), (TensorMeta{proto::FP32, {6, 4}}));
+  EXPECT_EQ(MetaOf(*b.FindVar("b@GRAD")), (TensorMeta{proto::FP32, {3}}));
   Status verified = VerifyProgram(p);
   EXPECT_TRUE(verified.ok()) << verified;
 }

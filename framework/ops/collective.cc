@@ -1,6 +1,7 @@
 // Communication ops. Communicators run them; the framework only knows their
 // shapes and gradients. The allreduce/identity pair is Megatron's g/f for
-// tensor parallelism: each is the other's gradient.
+// tensor parallelism: each is the other's gradient. allreduce takes several
+// tensors at once (a bucket); its gradient is one identity per tensor.
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
@@ -26,6 +27,23 @@ GradMakerFn MirrorGrad(const std::string& type,
   };
 }
 
+// allreduce's gradient: one identity per (X[i], Out[i]) pair, from
+// Out[i]@GRAD to X[i]@GRAD, carrying ring_id.
+std::vector<proto::OpDesc> AllreduceGrad(const proto::OpDesc& fwd) {
+  const std::vector<std::string> xs = SlotVars(fwd.inputs(), "X");
+  const std::vector<std::string> outs = SlotVars(fwd.outputs(), "Out");
+  std::vector<proto::OpDesc> grads;
+  for (size_t i = 0; i < xs.size() && i < outs.size(); ++i) {
+    if (xs[i].empty() || outs[i].empty()) continue;
+    grads.push_back(OpDescBuilder("identity")
+                        .Input("X", GradVarName(outs[i]))
+                        .Output("Out", GradVarName(xs[i]))
+                        .RawAttr(*FindAttrOrDefault(fwd, "ring_id"))
+                        .Build());
+  }
+  return grads;
+}
+
 StatusOr<int> NRanks(const InferShapeContext& ctx) {
   const int n = ctx.Attr<int32_t>("nranks");
   if (n < 1)
@@ -44,8 +62,8 @@ Status CheckPeer(const InferShapeContext& ctx) {
 void RegisterCollectiveOps() {
   OpRegistry::Global().Register(
       OpSchema("allreduce")
-          .Input("X")
-          .Output("Out")
+          .Input("X", SlotSpec::kDuplicable)
+          .Output("Out", SlotSpec::kDuplicable)
           .Attr<int32_t>("ring_id", 0)
           .Attr<std::string>("reduce_op", "sum")
           .SetInferShape([](InferShapeContext& ctx) -> Status {
@@ -54,13 +72,22 @@ void RegisterCollectiveOps() {
               return InvalidArgument("attribute reduce_op '", op,
                                      "' is not one of sum, avg, max");
             }
-            return InferSameAsX(ctx);
+            const int n = ctx.InputCount("X");
+            if (ctx.OutputCount("Out") != n) {
+              return InvalidArgument(
+                  "input X holds ", n, " vars but output Out holds ",
+                  ctx.OutputCount("Out"), "; they must match");
+            }
+            for (int i = 0; i < n; ++i) ctx.ShareMeta("X", "Out", i);
+            return Status::OK();
           })
-          .SetGradMaker(MirrorGrad("identity"))
+          .SetGradMaker(AllreduceGrad)
           .SetCommunication()
-          .Doc("Out = X reduced over the ranks of ring_id (sum, avg or max). "
-               "Its gradient is identity: this assumes Out@GRAD is the same "
-               "on every rank, as after tensor-parallel row layers."));
+          .Doc("Out[i] = X[i] reduced over the ranks of ring_id (sum, avg or "
+               "max), for every i: X and Out hold the same number of vars, "
+               "so one op can reduce a bucket of tensors. Its gradient is one "
+               "identity per pair: this assumes Out@GRAD is the same on every "
+               "rank, as after tensor-parallel row layers."));
   OpRegistry::Global().Register(
       OpSchema("identity")
           .Input("X")

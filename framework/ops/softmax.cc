@@ -1,5 +1,5 @@
-// softmax (optionally causal) and softmax_with_cross_entropy, and their
-// gradients.
+// softmax (optionally causal), softmax_with_cross_entropy and its
+// vocabulary-parallel form c_softmax_with_cross_entropy, and their gradients.
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
@@ -54,6 +54,27 @@ Status InferCrossEntropy(InferShapeContext& ctx) {
   ctx.SetOutput("Softmax", logits);
   ctx.SetOutput("Loss", TensorMeta{proto::FP32, rows});
   return Status::OK();
+}
+
+// nranks >= 1 and rank in [0, nranks).
+Status CheckRanks(const InferShapeContext& ctx) {
+  const int nranks = ctx.Attr<int32_t>("nranks");
+  if (nranks < 1) {
+    return InvalidArgument("attribute nranks is ", nranks, ", must be >= 1");
+  }
+  const int rank = ctx.Attr<int32_t>("rank");
+  if (rank < 0 || rank >= nranks) {
+    return InvalidArgument("attribute rank ", rank, " is out of range [0, ",
+                           nranks, ") of attribute nranks");
+  }
+  return Status::OK();
+}
+
+OpSchema& VocabParallelAttrs(OpSchema& s) {
+  return s.Attr<int32_t>("ring_id", 0)
+      .RequiredAttr<int32_t>("nranks")
+      .RequiredAttr<int32_t>("rank")
+      .Attr<int32_t>("ignore_index", -100);
 }
 
 }  // namespace
@@ -111,6 +132,67 @@ void RegisterSoftmaxOps() {
           })
           .Doc("Gradient of softmax_with_cross_entropy: "
                "Loss@GRAD * (Softmax - onehot(Label))."));
+
+  OpSchema c_fwd("c_softmax_with_cross_entropy");
+  c_fwd.Input("Logits")
+      .Input("Label", SlotSpec::kNoGrad)
+      .Output("Softmax", SlotSpec::kNoGrad)
+      .Output("Loss")
+      .SetInferShape([](InferShapeContext& ctx) -> Status {
+        LOOM_RETURN_IF_ERROR(CheckRanks(ctx));
+        return InferCrossEntropy(ctx);
+      })
+      .SetGradMaker([](const proto::OpDesc& f) {
+        return std::vector<proto::OpDesc>{
+            MakeGradOp(f, "c_softmax_with_cross_entropy_grad", {"Label"},
+                       {"Softmax"}, {"Loss"}, {"Logits"})};
+      })
+      .SetCommunication()
+      .Doc("Vocabulary-parallel softmax_with_cross_entropy (Megatron's "
+           "vocab_parallel_cross_entropy): Logits [..., V_local] are global "
+           "classes [rank * V_local, (rank + 1) * V_local) of nranks shards; "
+           "Label holds global classes. Loss = -log softmax(all logits)"
+           "[Label], the same on every rank; Softmax is this rank's shard of "
+           "the global softmax. Rows labelled ignore_index get loss 0. Needs "
+           "three allreduces over ring_id (max of the row maxima, sum of the "
+           "exps, the target logit); the CPU kernel runs nranks 1 only.");
+  OpRegistry::Global().Register(std::move(VocabParallelAttrs(c_fwd)));
+
+  OpSchema c_grad("c_softmax_with_cross_entropy_grad");
+  c_grad.Input("Softmax")
+      .Input("Label", SlotSpec::kNoGrad)
+      .Input(GradSlot("Loss"))
+      .Output(GradSlot("Logits"))
+      .SetInferShape([](InferShapeContext& ctx) -> Status {
+        LOOM_RETURN_IF_ERROR(CheckRanks(ctx));
+        const TensorMeta& sm = ctx.Input("Softmax");
+        if (sm.dtype != proto::FP32 || sm.shape.empty()) {
+          return InvalidArgument("Softmax must be fp32 of rank >= 1, but is ",
+                                 MetaToString(sm));
+        }
+        const Shape rows(sm.shape.begin(), sm.shape.end() - 1);
+        const TensorMeta& label = ctx.Input("Label");
+        if (label.dtype != proto::INT64 || label.shape != rows) {
+          return InvalidArgument("Label is ", MetaToString(label),
+                                 " but Softmax ", ShapeToString(sm.shape),
+                                 " needs ",
+                                 MetaToString(TensorMeta{proto::INT64, rows}));
+        }
+        const TensorMeta& dloss = ctx.Input(GradSlot("Loss"));
+        if (dloss != TensorMeta{proto::FP32, rows}) {
+          return InvalidArgument("Loss@GRAD is ", MetaToString(dloss),
+                                 " but Softmax ", ShapeToString(sm.shape),
+                                 " needs ",
+                                 MetaToString(TensorMeta{proto::FP32, rows}));
+        }
+        ctx.ShareMeta("Softmax", GradSlot("Logits"));
+        return Status::OK();
+      })
+      .Doc("Gradient of c_softmax_with_cross_entropy, local to the rank: "
+           "Loss@GRAD * (Softmax - onehot(Label - rank * V_local)), the "
+           "onehot only when Label falls in this rank's shard; rows "
+           "labelled ignore_index get zeros.");
+  OpRegistry::Global().Register(std::move(VocabParallelAttrs(c_grad)));
 }
 
 }  // namespace loom

@@ -1,7 +1,9 @@
-// CPU kernels for softmax and softmax_with_cross_entropy and their
-// gradients.
+// CPU kernels for softmax, softmax_with_cross_entropy and
+// c_softmax_with_cross_entropy (on one rank), and their gradients.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "executor/kernels/cpu/cpu_helpers.h"
 #include "framework/ops/op_helpers.h"
@@ -161,6 +163,110 @@ Status CrossEntropyGradKernel(const KernelContext& ctx) {
   return Status::OK();
 }
 
+// The columns of a vocabulary-parallel op's shard: this rank holds global
+// classes [begin, begin + v) of `classes`.
+struct VocabShard {
+  int64_t v, begin, classes;
+};
+
+VocabShard ShardOf(const KernelContext& ctx, int64_t v) {
+  const int64_t nranks = ctx.Attr<int32_t>("nranks");
+  const int64_t rank = ctx.Attr<int32_t>("rank");
+  return VocabShard{v, rank * v, nranks * v};
+}
+
+// Megatron's vocab-parallel cross entropy, written as the multi-rank
+// algorithm with its three allreduces marked. With one rank each allreduce
+// is the identity, and the arithmetic is softmax_with_cross_entropy's, in the
+// same order, so the results match it exactly.
+Status CShardCrossEntropyKernel(const KernelContext& ctx) {
+  const int nranks = ctx.Attr<int32_t>("nranks");
+  if (nranks > 1) {
+    return Unimplemented("c_softmax_with_cross_entropy over ", nranks,
+                         " ranks needs a communicator");
+  }
+  const Tensor& logits = ctx.Input("Logits");
+  const Tensor& label = ctx.Input("Label");
+  const VocabShard shard = ShardOf(ctx, logits.shape().back());
+  const int64_t v = shard.v;
+  const int64_t rows = label.numel();
+  const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
+  const float* px = logits.data<float>();
+  const int64_t* pl = label.data<int64_t>();
+  std::vector<char> counted(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    LOOM_ASSIGN_OR_RETURN(bool c, CheckLabel(pl, r, shard.classes, ignore));
+    counted[r] = c;
+  }
+  // 1. Row maxima; allreduce(max).
+  std::vector<float> mx(rows, -std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * v;
+    if (v > 0) mx[r] = xr[0];
+    for (int64_t j = 1; j < v; ++j) mx[r] = std::max(mx[r], xr[j]);
+  }
+  // 2. Sums of exp(x - max); allreduce(sum).
+  std::vector<double> sum(rows, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * v;
+    for (int64_t j = 0; j < v; ++j) sum[r] += std::exp(double{xr[j]} - mx[r]);
+  }
+  // 3. The target logit, from the rank whose shard holds the label (zero
+  // elsewhere); allreduce(sum).
+  std::vector<float> target(rows, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t local = pl[r] - shard.begin;
+    if (counted[r] && local >= 0 && local < v) target[r] = px[r * v + local];
+  }
+  // Every rank now has the global log-sum-exp of each row.
+  float* psm = ctx.Output("Softmax")->data<float>();
+  float* ploss = ctx.Output("Loss")->data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (v == 0) {  // no classes anywhere: only ignored rows get here
+      ploss[r] = 0.0f;
+      continue;
+    }
+    const float* xr = px + r * v;
+    float* sr = psm + r * v;
+    const double lse = mx[r] + std::log(sum[r]);
+    for (int64_t j = 0; j < v; ++j) {
+      sr[j] = static_cast<float>(std::exp(xr[j] - lse));
+    }
+    ploss[r] = counted[r] ? static_cast<float>(lse - target[r]) : 0.0f;
+  }
+  return Status::OK();
+}
+
+// dLogits = dLoss * (Softmax - onehot(Label - begin)), the onehot only where
+// the label is in this rank's shard; zero on ignored rows. No communication.
+Status CShardCrossEntropyGradKernel(const KernelContext& ctx) {
+  const Tensor& sm = ctx.Input("Softmax");
+  const Tensor& label = ctx.Input("Label");
+  const VocabShard shard = ShardOf(ctx, sm.shape().back());
+  const int64_t v = shard.v;
+  const int64_t rows = label.numel();
+  const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
+  const float* psm = sm.data<float>();
+  const int64_t* pl = label.data<int64_t>();
+  const float* pg = ctx.Input("Loss@GRAD").data<float>();
+  float* dx = ctx.Output("Logits@GRAD")->data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    LOOM_ASSIGN_OR_RETURN(bool counted,
+                          CheckLabel(pl, r, shard.classes, ignore));
+    float* dr = dx + r * v;
+    if (!counted) {
+      std::fill(dr, dr + v, 0.0f);
+      continue;
+    }
+    const float* sr = psm + r * v;
+    const float g = pg[r];
+    for (int64_t j = 0; j < v; ++j) dr[j] = g * sr[j];
+    const int64_t local = pl[r] - shard.begin;
+    if (local >= 0 && local < v) dr[local] -= g;
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterSoftmaxCpuKernels() {
@@ -169,6 +275,8 @@ void RegisterSoftmaxCpuKernels() {
   r.Register("softmax_grad", SoftmaxGradKernel);
   r.Register("softmax_with_cross_entropy", CrossEntropyKernel);
   r.Register("softmax_with_cross_entropy_grad", CrossEntropyGradKernel);
+  r.Register("c_softmax_with_cross_entropy", CShardCrossEntropyKernel);
+  r.Register("c_softmax_with_cross_entropy_grad", CShardCrossEntropyGradKernel);
 }
 
 }  // namespace loom
