@@ -31,7 +31,22 @@ class BackwardBuilder {
   // Zeros for the gradient of a forward output no one differentiated.
   Status FillZeroGrad(const std::string& var);
   Status EmitGradOps(const Op& forward);
-  StatusOr<Op*> Emit(proto::OpDesc desc) {
+  // The forward op a gradient var belongs to: the var's producer, or for a
+  // parameter (no producer) its first reader.
+  int64_t OwnerOf(const std::string& var) const {
+    Op* op = block_.FirstProducer(var);
+    if (op == nullptr || !op->HasRole(role::kForward)) {
+      op = nullptr;
+      for (Op* c : block_.Consumers(var)) {
+        if (c->HasRole(role::kForward) && (op == nullptr || c->index() < op->index())) {
+          op = c;
+        }
+      }
+    }
+    return op == nullptr ? 0 : op->id();
+  }
+  StatusOr<Op*> Emit(proto::OpDesc desc, int64_t forward_id) {
+    desc.set_forward_id(forward_id);
     uint32_t r = role::kBackward;
     const OpSchema* schema = OpRegistry::Global().Find(desc.type());
     if (schema != nullptr && schema->communication()) r |= role::kComm;
@@ -112,7 +127,8 @@ Status BackwardBuilder::Finalize(const std::string& var) {
     producer = block_.Producers(grad).front();
   } else {
     LOOM_ASSIGN_OR_RETURN(
-        producer, Emit(OpDescBuilder("sum").Input("X", parts).Output("Out", grad)));
+        producer, Emit(OpDescBuilder("sum").Input("X", parts).Output("Out", grad),
+                       OwnerOf(var)));
   }
   const proto::VarDesc* desc = block_.FindVar(var);
   if (desc != nullptr && desc->is_parameter()) {
@@ -133,7 +149,8 @@ Status BackwardBuilder::FillZeroGrad(const std::string& var) {
                   .Attr("shape", std::vector<int64_t>(desc->shape().begin(),
                                                       desc->shape().end()))
                   .Attr("dtype", static_cast<int32_t>(desc->dtype()))
-                  .Attr("value", 0.0f))
+                  .Attr("value", 0.0f),
+              OwnerOf(var))
       .status();
 }
 
@@ -195,7 +212,7 @@ Status BackwardBuilder::EmitGradOps(const Op& forward) {
       }
     }
     if (!writes_any) continue;
-    auto op = Emit(std::move(grad));
+    auto op = Emit(std::move(grad), forward.id());
     if (!op.ok()) {
       return op.status().WithContext(
           StrCat("gradient of ", forward.Location()));
@@ -255,7 +272,8 @@ StatusOr<std::vector<ParamGradPair>> BackwardBuilder::Run() {
                .Attr("shape", std::vector<int64_t>(loss->shape().begin(),
                                                    loss->shape().end()))
                .Attr("dtype", static_cast<int32_t>(loss->dtype()))
-               .Attr("value", 1.0f))
+               .Attr("value", 1.0f),
+           loss_op->id())
           .status());
   block_.back()->set_role(role::kBackward | role::kLoss);
   finalized_.insert(loss_);

@@ -129,9 +129,12 @@ std::vector<Op*> Block::OpVector() const {
 
 Op* Block::Insert(std::list<std::unique_ptr<Op>>::const_iterator pos,
                   proto::OpDesc desc) {
+  if (desc.id() <= 0 || by_id_.count(desc.id())) desc.set_id(next_id_);
+  next_id_ = std::max(next_id_, desc.id() + 1);
   auto it = ops_.insert(pos, std::unique_ptr<Op>(new Op(this, std::move(desc))));
   Op* op = it->get();
   op->self_ = it;
+  by_id_[op->id()] = op;
   IndexOp(op);
   // Appending keeps the numbering valid; any other insert shifts positions.
   if (numbering_valid_ && std::next(it) == ops_.end()) {
@@ -159,8 +162,14 @@ Op* Block::InsertOpAfter(const Op* pos, proto::OpDesc desc) {
 void Block::EraseOp(Op* op) {
   CHECK_EQ(op->block_, this);
   UnindexOp(op);
+  by_id_.erase(op->id());
   if (std::next(op->self_) != ops_.end()) numbering_valid_ = false;
   ops_.erase(op->self_);
+}
+
+Op* Block::FindOpById(int64_t id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
 int Block::OpIndex(const Op* op) const {

@@ -36,6 +36,7 @@ class Op {
   const std::string& type() const { return desc_.type(); }
   const proto::OpDesc& desc() const { return desc_; }
   Block* block() const { return block_; }
+  int64_t id() const { return desc_.id(); }
   // Position in the block; O(1) unless the block was edited since the last
   // call.
   int index() const;
@@ -135,6 +136,10 @@ class Block {
   Op* InsertOpAfter(const Op* pos, proto::OpDesc desc);
   void EraseOp(Op* op);
   int OpIndex(const Op* op) const;
+  // Ids at or above this were never given out in this block.
+  int64_t next_op_id() const { return next_id_; }
+  // The op with id `id`, or nullptr. O(1).
+  Op* FindOpById(int64_t id) const;
 
   // Input / output edits, keeping the use-def index exact.
   void SetInputs(Op* op, const std::string& slot,
@@ -183,6 +188,8 @@ class Block {
   std::list<std::unique_ptr<Op>> ops_;
   std::map<std::string, proto::VarDesc> vars_;
   std::unordered_map<std::string, VarUses> uses_;
+  std::unordered_map<int64_t, Op*> by_id_;
+  int64_t next_id_ = 1;
   mutable bool numbering_valid_ = true;
 };
 

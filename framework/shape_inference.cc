@@ -135,6 +135,19 @@ Status DeclareOutputs(
 
 }  // namespace
 
+Status ReinferShapes(Block& block) {
+  for (Op* op : block.ops()) {
+    auto outputs = InferOpShapes(op->desc(), block);
+    if (!outputs.ok()) return outputs.status().WithContext(op->Location());
+    for (const auto& [name, meta] : *outputs) {
+      proto::VarDesc* var = block.FindVar(name);
+      if (var == nullptr) var = block.AddVar(name);
+      SetMeta(meta, var);
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<Op*> AppendOpInferShapes(Block& block, proto::OpDesc desc) {
   auto outputs = InferOpShapes(desc, block);
   std::string where = StrCat("op ", block.num_ops(), " (", desc.type(), ")");
@@ -143,13 +156,29 @@ StatusOr<Op*> AppendOpInferShapes(Block& block, proto::OpDesc desc) {
   return block.AppendOp(std::move(desc));
 }
 
-StatusOr<Op*> InsertOpInferShapes(Block& block, const Op* pos,
-                                  proto::OpDesc desc) {
+namespace {
+
+StatusOr<Op*> InsertInferShapes(Block& block, const Op* pos, bool after,
+                                proto::OpDesc desc) {
   auto outputs = InferOpShapes(desc, block);
-  std::string where = StrCat("op ", pos->index(), " (", desc.type(), ")");
+  std::string where = StrCat("op inserted ", after ? "after " : "before ",
+                             pos->Location(), " (", desc.type(), ")");
   if (!outputs.ok()) return outputs.status().WithContext(where);
   LOOM_RETURN_IF_ERROR(DeclareOutputs(block, *outputs).WithContext(where));
-  return block.InsertOpBefore(pos, std::move(desc));
+  return after ? block.InsertOpAfter(pos, std::move(desc))
+               : block.InsertOpBefore(pos, std::move(desc));
+}
+
+}  // namespace
+
+StatusOr<Op*> InsertOpInferShapes(Block& block, const Op* pos,
+                                  proto::OpDesc desc) {
+  return InsertInferShapes(block, pos, false, std::move(desc));
+}
+
+StatusOr<Op*> InsertOpAfterInferShapes(Block& block, const Op* pos,
+                                       proto::OpDesc desc) {
+  return InsertInferShapes(block, pos, true, std::move(desc));
 }
 
 }  // namespace loom

@@ -69,9 +69,17 @@ StatusOr<std::vector<std::pair<std::string, TensorMeta>>> InferOpShapes(
 // the op by the position it would have had.
 StatusOr<Op*> AppendOpInferShapes(Block& block, proto::OpDesc desc);
 
-// Same, inserting before `pos`.
+// Same, inserting before (after) `pos`.
 StatusOr<Op*> InsertOpInferShapes(Block& block, const Op* pos,
                                   proto::OpDesc desc);
+StatusOr<Op*> InsertOpAfterInferShapes(Block& block, const Op* pos,
+                                       proto::OpDesc desc);
+
+// Re-runs shape inference over the block in order and rewrites each output
+// var's dtype and shape: after a pass changes a parameter's or a data var's
+// shape, the change flows through the whole program. O(ops). Errors name
+// the op.
+Status ReinferShapes(Block& block);
 
 TensorMeta MetaOf(const proto::VarDesc& var);
 void SetMeta(const TensorMeta& meta, proto::VarDesc* var);

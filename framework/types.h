@@ -47,6 +47,17 @@ constexpr uint32_t kWeightGrad = proto::ROLE_WEIGHT_GRAD;
 std::string ToString(uint32_t role);
 }  // namespace role
 
+// Named stream types. An op with no stream runs on calc; passes put
+// communication on the others so that it can run under computation.
+namespace stream {
+inline constexpr const char* kCalc = "calc";
+inline constexpr const char* kMp = "mp";
+inline constexpr const char* kDp = "dp";
+inline constexpr const char* kSharding = "sharding";
+inline constexpr const char* kP2pSend = "p2p_send";
+inline constexpr const char* kP2pRecv = "p2p_recv";
+}  // namespace stream
+
 // Paddle-style gradient naming: the gradient of "x" is "x@GRAD".
 inline constexpr const char* kGradSuffix = "@GRAD";
 inline std::string GradVarName(const std::string& var) {

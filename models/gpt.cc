@@ -56,12 +56,16 @@ class GptBuilder {
  private:
   enum class Init { kNormal, kScaledNormal, kZeros, kOnes };
 
-  std::string Param(const std::string& name, const Shape& shape, Init init);
+  // `mp_axis`: the dim tensor parallelism splits (-1: replicated).
+  std::string Param(const std::string& name, const Shape& shape, Init init,
+                    int mp_axis = -1);
   std::string Data(const std::string& name, const Shape& shape);
   // Appends `desc` and returns the first var of its first output slot.
   std::string Append(proto::OpDesc desc);
+  // Megatron's split of a linear layer across tensor-parallel ranks.
+  enum class Split { kColumn, kRow };
   std::string Linear(const std::string& prefix, const std::string& x,
-                     int64_t in, int64_t out, Init init);
+                     int64_t in, int64_t out, Init init, Split split);
   std::string LayerNorm(const std::string& prefix, const std::string& x);
   std::string Dropout(const std::string& name, const std::string& x);
   std::string Attention(const std::string& prefix, const std::string& x);
@@ -75,13 +79,14 @@ class GptBuilder {
 };
 
 std::string GptBuilder::Param(const std::string& name, const Shape& shape,
-                              Init init) {
+                              Init init, int mp_axis) {
   if (!status_.ok()) return name;
   for (Block* b : {&main_, &startup_}) {
     proto::VarDesc* v = b->AddVar(name);
     SetMeta(TensorMeta{proto::FP32, shape}, v);
     v->set_persistable(true);
     v->set_is_parameter(true);
+    v->set_mp_axis(mp_axis);
   }
   proto::OpDesc desc;
   switch (init) {
@@ -126,9 +131,13 @@ std::string GptBuilder::Append(proto::OpDesc desc) {
 }
 
 std::string GptBuilder::Linear(const std::string& prefix, const std::string& x,
-                               int64_t in, int64_t out, Init init) {
-  std::string w = Param(prefix + ".weight", {in, out}, init);
-  std::string b = Param(prefix + ".bias", {out}, Init::kZeros);
+                               int64_t in, int64_t out, Init init, Split split) {
+  // Column-parallel: each rank owns some output columns, and their bias.
+  // Row-parallel: each rank owns some input rows; the bias is added after
+  // the partial products are summed, so it stays whole.
+  const bool column = split == Split::kColumn;
+  std::string w = Param(prefix + ".weight", {in, out}, init, column ? 1 : 0);
+  std::string b = Param(prefix + ".bias", {out}, Init::kZeros, column ? 0 : -1);
   std::string y = Append(OpDescBuilder("matmul")
                              .Input("X", x)
                              .Input("Y", w)
@@ -167,7 +176,7 @@ std::string GptBuilder::Attention(const std::string& p, const std::string& x) {
   const int64_t h = c_.hidden, hd = c_.head_dim();
   // Fused QKV laid out head by head ([H, heads * 3 * hd]), so that a
   // column split across tensor-parallel ranks gives each rank whole heads.
-  std::string qkv = Linear(p + ".qkv", x, h, 3 * h, Init::kNormal);
+  std::string qkv = Linear(p + ".qkv", x, h, 3 * h, Init::kNormal, Split::kColumn);
   std::string heads = Append(OpDescBuilder("reshape")
                                  .Input("X", qkv)
                                  .Output("Out", p + ".qkv_heads")
@@ -207,16 +216,18 @@ std::string GptBuilder::Attention(const std::string& p, const std::string& x) {
                                   .Input("X", ctx_t)
                                   .Output("Out", p + ".context_merged")
                                   .Attr("shape", Shape{0, 0, -1}));
-  std::string out = Linear(p + ".proj", merged, h, h, Init::kScaledNormal);
+  std::string out =
+      Linear(p + ".proj", merged, h, h, Init::kScaledNormal, Split::kRow);
   return Dropout(p + ".proj_dropout", out);
 }
 
 std::string GptBuilder::Mlp(const std::string& p, const std::string& x) {
-  std::string up = Linear(p + ".up", x, c_.hidden, c_.ffn_hidden, Init::kNormal);
+  std::string up = Linear(p + ".up", x, c_.hidden, c_.ffn_hidden,
+                         Init::kNormal, Split::kColumn);
   std::string act = Append(
       OpDescBuilder("gelu").Input("X", up).Output("Out", p + ".gelu"));
-  std::string down =
-      Linear(p + ".down", act, c_.ffn_hidden, c_.hidden, Init::kScaledNormal);
+  std::string down = Linear(p + ".down", act, c_.ffn_hidden, c_.hidden,
+                            Init::kScaledNormal, Split::kRow);
   return Dropout(p + ".down_dropout", down);
 }
 
@@ -224,7 +235,9 @@ Status GptBuilder::Build() {
   const int64_t b = c_.batch_size, s = c_.seq_len, h = c_.hidden;
   std::string tokens = Data(kTokensVar, {b, s});
   std::string labels = Data(kLabelsVar, {b, s});
-  std::string wte = Param("embed.tokens.weight", {c_.vocab_size, h}, Init::kNormal);
+  // Vocabulary-parallel: each tensor-parallel rank owns a range of rows.
+  std::string wte =
+      Param("embed.tokens.weight", {c_.vocab_size, h}, Init::kNormal, 0);
   std::string wpe = Param("embed.positions.weight", {s, h}, Init::kNormal);
   std::string tok = Append(OpDescBuilder("lookup_table")
                                .Input("W", wte)
@@ -253,7 +266,7 @@ Status GptBuilder::Build() {
   std::string head = wte;
   bool transpose_head = true;
   if (!c_.tie_embeddings) {
-    head = Param("lm_head.weight", {h, c_.vocab_size}, Init::kNormal);
+    head = Param("lm_head.weight", {h, c_.vocab_size}, Init::kNormal, 1);
     transpose_head = false;
   }
   std::string logits = Append(OpDescBuilder("matmul")

@@ -13,6 +13,16 @@ DEFINE_int64(layers, 0, "number of transformer layers (0: preset's)");
 DEFINE_double(dropout, 0.0, "dropout probability");
 DEFINE_string(optimizer, "adamw", "adamw or sgd");
 DEFINE_double(lr, 3e-3, "learning rate");
+DEFINE_string(config, "", "strategy file (text-format loom.proto.Strategy, see configs/)");
+DEFINE_int32(dp, 0, "data-parallel degree (0: the config's)");
+DEFINE_int32(mp, 0, "tensor-parallel degree (0: the config's)");
+DEFINE_int32(pp, 0, "pipeline stages (0: the config's)");
+DEFINE_int32(micro_batches, 0, "pipeline micro-batches per step (0: the config's)");
+DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1 (empty: the config's)");
+DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
+DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
+DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
+DEFINE_bool(split_backward, false, "optional pass switch: split backward into input-grad and weight-grad jobs");
 
 namespace loom {
 
@@ -43,6 +53,35 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
   }
   o.learning_rate = static_cast<float>(FLAGS_lr);
   return o;
+}
+
+StatusOr<proto::Strategy> StrategyFromFlags() {
+  proto::Strategy s;
+  if (!FLAGS_config.empty()) {
+    LOOM_ASSIGN_OR_RETURN(s, LoadStrategy(FLAGS_config));
+  }
+  if (FLAGS_dp > 0) s.mutable_dp()->set_degree(FLAGS_dp);
+  if (FLAGS_mp > 0) s.mutable_mp()->set_degree(FLAGS_mp);
+  if (FLAGS_pp > 0) {
+    s.mutable_pipeline()->set_degree(FLAGS_pp);
+    if (FLAGS_pp > 1) s.mutable_pipeline()->set_enable(true);
+  }
+  if (FLAGS_micro_batches > 0) {
+    s.mutable_pipeline()->set_micro_batches(FLAGS_micro_batches);
+  }
+  if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
+  if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
+  // A switch overrides the config only when it was given explicitly.
+  auto given = [](const char* name) {
+    gflags::CommandLineFlagInfo info;
+    return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
+  };
+  if (given("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
+  if (given("split_backward")) {
+    s.mutable_passes()->set_split_backward(FLAGS_split_backward);
+  }
+  LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
+  return s;
 }
 
 void ApplyFlagsFromEnvironment() {

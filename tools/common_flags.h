@@ -6,6 +6,7 @@
 #include <gflags/gflags.h>
 
 #include "framework/optimizer.h"
+#include "passes/strategy.h"
 #include "models/gpt.h"
 
 DECLARE_string(preset);
@@ -17,6 +18,14 @@ DECLARE_int64(layers);
 DECLARE_double(dropout);
 DECLARE_string(optimizer);
 DECLARE_double(lr);
+DECLARE_string(config);
+DECLARE_int32(dp);
+DECLARE_int32(mp);
+DECLARE_int32(pp);
+DECLARE_int32(micro_batches);
+DECLARE_string(schedule);
+DECLARE_int32(vpp);
+DECLARE_int32(rank);
 
 namespace loom {
 
@@ -24,6 +33,11 @@ namespace loom {
 // --seed applied.
 StatusOr<GptConfig> GptConfigFromFlags();
 StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
+
+// The strategy of --config (defaults if empty) with --dp, --mp, --pp,
+// --micro_batches, --schedule, --vpp and the pass switches applied where
+// given on the command line or in the environment, then validated.
+StatusOr<proto::Strategy> StrategyFromFlags();
 
 // Sets every defined flag whose FLAGS_<name> environment variable exists.
 // Call before parsing the command line, so the command line overrides.

@@ -21,6 +21,8 @@ Status RunShow(const std::vector<std::string>& args);
 Status RunTrain(const std::vector<std::string>& args);
 Status RunDemo(const std::vector<std::string>& args);
 Status RunOps(const std::vector<std::string>& args);
+Status RunOpt(const std::vector<std::string>& args);
+Status RunPasses(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -49,6 +51,18 @@ const std::vector<Command>& Commands() {
        RunTrain},
       {"ops", "list the registered ops, their slots, attributes and docs",
        "loom ops [TYPE...]", {}, RunOps},
+      {"opt", "run a pass pipeline over one rank's program and print it",
+       "loom opt FILE --passes=PIPELINE [--rank R] [--config FILE] [--mp M ...]\n"
+       "Reads a program (binary or .pbtxt), runs the pipeline, e.g.\n"
+       "'tensor-parallel{degree=2}', and prints the rewritten program, or the\n"
+       "rank's plan once job programs exist. 'loom passes' lists the passes.",
+       {"passes", "rank", "config", "dp", "mp", "pp", "micro_batches", "schedule",
+        "vpp", "startup", "print_after", "print_after_all", "time_passes",
+        "verify_each", "disable_passes", "dump_dir", "explain", "vars", "o",
+        "dp_bucketing", "split_backward"},
+       RunOpt},
+      {"passes", "list the registered passes and their options",
+       "loom passes", {}, RunPasses},
   };
   return *commands;
 }

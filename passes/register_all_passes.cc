@@ -1,0 +1,22 @@
+// The one list of passes.
+#include <mutex>
+
+#include "framework/op_registry.h"
+#include "passes/parallel_passes.h"
+#include "passes/pass_registry.h"
+#include "passes/test_passes.h"
+
+namespace loom {
+
+void RegisterAllPasses() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RegisterAllOps();
+    LOOM_REGISTER_PASS(NoOpPassInfo);
+    LOOM_REGISTER_PASS(FailPassInfo);
+    LOOM_REGISTER_PASS(BreakVerifierPassInfo);
+    LOOM_REGISTER_PASS(TensorParallelPassInfo);
+  });
+}
+
+}  // namespace loom

@@ -1,0 +1,102 @@
+#include "passes/strategy.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include "scheduler/schedule.h"
+
+namespace loom {
+namespace {
+
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (first.empty()) first = StrCat("line ", line + 1, ": ", message);
+  }
+  std::string first;
+};
+
+}  // namespace
+
+StatusOr<proto::Strategy> ParseStrategy(const std::string& text) {
+  proto::Strategy s;
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &s)) {
+    return InvalidArgument("strategy does not parse: ", errors.first);
+  }
+  return s;
+}
+
+StatusOr<proto::Strategy> LoadStrategy(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound(path, ": cannot open");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  auto s = ParseStrategy(buf.str());
+  if (!s.ok()) return s.status().WithContext(path);
+  return s;
+}
+
+ParallelLayout LayoutOf(const proto::Strategy& s) {
+  return ParallelLayout{s.dp().degree(), s.mp().degree(),
+                        s.pipeline().degree()};
+}
+
+Status ValidateStrategy(const proto::Strategy& s, int world_size) {
+  auto positive = [](const char* field, int64_t v) -> Status {
+    if (v >= 1) return Status::OK();
+    return InvalidArgument(field, " must be at least 1, got ", v);
+  };
+  LOOM_RETURN_IF_ERROR(positive("dp.degree", s.dp().degree()));
+  LOOM_RETURN_IF_ERROR(positive("mp.degree", s.mp().degree()));
+  LOOM_RETURN_IF_ERROR(positive("pipeline.degree", s.pipeline().degree()));
+  LOOM_RETURN_IF_ERROR(
+      positive("pipeline.micro_batches", s.pipeline().micro_batches()));
+  LOOM_RETURN_IF_ERROR(positive("pipeline.vpp_degree", s.pipeline().vpp_degree()));
+  LOOM_RETURN_IF_ERROR(positive("dp.bucket_size_bytes", s.dp().bucket_size_bytes()));
+  const ParallelLayout layout = LayoutOf(s);
+  if (world_size > 0 && layout.world_size() != world_size) {
+    return InvalidArgument("dp.degree x mp.degree x pipeline.degree = ",
+                           s.dp().degree(), " x ", s.mp().degree(), " x ",
+                           s.pipeline().degree(), " = ", layout.world_size(),
+                           ", but the world has ", world_size, " ranks");
+  }
+  if (s.sharding().stage() < 0 || s.sharding().stage() > 3) {
+    return InvalidArgument("sharding.stage must be 0, 1, 2 or 3, got ",
+                           s.sharding().stage());
+  }
+  if (s.sharding().stage() > 0 || s.sharding().degree() > 1) {
+    return Unimplemented("sharding (stage ", s.sharding().stage(), ", degree ",
+                         s.sharding().degree(), ") is not implemented yet");
+  }
+  const auto& pp = s.pipeline();
+  if (pp.degree() > 1 && !pp.enable()) {
+    return InvalidArgument("pipeline.degree is ", pp.degree(),
+                           " but pipeline.enable is false");
+  }
+  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
+                        FindSchedule(pp.schedule_mode()));
+  if (!schedule->uses_chunks && pp.vpp_degree() > 1) {
+    return InvalidArgument("pipeline.vpp_degree is ", pp.vpp_degree(),
+                           " but pipeline.schedule_mode ", pp.schedule_mode(),
+                           " has no chunks (use VPP)");
+  }
+  // The schedule checks its own needs (micro-batches per stage, chunks).
+  ScheduleParams params{0, pp.degree(), pp.micro_batches(), pp.vpp_degree()};
+  auto jobs = schedule->fn(params);
+  if (!jobs.ok()) return jobs.status();
+  return Status::OK();
+}
+
+std::string StrategyToText(const proto::Strategy& s) {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(s, &out);
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,31 @@
+// Loading, overriding and checking a Strategy.
+#ifndef LOOM_PASSES_STRATEGY_H_
+#define LOOM_PASSES_STRATEGY_H_
+
+#include <string>
+
+#include "framework/status.h"
+#include "passes/strategy.pb.h"
+#include "scheduler/layout.h"
+
+namespace loom {
+
+// Parses a text-format Strategy; errors name the file, line and field.
+StatusOr<proto::Strategy> LoadStrategy(const std::string& path);
+StatusOr<proto::Strategy> ParseStrategy(const std::string& text);
+
+ParallelLayout LayoutOf(const proto::Strategy& strategy);
+
+// Checks what can be checked without the model: degrees are positive, their
+// product is `world_size` (when world_size > 0), the schedule exists, the
+// pipeline switch agrees with its degree, micro-batches fit the schedule.
+// Model-dependent checks (heads divisible by mp, layers by stages x chunks,
+// batch by dp x micro-batches) run in the passes that need them. Every
+// message names the field at fault, as "pipeline.micro_batches".
+Status ValidateStrategy(const proto::Strategy& strategy, int world_size = 0);
+
+std::string StrategyToText(const proto::Strategy& strategy);
+
+}  // namespace loom
+
+#endif  // LOOM_PASSES_STRATEGY_H_

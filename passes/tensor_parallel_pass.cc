@@ -1,0 +1,282 @@
+// tensor-parallel: Megatron-style tensor parallelism over a whole training
+// program (forward, backward and optimizer), for one mp rank.
+//
+// Parameters carry the dim to split (VarDesc.mp_axis, set by the model
+// builder). The pass shards those parameters and their optimizer state,
+// then rewrites the ops around them:
+//   - column-parallel matmul (weight split on its output columns): an
+//     `identity` before it, whose backward is an `allreduce` of the input
+//     gradient: Megatron's f;
+//   - row-parallel matmul (weight split on its input rows): an `allreduce`
+//     of the partial products after it, whose backward is the identity:
+//     Megatron's g;
+//   - vocabulary-parallel embedding: each rank looks up its own rows
+//     (start_index) and the partial embeddings are all-reduced;
+//   - cross entropy over vocabulary-sharded logits becomes the parallel
+//     c_softmax_with_cross_entropy.
+// The startup program initializes each full parameter as before and slices
+// this rank's part, so that every layout starts from the serial numbers.
+// Shapes then flow through the program by re-running shape inference.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "tensor-parallel";
+
+class TensorParallelPass : public Pass {
+ public:
+  explicit TensorParallelPass(int64_t degree) : degree_(degree) {}
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  Status ShardVar(Block& block, const std::string& name, int axis);
+  Status SliceInStartup(Block& startup, const std::string& name, int axis);
+  Status RewriteMatmul(Block& block, Op* op, int axis);
+  Status RewriteEmbedding(Block& block, Op* op);
+  Status RewriteCrossEntropy(Op* op);
+  // The `<type>_grad` ops autodiff made for forward op `op` (gradient sums
+  // it owns are left out).
+  std::vector<Op*> GradOpsOf(const Op* op) const {
+    std::vector<Op*> out;
+    auto it = grad_ops_.find(op->id());
+    if (it == grad_ops_.end()) return out;
+    for (Op* g : it->second) {
+      if (g->type() == op->type() + "_grad") out.push_back(g);
+    }
+    return out;
+  }
+  // Inserts `allreduce(partial) -> var` after `pos`, renaming `var` to its
+  // partial name among `producer`'s outputs.
+  Status AllReduceOutput(Block& block, Op* producer, std::string var,
+                         uint32_t role);
+
+  int64_t degree_;
+  int rank_ = 0;
+  std::unordered_map<int64_t, std::vector<Op*>> grad_ops_;
+  std::unordered_map<std::string, std::string> identity_of_;
+  std::unordered_set<std::string> vocab_sharded_;
+  int rewritten_ = 0;
+};
+
+proto::OpDesc Collective(const std::string& type, const std::string& in,
+                         const std::string& out, uint32_t role) {
+  proto::OpDesc d = OpDescBuilder(type)
+                        .Input("X", in)
+                        .Output("Out", out)
+                        .Attr("ring_id", static_cast<int32_t>(kMpRing))
+                        .Role(role | role::kComm);
+  d.set_stream(stream::kMp);
+  return d;
+}
+
+Status TensorParallelPass::ShardVar(Block& block, const std::string& name,
+                                    int axis) {
+  proto::VarDesc* var = block.FindVar(name);
+  if (var == nullptr) return Status::OK();
+  if (axis >= var->shape_size()) {
+    return InvalidArgument("parameter ", name, " has mp_axis ", axis,
+                           " but only ", var->shape_size(), " dims");
+  }
+  const int64_t dim = var->shape(axis);
+  if (dim % degree_ != 0) {
+    return InvalidArgument("mp.degree (", degree_, ") does not divide dim ",
+                           axis, " (", dim, ") of ", name, " ",
+                           ShapeToString(MetaOf(*var).shape));
+  }
+  var->set_shape(axis, dim / degree_);
+  return Status::OK();
+}
+
+Status TensorParallelPass::SliceInStartup(Block& startup,
+                                          const std::string& name, int axis) {
+  proto::VarDesc* var = startup.FindVar(name);
+  Op* init = startup.FirstProducer(name);
+  if (var == nullptr || init == nullptr) return Status::OK();
+  const std::string full = name + "@MP_FULL";
+  *startup.AddVar(full) = *var;
+  startup.FindVar(full)->set_name(full);
+  startup.FindVar(full)->set_persistable(false);
+  startup.FindVar(full)->set_is_parameter(false);
+  startup.RenameOutput(init, name, full);
+  LOOM_RETURN_IF_ERROR(ShardVar(startup, name, axis));
+  const int64_t part = var->shape(axis);
+  return InsertOpAfterInferShapes(
+             startup, init,
+             OpDescBuilder("slice")
+                 .Input("X", full)
+                 .Output("Out", name)
+                 .Attr("axes", std::vector<int32_t>{axis})
+                 .Attr("starts", std::vector<int64_t>{rank_ * part})
+                 .Attr("ends", std::vector<int64_t>{(rank_ + 1) * part}))
+      .status();
+}
+
+// `var` by value: it usually refers into the producer's desc, which the
+// rename below rewrites.
+Status TensorParallelPass::AllReduceOutput(Block& block, Op* producer,
+                                           std::string var, uint32_t role) {
+  const std::string partial = var + "@MP_PARTIAL";
+  *block.AddVar(partial) = *block.FindVar(var);
+  block.FindVar(partial)->set_name(partial);
+  block.RenameOutput(producer, var, partial);
+  return InsertOpAfterInferShapes(block, producer,
+                                  Collective("allreduce", partial, var, role))
+      .status();
+}
+
+Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
+  const bool transpose_y = op->GetAttr<bool>("transpose_y");
+  const bool column = (axis == 1) != transpose_y;
+  if (column) {
+    // f: identity forward, all-reduce of the input gradient backward.
+    const std::string x = op->Input("X");
+    auto it = identity_of_.find(x);
+    if (it == identity_of_.end()) {
+      const std::string xi = x + "@MP_IN";
+      LOOM_RETURN_IF_ERROR(
+          InsertOpInferShapes(block, op,
+                              Collective("identity", x, xi, role::kForward))
+              .status());
+      it = identity_of_.emplace(x, xi).first;
+    }
+    block.RenameInput(op, x, it->second);
+    for (Op* grad : GradOpsOf(op)) {
+      block.RenameInput(grad, x, it->second);
+      const std::string dx = grad->Output("X@GRAD");
+      if (dx.empty()) continue;
+      LOOM_RETURN_IF_ERROR(AllReduceOutput(block, grad, dx, role::kBackward));
+    }
+    vocab_sharded_.insert(op->Output("Out"));
+  } else {
+    // g: all-reduce of the partial products forward, identity backward.
+    LOOM_RETURN_IF_ERROR(
+        AllReduceOutput(block, op, op->Output("Out"), role::kForward));
+  }
+  ++rewritten_;
+  return Status::OK();
+}
+
+Status TensorParallelPass::RewriteEmbedding(Block& block, Op* op) {
+  const proto::VarDesc* w = block.FindVar(op->Input("W"));
+  const int64_t start = rank_ * w->shape(0);  // already sharded
+  op->SetAttr("start_index", start);
+  for (Op* grad : GradOpsOf(op)) grad->SetAttr("start_index", start);
+  LOOM_RETURN_IF_ERROR(
+      AllReduceOutput(block, op, op->Output("Out"), role::kForward));
+  ++rewritten_;
+  return Status::OK();
+}
+
+Status TensorParallelPass::RewriteCrossEntropy(Op* op) {
+  auto parallel = [&](Op* o, const std::string& type) {
+    o->annotations().set_type(type);
+    o->SetAttr("ring_id", static_cast<int32_t>(kMpRing));
+    o->SetAttr("nranks", static_cast<int32_t>(degree_));
+    o->SetAttr("rank", static_cast<int32_t>(rank_));
+  };
+  // Look the grad ops up while the forward op still has its old type.
+  const std::vector<Op*> grads = GradOpsOf(op);
+  parallel(op, "c_softmax_with_cross_entropy");
+  op->annotations().set_role(op->role() | role::kComm);
+  for (Op* grad : grads) parallel(grad, "c_softmax_with_cross_entropy_grad");
+  ++rewritten_;
+  return Status::OK();
+}
+
+StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
+  if (degree_ <= 0) degree_ = ctx.strategy().mp().degree();
+  ctx.mutable_strategy().mutable_mp()->set_degree(static_cast<int32_t>(degree_));
+  if (degree_ == 1) return false;
+  rank_ = ctx.coords().mp;
+  Block& block = ctx.program().global_block();
+
+  // Shard parameters and, with them, the optimizer state of the same shape.
+  std::unordered_map<std::string, int> sharded;
+  for (const auto& [name, var] : block.vars()) {
+    if (var.is_parameter() && var.mp_axis() >= 0) sharded[name] = var.mp_axis();
+  }
+  for (Op* op : block.ops()) {
+    if (!op->HasRole(role::kOptimize)) continue;
+    auto it = sharded.find(op->Input("Param"));
+    if (it == sharded.end()) continue;
+    for (const char* slot : {"Moment1", "Moment2"}) {
+      if (op->HasInput(slot)) sharded[op->Input(slot)] = it->second;
+    }
+  }
+  // Sorted, so that errors and the startup rewrite are deterministic.
+  std::map<std::string, int> ordered(sharded.begin(), sharded.end());
+  for (const auto& [name, axis] : ordered) {
+    LOOM_RETURN_IF_ERROR(ShardVar(block, name, axis));
+    LOOM_RETURN_IF_ERROR(SliceInStartup(ctx.startup().global_block(), name, axis)
+                             .WithContext("startup program"));
+  }
+
+  for (Op* op : block.ops()) {
+    if (op->HasRole(role::kBackward) && op->desc().forward_id() > 0) {
+      grad_ops_[op->desc().forward_id()].push_back(op);
+    }
+  }
+  std::vector<Op*> forward;
+  for (Op* op : block.ops()) {
+    if (op->HasRole(role::kForward)) forward.push_back(op);
+  }
+  for (Op* op : forward) {
+    const std::string& type = op->type();
+    if (type == "matmul" && sharded.count(op->Input("Y"))) {
+      LOOM_RETURN_IF_ERROR(RewriteMatmul(block, op, sharded[op->Input("Y")]));
+    } else if (type == "lookup_table" && sharded.count(op->Input("W"))) {
+      LOOM_RETURN_IF_ERROR(RewriteEmbedding(block, op));
+    } else if (type == "softmax_with_cross_entropy" &&
+               vocab_sharded_.count(op->Input("Logits"))) {
+      LOOM_RETURN_IF_ERROR(RewriteCrossEntropy(op));
+    } else if (type.rfind("elementwise_", 0) != 0) {
+      for (const std::string& in : op->InputVars()) {
+        if (sharded.count(in)) {
+          return InvalidArgument(
+              op->Location(), " reads the tensor-parallel parameter ", in,
+              "; only matmul, lookup_table and elementwise ops can");
+        }
+      }
+    }
+  }
+  Status shapes = ReinferShapes(block);
+  if (!shapes.ok()) {
+    return shapes.WithContext(StrCat("with mp.degree ", degree_));
+  }
+  LOOM_RETURN_IF_ERROR(ReinferShapes(ctx.startup().global_block())
+                           .WithContext("startup program"));
+  ctx.Explain(kPassName, StrCat("sharded ", sharded.size(), " vars ", degree_,
+                                " ways; rewrote ", rewritten_, " ops for mp rank ",
+                                rank_));
+  return true;
+}
+
+}  // namespace
+
+PassInfo TensorParallelPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "Megatron tensor parallelism: shards annotated parameters, inserts the "
+      "f/g identity and all-reduce pairs";
+  info.options = {{"degree", "", "mp ranks (default: the strategy's mp.degree)"}};
+  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
+    int64_t degree = 0;
+    if (o.Has("degree")) {
+      LOOM_ASSIGN_OR_RETURN(degree, o.GetInt("degree"));
+      if (degree < 1) {
+        return InvalidArgument("pass tensor-parallel: degree must be at least 1");
+      }
+    }
+    return std::unique_ptr<Pass>(new TensorParallelPass(degree));
+  };
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,53 @@
+// Where a rank sits in the dp x mp x pp grid. Tensor-parallel ranks vary
+// fastest and pipeline stages slowest (Megatron's order), so that a
+// tensor-parallel group is a run of neighbouring ranks.
+#ifndef LOOM_SCHEDULER_LAYOUT_H_
+#define LOOM_SCHEDULER_LAYOUT_H_
+
+#include <string>
+
+#include "framework/status.h"
+
+namespace loom {
+
+// The ring_id attribute of a communication op names the kind of group it
+// runs in; the executor turns it into the concrete group from the rank's
+// coordinates.
+enum RingId : int {
+  kMpRing = 1,           // ranks that differ only in mp
+  kDpRing = 2,           // ranks that differ only in dp
+  kPpRing = 3,           // ranks that differ only in pp (send/recv peers)
+  kSharedParamRing = 4,  // the stages sharing a tied parameter
+};
+
+struct RankCoords {
+  int dp = 0;
+  int mp = 0;
+  int pp = 0;
+  bool operator==(const RankCoords& o) const {
+    return dp == o.dp && mp == o.mp && pp == o.pp;
+  }
+};
+
+struct ParallelLayout {
+  int dp = 1;
+  int mp = 1;
+  int pp = 1;
+
+  int world_size() const { return dp * mp * pp; }
+  RankCoords Coords(int rank) const {
+    return RankCoords{(rank / mp) % dp, rank % mp, rank / (mp * dp)};
+  }
+  int Rank(const RankCoords& c) const { return c.mp + mp * (c.dp + dp * c.pp); }
+  // The rank with `c`'s dp and mp coordinates at pipeline stage `stage`.
+  int RankAtStage(const RankCoords& c, int stage) const {
+    return Rank(RankCoords{c.dp, c.mp, stage});
+  }
+};
+
+// "dp=1 mp=0 pp=3"
+std::string CoordsToString(const RankCoords& c);
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_LAYOUT_H_
