@@ -53,6 +53,7 @@ std::string OpToString(const Op& op) {
   os << " -> ";
   PrintSlots(d.outputs(), os);
   for (const auto& a : d.attrs()) os << "  " << a.name() << '=' << AttrToString(a);
+  if (d.layer() >= 0) os << "  @layer=" << d.layer();
   if (d.pipeline_stage() >= 0) os << "  @stage=" << d.pipeline_stage();
   if (d.chunk() >= 0) os << "  @chunk=" << d.chunk();
   if (!d.stream().empty()) os << "  @stream=" << d.stream();
@@ -62,6 +63,7 @@ std::string OpToString(const Op& op) {
   for (const auto& pg : d.param_grads()) {
     os << "  @param_grad=" << pg.param() << ':' << pg.grad();
   }
+  if (d.last_micro_batch_only()) os << "  @last_micro_batch_only";
   if (!d.creation_pass().empty()) os << "  @pass=" << d.creation_pass();
   return os.str();
 }

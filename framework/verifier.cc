@@ -54,7 +54,10 @@ Status CheckReadsDefined(const Block& block, Op* op,
         return NotFound("input ", slot.name(), " reads undeclared var '", v,
                         "'");
       }
-      if (var->is_data() || var->persistable() || defined.count(v)) continue;
+      if (var->is_data() || var->persistable() || var->job_input() ||
+          defined.count(v)) {
+        continue;
+      }
       Op* writer = block.FirstProducer(v);
       if (writer == nullptr) {
         return FailedPrecondition("input ", slot.name(), " reads var '", v,

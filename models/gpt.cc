@@ -76,6 +76,7 @@ class GptBuilder {
   Block& startup_;
   Status status_;
   int64_t next_seed_ = 0;
+  int32_t layer_ = -1;  // the block being built, stamped on its ops
 };
 
 std::string GptBuilder::Param(const std::string& name, const Shape& shape,
@@ -125,6 +126,7 @@ std::string GptBuilder::Data(const std::string& name, const Shape& shape) {
 
 std::string GptBuilder::Append(proto::OpDesc desc) {
   if (!status_.ok()) return "";
+  desc.set_layer(layer_);
   std::string out = desc.outputs(0).vars(0);
   status_ = AppendOpInferShapes(main_, std::move(desc)).status();
   return out;
@@ -250,6 +252,7 @@ Status GptBuilder::Build() {
                              .Output("Out", "embed.out"));
   x = Dropout("embed.dropout", x);
   for (int64_t i = 0; i < c_.num_layers; ++i) {
+    layer_ = static_cast<int32_t>(i);
     const std::string p = StrCat("layers.", i);
     std::string attn = Attention(p + ".attn", LayerNorm(p + ".ln1", x));
     x = Append(OpDescBuilder("elementwise_add")
@@ -262,6 +265,7 @@ Status GptBuilder::Build() {
                    .Input("Y", mlp)
                    .Output("Out", p + ".mlp_residual"));
   }
+  layer_ = -1;
   x = LayerNorm("final_ln", x);
   std::string head = wte;
   bool transpose_head = true;

@@ -7,6 +7,16 @@
 namespace loom {
 
 PassInfo TensorParallelPassInfo();
+PassInfo PipelineSplitPassInfo();
+PassInfo GradientAccumulationPassInfo();
+PassInfo DataParallelPassInfo();
+PassInfo SplitBackwardPassInfo();
+PassInfo JobSplitPassInfo();
+PassInfo SchedulePassInfo();
+
+// Divides dim 0 of every data var by `parts` and re-infers shapes; the
+// error names `field` (the strategy field that asked for it) and the var.
+Status ShardBatchDim(Block& block, int64_t parts, const char* field);
 
 }  // namespace loom
 

@@ -16,6 +16,12 @@ void RegisterAllPasses() {
     LOOM_REGISTER_PASS(FailPassInfo);
     LOOM_REGISTER_PASS(BreakVerifierPassInfo);
     LOOM_REGISTER_PASS(TensorParallelPassInfo);
+    LOOM_REGISTER_PASS(PipelineSplitPassInfo);
+    LOOM_REGISTER_PASS(GradientAccumulationPassInfo);
+    LOOM_REGISTER_PASS(DataParallelPassInfo);
+    LOOM_REGISTER_PASS(SplitBackwardPassInfo);
+    LOOM_REGISTER_PASS(JobSplitPassInfo);
+    LOOM_REGISTER_PASS(SchedulePassInfo);
   });
 }
 

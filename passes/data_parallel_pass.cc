@@ -1,0 +1,106 @@
+// data-parallel: each dp rank takes 1/degree of the batch; gradients are
+// averaged over the dp group by all-reduces grouped into buckets.
+//
+// Buckets follow the order gradients are produced (the param_grads
+// annotations autodiff leaves, in program order), and each bucket's
+// all-reduce is issued right after the op that completes its last
+// gradient, on the dp stream: the first bucket's communication starts while
+// the rest of the backward still runs, instead of all of it waiting for the
+// end. With gradient accumulation the all-reduce runs only in the last
+// micro-batch, on the accumulated sum.
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "data-parallel";
+
+class DataParallelPass : public Pass {
+ public:
+  DataParallelPass(int64_t degree, int64_t bucket_bytes)
+      : degree_(degree), bucket_bytes_(bucket_bytes) {}
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  int64_t degree_, bucket_bytes_;
+};
+
+StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
+  auto* dp = ctx.mutable_strategy().mutable_dp();
+  if (degree_ <= 0) degree_ = dp->degree();
+  if (bucket_bytes_ <= 0) bucket_bytes_ = dp->bucket_size_bytes();
+  dp->set_degree(static_cast<int32_t>(degree_));
+  if (!ctx.strategy().passes().dp_bucketing()) bucket_bytes_ = 1;
+  if (degree_ == 1) return false;
+  Block& block = ctx.program().global_block();
+  LOOM_RETURN_IF_ERROR(ShardBatchDim(block, degree_, "dp.degree"));
+  const bool accumulating = ctx.strategy().pipeline().micro_batches() > 1;
+
+  std::vector<std::string> bucket;
+  int64_t bytes = 0;
+  int buckets = 0;
+  // Issues the bucket's all-reduce right after `last`, the op that
+  // completed its last gradient.
+  auto flush = [&](Op* last) -> Status {
+    proto::OpDesc reduce = OpDescBuilder("allreduce")
+                               .Input("X", bucket)
+                               .Output("Out", bucket)
+                               .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                               .Attr("reduce_op", std::string("avg"))
+                               .Role(role::kBackward | role::kComm);
+    reduce.set_stream(stream::kDp);
+    reduce.set_pipeline_stage(last->desc().pipeline_stage());
+    reduce.set_chunk(last->desc().chunk());
+    reduce.set_last_micro_batch_only(accumulating);
+    LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, last, reduce).status());
+    ++buckets;
+    bucket.clear();
+    bytes = 0;
+    return Status::OK();
+  };
+  Op* last = nullptr;
+  for (Op* op : block.OpVector()) {
+    if (op->desc().param_grads_size() == 0) continue;
+    for (const proto::ParamGrad& pg : op->desc().param_grads()) {
+      const proto::VarDesc* g = block.FindVar(pg.grad());
+      bucket.push_back(pg.grad());
+      bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+    }
+    last = op;
+    if (bytes >= bucket_bytes_) LOOM_RETURN_IF_ERROR(flush(op));
+  }
+  if (!bucket.empty()) LOOM_RETURN_IF_ERROR(flush(last));
+  ctx.Explain(kPassName, StrCat(buckets, " gradient buckets of up to ",
+                                bucket_bytes_, " bytes over ", degree_, " dp ranks"));
+  return true;
+}
+
+}  // namespace
+
+PassInfo DataParallelPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "shards the batch over dp ranks and averages gradients with bucketed "
+      "all-reduces issued as soon as each bucket is complete";
+  info.options = {{"degree", "", "dp ranks (default: dp.degree)"},
+                  {"bucket-bytes", "", "bucket size (default: dp.bucket_size_bytes)"}};
+  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
+    int64_t degree = 0, bytes = 0;
+    if (o.Has("degree")) {
+      LOOM_ASSIGN_OR_RETURN(degree, o.GetInt("degree"));
+    }
+    if (o.Has("bucket-bytes")) {
+      LOOM_ASSIGN_OR_RETURN(bytes, o.GetInt("bucket-bytes"));
+    }
+    if (o.Has("degree") && degree < 1) {
+      return InvalidArgument("pass data-parallel: degree must be at least 1");
+    }
+    return std::unique_ptr<Pass>(new DataParallelPass(degree, bytes));
+  };
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,135 @@
+// gradient-accumulation: one step is now `steps` micro-batches.
+//
+// Data vars shrink to a micro-batch; the loss gradient is seeded with
+// 1/steps, so that gradients summed over the micro-batches are the
+// gradient of the mean loss over the whole batch; each parameter's final
+// gradient is added into a persistable accumulator that the optimizer reads
+// and then zeroes.
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "gradient-accumulation";
+
+class GradientAccumulationPass : public Pass {
+ public:
+  explicit GradientAccumulationPass(int64_t steps) : steps_(steps) {}
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  int64_t steps_;
+};
+
+StatusOr<bool> GradientAccumulationPass::Run(PassContext& ctx) {
+  auto* pp = ctx.mutable_strategy().mutable_pipeline();
+  if (steps_ <= 0) steps_ = pp->micro_batches();
+  pp->set_micro_batches(static_cast<int32_t>(steps_));
+  if (steps_ == 1) return false;
+  Block& block = ctx.program().global_block();
+  LOOM_RETURN_IF_ERROR(
+      ShardBatchDim(block, steps_, "pipeline.micro_batches"));
+
+  // Seed d(loss) with 1/steps.
+  for (Op* op : block.ops()) {
+    if (op->type() == "fill_constant" && op->HasRole(role::kBackward) &&
+        op->HasRole(role::kLoss)) {
+      op->SetAttr("value", 1.0f / static_cast<float>(steps_));
+    }
+  }
+  // Accumulate each final gradient; the optimizer reads the accumulator.
+  std::unordered_map<std::string, std::string> acc_of;  // grad -> accumulator
+  Block& startup = ctx.startup().global_block();
+  for (Op* op : block.OpVector()) {
+    if (op->desc().param_grads_size() == 0) continue;
+    proto::OpDesc::Slot kept;
+    std::vector<proto::ParamGrad> pairs(op->desc().param_grads().begin(),
+                                        op->desc().param_grads().end());
+    op->annotations().clear_param_grads();
+    Op* last = op;
+    for (const proto::ParamGrad& pg : pairs) {
+      const std::string acc = pg.grad() + "@ACCUM";
+      for (Block* b : {&block, &startup}) {
+        proto::VarDesc* v = b->AddVar(acc);
+        *v = *block.FindVar(pg.grad());
+        v->set_name(acc);
+        v->set_persistable(true);
+      }
+      LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup, OpDescBuilder("fill_constant")
+                                                            .Output("Out", acc)
+                                                            .Attr("shape", MetaOf(*block.FindVar(acc)).shape)
+                                                            .Attr("value", 0.0f))
+                               .status());
+      proto::OpDesc add = OpDescBuilder("elementwise_add")
+                              .Input("X", acc)
+                              .Input("Y", pg.grad())
+                              .Output("Out", acc)
+                              .Role(role::kBackward);
+      add.set_forward_id(op->desc().forward_id());
+      add.set_pipeline_stage(op->desc().pipeline_stage());
+      add.set_chunk(op->desc().chunk());
+      proto::ParamGrad* moved = add.add_param_grads();
+      moved->set_param(pg.param());
+      moved->set_grad(acc);
+      LOOM_ASSIGN_OR_RETURN(last, InsertOpAfterInferShapes(block, last, add));
+      acc_of[pg.grad()] = acc;
+    }
+  }
+  for (Op* op : block.OpVector()) {
+    if (!op->HasRole(role::kOptimize) || !op->HasInput("Grad")) continue;
+    auto it = acc_of.find(op->Input("Grad"));
+    if (it == acc_of.end()) continue;
+    const std::string acc = it->second;
+    block.RenameInput(op, it->first, acc);
+    // Zero the accumulator for the next step once the update has read it.
+    proto::OpDesc zero = OpDescBuilder("fill_constant")
+                             .Output("Out", acc)
+                             .Attr("shape", MetaOf(*block.FindVar(acc)).shape)
+                             .Attr("value", 0.0f)
+                             .Role(role::kOptimize);
+    zero.set_pipeline_stage(op->desc().pipeline_stage());
+    zero.set_chunk(op->desc().chunk());
+    LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, op, zero).status());
+  }
+  ctx.Explain(kPassName, StrCat(acc_of.size(), " gradients accumulate over ",
+                                steps_, " micro-batches"));
+  return true;
+}
+
+}  // namespace
+
+Status ShardBatchDim(Block& block, int64_t parts, const char* field) {
+  for (const auto& [name, var] : block.vars()) {
+    if (!var.is_data()) continue;
+    if (var.shape_size() == 0 || var.shape(0) % parts != 0) {
+      return InvalidArgument(field, " (", parts, ") does not divide the batch dim of data var ",
+                             name, " ", ShapeToString(MetaOf(var).shape));
+    }
+  }
+  for (const auto& [name, var] : block.vars()) {
+    if (var.is_data()) block.FindVar(name)->set_shape(0, var.shape(0) / parts);
+  }
+  return ReinferShapes(block);
+}
+
+PassInfo GradientAccumulationPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "splits the batch into micro-batches and accumulates gradients into "
+      "persistable buffers the optimizer reads";
+  info.options = {{"steps", "", "micro-batches (default: pipeline.micro_batches)"}};
+  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
+    int64_t steps = 0;
+    if (o.Has("steps")) {
+      LOOM_ASSIGN_OR_RETURN(steps, o.GetInt("steps"));
+      if (steps < 1) return InvalidArgument("pass gradient-accumulation: steps must be at least 1");
+    }
+    return std::unique_ptr<Pass>(new GradientAccumulationPass(steps));
+  };
+  return info;
+}
+
+}  // namespace loom

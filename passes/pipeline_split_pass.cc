@@ -1,0 +1,420 @@
+// pipeline-split: cuts the program into pipeline stages and keeps the
+// rank's own stage, with send/recv where values cross stages.
+//
+// Forward ops carry the layer they belong to (OpDesc.layer). Layers are
+// grouped into stages x chunks contiguous "virtual stages": by balanced
+// analytic cost without VPP (the embedding goes with the first group and
+// the head with the last, so the end stages may take fewer layers), evenly
+// with VPP, as Megatron's interleaved schedule requires. Virtual stage v
+// runs on pipeline stage v % stages as chunk v / stages.
+//
+// Every other op follows: an unannotated forward op the ops it reads from,
+// a backward op the forward op it differentiates (OpDesc.forward_id), an
+// optimizer op its parameter. A parameter read on several stages (the tied
+// embedding and LM head) is kept on each of them; each sums its local
+// gradient contributions and all-reduces the sum over kSharedParamRing, so
+// every copy takes the same update.
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cost_model/analytic_cost.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "pipeline-split";
+
+// Balanced contiguous partition of `layers` costs into `parts` groups,
+// `pre` added to the first and `post` to the last; minimizes the largest
+// group. Returns the first layer of each group. O(parts * layers^2).
+std::vector<int> BalancedPartition(const std::vector<double>& layers, int parts,
+                                   double pre, double post) {
+  const int n = static_cast<int>(layers.size());
+  std::vector<double> prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + layers[i];
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[k][i]: the smallest largest-group cost of layers [0, i) in k groups.
+  std::vector<std::vector<double>> best(parts + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int>> cut(parts + 1, std::vector<int>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= parts; ++k) {
+    for (int i = k; i <= n - (parts - k); ++i) {
+      for (int j = k - 1; j < i; ++j) {
+        double group = prefix[i] - prefix[j] + (k == 1 ? pre : 0) +
+                       (k == parts ? post : 0);
+        double worst = std::max(best[k - 1][j], group);
+        if (worst < best[k][i]) {
+          best[k][i] = worst;
+          cut[k][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<int> starts(parts);
+  for (int k = parts, i = n; k >= 1; --k) {
+    starts[k - 1] = cut[k][i];
+    i = cut[k][i];
+  }
+  return starts;
+}
+
+class PipelineSplitPass : public Pass {
+ public:
+  PipelineSplitPass(int64_t stages, int64_t chunks)
+      : stages_(stages), chunks_(chunks) {}
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  // Virtual stage of every op, by position.
+  Status AssignVirtualStages(PassContext& ctx, const std::vector<Op*>& ops);
+  int StageOf(const Op* op) const { return vstage_.at(op) % stages_; }
+  StatusOr<Program> BuildRankProgram(const Block& block,
+                                     const std::vector<Op*>& ops);
+  Status PruneStartup(PassContext& ctx);
+
+  int stages_, chunks_;
+  int stage_ = 0;
+  std::unordered_map<const Op*, int> vstage_;
+  // Physical stages on which each parameter is read in the forward pass.
+  std::unordered_map<std::string, std::set<int>> param_stages_;
+  std::set<std::string> shared_;
+};
+
+Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
+                                              const std::vector<Op*>& ops) {
+  const int v = stages_ * chunks_;
+  int num_layers = 0;
+  int first_layered = -1, last_layered = -1;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op* op = ops[i];
+    if (!op->HasRole(role::kForward) || op->desc().layer() < 0) continue;
+    num_layers = std::max(num_layers, op->desc().layer() + 1);
+    if (first_layered < 0) first_layered = i;
+    last_layered = i;
+  }
+  if (num_layers == 0) {
+    return FailedPrecondition(
+        "the program's forward ops carry no layer (OpDesc.layer), so there "
+        "is nowhere to cut it into stages");
+  }
+  if (num_layers < v) {
+    return InvalidArgument("pipeline.degree (", stages_, ") x pipeline.vpp_degree (",
+                           chunks_, ") = ", v,
+                           " virtual stages exceed the ", num_layers, " layers");
+  }
+  if (chunks_ > 1 && num_layers % v != 0) {
+    return InvalidArgument("pipeline.vpp_degree (", chunks_, ") x pipeline.degree (",
+                           stages_, ") = ", v, " does not divide the ",
+                           num_layers, " layers");
+  }
+  // Costs: each layer's ops; unannotated forward ops count toward the end
+  // they sit at, or the layer they sit in.
+  std::vector<double> layer_cost(num_layers, 0);
+  double pre = 0, post = 0;
+  int current = 0;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op* op = ops[i];
+    if (!op->HasRole(role::kForward)) continue;
+    const double flops = AnalyticFlops(*op);
+    if (op->desc().layer() >= 0) {
+      current = op->desc().layer();
+      layer_cost[current] += flops;
+    } else if (i < first_layered) {
+      pre += flops;
+    } else if (i > last_layered) {
+      post += flops;
+    } else {
+      layer_cost[current] += flops;
+    }
+  }
+  std::vector<int> starts;
+  if (chunks_ > 1) {
+    for (int g = 0; g < v; ++g) starts.push_back(g * (num_layers / v));
+  } else {
+    starts = BalancedPartition(layer_cost, v, pre, post);
+  }
+  std::vector<int> vs_of_layer(num_layers);
+  for (int g = 0; g < v; ++g) {
+    const int end = g + 1 < v ? starts[g + 1] : num_layers;
+    double cost = (g == 0 ? pre : 0) + (g == v - 1 ? post : 0);
+    for (int l = starts[g]; l < end; ++l) {
+      vs_of_layer[l] = g;
+      cost += layer_cost[l];
+    }
+    ctx.Explain(kPassName, StrCat("virtual stage ", g, " (stage ", g % stages_,
+                                  ", chunk ", g / stages_, "): layers ",
+                                  starts[g], "-", end - 1, ", ", cost / 1e9,
+                                  " GFLOP forward"));
+  }
+
+  const Block& block = *ops.front()->block();
+  auto max_producer_stage = [&](const Op* op) {
+    int best = -1;
+    for (const std::string& in : op->InputVars()) {
+      for (Op* p : block.Producers(in)) {
+        auto it = vstage_.find(p);
+        if (it != vstage_.end() && p->index() < op->index()) {
+          best = std::max(best, it->second);
+        }
+      }
+    }
+    return best;
+  };
+  for (Op* op : ops) {
+    int vs = -1;
+    if (op->HasRole(role::kForward)) {
+      vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()]
+                                   : std::max(0, max_producer_stage(op));
+    } else if (op->HasRole(role::kBackward)) {
+      const Op* fwd = block.FindOpById(op->desc().forward_id());
+      if (op->type() == "sum") {
+        // Gradient contributions are added where they are computed, so
+        // one sum crosses the cut instead of every part.
+        vs = max_producer_stage(op);
+      } else if (fwd != nullptr && vstage_.count(fwd)) {
+        vs = vstage_[fwd];
+      } else {
+        vs = max_producer_stage(op);
+        if (vs < 0) {
+          return Internal(op->Location(),
+                          ": backward op with no forward op and no producer");
+        }
+      }
+    } else {
+      continue;  // optimizer and other ops: placed by their parameter below
+    }
+    vstage_[op] = vs;
+  }
+  // Where each parameter is read in the forward pass.
+  for (Op* op : ops) {
+    if (!op->HasRole(role::kForward)) continue;
+    for (const std::string& in : op->InputVars()) {
+      const proto::VarDesc* var = block.FindVar(in);
+      if (var != nullptr && var->is_parameter()) {
+        param_stages_[in].insert(vstage_[op] % stages_);
+      }
+    }
+  }
+  for (const auto& [param, stages] : param_stages_) {
+    if (stages.size() > 1) shared_.insert(param);
+  }
+  for (Op* op : ops) {
+    if (vstage_.count(op)) continue;
+    const std::string param = op->Input("Param");
+    auto it = param_stages_.find(param);
+    // The optimizer op sits on the (first) stage that reads its parameter;
+    // shared parameters are handled when the rank's program is built.
+    vstage_[op] = it == param_stages_.end() ? 0 : *it->second.begin();
+    if (it != param_stages_.end()) {
+      // Chunk: that of the first forward reader on this stage.
+      for (Op* reader : block.Consumers(param)) {
+        if (reader->HasRole(role::kForward) &&
+            vstage_[reader] % stages_ == vstage_[op]) {
+          vstage_[op] = vstage_[reader];
+          break;
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<Program> PipelineSplitPass::BuildRankProgram(
+    const Block& block, const std::vector<Op*>& ops) {
+  Program out;
+  Block& dst = out.global_block();
+  auto declare = [&](const std::string& name) {
+    if (name.empty() || dst.HasVar(name)) return;
+    if (const proto::VarDesc* v = block.FindVar(name)) *dst.AddVar(name) = *v;
+  };
+  auto annotate = [&](proto::OpDesc* d, int vs) {
+    d->set_pipeline_stage(vs % stages_);
+    d->set_chunk(vs / stages_);
+  };
+  auto emit = [&](proto::OpDesc d, int vs) {
+    for (const auto& slot : d.inputs()) for (const auto& v : slot.vars()) declare(v);
+    for (const auto& slot : d.outputs()) for (const auto& v : slot.vars()) declare(v);
+    annotate(&d, vs);
+    dst.AppendOp(std::move(d));
+  };
+  auto transferable = [&](const std::string& var) {
+    const proto::VarDesc* v = block.FindVar(var);
+    return v != nullptr && !v->persistable() && !v->is_data();
+  };
+  // A shared parameter's gradient sum: each stage holding the parameter
+  // sums its own contributions, then the stages all-reduce the sums.
+  auto is_shared_sum = [&](const Op* op) {
+    return op->type() == "sum" && op->desc().param_grads_size() > 0 &&
+           shared_.count(op->desc().param_grads(0).param()) > 0;
+  };
+  std::unordered_set<std::string> here;  // vars this rank's program makes
+  std::set<std::pair<std::string, int>> sent;
+  for (Op* op : ops) {
+    int vs = vstage_.at(op);
+    if (is_shared_sum(op)) {
+      const std::string param = op->desc().param_grads(0).param();
+      if (!param_stages_[param].count(stage_)) continue;
+      std::vector<std::string> local;
+      vs = stage_;
+      for (const std::string& part : op->Inputs("X")) {
+        Op* producer = block.FirstProducer(part);
+        if (producer != nullptr && StageOf(producer) == stage_) {
+          local.push_back(part);
+          vs = std::max(vs, vstage_.at(producer));
+        }
+      }
+      proto::OpDesc sum = op->desc();
+      sum.clear_inputs();
+      // The all-reduce below makes the final gradient, so it carries the
+      // (param, grad) pair that later passes look for.
+      sum.clear_param_grads();
+      auto* x = sum.add_inputs();
+      x->set_name("X");
+      for (const auto& part : local) x->add_vars(part);
+      const std::string grad = op->Output("Out");
+      here.insert(grad);
+      emit(std::move(sum), vs);
+      proto::OpDesc reduce = OpDescBuilder("allreduce")
+                                 .Input("X", grad)
+                                 .Output("Out", grad)
+                                 .Attr("ring_id", static_cast<int32_t>(kSharedParamRing))
+                                 .Role(role::kBackward | role::kComm);
+      *reduce.mutable_param_grads() = op->desc().param_grads();
+      reduce.set_stream(stream::kDp);
+      emit(std::move(reduce), vs);
+      continue;
+    }
+    const bool shared_update = op->HasRole(role::kOptimize) &&
+                               shared_.count(op->Input("Param")) > 0;
+    const bool keep = shared_update
+                          ? param_stages_[op->Input("Param")].count(stage_) > 0
+                          : StageOf(op) == stage_;
+    if (!keep) continue;
+    if (shared_update) vs = stage_;
+    const uint32_t phase = op->role() & (role::kForward | role::kBackward);
+    for (const std::string& in : op->InputVars()) {
+      if (!transferable(in) || here.count(in)) continue;
+      Op* producer = block.FirstProducer(in);
+      if (producer == nullptr || StageOf(producer) == stage_) continue;
+      const proto::VarDesc* v = block.FindVar(in);
+      proto::OpDesc recv = OpDescBuilder("recv")
+                               .Output("Out", in)
+                               .Attr("peer", static_cast<int32_t>(StageOf(producer)))
+                               .Attr("out_shape", MetaOf(*v).shape)
+                               .Attr("dtype", static_cast<int32_t>(v->dtype()))
+                               .Attr("ring_id", static_cast<int32_t>(kPpRing))
+                               .Role(phase | role::kComm);
+      recv.set_stream(stream::kP2pRecv);
+      emit(std::move(recv), vs);
+      here.insert(in);
+    }
+    emit(op->desc(), vs);
+    for (const std::string& out : op->OutputVars()) here.insert(out);
+    for (const std::string& out : op->OutputVars()) {
+      if (!transferable(out)) continue;
+      for (Op* consumer : block.Consumers(out)) {
+        if (!vstage_.count(consumer) || is_shared_sum(consumer)) continue;
+        const int peer = StageOf(consumer);
+        if (peer == stage_ || sent.count({out, peer})) continue;
+        proto::OpDesc send = OpDescBuilder("send")
+                                 .Input("X", out)
+                                 .Attr("peer", static_cast<int32_t>(peer))
+                                 .Attr("ring_id", static_cast<int32_t>(kPpRing))
+                                 .Role(phase | role::kComm);
+        send.set_stream(stream::kP2pSend);
+        emit(std::move(send), vs);
+        sent.insert({out, peer});
+      }
+    }
+  }
+  return out;
+}
+
+Status PipelineSplitPass::PruneStartup(PassContext& ctx) {
+  Block& startup = ctx.startup().global_block();
+  const Block& main = ctx.program().global_block();
+  // Keep the ops (back to front) that produce what the rank's program
+  // holds, and what those ops read.
+  std::unordered_set<std::string> needed;
+  for (const auto& [name, var] : main.vars()) {
+    if (var.persistable()) needed.insert(name);
+  }
+  std::vector<Op*> ops = startup.OpVector();
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    Op* op = *it;
+    bool wanted = false;
+    for (const std::string& out : op->OutputVars()) wanted |= needed.count(out) > 0;
+    if (!wanted) {
+      startup.EraseOp(op);
+      continue;
+    }
+    for (const std::string& in : op->InputVars()) needed.insert(in);
+  }
+  std::vector<std::string> unused;
+  for (const auto& [name, var] : startup.vars()) {
+    if (!needed.count(name)) unused.push_back(name);
+  }
+  for (const std::string& name : unused) startup.RemoveVar(name);
+  return Status::OK();
+}
+
+StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
+  auto* pp = ctx.mutable_strategy().mutable_pipeline();
+  if (stages_ <= 0) stages_ = pp->degree();
+  if (chunks_ <= 0) chunks_ = pp->vpp_degree();
+  pp->set_degree(stages_);
+  pp->set_vpp_degree(chunks_);
+  if (stages_ > 1) pp->set_enable(true);
+  if (stages_ * chunks_ == 1) return false;
+  stage_ = ctx.coords().pp;
+  Block& block = ctx.program().global_block();
+  const std::vector<Op*> ops = block.OpVector();
+  if (ops.empty()) return false;
+  LOOM_RETURN_IF_ERROR(AssignVirtualStages(ctx, ops));
+  LOOM_ASSIGN_OR_RETURN(Program rank_program, BuildRankProgram(block, ops));
+  ctx.Explain(kPassName, StrCat("stage ", stage_, " keeps ",
+                                rank_program.global_block().num_ops(), " of ",
+                                ops.size(), " ops; shared parameters: ",
+                                shared_.size()));
+  ctx.program() = std::move(rank_program);
+  LOOM_RETURN_IF_ERROR(PruneStartup(ctx));
+  return true;
+}
+
+}  // namespace
+
+PassInfo PipelineSplitPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "cuts the program into pipeline stages by balanced layer cost and keeps "
+      "the rank's stage, with send/recv at the cuts";
+  info.options = {
+      {"stages", "", "pipeline stages (default: pipeline.degree)"},
+      {"chunks", "", "VPP chunks per stage (default: pipeline.vpp_degree)"}};
+  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
+    int64_t stages = 0, chunks = 0;
+    if (o.Has("stages")) {
+      LOOM_ASSIGN_OR_RETURN(stages, o.GetInt("stages"));
+    }
+    if (o.Has("chunks")) {
+      LOOM_ASSIGN_OR_RETURN(chunks, o.GetInt("chunks"));
+    }
+    if (o.Has("stages") && stages < 1) {
+      return InvalidArgument("pass pipeline-split: stages must be at least 1");
+    }
+    if (o.Has("chunks") && chunks < 1) {
+      return InvalidArgument("pass pipeline-split: chunks must be at least 1");
+    }
+    return std::unique_ptr<Pass>(new PipelineSplitPass(stages, chunks));
+  };
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,77 @@
+// split-backward: separates each backward op into its input-gradient half
+// (B, role input_grad) and its weight-gradient half (W, role weight_grad),
+// as the zero-bubble schedules need: B unblocks the previous stage, W can
+// wait to fill a bubble.
+//
+// An op that writes both kinds of gradient (matmul_grad with X@GRAD and
+// Y@GRAD) becomes two copies, each with the other kind's outputs pruned;
+// kernels skip pruned outputs, so no work is done twice.
+#include "framework/op_builder.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "split-backward";
+
+class SplitBackwardPass : public Pass {
+ public:
+  StatusOr<bool> Run(PassContext& ctx) override;
+};
+
+StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
+  Block& block = ctx.program().global_block();
+  // A weight gradient is the gradient of a parameter, in any of its forms:
+  // w@GRAD, w@GRAD@RENAME@1, w@GRAD@MP_PARTIAL, w@GRAD@ACCUM.
+  auto is_weight_grad = [&](const std::string& var) {
+    if (!IsGradVarName(var)) return false;
+    const proto::VarDesc* fwd = block.FindVar(StripGradSuffix(var));
+    return fwd != nullptr && fwd->is_parameter();
+  };
+  int split = 0;
+  for (Op* op : block.OpVector()) {
+    if (!op->HasRole(role::kBackward)) continue;
+    bool weights = false, inputs = false;
+    for (const std::string& out : op->OutputVars()) {
+      (is_weight_grad(out) ? weights : inputs) = true;
+    }
+    if (!(weights && inputs)) {
+      op->set_role(op->role() | (weights ? role::kWeightGrad : role::kInputGrad));
+      continue;
+    }
+    proto::OpDesc w = op->desc();
+    w.set_id(0);  // a new op
+    w.set_role(op->role() | role::kWeightGrad);
+    for (auto& slot : *w.mutable_outputs()) {
+      for (auto& v : *slot.mutable_vars()) {
+        if (!is_weight_grad(v)) v.clear();
+      }
+    }
+    // B keeps the input gradients; the pairs move to W with the weights.
+    for (const auto& slot : op->desc().outputs()) {
+      std::vector<std::string> kept;
+      for (const auto& v : slot.vars()) kept.push_back(is_weight_grad(v) ? "" : v);
+      block.SetOutputs(op, slot.name(), kept);
+    }
+    op->annotations().clear_param_grads();
+    op->set_role(op->role() | role::kInputGrad);
+    block.InsertOpAfter(op, std::move(w));
+    ++split;
+  }
+  ctx.Explain(kPassName, StrCat(split, " backward ops split into B and W halves"));
+  return true;
+}
+
+}  // namespace
+
+PassInfo SplitBackwardPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary = "splits backward ops into input-grad (B) and weight-grad (W) halves";
+  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
+    return std::unique_ptr<Pass>(new SplitBackwardPass());
+  };
+  return info;
+}
+
+}  // namespace loom
