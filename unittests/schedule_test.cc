@@ -132,28 +132,35 @@ TEST(ScheduleGolden, VPP) {
       }));
 }
 
-// Paddle pipeline_zero_bubble.py (PipelineZeroBubblePipelinePass): p - s
-// warm-up forwards, s (b, F) pairs, (B, F) pairs, cool-down backwards with
-// the last one split on stages > 0, then the s deferred W halves.
+// The paper's ZB-H1 (Qi et al., ICLR 2024, figure 3 top): 1F1B's order with
+// every backward split, and w(j - s) right after b(j), so stage s has p - s - 1
+// warm-up forwards, s (F, b) pairs, (F, b, w) groups, (b, w) cool-down pairs
+// and s late W halves. Paddle's first pipeline_zero_bubble.py and
+// Megatron-DeepSpeed's ZB-H1 with exact semantics give the same lists.
 TEST(ScheduleGolden, ZBH1) {
   EXPECT_EQ(Lists("ZBH1", 4, 8),
             (std::vector<std::string>{
-                "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7 O",
-                "F0 F1 F2 b0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 b7 w7 w0 O",
-                "F0 F1 b0 F2 b1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 b7 w7 w0 w1 O",
-                "F0 b0 F1 b1 F2 b2 F3 B3 F4 B4 F5 B5 F6 B6 F7 b7 w7 w0 w1 w2 O",
+                "F0 F1 F2 F3 b0 w0 F4 b1 w1 F5 b2 w2 F6 b3 w3 F7 b4 w4 "
+                "b5 w5 b6 w6 b7 w7 O",
+                "F0 F1 F2 b0 F3 b1 w0 F4 b2 w1 F5 b3 w2 F6 b4 w3 F7 b5 w4 "
+                "b6 w5 b7 w6 w7 O",
+                "F0 F1 b0 F2 b1 F3 b2 w0 F4 b3 w1 F5 b4 w2 F6 b5 w3 F7 b6 w4 "
+                "b7 w5 w6 w7 O",
+                "F0 b0 F1 b1 F2 b2 F3 b3 w0 F4 b4 w1 F5 b5 w2 F6 b6 w3 F7 b7 "
+                "w4 w5 w6 w7 O",
             }));
 }
 
 // One stage: every schedule degenerates to forward, backward per micro-batch
-// or all forwards then all backwards; VPP keeps its chunks.
+// (ZBH1: forward, B, W) or all forwards then all backwards; VPP keeps its
+// chunks.
 TEST(ScheduleGolden, SingleStage) {
   EXPECT_EQ(Lists("1F1B", 1, 3),
             (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
   EXPECT_EQ(Lists("Eager1F1B", 1, 3),
             (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
   EXPECT_EQ(Lists("ZBH1", 1, 3),
-            (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
+            (std::vector<std::string>{"F0 b0 w0 F1 b1 w1 F2 b2 w2 O"}));
   EXPECT_EQ(
       Lists("VPP", 1, 2, 2),
       (std::vector<std::string>{"F0.0 F0.1 B0.1 F1.0 B0.0 F1.1 B1.1 B1.0 O"}));
@@ -401,9 +408,9 @@ int ExpectedMakespan(const std::string& name, const Shape& sh) {
   }
   // Interleaving divides the bubble by c: (m * c + p - 1) chunk slots.
   if (name == "VPP") return (m * c + p - 1) * t_fb;
-  // Paddle's ZBH1 order: the bubble drops from 3(p - 1) to 2p - 3 steps
-  // (measured here; the paper's ZB-H1 order would reach p - 1).
-  if (name == "ZBH1") return 3 * m + (p == 1 ? 0 : 2 * p - 3);
+  // ZB-H1, the paper's table 2: the bubble drops from
+  // (p - 1)(tF + tB + tW) to (p - 1)(tF + tB - tW), 3(p - 1) to p - 1 steps.
+  if (name == "ZBH1") return 3 * m + p - 1;
   LOG(FATAL) << "no makespan for " << name;
   return 0;
 }
@@ -428,7 +435,7 @@ TEST(ScheduleSimulation, MakespansAtFourStagesEightMicroBatches) {
   EXPECT_EQ(SimulateSchedule("1F1B", {4, 8, 1}).makespan, 33);
   EXPECT_EQ(SimulateSchedule("Eager1F1B", {4, 8, 1}).makespan, 33);
   EXPECT_EQ(SimulateSchedule("VPP", {4, 8, 2}).makespan, 57);  // 48 work + 9
-  EXPECT_EQ(SimulateSchedule("ZBH1", {4, 8, 1}).makespan, 29);
+  EXPECT_EQ(SimulateSchedule("ZBH1", {4, 8, 1}).makespan, 27);
 }
 
 // Peak activations in flight per stage, from each schedule's definition.
@@ -443,7 +450,9 @@ TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
         if (name == "FThenB") expected = m;
         if (name == "1F1B") expected = p - st;
         if (name == "Eager1F1B") expected = 2 * (p - st) - 1;
-        // ZBH1 keeps 1F1B's worst case, p, on every stage.
+        // ZBH1: p on every stage ("all workers maintain the same number of
+        // in-flight micro-batches"), 1F1B's worst case; see the next test
+        // for how many of them hold full activations.
         if (name == "ZBH1") expected = p;
         // Megatron: warm-up + 1 (its max_outstanding_backprops).
         if (name == "VPP") {
@@ -452,6 +461,26 @@ TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
         EXPECT_EQ(sim.peak[st], expected) << name << " stage " << st << " of "
                                           << sh.stages << "x" << m << "x" << c;
       }
+    }
+  }
+}
+
+// ZB-H1's memory bound (the paper's (p - i + 1) M_B + (i - 1) M_W for worker
+// i = s + 1): of the p micro-batches in flight on stage s, at most p - s
+// still await their B and so hold full activations, exactly 1F1B's
+// in-flight count there; the rest hold only W's inputs. A property of each
+// stage's order alone, so it is counted on the lists.
+TEST(ScheduleSimulation, ZBH1FullActivationsMatch1F1B) {
+  for (const Shape& sh : ValidShapes("ZBH1")) {
+    const int p = sh.stages;
+    for (int st = 0; st < p; ++st) {
+      int awaiting_b = 0, peak = 0;
+      for (const Job& j : Jobs("ZBH1", st, p, sh.micro_batches)) {
+        if (j.type == JobType::kForward) peak = std::max(peak, ++awaiting_b);
+        if (j.type == JobType::kBackwardB) --awaiting_b;
+      }
+      EXPECT_EQ(peak, p - st)
+          << "stage " << st << " of " << p << "x" << sh.micro_batches;
     }
   }
 }
@@ -547,11 +576,11 @@ TEST(ValidateJobList, RejectsBrokenScheduleOutput) {
   const ScheduleParams p{3, 4, 8, 1};
   std::vector<Job> jobs = Jobs("ZBH1", 3, 4, 8);
   ASSERT_TRUE(ValidateJobList(p, jobs).ok());
-  // Drop a deferred W.
+  // Drop the last late W, w7.
   std::vector<Job> no_w(jobs.begin(), jobs.end());
   no_w.erase(no_w.end() - 2);
   EXPECT_EQ(ValidateJobList(p, no_w).message(),
-            "stage 3: micro-batch 2, chunk 0 lacks a forward and exactly one "
+            "stage 3: micro-batch 7, chunk 0 lacks a forward and exactly one "
             "backward (whole, or B and W)");
   // Move the first forward behind its B half.
   std::vector<Job> late_f(jobs.begin(), jobs.end());
