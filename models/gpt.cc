@@ -30,15 +30,15 @@ const std::vector<GptConfig>& Presets() {
   static const std::vector<GptConfig>* const presets = new std::vector<GptConfig>{
       // Small enough that a training step takes milliseconds on one core.
       Preset("gpt-tiny", 128, 32, 64, 2, 4, 8),
-      // GPT-3 Small (125M) at a 1024-token context.
-      Preset("gpt-small", kGptVocab, 1024, 768, 12, 12, 1),
-      // The GPT-3 paper's sizes (Brown et al. 2020, table 2.1). For 13B the
-      // paper's d_model of 5140 is not 40 heads of 128; 5120 is, as in
-      // Megatron's configs.
-      Preset("gpt3-1.3b", kGptVocab, 2048, 2048, 24, 16, 1),
-      Preset("gpt3-6.7b", kGptVocab, 2048, 4096, 32, 32, 1),
-      Preset("gpt3-13b", kGptVocab, 2048, 5120, 40, 40, 1),
-      Preset("gpt3-175b", kGptVocab, 2048, 12288, 96, 96, 1),
+      // GPT-3 Small (125M) at a 1024-token context, 0.5M tokens per batch.
+      Preset("gpt-small", kGptVocab, 1024, 768, 12, 12, 512),
+      // The GPT-3 paper's sizes and global batches (Brown et al. 2020,
+      // table 2.1: 1M, 2M, 2M and 3.2M tokens). For 13B the paper's d_model
+      // of 5140 is not 40 heads of 128; 5120 is, as in Megatron's configs.
+      Preset("gpt3-1.3b", kGptVocab, 2048, 2048, 24, 16, 512),
+      Preset("gpt3-6.7b", kGptVocab, 2048, 4096, 32, 32, 1024),
+      Preset("gpt3-13b", kGptVocab, 2048, 5120, 40, 40, 1024),
+      Preset("gpt3-175b", kGptVocab, 2048, 12288, 96, 96, 1536),
   };
   return *presets;
 }

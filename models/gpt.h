@@ -23,7 +23,7 @@ struct GptConfig {
   int64_t num_layers = 2;
   int64_t num_heads = 4;
   int64_t ffn_hidden = 256;  // 4 * hidden in every preset
-  int64_t batch_size = 8;
+  int64_t batch_size = 8;  // the global batch, in sequences
   float dropout = 0.0f;
   float init_std = 0.02f;
   // The LM head reuses the token embedding (as GPT-2/3 do); the published

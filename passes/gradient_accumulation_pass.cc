@@ -77,12 +77,19 @@ StatusOr<bool> GradientAccumulationPass::Run(PassContext& ctx) {
       acc_of[pg.grad()] = acc;
     }
   }
+  // The optimizer reads the accumulators: the update's Grad, and any
+  // all-reduce of it that runs in the optimizer job.
   for (Op* op : block.OpVector()) {
-    if (!op->HasRole(role::kOptimize) || !op->HasInput("Grad")) continue;
-    auto it = acc_of.find(op->Input("Grad"));
-    if (it == acc_of.end()) continue;
-    const std::string acc = it->second;
-    block.RenameInput(op, it->first, acc);
+    if (!op->HasRole(role::kOptimize)) continue;
+    for (const std::string& in : op->InputVars()) {
+      auto it = acc_of.find(in);
+      if (it == acc_of.end()) continue;
+      block.RenameInput(op, it->first, it->second);
+      block.RenameOutput(op, it->first, it->second);
+    }
+    if (!op->HasInput("Grad") || !op->HasInput("Param")) continue;
+    const std::string acc = op->Input("Grad");
+    if (acc.size() < 6 || acc.compare(acc.size() - 6, 6, "@ACCUM") != 0) continue;
     // Zero the accumulator for the next step once the update has read it.
     proto::OpDesc zero = OpDescBuilder("fill_constant")
                              .Output("Out", acc)
@@ -110,6 +117,20 @@ Status ShardBatchDim(Block& block, int64_t parts, const char* field) {
   }
   for (const auto& [name, var] : block.vars()) {
     if (var.is_data()) block.FindVar(name)->set_shape(0, var.shape(0) / parts);
+  }
+  // A recv's shape is an attribute, not inferred from its peer. What crosses
+  // a pipeline cut is an activation or its gradient, batch-major like the
+  // data it came from, so its dim 0 shrinks the same way.
+  for (Op* op : block.ops()) {
+    if (op->type() != "recv") continue;
+    auto shape = op->GetAttr<std::vector<int64_t>>("out_shape");
+    if (shape.empty() || shape[0] % parts != 0) {
+      return InvalidArgument(field, " (", parts, ") does not divide dim 0 of ",
+                             op->Output("Out"), " ", ShapeToString(shape),
+                             ", received by ", op->Location());
+    }
+    shape[0] /= parts;
+    op->SetAttr("out_shape", shape);
   }
   return ReinferShapes(block);
 }

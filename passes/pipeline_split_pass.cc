@@ -12,8 +12,8 @@
 // a backward op the forward op it differentiates (OpDesc.forward_id), an
 // optimizer op its parameter. A parameter read on several stages (the tied
 // embedding and LM head) is kept on each of them; each sums its local
-// gradient contributions and all-reduces the sum over kSharedParamRing, so
-// every copy takes the same update.
+// gradient contributions, and before the update the stages all-reduce their
+// sums over kSharedParamRing, so every copy takes the same step.
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -271,23 +271,11 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
       }
       proto::OpDesc sum = op->desc();
       sum.clear_inputs();
-      // The all-reduce below makes the final gradient, so it carries the
-      // (param, grad) pair that later passes look for.
-      sum.clear_param_grads();
       auto* x = sum.add_inputs();
       x->set_name("X");
       for (const auto& part : local) x->add_vars(part);
-      const std::string grad = op->Output("Out");
-      here.insert(grad);
       emit(std::move(sum), vs);
-      proto::OpDesc reduce = OpDescBuilder("allreduce")
-                                 .Input("X", grad)
-                                 .Output("Out", grad)
-                                 .Attr("ring_id", static_cast<int32_t>(kSharedParamRing))
-                                 .Role(role::kBackward | role::kComm);
-      *reduce.mutable_param_grads() = op->desc().param_grads();
-      reduce.set_stream(stream::kDp);
-      emit(std::move(reduce), vs);
+      here.insert(op->Output("Out"));
       continue;
     }
     const bool shared_update = op->HasRole(role::kOptimize) &&
@@ -296,7 +284,21 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
                           ? param_stages_[op->Input("Param")].count(stage_) > 0
                           : StageOf(op) == stage_;
     if (!keep) continue;
-    if (shared_update) vs = stage_;
+    if (shared_update) {
+      vs = stage_;
+      // The stages' partial gradients meet once per step, before the
+      // update, as Megatron all-reduces its embedding group's gradients:
+      // an all-reduce per micro-batch would tie the first and last stages'
+      // backward passes together and stall the pipeline.
+      const std::string grad = op->Input("Grad");
+      proto::OpDesc reduce = OpDescBuilder("allreduce")
+                                 .Input("X", grad)
+                                 .Output("Out", grad)
+                                 .Attr("ring_id", static_cast<int32_t>(kSharedParamRing))
+                                 .Role(role::kOptimize | role::kComm);
+      reduce.set_stream(stream::kDp);
+      emit(std::move(reduce), vs);
+    }
     const uint32_t phase = op->role() & (role::kForward | role::kBackward);
     for (const std::string& in : op->InputVars()) {
       if (!transferable(in) || here.count(in)) continue;

@@ -34,6 +34,8 @@ struct RankPlan {
   int num_chunks = 1;
   std::vector<Job> jobs;
   std::map<JobProgramKey, Program> programs;
+  // Initializes the rank's parameters and optimizer state.
+  Program startup;
 
   const Program* ProgramFor(const Job& job) const {
     auto it = programs.find({job.type, job.chunk});

@@ -22,7 +22,7 @@ DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZB
 DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
 DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
 DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
-DEFINE_bool(split_backward, false, "optional pass switch: split backward into input-grad and weight-grad jobs");
+
 
 namespace loom {
 
@@ -77,9 +77,6 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
     return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
   };
   if (given("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
-  if (given("split_backward")) {
-    s.mutable_passes()->set_split_backward(FLAGS_split_backward);
-  }
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
 }

@@ -23,6 +23,7 @@ Status RunDemo(const std::vector<std::string>& args);
 Status RunOps(const std::vector<std::string>& args);
 Status RunOpt(const std::vector<std::string>& args);
 Status RunPasses(const std::vector<std::string>& args);
+Status RunPlan(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -59,8 +60,19 @@ const std::vector<Command>& Commands() {
        {"passes", "rank", "config", "dp", "mp", "pp", "micro_batches", "schedule",
         "vpp", "startup", "print_after", "print_after_all", "time_passes",
         "verify_each", "disable_passes", "dump_dir", "explain", "vars", "o",
-        "dp_bucketing", "split_backward"},
+        "dp_bucketing"},
        RunOpt},
+      {"plan", "print each rank's job list and programs for a strategy",
+       "loom plan --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
+       "          [--vpp V] [--config FILE] [--rank R] [--json] [--explain]\n"
+       "Builds the preset's training program, runs the default pass pipeline\n"
+       "for every rank (or only --rank R) and prints each rank's job list and\n"
+       "the op count of each job program; --json prints one document with\n"
+       "every program's ops.",
+       {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
+        "micro_batches", "schedule", "vpp", "rank", "all_ranks", "json",
+        "explain", "verify_each", "dp_bucketing"},
+       RunPlan},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},
   };

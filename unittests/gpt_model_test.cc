@@ -72,7 +72,7 @@ TEST(GptBuilder, Gpt3_175bBuildsAndVerifies) {
   EXPECT_EQ(CountParameterElements(tp->main), tp->config.NumParameters());
   EXPECT_TRUE(VerifyProgram(tp->main).ok());
   EXPECT_EQ(MetaOf(*tp->main.global_block().FindVar("lm_head.logits")).shape,
-            (Shape{1, 2048, 50304}));
+            (Shape{1536, 2048, 50304}));
 }
 
 TEST(GptBuilder, BadConfigNamesTheField) {

@@ -1,0 +1,62 @@
+#include "passes/planner.h"
+
+#include "scheduler/schedule.h"
+
+namespace loom {
+
+StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
+  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
+                        FindSchedule(strategy.pipeline().schedule_mode()));
+  std::string p =
+      "tensor-parallel,pipeline-split,gradient-accumulation,data-parallel";
+  if (schedule->splits_backward) p += ",split-backward";
+  return p + ",job-split,schedule";
+}
+
+StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
+                            const proto::Strategy& strategy, int rank,
+                            const PlanOptions& options) {
+  LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy));
+  const int world = LayoutOf(strategy).world_size();
+  if (rank < 0 || rank >= world) {
+    return InvalidArgument("rank ", rank, " is outside the ", world,
+                           " ranks of the strategy");
+  }
+  LOOM_ASSIGN_OR_RETURN(std::string pipeline, DefaultPipeline(strategy));
+  PassManager pm(options.pass_manager);
+  LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
+  PassContext ctx(strategy, rank, main.Clone(), startup.Clone());
+  Status s = pm.Run(ctx);
+  if (!s.ok()) {
+    return s.WithContext(StrCat("rank ", rank, " (", CoordsToString(ctx.coords()), ")"));
+  }
+  if (options.remarks != nullptr) {
+    for (const std::string& r : ctx.remarks()) {
+      options.remarks->push_back(StrCat("rank ", rank, ": ", r));
+    }
+  }
+  RankPlan plan = std::move(ctx.plan());
+  plan.rank = rank;
+  plan.coords = ctx.coords();
+  plan.startup = std::move(ctx.startup());
+  return plan;
+}
+
+StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
+                         const proto::Strategy& strategy,
+                         const std::vector<int>& ranks,
+                         const PlanOptions& options) {
+  Plan plan;
+  plan.layout = LayoutOf(strategy);
+  std::vector<int> todo = ranks;
+  if (todo.empty()) {
+    for (int r = 0; r < plan.layout.world_size(); ++r) todo.push_back(r);
+  }
+  for (int r : todo) {
+    LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
+    plan.ranks.push_back(std::move(rp));
+  }
+  return plan;
+}
+
+}  // namespace loom

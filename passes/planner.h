@@ -1,0 +1,36 @@
+// From a training program and a strategy to a Plan: the default pass
+// pipeline, run once per rank.
+#ifndef LOOM_PASSES_PLANNER_H_
+#define LOOM_PASSES_PLANNER_H_
+
+#include <string>
+#include <vector>
+
+#include "passes/pass_manager.h"
+
+namespace loom {
+
+// tensor-parallel, pipeline-split, gradient-accumulation, data-parallel,
+// [split-backward when the schedule runs B and W jobs,] job-split, schedule.
+StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy);
+
+struct PlanOptions {
+  PassManagerOptions pass_manager;
+  // Receives each rank's pass remarks (--explain), if set.
+  std::vector<std::string>* remarks = nullptr;
+};
+
+// Plans one rank from copies of `main` and `startup`.
+StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
+                            const proto::Strategy& strategy, int rank,
+                            const PlanOptions& options = {});
+
+// Plans the listed ranks (all, when `ranks` is empty), in rank order.
+StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
+                         const proto::Strategy& strategy,
+                         const std::vector<int>& ranks,
+                         const PlanOptions& options = {});
+
+}  // namespace loom
+
+#endif  // LOOM_PASSES_PLANNER_H_

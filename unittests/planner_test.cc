@@ -1,0 +1,202 @@
+// The default pipeline end to end: strategies in, per-rank plans out.
+#include <gtest/gtest.h>
+
+#include "framework/verifier.h"
+#include "models/gpt.h"
+#include "passes/planner.h"
+#include "scheduler/plan_verifier.h"
+#include "scheduler/schedule.h"
+
+namespace loom {
+namespace {
+
+TrainingProgram Tiny(int layers) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = layers;
+  return BuildGptTrainingProgram(c).value();
+}
+
+proto::Strategy Make(int dp, int mp, int pp, int micro_batches,
+                     const std::string& schedule, int vpp = 1) {
+  proto::Strategy s;
+  s.mutable_dp()->set_degree(dp);
+  s.mutable_mp()->set_degree(mp);
+  s.mutable_pipeline()->set_degree(pp);
+  s.mutable_pipeline()->set_enable(pp > 1);
+  s.mutable_pipeline()->set_micro_batches(micro_batches);
+  s.mutable_pipeline()->set_schedule_mode(schedule);
+  s.mutable_pipeline()->set_vpp_degree(vpp);
+  return s;
+}
+
+PlanOptions Verified() {
+  PlanOptions o;
+  o.pass_manager.verify_each = true;
+  return o;
+}
+
+TEST(Planner, EveryScheduleAtPp4With8MicroBatches) {
+  TrainingProgram tp = Tiny(8);
+  for (const ScheduleInfo& schedule : Schedules()) {
+    SCOPED_TRACE(schedule.name);
+    const int chunks = schedule.uses_chunks ? 2 : 1;
+    auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 4, 8, schedule.name, chunks),
+                          {}, Verified());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->ranks.size(), 4u);
+    for (const RankPlan& rp : plan->ranks) {
+      auto expected = schedule.fn({rp.coords.pp, 4, 8, chunks});
+      ASSERT_TRUE(expected.ok());
+      EXPECT_EQ(JobListToString(rp.jobs, true), JobListToString(*expected, true));
+      EXPECT_EQ(rp.num_chunks, chunks);
+      for (const Job& job : rp.jobs) {
+        EXPECT_NE(rp.ProgramFor(job), nullptr) << JobToString(job, true);
+      }
+    }
+    Status verified = VerifyPlan(*plan);
+    EXPECT_TRUE(verified.ok()) << verified;
+  }
+}
+
+TEST(Planner, HybridLayoutsVerify) {
+  TrainingProgram tp = Tiny(4);
+  struct Layout { int dp, mp, pp, mb; const char* schedule; int vpp; };
+  for (const Layout& l : {Layout{2, 2, 2, 4, "1F1B", 1}, Layout{1, 2, 4, 4, "ZBH1", 1},
+                          Layout{4, 1, 2, 4, "Eager1F1B", 1}, Layout{1, 2, 2, 4, "VPP", 2},
+                          Layout{2, 1, 2, 4, "FThenB", 1}}) {
+    SCOPED_TRACE(StrCat(l.schedule, " dp=", l.dp, " mp=", l.mp, " pp=", l.pp));
+    GptConfig c = GptPreset("gpt-tiny").value();
+    c.num_layers = 4;
+    c.batch_size = 16;
+    TrainingProgram t = BuildGptTrainingProgram(c).value();
+    auto plan = PlanRanks(t.main, t.startup,
+                          Make(l.dp, l.mp, l.pp, l.mb, l.schedule, l.vpp), {}, Verified());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    PlanVerifyStats stats;
+    Status verified = VerifyPlan(*plan, &stats);
+    EXPECT_TRUE(verified.ok()) << verified;
+    EXPECT_GT(stats.transfers, 0);
+  }
+}
+
+TEST(Planner, VerifierRejectsAHandBrokenPlan) {
+  TrainingProgram tp = Tiny(4);
+  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "1F1B"), {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Stage 1 runs its first backward before the forward it needs.
+  RankPlan& last = plan->ranks[1];
+  std::swap(last.jobs[0], last.jobs[1]);
+  Status s = VerifyPlan(*plan);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1 (dp=0 mp=0 pp=1)"), std::string::npos) << s;
+}
+
+TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
+  TrainingProgram tp = Tiny(4);
+  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "1F1B"), {}, Verified());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const RankPlan& first = plan->ranks[0];
+  const RankPlan& last = plan->ranks[1];
+  auto count = [](const Program& p, const std::string& type) {
+    int n = 0;
+    for (Op* op : p.global_block().ops()) n += op->type() == type;
+    return n;
+  };
+  const Program& f0 = first.programs.at({JobType::kForward, 0});
+  const Program& f1 = last.programs.at({JobType::kForward, 0});
+  const Program& b0 = first.programs.at({JobType::kBackward, 0});
+  const Program& b1 = last.programs.at({JobType::kBackward, 0});
+  // One activation forward, one gradient back.
+  EXPECT_EQ(count(f0, "send"), 1);
+  EXPECT_EQ(count(f1, "recv"), 1);
+  EXPECT_EQ(count(b1, "send"), 1);
+  EXPECT_EQ(count(b0, "recv"), 1);
+  // Embedding on the first stage, loss on the last.
+  EXPECT_EQ(count(f0, "lookup_table"), 1);
+  EXPECT_EQ(count(f1, "softmax_with_cross_entropy"), 1);
+  EXPECT_EQ(count(f0, "softmax_with_cross_entropy"), 0);
+  // The tied embedding lives on both ends, its gradient summed between them.
+  for (const RankPlan* rp : {&first, &last}) {
+    const Program& opt = rp->programs.at({JobType::kOptimizer, 0});
+    bool updates_wte = false;
+    for (Op* op : opt.global_block().ops()) {
+      updates_wte |= op->type() == "adamw" && op->Input("Param") == "embed.tokens.weight";
+    }
+    EXPECT_TRUE(updates_wte) << "rank " << rp->rank;
+  }
+  // Each rank's startup initializes only what its programs hold.
+  EXPECT_TRUE(first.startup.global_block().HasVar("layers.0.ln1.scale"));
+  EXPECT_FALSE(first.startup.global_block().HasVar("layers.3.ln1.scale"));
+  EXPECT_TRUE(last.startup.global_block().HasVar("layers.3.ln1.scale"));
+}
+
+TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
+  TrainingProgram tp = Tiny(2);
+  proto::Strategy s = Make(2, 2, 2, 4, "1F1B");
+  s.mutable_dp()->set_bucket_size_bytes(64 * 1024);
+  auto plan = PlanRanks(tp.main, tp.startup, s, {0, 7}, Verified());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const RankPlan& rp : plan->ranks) {
+    int buckets = 0;
+    for (Op* op : rp.programs.at({JobType::kBackward, 0}).global_block().ops()) {
+      if (op->type() != "allreduce" || op->GetAttr<int32_t>("ring_id") != kDpRing) continue;
+      ++buckets;
+      EXPECT_EQ(op->desc().stream(), "dp");
+      EXPECT_TRUE(op->desc().last_micro_batch_only());
+      EXPECT_EQ(op->GetAttr<std::string>("reduce_op"), "avg");
+    }
+    EXPECT_GE(buckets, 2) << "rank " << rp.rank;
+  }
+  // Batch 8 over dp 2 and 4 micro-batches: one sequence per micro-batch.
+  const Program& f = plan->ranks[0].programs.at({JobType::kForward, 0});
+  EXPECT_EQ(f.global_block().FindVar("tokens")->shape(0), 1);
+}
+
+TEST(Planner, ImpossibleStrategiesNameTheField) {
+  TrainingProgram tp = Tiny(4);
+  auto fail = [&](const proto::Strategy& s) {
+    auto plan = PlanRanks(tp.main, tp.startup, s, {0});
+    EXPECT_FALSE(plan.ok());
+    return plan.status().message();
+  };
+  EXPECT_EQ(fail(Make(1, 1, 4, 2, "1F1B")),
+            "pipeline.micro_batches (2) must be at least pipeline.degree (4) for 1F1B");
+  TrainingProgram eight = Tiny(8);
+  auto vpp = PlanRanks(eight.main, eight.startup, Make(1, 1, 2, 4, "VPP", 3), {0});
+  EXPECT_EQ(vpp.status().message(),
+            "rank 0 (dp=0 mp=0 pp=0): pipeline-split: pipeline.vpp_degree (3) x "
+            "pipeline.degree (2) = 6 does not divide the 8 layers");
+  EXPECT_EQ(fail(Make(1, 1, 4, 4, "VPP", 2)),
+            "rank 0 (dp=0 mp=0 pp=0): pipeline-split: pipeline.degree (4) x "
+            "pipeline.vpp_degree (2) = 8 virtual stages exceed the 4 layers");
+  EXPECT_EQ(fail(Make(3, 1, 1, 1, "1F1B")),
+            "rank 0 (dp=0 mp=0 pp=0): data-parallel: dp.degree (3) does not divide "
+            "the batch dim of data var labels [8, 32]");
+  EXPECT_EQ(fail(Make(1, 1, 1, 1, "2F2B")),
+            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1)");
+  proto::Strategy off = Make(1, 1, 2, 2, "1F1B");
+  off.mutable_pipeline()->set_enable(false);
+  EXPECT_EQ(fail(off), "pipeline.degree is 2 but pipeline.enable is false");
+  EXPECT_EQ(ValidateStrategy(Make(2, 2, 2, 2, "1F1B"), 6).message(),
+            "dp.degree x mp.degree x pipeline.degree = 2 x 2 x 2 = 8, but the "
+            "world has 6 ranks");
+}
+
+TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
+  TrainingProgram tp = Tiny(2);
+  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "FThenB"), {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const std::string json = PlanToJson(*plan);
+  EXPECT_EQ(json.rfind("{\"ranks\":[{\"rank\":0,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":0},"
+                       "\"jobs\":[{\"type\":\"forward\",\"micro_batch\":0,\"chunk\":0},",
+                       0),
+            0u)
+      << json.substr(0, 200);
+  EXPECT_NE(json.find("{\"type\":\"backward\",\"micro_batch\":1,\"chunk\":0}"), std::string::npos);
+  EXPECT_NE(json.find("{\"type\":\"optimizer\",\"micro_batch\":0,\"chunk\":0}]"), std::string::npos);
+  EXPECT_NE(json.find("\"programs\":{\"forward\":[\"lookup_table\","), std::string::npos);
+  EXPECT_NE(json.find("{\"rank\":1,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":1}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace loom
