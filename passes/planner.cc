@@ -1,5 +1,7 @@
 #include "passes/planner.h"
 
+#include <map>
+
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -52,8 +54,28 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
   if (todo.empty()) {
     for (int r = 0; r < plan.layout.world_size(); ++r) todo.push_back(r);
   }
+  // Ranks that differ only in their dp coordinate get the same programs and
+  // jobs (dp groups are resolved from coordinates when the plan runs), so
+  // each (pp, mp) position is planned once and copied.
+  std::map<std::pair<int, int>, size_t> planned;  // -> index in plan.ranks
+  plan.ranks.reserve(todo.size());
   for (int r : todo) {
-    LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
+    const RankCoords c = plan.layout.Coords(r);
+    auto it = planned.find({c.pp, c.mp});
+    if (it == planned.end()) {
+      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
+      planned[{c.pp, c.mp}] = plan.ranks.size();
+      plan.ranks.push_back(std::move(rp));
+      continue;
+    }
+    const RankPlan& same = plan.ranks[it->second];
+    RankPlan rp;
+    rp.rank = r;
+    rp.coords = c;
+    rp.num_chunks = same.num_chunks;
+    rp.jobs = same.jobs;
+    for (const auto& [key, program] : same.programs) rp.programs[key] = program.Clone();
+    rp.startup = same.startup.Clone();
     plan.ranks.push_back(std::move(rp));
   }
   return plan;

@@ -116,3 +116,39 @@ TEST(Cli, EnvironmentVariableSetsAFlag) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Cli, PlanPrintsEveryRanksJobs) {
+  Result r = Loom("plan --preset gpt-tiny --dp 2 --mp 2 --pp 2 --micro_batches 4 --schedule 1F1B");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("8 rank(s) planned in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", verified"), std::string::npos);
+  EXPECT_NE(r.out.find("rank 0 (dp=0 mp=0 pp=0): F0 F1 B0 F2 B1 F3 B2 B3 O"), std::string::npos);
+  EXPECT_NE(r.out.find("rank 7 (dp=1 mp=1 pp=1): F0 B0 F1 B1 F2 B2 F3 B3 O"), std::string::npos);
+}
+
+TEST(Cli, PlanJsonAndConfigFile) {
+  Result r = Loom("plan --preset gpt-tiny --config configs/gpt-tiny-2x2x2-1f1b.pbtxt --json");
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 500);
+  EXPECT_EQ(r.out.rfind("{\"ranks\":[{\"rank\":0,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":0}", 0), 0u);
+  EXPECT_EQ(Lines(r.out), 1);
+  // A flag overrides the file.
+  Result one = Loom("plan --preset gpt-tiny --config configs/gpt-tiny-2x2x2-1f1b.pbtxt "
+                    "--schedule FThenB --rank 5");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("rank 5 (dp=0 mp=1 pp=1): F0 F1 F2 F3 B0 B1 B2 B3 O"),
+            std::string::npos) << one.out;
+}
+
+TEST(Cli, ImpossiblePlansGiveOneLineErrors) {
+  for (const char* args : {"--pp 3", "--mp 3", "--pp 2 --micro_batches 1",
+                           "--dp 3", "--schedule Foo", "--pp 2 --vpp 2 --schedule VPP --micro_batches 4"}) {
+    Result r = Loom(std::string("plan --preset gpt-tiny ") + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.out;
+    EXPECT_EQ(Lines(r.out), 1) << args << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("loom plan: ", 0), 0u) << r.out;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,50 @@
+// The whole pass pipeline for one rank of gpt3-175b at dp=8 mp=8 pp=16
+// (1024 ranks), 16 micro-batches of 1F1B; the training program is built
+// once, outside the timed loop.
+#include <benchmark/benchmark.h>
+
+#include "models/gpt.h"
+#include "passes/planner.h"
+
+namespace loom {
+namespace {
+
+proto::Strategy Gpt3Strategy(const std::string& schedule, int vpp) {
+  proto::Strategy s;
+  s.mutable_dp()->set_degree(8);
+  s.mutable_mp()->set_degree(8);
+  s.mutable_pipeline()->set_enable(true);
+  s.mutable_pipeline()->set_degree(16);
+  s.mutable_pipeline()->set_micro_batches(16);
+  s.mutable_pipeline()->set_schedule_mode(schedule);
+  s.mutable_pipeline()->set_vpp_degree(vpp);
+  return s;
+}
+
+void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp) {
+  static const TrainingProgram* const tp = new TrainingProgram(
+      BuildGptTrainingProgram(GptPreset("gpt3-175b").value()).value());
+  const proto::Strategy s = Gpt3Strategy(schedule, vpp);
+  const int rank = static_cast<int>(state.range(0));
+  int64_t ops = 0;
+  for (auto _ : state) {
+    auto plan = PlanRank(tp->main, tp->startup, s, rank);
+    CHECK(plan.ok()) << plan.status();
+    ops = 0;
+    for (const auto& [key, p] : plan->programs) ops += p.global_block().num_ops();
+  }
+  state.counters["rank_ops"] = static_cast<double>(ops);
+}
+
+void BM_PlanRankGpt3_175b_1F1B(benchmark::State& state) { PlanOneRank(state, "1F1B", 1); }
+void BM_PlanRankGpt3_175b_ZBH1(benchmark::State& state) { PlanOneRank(state, "ZBH1", 1); }
+void BM_PlanRankGpt3_175b_VPP2(benchmark::State& state) { PlanOneRank(state, "VPP", 2); }
+// Rank 0 holds the first stage; rank 1023 the last (the LM head).
+BENCHMARK(BM_PlanRankGpt3_175b_1F1B)->Arg(0)->Arg(1023)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanRankGpt3_175b_ZBH1)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanRankGpt3_175b_VPP2)->Arg(0)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace loom
+
+BENCHMARK_MAIN();

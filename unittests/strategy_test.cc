@@ -1,0 +1,56 @@
+// Strategy files and the checks that run before any pass.
+#include <dirent.h>
+
+#include <gtest/gtest.h>
+
+#include "passes/strategy.h"
+
+namespace loom {
+namespace {
+
+TEST(Strategy, EveryConfigFileLoadsAndValidates) {
+  int files = 0;
+  DIR* d = opendir("configs");
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 6 || name.substr(name.size() - 6) != ".pbtxt") continue;
+    ++files;
+    auto s = LoadStrategy("configs/" + name);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(ValidateStrategy(*s).ok()) << name << ": " << ValidateStrategy(*s);
+  }
+  closedir(d);
+  EXPECT_GE(files, 4);
+}
+
+TEST(Strategy, ParseErrorsNameLineAndField) {
+  EXPECT_EQ(ParseStrategy("pipeline { degre: 2 }").status().message(),
+            "strategy does not parse: line 1: Message type \"loom.proto.PipelineStrategy\" "
+            "has no field named \"degre\".");
+  EXPECT_EQ(LoadStrategy("configs/none.pbtxt").status().message(),
+            "configs/none.pbtxt: cannot open");
+}
+
+TEST(Strategy, ValidationNamesTheField) {
+  auto check = [](const std::string& text) {
+    return ValidateStrategy(ParseStrategy(text).value()).message();
+  };
+  EXPECT_EQ(check("mp { degree: 0 }"), "mp.degree must be at least 1, got 0");
+  EXPECT_EQ(check("pipeline { schedule_mode: \"GPipe\" }"),
+            "unknown schedule 'GPipe' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1)");
+  EXPECT_EQ(check("pipeline { vpp_degree: 2 }"),
+            "pipeline.vpp_degree is 2 but pipeline.schedule_mode 1F1B has no "
+            "chunks (use VPP)");
+  EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 8 schedule_mode: "
+                  "\"VPP\" vpp_degree: 2 } "),
+            "");
+  EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 6 schedule_mode: "
+                  "\"VPP\" vpp_degree: 2 }"),
+            "pipeline.micro_batches (6) must be a multiple of pipeline.degree (4) for VPP");
+  EXPECT_EQ(check("sharding { stage: 2 degree: 2 }"),
+            "sharding (stage 2, degree 2) is not implemented yet");
+}
+
+}  // namespace
+}  // namespace loom
