@@ -10,6 +10,7 @@
 // micro-batch, on the accumulated sum.
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 
 namespace loom {
@@ -44,13 +45,9 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   // Issues the bucket's all-reduce right after `last`, the op that
   // completed its last gradient.
   auto flush = [&](Op* last) -> Status {
-    proto::OpDesc reduce = OpDescBuilder("allreduce")
-                               .Input("X", bucket)
-                               .Output("Out", bucket)
-                               .Attr("ring_id", static_cast<int32_t>(kDpRing))
-                               .Attr("reduce_op", std::string("avg"))
-                               .Role(role::kBackward | role::kComm);
-    reduce.set_stream(stream::kDp);
+    proto::OpDesc reduce = CollectiveOp("allreduce", bucket, bucket, kDpRing,
+                                        stream::kDp, role::kBackward);
+    *reduce.add_attrs() = MakeAttr("reduce_op", std::string("avg"));
     reduce.set_pipeline_stage(last->desc().pipeline_stage());
     reduce.set_chunk(last->desc().chunk());
     reduce.set_last_micro_batch_only(accumulating);

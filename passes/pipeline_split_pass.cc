@@ -23,6 +23,7 @@
 #include "cost_model/analytic_cost.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 
 namespace loom {
@@ -291,13 +292,9 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
       // an all-reduce per micro-batch would tie the first and last stages'
       // backward passes together and stall the pipeline.
       const std::string grad = op->Input("Grad");
-      proto::OpDesc reduce = OpDescBuilder("allreduce")
-                                 .Input("X", grad)
-                                 .Output("Out", grad)
-                                 .Attr("ring_id", static_cast<int32_t>(kSharedParamRing))
-                                 .Role(role::kOptimize | role::kComm);
-      reduce.set_stream(stream::kDp);
-      emit(std::move(reduce), vs);
+      emit(CollectiveOp("allreduce", {grad}, {grad}, kSharedParamRing,
+                        stream::kDp, role::kOptimize),
+           vs);
     }
     const uint32_t phase = op->role() & (role::kForward | role::kBackward);
     for (const std::string& in : op->InputVars()) {

@@ -22,6 +22,7 @@
 
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 
 namespace loom {
@@ -65,14 +66,8 @@ class TensorParallelPass : public Pass {
 };
 
 proto::OpDesc Collective(const std::string& type, const std::string& in,
-                         const std::string& out, uint32_t role) {
-  proto::OpDesc d = OpDescBuilder(type)
-                        .Input("X", in)
-                        .Output("Out", out)
-                        .Attr("ring_id", static_cast<int32_t>(kMpRing))
-                        .Role(role | role::kComm);
-  d.set_stream(stream::kMp);
-  return d;
+                         const std::string& out, uint32_t phase) {
+  return CollectiveOp(type, {in}, {out}, kMpRing, stream::kMp, phase);
 }
 
 Status TensorParallelPass::ShardVar(Block& block, const std::string& name,
