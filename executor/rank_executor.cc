@@ -1,0 +1,229 @@
+#include "executor/rank_executor.h"
+
+#include <chrono>
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <cblas.h>
+
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string Where(const RankGraph& g, const Instruction& ins, bool chunks) {
+  return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
+                ins.job_index, " (", JobToString(ins.job, chunks), "), ",
+                ins.op->Location());
+}
+
+}  // namespace
+
+RankExecutor::RankExecutor(const RankGraph& graph, Scope* step_scope,
+                           RankExecutorOptions options)
+    : graph_(graph),
+      step_scope_(step_scope),
+      options_(std::move(options)),
+      done_(graph.instructions.size()) {}
+
+StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
+    const RankGraph& graph, const RankPlan& plan, Scope* step_scope,
+    RankExecutorOptions options) {
+  RegisterAllCpuKernels();
+  // Streams run side by side: each keeps OpenBLAS to one thread so that
+  // they do not oversubscribe the cores.
+  openblas_set_num_threads(1);
+  std::unique_ptr<RankExecutor> exec(
+      new RankExecutor(graph, step_scope, std::move(options)));
+  for (int m = 0; m < graph.micro_batches; ++m) {
+    exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
+  }
+  LOOM_RETURN_IF_ERROR(exec->Bind(plan));
+  exec->epoch_ns_ = NowNs();
+  for (const auto& [name, queue] : graph.streams) {
+    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &queue);
+  }
+  return exec;
+}
+
+RankExecutor::~RankExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(step_mu_);
+    shutdown_ = true;
+  }
+  abort_ = true;
+  step_cv_.notify_all();
+  done_.WakeAll();
+  for (auto& t : threads_) t.join();
+}
+
+Status RankExecutor::Bind(const RankPlan& plan) {
+  const bool chunks = plan.num_chunks > 1;
+  std::map<Tensor*, int> use_index;
+  std::vector<std::pair<Tensor*, int>> uses;
+  std::set<std::string> keep(options_.keep.begin(), options_.keep.end());
+  bound_.reserve(graph_.instructions.size());
+  for (const Instruction& ins : graph_.instructions) {
+    const Block& block = *ins.op->block();
+    Scope* micro = micro_scopes_.at(ins.micro_batch).get();
+    auto tensor_of = [&](const std::string& name) -> Tensor* {
+      const proto::VarDesc* v = block.FindVar(name);
+      if (v != nullptr && v->persistable()) {
+        Tensor* t = step_scope_->FindLocal(name);
+        return t != nullptr ? t : step_scope_->Var(name);
+      }
+      return micro->Var(name);
+    };
+    auto bind = [&](const google::protobuf::RepeatedPtrField<proto::OpDesc::Slot>& slots) {
+      std::vector<BoundSlot> out;
+      for (const auto& slot : slots) {
+        BoundSlot b{slot.name(), {}};
+        for (const auto& v : slot.vars()) b.tensors.push_back(v.empty() ? nullptr : tensor_of(v));
+        out.push_back(std::move(b));
+      }
+      return out;
+    };
+    Bound b;
+    b.ins = &ins;
+    b.kernel = KernelRegistry::Cpu().Find(ins.op->type());
+    const OpSchema* schema = OpRegistry::Global().Find(ins.op->type());
+    if (schema == nullptr) {
+      return NotFound(Where(graph_, ins, chunks), ": unknown op type");
+    }
+    if (b.kernel == nullptr && !schema->communication()) {
+      return Unimplemented(Where(graph_, ins, chunks), ": no CPU kernel");
+    }
+    if (schema->communication() && ins.op->type() != "identity") b.kernel = nullptr;
+    b.inputs = bind(ins.op->desc().inputs());
+    b.outputs = bind(ins.op->desc().outputs());
+    for (const std::string& out : ins.op->OutputVars()) {
+      b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
+    }
+    // Temporaries this instruction touches (reads of meta only excluded).
+    auto touch = [&](const std::string& name) {
+      const proto::VarDesc* v = block.FindVar(name);
+      if (v == nullptr || v->persistable() || keep.count(name)) return;
+      Tensor* t = tensor_of(name);
+      auto [it, fresh] = use_index.emplace(t, static_cast<int>(uses.size()));
+      if (fresh) uses.emplace_back(t, 0);
+      ++uses[it->second].second;
+      b.touches.push_back(it->second);
+    };
+    for (const auto& slot : ins.op->desc().inputs()) {
+      const SlotSpec* spec = schema->FindInput(slot.name());
+      if (spec != nullptr && spec->no_buffer()) continue;
+      for (const auto& v : slot.vars()) {
+        if (!v.empty()) touch(v);
+      }
+    }
+    for (const std::string& out : ins.op->OutputVars()) touch(out);
+    std::sort(b.touches.begin(), b.touches.end());
+    b.touches.erase(std::unique(b.touches.begin(), b.touches.end()), b.touches.end());
+    bound_.push_back(std::move(b));
+  }
+  // A var touched twice by one instruction counts once.
+  for (auto& u : uses) u.second = 0;
+  for (const Bound& b : bound_) {
+    for (int i : b.touches) ++uses[i].second;
+  }
+  num_uses_ = uses.size();
+  uses_.reset(new Use[num_uses_]);
+  for (size_t i = 0; i < num_uses_; ++i) {
+    uses_[i].tensor = uses[i].first;
+    uses_[i].total = uses[i].second;
+    uses_[i].left.store(uses[i].second);
+  }
+  return Status::OK();
+}
+
+void RankExecutor::Fail(Status s) {
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    if (status_.ok()) status_ = std::move(s);
+  }
+  abort_ = true;
+  done_.WakeAll();
+}
+
+Status RankExecutor::RunInstruction(Bound& b) {
+  const Instruction& ins = *b.ins;
+  if (ins.skip) return Status::OK();
+  for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
+  KernelContext ctx(ins.op->desc(), b.inputs, b.outputs);
+  if (b.kernel != nullptr) return b.kernel(ctx);
+  if (!options_.comm) {
+    return Unimplemented("communication op without a communicator");
+  }
+  return options_.comm(ins, ctx);
+}
+
+void RankExecutor::StreamLoop(const std::vector<int>* queue) {
+  int64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(step_mu_);
+      step_cv_.wait(lock, [&] { return shutdown_ || step_ > seen; });
+      if (shutdown_) return;
+      seen = step_;
+    }
+    for (int id : *queue) {
+      Bound& b = bound_[id];
+      bool ok = !abort_.load();
+      for (int d : b.ins->deps) {
+        if (!ok) break;
+        ok = done_.Wait(d, seen, abort_);
+      }
+      if (!ok) break;
+      const int64_t start = options_.trace ? NowNs() : 0;
+      Status s = RunInstruction(b);
+      if (!s.ok()) {
+        Fail(s.WithContext(Where(graph_, *b.ins, false)));
+        break;
+      }
+      if (options_.trace) {
+        TraceEvent e{graph_.rank, b.ins->stream, b.ins->op->type(), b.ins->job,
+                     start - epoch_ns_, NowNs() - epoch_ns_};
+        std::lock_guard<std::mutex> lock(trace_mu_);
+        trace_.push_back(std::move(e));
+      }
+      for (int u : b.touches) {
+        if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          uses_[u].tensor->Free();
+        }
+      }
+      done_.MarkDone(id, seen);
+    }
+    {
+      std::lock_guard<std::mutex> lock(step_mu_);
+      ++finished_;
+    }
+    step_cv_.notify_all();
+  }
+}
+
+Status RankExecutor::RunStep() {
+  for (size_t i = 0; i < num_uses_; ++i) uses_[i].left.store(uses_[i].total);
+  std::unique_lock<std::mutex> lock(step_mu_);
+  finished_ = 0;
+  ++step_;
+  step_cv_.notify_all();
+  const int streams = static_cast<int>(threads_.size());
+  step_cv_.wait(lock, [&] { return finished_ == streams; });
+  lock.unlock();
+  std::lock_guard<std::mutex> status_lock(status_mu_);
+  return status_;
+}
+
+std::vector<TraceEvent> RankExecutor::TakeTrace() {
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  return std::move(trace_);
+}
+
+}  // namespace loom

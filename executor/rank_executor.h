@@ -1,0 +1,122 @@
+// Runs one rank's part of an ExecutionGraph: one thread per named stream,
+// each running its instructions in issue order, each instruction starting
+// once the instructions it depends on (on other streams) have finished.
+//
+// Scopes: persistables (parameters, optimizer state, gradient accumulators)
+// live in the step scope; every other var lives in the scope of its
+// micro-batch, a child of the step scope. A temporary is freed as soon as
+// every instruction of the step that touches it has finished, whichever
+// stream and job they are in.
+//
+// Setup apart from execution: Create() binds every instruction to its
+// kernel and tensors and starts the stream threads; RunStep() only runs.
+#ifndef LOOM_EXECUTOR_RANK_EXECUTOR_H_
+#define LOOM_EXECUTOR_RANK_EXECUTOR_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "executor/kernel.h"
+#include "executor/scope.h"
+#include "executor/stream_sync.h"
+#include "scheduler/execution_graph.h"
+
+namespace loom {
+
+// One executed instruction, for traces.
+struct TraceEvent {
+  int rank = 0;
+  std::string stream;
+  std::string op;
+  Job job;
+  int64_t start_ns = 0;  // since the executor's epoch
+  int64_t end_ns = 0;
+};
+
+// Runs a communication op (collective, send, recv, or a compute op with
+// collectives inside). Returns Unimplemented for ops it does not handle.
+using CommKernelFn =
+    std::function<Status(const Instruction&, const KernelContext&)>;
+
+struct RankExecutorOptions {
+  // Vars kept after the step in each micro-batch scope (the loss).
+  std::vector<std::string> keep;
+  CommKernelFn comm;  // empty: communication ops are an error
+  bool trace = false;
+};
+
+class RankExecutor {
+ public:
+  static StatusOr<std::unique_ptr<RankExecutor>> Create(
+      const RankGraph& graph, const RankPlan& plan, Scope* step_scope,
+      RankExecutorOptions options);
+  ~RankExecutor();
+
+  // Runs every instruction once. Feeds must already be in the micro-batch
+  // scopes. The first error (located: rank, job, op) stops all streams.
+  Status RunStep();
+
+  Scope* micro_batch_scope(int m) { return micro_scopes_.at(m).get(); }
+  int micro_batches() const { return static_cast<int>(micro_scopes_.size()); }
+  // Events of the last step, when tracing.
+  std::vector<TraceEvent> TakeTrace();
+  size_t num_instructions() const { return bound_.size(); }
+
+ private:
+  struct Bound {
+    const Instruction* ins;
+    KernelFn kernel;  // nullptr: a communication op
+    std::vector<BoundSlot> inputs, outputs;
+    std::vector<std::pair<Tensor*, TensorMeta>> allocs;
+    std::vector<int> touches;  // indices into uses_, released when done
+  };
+  RankExecutor(const RankGraph& graph, Scope* step_scope,
+               RankExecutorOptions options);
+  Status Bind(const RankPlan& plan);
+  void StreamLoop(const std::vector<int>* queue);
+  Status RunInstruction(Bound& b);
+  void Fail(Status s);
+
+  const RankGraph& graph_;
+  Scope* step_scope_;
+  RankExecutorOptions options_;
+  std::vector<std::unique_ptr<Scope>> micro_scopes_;
+  std::vector<Bound> bound_;
+  // Per temporary: how many instructions touch it in a step, and the count
+  // left in the current step.
+  struct Use {
+    Tensor* tensor;
+    int total;
+    std::atomic<int> left;
+  };
+  std::unique_ptr<Use[]> uses_;
+  size_t num_uses_ = 0;
+
+  CompletionFlags done_;
+  std::atomic<bool> abort_{false};
+  std::mutex status_mu_;
+  Status status_;
+
+  // Step control: the step number each stream thread should run, and how
+  // many streams finished it.
+  std::mutex step_mu_;
+  std::condition_variable step_cv_;
+  int64_t step_ = 0;
+  int finished_ = 0;
+  bool shutdown_ = false;
+  std::vector<std::thread> threads_;
+
+  std::mutex trace_mu_;
+  std::vector<TraceEvent> trace_;
+  int64_t epoch_ns_ = 0;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_RANK_EXECUTOR_H_

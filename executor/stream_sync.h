@@ -1,0 +1,63 @@
+// Completion flags shared by a rank's stream threads: an instruction marks
+// itself done for the current step, and an instruction that depends on it
+// waits until it is. Waiting spins on the flag briefly, then blocks on a
+// condition variable, so a dependency that is already met costs one atomic
+// load.
+#ifndef LOOM_EXECUTOR_STREAM_SYNC_H_
+#define LOOM_EXECUTOR_STREAM_SYNC_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace loom {
+
+class CompletionFlags {
+ public:
+  explicit CompletionFlags(size_t n) : done_(new std::atomic<int64_t>[n]) {
+    for (size_t i = 0; i < n; ++i) done_[i].store(-1, std::memory_order_relaxed);
+  }
+
+  void MarkDone(int id, int64_t step) {
+    done_[id].store(step, std::memory_order_release);
+    if (waiters_.load(std::memory_order_acquire) > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+  }
+
+  bool IsDone(int id, int64_t step) const {
+    return done_[id].load(std::memory_order_acquire) >= step;
+  }
+
+  // Waits until `id` is done in `step` or `abort` is set; false on abort.
+  bool Wait(int id, int64_t step, const std::atomic<bool>& abort) {
+    for (int spin = 0; spin < 64; ++spin) {
+      if (IsDone(id, step)) return true;
+      if (abort.load(std::memory_order_relaxed)) return false;
+    }
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return IsDone(id, step) || abort.load(); });
+    waiters_.fetch_sub(1, std::memory_order_acq_rel);
+    return IsDone(id, step);
+  }
+
+  // Wakes every waiter (after setting an abort flag).
+  void WakeAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
+  }
+
+ private:
+  std::unique_ptr<std::atomic<int64_t>[]> done_;
+  std::atomic<int> waiters_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_STREAM_SYNC_H_
