@@ -12,7 +12,7 @@ ParallelTrainer::~ParallelTrainer() = default;
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
     const proto::Strategy& strategy,
-    std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank) {
+    std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank, bool trace) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config));
   LOOM_ASSIGN_OR_RETURN(t->plan_, PlanRanks(tp.main, tp.startup, strategy, {}));
@@ -25,6 +25,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
     RankExecutorOptions options;
     options.keep = {kLossVar};
+    options.trace = trace;
     if (comm_for_rank) {
       LOOM_ASSIGN_OR_RETURN(options.comm, comm_for_rank(r));
     }

@@ -18,10 +18,12 @@ class ParallelTrainer {
  public:
   // `comm_for_rank` gives each rank's communication kernel (empty for
   // layouts without communication).
+  // `trace`: record every executed instruction (TakeTrace).
   static StatusOr<std::unique_ptr<ParallelTrainer>> Create(
       const GptConfig& config, const OptimizerConfig& optimizer,
       const proto::Strategy& strategy,
-      std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank = {});
+      std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank = {},
+      bool trace = false);
   ~ParallelTrainer();
 
   // Trains on the global batch of `step`; returns its mean loss, the same
