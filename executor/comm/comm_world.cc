@@ -1,0 +1,138 @@
+#include "executor/comm/comm_world.h"
+
+#include <map>
+#include <mutex>
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/device.h>
+
+#include "executor/comm/gloo_communicator.h"
+
+namespace loom {
+
+std::shared_ptr<gloo::rendezvous::Store> InProcessStore(
+    const std::string& job) {
+  static std::mutex mu;
+  static auto* stores =
+      new std::map<std::string, std::shared_ptr<gloo::rendezvous::Store>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& store = (*stores)[job];
+  if (store == nullptr) store = std::make_shared<gloo::rendezvous::HashStore>();
+  return store;
+}
+
+const char* RingName(RingId ring) {
+  switch (ring) {
+    case kMpRing: return "mp";
+    case kDpRing: return "dp";
+    case kPpRing: return "pp";
+    case kSharedParamRing: return "shared";
+  }
+  return "unknown";
+}
+
+std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
+                             RingId ring) {
+  const RankCoords c = layout.Coords(rank);
+  std::vector<int> members;
+  switch (ring) {
+    case kMpRing:
+      for (int m = 0; m < layout.mp; ++m) {
+        members.push_back(layout.Rank(RankCoords{c.dp, m, c.pp}));
+      }
+      break;
+    case kDpRing:
+      for (int d = 0; d < layout.dp; ++d) {
+        members.push_back(layout.Rank(RankCoords{d, c.mp, c.pp}));
+      }
+      break;
+    case kPpRing:
+      for (int s = 0; s < layout.pp; ++s) {
+        members.push_back(layout.RankAtStage(c, s));
+      }
+      break;
+    case kSharedParamRing:
+      if (layout.pp > 1 && (c.pp == 0 || c.pp == layout.pp - 1)) {
+        members = {layout.RankAtStage(c, 0),
+                   layout.RankAtStage(c, layout.pp - 1)};
+      }
+      break;
+  }
+  return members;
+}
+
+StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
+    const ParallelLayout& layout, int rank, const CommWorldOptions& options) {
+  if (layout.dp < 1 || layout.mp < 1 || layout.pp < 1) {
+    return InvalidArgument("comm world: layout dp=", layout.dp,
+                           " mp=", layout.mp, " pp=", layout.pp,
+                           " has a degree below 1");
+  }
+  if (rank < 0 || rank >= layout.world_size()) {
+    return InvalidArgument("comm world: rank ", rank, " is outside 0..",
+                           layout.world_size() - 1);
+  }
+  std::unique_ptr<CommWorld> world(new CommWorld(layout, rank));
+  const std::string where = StrCat("comm world, rank ", rank, " (",
+                                   CoordsToString(layout.Coords(rank)), ")");
+
+  if (layout.world_size() > 1) {
+    if (options.store != nullptr) {
+      world->store_ = options.store;
+    } else if (!options.file_store_dir.empty()) {
+      try {
+        world->store_ = std::make_shared<gloo::rendezvous::FileStore>(
+            options.file_store_dir);
+      } catch (const std::exception& e) {
+        return Status(StatusCode::kUnavailable,
+                      StrCat(where, ": cannot open the file store at '",
+                             options.file_store_dir, "': ", e.what()));
+      }
+    } else {
+      world->store_ = InProcessStore(options.job);
+    }
+    auto device = CreateGlooTcpDevice(options.host);
+    if (!device.ok()) return device.status().WithContext(where);
+    world->device_ = *device;
+  }
+
+  CommOptions comm_options;
+  comm_options.timeout = options.timeout;
+  // The fixed order every rank follows (see the header).
+  for (RingId ring : {kMpRing, kDpRing, kPpRing, kSharedParamRing}) {
+    std::vector<int> members = RingMembers(layout, rank, ring);
+    if (members.empty()) continue;
+    const std::string name = GroupName(RingName(ring), members);
+    auto comm = GlooCommunicator::Create(
+        name, members, rank, world->store_.get(),
+        StrCat(options.job, "/", name), world->device_, comm_options);
+    if (!comm.ok()) return comm.status().WithContext(where);
+    world->comms_[Index(ring)] = std::move(comm).value();
+  }
+  return world;
+}
+
+CommWorld::~CommWorld() = default;
+
+StatusOr<Communicator*> CommWorld::Get(RingId ring) const {
+  const int i = Index(ring);
+  if (i < 0 || i >= kNumRings) {
+    return InvalidArgument("comm world, rank ", rank_, ": unknown ring_id ",
+                           static_cast<int>(ring));
+  }
+  if (comms_[i] == nullptr) {
+    const RankCoords c = layout_.Coords(rank_);
+    return NotFound(
+        "comm world, rank ", rank_, " (", CoordsToString(c), "): no ",
+        RingName(ring), " ring",
+        ring == kSharedParamRing
+            ? (layout_.pp == 1 ? ": pp=1, nothing is shared across stages"
+                               : ": only the first and last stage have one")
+            : "");
+  }
+  return comms_[i].get();
+}
+
+}  // namespace loom

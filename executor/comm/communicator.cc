@@ -1,0 +1,39 @@
+#include "executor/comm/communicator.h"
+
+#include <sstream>
+
+namespace loom {
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+  }
+  return "unknown";
+}
+
+std::string FormatTimeout(std::chrono::milliseconds timeout) {
+  const int64_t ms = timeout.count();
+  if (ms % 1000 == 0) return StrCat(ms / 1000, " s");
+  return StrCat(ms, " ms");
+}
+
+std::string GroupName(const std::string& kind,
+                      const std::vector<int>& members) {
+  constexpr size_t kMaxListed = 8;
+  std::ostringstream os;
+  os << kind << "[";
+  if (members.size() <= kMaxListed) {
+    for (size_t i = 0; i < members.size(); ++i) {
+      os << (i ? "," : "") << members[i];
+    }
+    os << "]";
+  } else {
+    for (size_t i = 0; i < 3; ++i) os << members[i] << ",";
+    os << "...," << members.back() << "] (" << members.size() << " ranks)";
+  }
+  return os.str();
+}
+
+}  // namespace loom
