@@ -7,7 +7,8 @@
 // gradient, on the dp stream: the first bucket's communication starts while
 // the rest of the backward still runs, instead of all of it waiting for the
 // end. With gradient accumulation the all-reduce runs only in the last
-// micro-batch, on the accumulated sum.
+// micro-batch, on the accumulated sum. With VPP, buckets stay within one
+// model chunk.
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
@@ -60,6 +61,11 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   Op* last = nullptr;
   for (Op* op : block.OpVector()) {
     if (op->desc().param_grads_size() == 0) continue;
+    // A bucket never spans model chunks: each chunk's backward is its own
+    // job, and a bucket's all-reduce must run in the job that completes it.
+    if (!bucket.empty() && op->desc().chunk() != last->desc().chunk()) {
+      LOOM_RETURN_IF_ERROR(flush(last));
+    }
     for (const proto::ParamGrad& pg : op->desc().param_grads()) {
       const proto::VarDesc* g = block.FindVar(pg.grad());
       bucket.push_back(pg.grad());

@@ -1,37 +1,61 @@
 #include "tools/parallel_trainer.h"
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 
+#include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
 
 namespace loom {
 
-ParallelTrainer::~ParallelTrainer() = default;
+// Executors (and their stream threads) stop before the communicators go.
+ParallelTrainer::~ParallelTrainer() { executors_.clear(); }
 
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
-    const proto::Strategy& strategy,
-    std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank, bool trace) {
+    const proto::Strategy& strategy, const Options& options) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config));
   LOOM_ASSIGN_OR_RETURN(t->plan_, PlanRanks(tp.main, tp.startup, strategy, {}));
   LOOM_ASSIGN_OR_RETURN(t->graph_, LowerPlan(t->plan_));
   const int world = static_cast<int>(t->plan_.ranks.size());
+  if (world > 1) {
+    // Making the groups is collective: every rank at once.
+    t->worlds_.resize(world);
+    std::vector<Status> status(world);
+    std::vector<std::thread> threads;
+    // Stores refuse a key twice: each trainer of this process is its own job.
+    static std::atomic<int> trainers{0};
+    CommWorldOptions comm = options.comm;
+    if (comm.store == nullptr && comm.file_store_dir.empty()) {
+      comm.job = StrCat(comm.job, "-", trainers++);
+    }
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        auto w = CommWorld::Create(t->plan_.layout, r, comm);
+        if (w.ok()) {
+          t->worlds_[r] = std::move(w).value();
+        } else {
+          status[r] = w.status();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const Status& s : status) LOOM_RETURN_IF_ERROR(s);
+  }
   for (int r = 0; r < world; ++r) {
     t->scopes_.push_back(std::make_unique<Scope>());
     LOOM_ASSIGN_OR_RETURN(auto startup,
                           SerialExecutor::Create(t->plan_.ranks[r].startup, t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
-    RankExecutorOptions options;
-    options.keep = {kLossVar};
-    options.trace = trace;
-    if (comm_for_rank) {
-      LOOM_ASSIGN_OR_RETURN(options.comm, comm_for_rank(r));
-    }
+    RankExecutorOptions exec_options;
+    exec_options.keep = {kLossVar};
+    exec_options.trace = options.trace;
+    if (world > 1) exec_options.comm = MakeCommKernels(t->worlds_[r].get());
     LOOM_ASSIGN_OR_RETURN(
         auto exec, RankExecutor::Create(t->graph_.ranks[r], t->plan_.ranks[r],
-                                        t->scopes_[r].get(), std::move(options)));
+                                        t->scopes_[r].get(), std::move(exec_options)));
     t->executors_.push_back(std::move(exec));
   }
   return t;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "executor/comm/comm_world.h"
 #include "executor/rank_executor.h"
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
@@ -18,12 +19,16 @@ class ParallelTrainer {
  public:
   // `comm_for_rank` gives each rank's communication kernel (empty for
   // layouts without communication).
-  // `trace`: record every executed instruction (TakeTrace).
+  struct Options {
+    // How the ranks meet (timeouts, store); each rank's communicators are
+    // made when the layout has more than one rank.
+    CommWorldOptions comm;
+    // Record every executed instruction (TakeTrace).
+    bool trace = false;
+  };
   static StatusOr<std::unique_ptr<ParallelTrainer>> Create(
       const GptConfig& config, const OptimizerConfig& optimizer,
-      const proto::Strategy& strategy,
-      std::function<StatusOr<CommKernelFn>(int rank)> comm_for_rank = {},
-      bool trace = false);
+      const proto::Strategy& strategy, const Options& options);
   ~ParallelTrainer();
 
   // Trains on the global batch of `step`; returns its mean loss, the same
@@ -43,6 +48,7 @@ class ParallelTrainer {
   SyntheticDataset data_;
   Plan plan_;
   ExecutionGraph graph_;
+  std::vector<std::unique_ptr<CommWorld>> worlds_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
