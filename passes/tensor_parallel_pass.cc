@@ -145,7 +145,29 @@ Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
       block.RenameInput(grad, x, it->second);
       const std::string dx = grad->Output("X@GRAD");
       if (dx.empty()) continue;
+      // The weight gradient needs no communication: computing it after the
+      // input gradient's all-reduce is issued lets the two overlap (the
+      // input gradient first, then the all-reduce and the weight GEMM side
+      // by side, as Megatron's asynchronous tensor-parallel all-reduce does).
+      Op* weight_grad = nullptr;
+      if (!grad->Output("Y@GRAD").empty()) {
+        proto::OpDesc w = grad->desc();
+        w.set_id(0);
+        for (auto& slot : *w.mutable_outputs()) {
+          if (slot.name() == "X@GRAD") slot.set_vars(0, "");
+        }
+        block.SetOutputs(grad, "Y@GRAD", {""});
+        grad->annotations().clear_param_grads();
+        weight_grad = block.InsertOpAfter(grad, std::move(w));
+      }
       LOOM_RETURN_IF_ERROR(AllReduceOutput(block, grad, dx, role::kBackward));
+      if (weight_grad != nullptr) {
+        // Move the weight half after the all-reduce just inserted.
+        proto::OpDesc w = weight_grad->desc();
+        const Op* reduce = block.Consumers(dx + "@MP_PARTIAL").front();
+        block.EraseOp(weight_grad);
+        block.InsertOpAfter(reduce, std::move(w));
+      }
     }
     vocab_sharded_.insert(op->Output("Out"));
   } else {

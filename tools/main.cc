@@ -24,6 +24,8 @@ Status RunOps(const std::vector<std::string>& args);
 Status RunOpt(const std::vector<std::string>& args);
 Status RunPasses(const std::vector<std::string>& args);
 Status RunPlan(const std::vector<std::string>& args);
+Status RunRun(const std::vector<std::string>& args);
+Status RunLaunch(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -73,6 +75,24 @@ const std::vector<Command>& Commands() {
         "micro_batches", "schedule", "vpp", "rank", "all_ranks", "json",
         "explain", "verify_each", "dp_bucketing"},
        RunPlan},
+      {"run", "train under a parallel strategy, all ranks in this process",
+       "loom run --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
+       "         --steps K [--seed S] [--trace FILE] [--config FILE]\n"
+       "Plans every rank, runs each rank's streams on CPU threads and their\n"
+       "communication over Gloo on loopback, and prints 'step K loss X\n"
+       "time_ms T' per step: the global batch's mean loss, the same quantity\n"
+       "as loom train. --trace writes the last step as Chrome trace JSON\n"
+       "(one process per rank, one thread per stream; open it in Perfetto).",
+       {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
+        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "trace",
+        "comm_timeout", "optimizer", "lr", "dp_bucketing"},
+       RunRun},
+      {"launch", "start N processes of a command, one rank each",
+       "loom launch --nproc N -- loom run ARGS...\n"
+       "Starts N copies with LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR\n"
+       "set; they meet through a file store in a fresh directory. If one\n"
+       "fails, the others are stopped and the failing rank is named.",
+       {"nproc"}, RunLaunch},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},
   };

@@ -1,13 +1,40 @@
 #include "tools/parallel_trainer.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
 
 namespace loom {
+namespace {
+
+// Runs fn(rank) for every rank on its own thread. When ranks fail, the
+// error returned is the cause: a rank's own failure rather than its peers'
+// timeouts or lost connections waiting for it (lowest rank first).
+Status ForEachRank(const std::vector<int>& ranks,
+                   const std::function<Status(int)>& fn) {
+  std::vector<Status> status(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] { status[i] = fn(ranks[i]); });
+  }
+  for (auto& t : threads) t.join();
+  auto consequence = [](const Status& s) {
+    return s.code() == StatusCode::kDeadlineExceeded ||
+           s.code() == StatusCode::kUnavailable;
+  };
+  for (const Status& s : status) {
+    if (!s.ok() && !consequence(s)) return s;
+  }
+  for (const Status& s : status) LOOM_RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+}  // namespace
 
 // Executors (and their stream threads) stop before the communicators go.
 ParallelTrainer::~ParallelTrainer() { executors_.clear(); }
@@ -16,36 +43,37 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
     const proto::Strategy& strategy, const Options& options) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
-  std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config));
+  std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, options));
+  const int world = LayoutOf(strategy).world_size();
+  t->local_ = options.local_ranks;
+  if (t->local_.empty()) {
+    for (int r = 0; r < world; ++r) t->local_.push_back(r);
+  }
+  for (int r : t->local_) {
+    if (r < 0 || r >= world) {
+      return InvalidArgument("rank ", r, " is outside the ", world, " ranks of the strategy");
+    }
+  }
   LOOM_ASSIGN_OR_RETURN(t->plan_, PlanRanks(tp.main, tp.startup, strategy, {}));
   LOOM_ASSIGN_OR_RETURN(t->graph_, LowerPlan(t->plan_));
-  const int world = static_cast<int>(t->plan_.ranks.size());
+  t->worlds_.resize(world);
+  t->scopes_.resize(world);
+  t->executors_.resize(world);
   if (world > 1) {
-    // Making the groups is collective: every rank at once.
-    t->worlds_.resize(world);
-    std::vector<Status> status(world);
-    std::vector<std::thread> threads;
-    // Stores refuse a key twice: each trainer of this process is its own job.
+    // Stores refuse a key twice: each in-process trainer is its own job.
     static std::atomic<int> trainers{0};
     CommWorldOptions comm = options.comm;
     if (comm.store == nullptr && comm.file_store_dir.empty()) {
       comm.job = StrCat(comm.job, "-", trainers++);
     }
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        auto w = CommWorld::Create(t->plan_.layout, r, comm);
-        if (w.ok()) {
-          t->worlds_[r] = std::move(w).value();
-        } else {
-          status[r] = w.status();
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (const Status& s : status) LOOM_RETURN_IF_ERROR(s);
+    // Making the groups is collective: every local rank at once.
+    LOOM_RETURN_IF_ERROR(ForEachRank(t->local_, [&](int r) -> Status {
+      LOOM_ASSIGN_OR_RETURN(t->worlds_[r], CommWorld::Create(t->plan_.layout, r, comm));
+      return Status::OK();
+    }));
   }
-  for (int r = 0; r < world; ++r) {
-    t->scopes_.push_back(std::make_unique<Scope>());
+  for (int r : t->local_) {
+    t->scopes_[r] = std::make_unique<Scope>();
     LOOM_ASSIGN_OR_RETURN(auto startup,
                           SerialExecutor::Create(t->plan_.ranks[r].startup, t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
@@ -54,20 +82,21 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     exec_options.trace = options.trace;
     if (world > 1) exec_options.comm = MakeCommKernels(t->worlds_[r].get());
     LOOM_ASSIGN_OR_RETURN(
-        auto exec, RankExecutor::Create(t->graph_.ranks[r], t->plan_.ranks[r],
-                                        t->scopes_[r].get(), std::move(exec_options)));
-    t->executors_.push_back(std::move(exec));
+        t->executors_[r], RankExecutor::Create(t->graph_.ranks[r], t->plan_.ranks[r],
+                                               t->scopes_[r].get(), std::move(exec_options)));
   }
   return t;
 }
 
-void ParallelTrainer::Feed(int rank, int64_t step) {
+void ParallelTrainer::Feed(int rank) {
   const ParallelLayout& l = plan_.layout;
   RankExecutor& exec = *executors_[rank];
   const int m = exec.micro_batches();
   const int64_t rows = config_.batch_size / (l.dp * m);
   const int64_t s = config_.seq_len;
   const int d = plan_.ranks[rank].coords.dp;
+  // Micro-batch mb of dp replica d is rows [(d*m + mb) * rows, ...) of the
+  // global batch, so the replicas and micro-batches cover it exactly once.
   for (int mb = 0; mb < m; ++mb) {
     const int64_t first = (d * m + mb) * rows;
     for (auto [name, values] : {std::pair{kTokensVar, &tokens_},
@@ -76,44 +105,56 @@ void ParallelTrainer::Feed(int rank, int64_t step) {
       t->Resize(TensorMeta{proto::INT64, {rows, s}});
       std::memcpy(t->raw_data(), values->data() + first * s, t->bytes());
     }
+    if (rank == options_.poison_labels_on_rank) {
+      exec.micro_batch_scope(mb)->Var(kLabelsVar)->data<int64_t>()[0] = -7;
+    }
   }
+}
+
+StatusOr<float> ParallelTrainer::RunRank(int rank) {
+  LOOM_RETURN_IF_ERROR(executors_[rank]->RunStep());
+  const RankPlan& rp = plan_.ranks[rank];
+  if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) {
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  // Every micro-batch of every replica is the same size, so the batch's
+  // mean loss is the mean of their means.
+  RankExecutor& exec = *executors_[rank];
+  Tensor mean(TensorMeta{proto::FP32, {1}});
+  double sum = 0;
+  for (int mb = 0; mb < exec.micro_batches(); ++mb) {
+    Tensor* loss = exec.micro_batch_scope(mb)->FindLocal(kLossVar);
+    if (loss == nullptr || !loss->initialized()) {
+      return Internal("rank ", rank, " computed no loss for micro-batch ", mb);
+    }
+    sum += loss->data<float>()[0];
+  }
+  mean.data<float>()[0] = static_cast<float>(sum / exec.micro_batches());
+  if (plan_.layout.dp > 1) {
+    LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
+    LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
+  }
+  return mean.data<float>()[0];
 }
 
 StatusOr<float> ParallelTrainer::Step(int64_t step) {
   data_.Batch(step, config_.batch_size, &tokens_, &labels_);
-  const int world = static_cast<int>(executors_.size());
-  for (int r = 0; r < world; ++r) Feed(r, step);
-  std::vector<Status> status(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] { status[r] = executors_[r]->RunStep(); });
+  for (int r : local_) Feed(r);
+  std::vector<float> losses(plan_.ranks.size(), std::numeric_limits<float>::quiet_NaN());
+  LOOM_RETURN_IF_ERROR(ForEachRank(local_, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r));
+    return Status::OK();
+  }));
+  for (int r : local_) {
+    if (!std::isnan(losses[r])) return losses[r];
   }
-  for (auto& t : threads) t.join();
-  for (const Status& s : status) LOOM_RETURN_IF_ERROR(s);
-  // The global batch's mean loss: every micro-batch of every dp replica is
-  // the same size, so it is the mean of their means, read where the loss is
-  // computed (the last stage; any mp rank holds the whole value).
-  double sum = 0;
-  int count = 0;
-  for (int r = 0; r < world; ++r) {
-    const RankPlan& rp = plan_.ranks[r];
-    if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) continue;
-    for (int mb = 0; mb < executors_[r]->micro_batches(); ++mb) {
-      Tensor* loss = executors_[r]->micro_batch_scope(mb)->FindLocal(kLossVar);
-      if (loss == nullptr || !loss->initialized()) {
-        return Internal("rank ", r, " computed no loss for micro-batch ", mb);
-      }
-      sum += loss->data<float>()[0];
-      ++count;
-    }
-  }
-  return static_cast<float>(sum / count);
+  return std::numeric_limits<float>::quiet_NaN();
 }
 
 std::vector<TraceEvent> ParallelTrainer::TakeTrace() {
   std::vector<TraceEvent> all;
-  for (auto& e : executors_) {
-    auto t = e->TakeTrace();
+  for (int r : local_) {
+    auto t = executors_[r]->TakeTrace();
     all.insert(all.end(), t.begin(), t.end());
   }
   return all;

@@ -1,6 +1,8 @@
 // Training under a parallel strategy: plans every rank, lowers the plan to
-// an ExecutionGraph, and runs each rank's graph with a RankExecutor, all
-// ranks in this process (one set of stream threads per rank).
+// an ExecutionGraph, and runs this process's ranks, each with its own
+// RankExecutor (one thread per stream) and communicators. By default every
+// rank runs in this process and the ranks meet in an in-process store; with
+// `local_ranks` and a file store, each process of a launch runs its own.
 #ifndef LOOM_TOOLS_PARALLEL_TRAINER_H_
 #define LOOM_TOOLS_PARALLEL_TRAINER_H_
 
@@ -17,37 +19,50 @@ namespace loom {
 
 class ParallelTrainer {
  public:
-  // `comm_for_rank` gives each rank's communication kernel (empty for
-  // layouts without communication).
   struct Options {
-    // How the ranks meet (timeouts, store); each rank's communicators are
-    // made when the layout has more than one rank.
+    // How the ranks meet: timeouts (which bound how long a rank waits for a
+    // failed peer), and the store.
     CommWorldOptions comm;
+    // The ranks this process runs; empty: all of them.
+    std::vector<int> local_ranks;
     // Record every executed instruction (TakeTrace).
     bool trace = false;
+    // Test-only fault injection: this rank's labels are made out of range,
+    // so its cross-entropy kernel fails in the first step.
+    int poison_labels_on_rank = -1;
   };
   static StatusOr<std::unique_ptr<ParallelTrainer>> Create(
       const GptConfig& config, const OptimizerConfig& optimizer,
       const proto::Strategy& strategy, const Options& options);
   ~ParallelTrainer();
 
-  // Trains on the global batch of `step`; returns its mean loss, the same
-  // quantity SerialTrainer::Step returns.
+  // Trains on the global batch of `step` and returns its mean loss, the
+  // quantity SerialTrainer::Step returns: each last-stage rank averages its
+  // micro-batches, and the dp replicas average theirs. NaN when this process
+  // runs no rank that computes the loss. The first failing rank's error is
+  // returned, naming it.
   StatusOr<float> Step(int64_t step);
 
   const Plan& plan() const { return plan_; }
+  const std::vector<int>& local_ranks() const { return local_; }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
   std::vector<TraceEvent> TakeTrace();
 
  private:
-  ParallelTrainer(const GptConfig& config) : config_(config),
-      data_(config.vocab_size, config.seq_len, config.seed) {}
-  void Feed(int rank, int64_t step);
+  ParallelTrainer(const GptConfig& config, Options options)
+      : config_(config), options_(std::move(options)),
+        data_(config.vocab_size, config.seq_len, config.seed) {}
+  void Feed(int rank);
+  // Runs one rank's step and reduces its loss; NaN if it computes none.
+  StatusOr<float> RunRank(int rank);
 
   GptConfig config_;
+  Options options_;
   SyntheticDataset data_;
   Plan plan_;
   ExecutionGraph graph_;
+  std::vector<int> local_;
+  // Indexed by global rank; null for ranks of other processes.
   std::vector<std::unique_ptr<CommWorld>> worlds_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;

@@ -141,5 +141,49 @@ TEST(ParallelTraining, TwoRunsAreBitIdentical) {
   EXPECT_EQ(runs[0], runs[1]);
 }
 
+// Tensor-parallel backward: the input gradient's all-reduce (mp stream)
+// runs while the weight gradient's GEMM (calc stream) does.
+TEST(ParallelTraining, CalcAndMpStreamsOverlapUnder1F1B) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.hidden = 256;
+  c.ffn_hidden = 1024;
+  c.num_layers = 2;
+  ParallelTrainer::Options options;
+  options.trace = true;
+  auto t = ParallelTrainer::Create(c, {}, Make(1, 2, 2, 2, "1F1B"), options).value();
+  for (int s = 0; s < 2; ++s) ASSERT_TRUE(t->Step(s).ok());
+  const std::vector<TraceEvent> trace = t->TakeTrace();
+  int64_t overlap_ns = 0;
+  for (const TraceEvent& mp : trace) {
+    if (mp.stream != "mp" || mp.op != "allreduce") continue;
+    for (const TraceEvent& calc : trace) {
+      if (calc.rank != mp.rank || calc.stream != "calc") continue;
+      overlap_ns += std::max<int64_t>(
+          0, std::min(mp.end_ns, calc.end_ns) - std::max(mp.start_ns, calc.start_ns));
+    }
+  }
+  std::cout << "calc/mp overlap over two steps: " << overlap_ns / 1000 << " us\n";
+  EXPECT_GT(overlap_ns, 0);
+}
+
+TEST(ParallelTraining, AFailingRankStopsEveryRankNamingIt) {
+  const GptConfig c = EightLayers();
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(2);
+  options.poison_labels_on_rank = 6;  // dp 1, mp 0, the last stage
+  auto t = ParallelTrainer::Create(c, {}, Make(2, 2, 2, 4, "1F1B"), options).value();
+  const auto start = std::chrono::steady_clock::now();
+  auto loss = t->Step(0);
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(loss.ok());
+  EXPECT_EQ(loss.status().message().rfind("rank 6 (dp=1 mp=0 pp=1), job ", 0), 0u)
+      << loss.status();
+  EXPECT_NE(loss.status().message().find("Label[0] = -7 is out of range [0, 128)"),
+            std::string::npos) << loss.status();
+  // Peers give up within a few communicator timeouts, not never.
+  EXPECT_LT(seconds, 20.0);
+}
+
 }  // namespace
 }  // namespace loom
