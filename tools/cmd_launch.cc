@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "tools/command.h"
 
@@ -28,6 +30,9 @@ Status RunLaunch(const std::vector<std::string>& args) {
     pid_t pid = fork();
     if (pid < 0) return Internal("fork failed for rank ", r);
     if (pid == 0) {
+      // Each rank leads its own process group, so that stopping it stops
+      // whatever it started too.
+      setpgid(0, 0);
       setenv("LOOM_RANK", std::to_string(r).c_str(), 1);
       setenv("LOOM_WORLD_SIZE", std::to_string(FLAGS_nproc).c_str(), 1);
       setenv("LOOM_STORE_DIR", dir, 1);
@@ -38,13 +43,24 @@ Status RunLaunch(const std::vector<std::string>& args) {
       std::fprintf(stderr, "loom launch: rank %d: cannot run %s\n", r, argv[0]);
       _exit(127);
     }
+    setpgid(pid, pid);
     children.push_back(pid);
   }
   Status result;
   int running = FLAGS_nproc;
+  // Set once a rank failed: ranks still running after it are killed.
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline;
   while (running > 0) {
     int status = 0;
-    pid_t pid = wait(&status);
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      if (stop_deadline && std::chrono::steady_clock::now() > *stop_deadline) {
+        for (pid_t other : children) kill(-other, SIGKILL);
+        stop_deadline.reset();
+      }
+      usleep(10000);
+      continue;
+    }
     if (pid < 0) break;
     --running;
     int rank = 0;
@@ -56,8 +72,9 @@ Status RunLaunch(const std::vector<std::string>& args) {
                                            : StrCat(" exited with status ", WEXITSTATUS(status)),
                         "; stopping the other ranks");
       for (pid_t other : children) {
-        if (other != pid) kill(other, SIGTERM);
+        if (other != pid) kill(-other, SIGTERM);
       }
+      stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     }
   }
   std::error_code ignored;

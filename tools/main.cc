@@ -29,11 +29,12 @@ Status RunLaunch(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
-      {"demo", "train gpt-tiny serially and show the loss falling",
-       "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd]\n"
+      {"demo", "train gpt-tiny serially and on 4 ranks, side by side",
+       "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd] [--demo_trace FILE]\n"
        "Trains the gpt-tiny preset for 200 steps on the built-in synthetic\n"
-       "dataset and prints the loss every 20 steps.",
-       {"seed", "lr", "optimizer"}, RunDemo},
+       "dataset twice, serially and on 4 in-process ranks (mp=2, pp=2, 1F1B),\n"
+       "prints both losses every 20 steps and writes the parallel run's trace.",
+       {"seed", "lr", "optimizer", "demo_trace"}, RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"
