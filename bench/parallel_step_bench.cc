@@ -11,13 +11,7 @@ namespace {
 void BM_GptTinyParallelStep(benchmark::State& state, const char* schedule, int vpp) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 4;
-  proto::Strategy s;
-  s.mutable_mp()->set_degree(2);
-  s.mutable_pipeline()->set_enable(true);
-  s.mutable_pipeline()->set_degree(2);
-  s.mutable_pipeline()->set_micro_batches(4);
-  s.mutable_pipeline()->set_schedule_mode(schedule);
-  s.mutable_pipeline()->set_vpp_degree(vpp);
+  const proto::Strategy s = MakeStrategy(1, 2, 2, 4, schedule, vpp);
   auto trainer = ParallelTrainer::Create(c, {}, s, {});
   CHECK(trainer.ok()) << trainer.status();
   int64_t step = 0;

@@ -10,15 +10,7 @@ namespace loom {
 namespace {
 
 proto::Strategy Gpt3Strategy(const std::string& schedule, int vpp) {
-  proto::Strategy s;
-  s.mutable_dp()->set_degree(8);
-  s.mutable_mp()->set_degree(8);
-  s.mutable_pipeline()->set_enable(true);
-  s.mutable_pipeline()->set_degree(16);
-  s.mutable_pipeline()->set_micro_batches(16);
-  s.mutable_pipeline()->set_schedule_mode(schedule);
-  s.mutable_pipeline()->set_vpp_degree(vpp);
-  return s;
+  return MakeStrategy(8, 8, 16, 16, schedule, vpp);
 }
 
 void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp) {

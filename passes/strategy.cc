@@ -93,6 +93,20 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
   return Status::OK();
 }
 
+proto::Strategy MakeStrategy(int dp, int mp, int pp, int micro_batches,
+                             const std::string& schedule, int vpp_degree) {
+  proto::Strategy s;
+  s.mutable_dp()->set_degree(dp);
+  s.mutable_mp()->set_degree(mp);
+  auto* pipeline = s.mutable_pipeline();
+  pipeline->set_enable(pp > 1);
+  pipeline->set_degree(pp);
+  pipeline->set_micro_batches(micro_batches);
+  pipeline->set_schedule_mode(schedule);
+  pipeline->set_vpp_degree(vpp_degree);
+  return s;
+}
+
 std::string StrategyToText(const proto::Strategy& s) {
   std::string out;
   google::protobuf::TextFormat::PrintToString(s, &out);

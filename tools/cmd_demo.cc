@@ -21,12 +21,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   config.seed = FLAGS_seed;
   LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
   const int64_t steps = 200;
-  proto::Strategy strategy;
-  strategy.mutable_mp()->set_degree(2);
-  strategy.mutable_pipeline()->set_enable(true);
-  strategy.mutable_pipeline()->set_degree(2);
-  strategy.mutable_pipeline()->set_micro_batches(4);
-  strategy.mutable_pipeline()->set_schedule_mode("1F1B");
+  const proto::Strategy strategy = MakeStrategy(1, 2, 2, 4, "1F1B");
   std::printf(
       "Loom demo: gpt-tiny (%lld layers, hidden %lld, %lld heads, vocab %lld, "
       "%lld x %lld tokens per step, %lld parameters) on the built-in synthetic "

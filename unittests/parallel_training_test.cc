@@ -13,18 +13,6 @@
 namespace loom {
 namespace {
 
-proto::Strategy Make(int dp, int mp, int pp, int micro_batches,
-                     const std::string& schedule, int vpp = 1) {
-  proto::Strategy s;
-  s.mutable_dp()->set_degree(dp);
-  s.mutable_mp()->set_degree(mp);
-  s.mutable_pipeline()->set_degree(pp);
-  s.mutable_pipeline()->set_enable(pp > 1);
-  s.mutable_pipeline()->set_micro_batches(micro_batches);
-  s.mutable_pipeline()->set_schedule_mode(schedule);
-  s.mutable_pipeline()->set_vpp_degree(vpp);
-  return s;
-}
 
 std::vector<float> SerialLosses(const GptConfig& c, int steps) {
   auto t = SerialTrainer::Create(c, {}).value();
@@ -46,7 +34,7 @@ TEST(ParallelTraining, GradientAccumulationMatchesSerial) {
   const auto serial = SerialLosses(c, 3);
   for (int mb : {1, 2, 4}) {
     SCOPED_TRACE(StrCat(mb, " micro-batches"));
-    auto t = ParallelTrainer::Create(c, {}, Make(1, 1, 1, mb, "FThenB"), {});
+    auto t = ParallelTrainer::Create(c, {}, MakeStrategy(1, 1, 1, mb, "FThenB"), {});
     ASSERT_TRUE(t.ok()) << t.status();
     for (int s = 0; s < 3; ++s) {
       auto loss = (*t)->Step(s);
@@ -79,7 +67,7 @@ TEST(ParallelTraining, EveryScheduleOnEveryLayoutMatchesSerial) {
       const int vpp = std::string(schedule) == "VPP" ? 2 : 1;
       ParallelTrainer::Options options;
       options.comm.timeout = std::chrono::seconds(30);
-      auto t = ParallelTrainer::Create(c, {}, Make(l.dp, l.mp, l.pp, 8, schedule, vpp),
+      auto t = ParallelTrainer::Create(c, {}, MakeStrategy(l.dp, l.mp, l.pp, 8, schedule, vpp),
                                        options);
       ASSERT_TRUE(t.ok()) << t.status();
       for (int s = 0; s < 3; ++s) {
@@ -98,7 +86,7 @@ TEST(ParallelTraining, FinalParametersMatchSerial) {
   auto serial = SerialTrainer::Create(c, {}).value();
   ParallelTrainer::Options options;
   options.comm.timeout = std::chrono::seconds(30);
-  auto t = ParallelTrainer::Create(c, {}, Make(2, 2, 2, 4, "1F1B"), options).value();
+  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, "1F1B"), options).value();
   for (int s = 0; s < 3; ++s) {
     ASSERT_TRUE(serial->Step(s).ok());
     ASSERT_TRUE(t->Step(s).ok());
@@ -135,7 +123,7 @@ TEST(ParallelTraining, TwoRunsAreBitIdentical) {
   const GptConfig c = EightLayers();
   std::vector<float> runs[2];
   for (auto& losses : runs) {
-    auto t = ParallelTrainer::Create(c, {}, Make(2, 2, 2, 4, "1F1B"), {}).value();
+    auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, "1F1B"), {}).value();
     for (int s = 0; s < 3; ++s) losses.push_back(t->Step(s).value());
   }
   EXPECT_EQ(runs[0], runs[1]);
@@ -150,7 +138,7 @@ TEST(ParallelTraining, CalcAndMpStreamsOverlapUnder1F1B) {
   c.num_layers = 2;
   ParallelTrainer::Options options;
   options.trace = true;
-  auto t = ParallelTrainer::Create(c, {}, Make(1, 2, 2, 2, "1F1B"), options).value();
+  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(1, 2, 2, 2, "1F1B"), options).value();
   for (int s = 0; s < 2; ++s) ASSERT_TRUE(t->Step(s).ok());
   const std::vector<TraceEvent> trace = t->TakeTrace();
   int64_t overlap_ns = 0;
@@ -171,7 +159,7 @@ TEST(ParallelTraining, AFailingRankStopsEveryRankNamingIt) {
   ParallelTrainer::Options options;
   options.comm.timeout = std::chrono::seconds(2);
   options.poison_labels_on_rank = 6;  // dp 1, mp 0, the last stage
-  auto t = ParallelTrainer::Create(c, {}, Make(2, 2, 2, 4, "1F1B"), options).value();
+  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, "1F1B"), options).value();
   const auto start = std::chrono::steady_clock::now();
   auto loss = t->Step(0);
   const double seconds = std::chrono::duration<double>(

@@ -16,18 +16,6 @@ TrainingProgram Tiny(int layers) {
   return BuildGptTrainingProgram(c).value();
 }
 
-proto::Strategy Make(int dp, int mp, int pp, int micro_batches,
-                     const std::string& schedule, int vpp = 1) {
-  proto::Strategy s;
-  s.mutable_dp()->set_degree(dp);
-  s.mutable_mp()->set_degree(mp);
-  s.mutable_pipeline()->set_degree(pp);
-  s.mutable_pipeline()->set_enable(pp > 1);
-  s.mutable_pipeline()->set_micro_batches(micro_batches);
-  s.mutable_pipeline()->set_schedule_mode(schedule);
-  s.mutable_pipeline()->set_vpp_degree(vpp);
-  return s;
-}
 
 PlanOptions Verified() {
   PlanOptions o;
@@ -40,7 +28,7 @@ TEST(Planner, EveryScheduleAtPp4With8MicroBatches) {
   for (const ScheduleInfo& schedule : Schedules()) {
     SCOPED_TRACE(schedule.name);
     const int chunks = schedule.uses_chunks ? 2 : 1;
-    auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 4, 8, schedule.name, chunks),
+    auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 4, 8, schedule.name, chunks),
                           {}, Verified());
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->ranks.size(), 4u);
@@ -70,7 +58,7 @@ TEST(Planner, HybridLayoutsVerify) {
     c.batch_size = 16;
     TrainingProgram t = BuildGptTrainingProgram(c).value();
     auto plan = PlanRanks(t.main, t.startup,
-                          Make(l.dp, l.mp, l.pp, l.mb, l.schedule, l.vpp), {}, Verified());
+                          MakeStrategy(l.dp, l.mp, l.pp, l.mb, l.schedule, l.vpp), {}, Verified());
     ASSERT_TRUE(plan.ok()) << plan.status();
     PlanVerifyStats stats;
     Status verified = VerifyPlan(*plan, &stats);
@@ -81,7 +69,7 @@ TEST(Planner, HybridLayoutsVerify) {
 
 TEST(Planner, VerifierRejectsAHandBrokenPlan) {
   TrainingProgram tp = Tiny(4);
-  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "1F1B"), {});
+  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "1F1B"), {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   // Stage 1 runs its first backward before the forward it needs.
   RankPlan& last = plan->ranks[1];
@@ -93,7 +81,7 @@ TEST(Planner, VerifierRejectsAHandBrokenPlan) {
 
 TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
   TrainingProgram tp = Tiny(4);
-  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "1F1B"), {}, Verified());
+  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "1F1B"), {}, Verified());
   ASSERT_TRUE(plan.ok()) << plan.status();
   const RankPlan& first = plan->ranks[0];
   const RankPlan& last = plan->ranks[1];
@@ -132,7 +120,7 @@ TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
 
 TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
   TrainingProgram tp = Tiny(2);
-  proto::Strategy s = Make(2, 2, 2, 4, "1F1B");
+  proto::Strategy s = MakeStrategy(2, 2, 2, 4, "1F1B");
   s.mutable_dp()->set_bucket_size_bytes(64 * 1024);
   auto plan = PlanRanks(tp.main, tp.startup, s, {0, 7}, Verified());
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -159,32 +147,32 @@ TEST(Planner, ImpossibleStrategiesNameTheField) {
     EXPECT_FALSE(plan.ok());
     return plan.status().message();
   };
-  EXPECT_EQ(fail(Make(1, 1, 4, 2, "1F1B")),
+  EXPECT_EQ(fail(MakeStrategy(1, 1, 4, 2, "1F1B")),
             "pipeline.micro_batches (2) must be at least pipeline.degree (4) for 1F1B");
   TrainingProgram eight = Tiny(8);
-  auto vpp = PlanRanks(eight.main, eight.startup, Make(1, 1, 2, 4, "VPP", 3), {0});
+  auto vpp = PlanRanks(eight.main, eight.startup, MakeStrategy(1, 1, 2, 4, "VPP", 3), {0});
   EXPECT_EQ(vpp.status().message(),
             "rank 0 (dp=0 mp=0 pp=0): pipeline-split: pipeline.vpp_degree (3) x "
             "pipeline.degree (2) = 6 does not divide the 8 layers");
-  EXPECT_EQ(fail(Make(1, 1, 4, 4, "VPP", 2)),
+  EXPECT_EQ(fail(MakeStrategy(1, 1, 4, 4, "VPP", 2)),
             "rank 0 (dp=0 mp=0 pp=0): pipeline-split: pipeline.degree (4) x "
             "pipeline.vpp_degree (2) = 8 virtual stages exceed the 4 layers");
-  EXPECT_EQ(fail(Make(3, 1, 1, 1, "1F1B")),
+  EXPECT_EQ(fail(MakeStrategy(3, 1, 1, 1, "1F1B")),
             "rank 0 (dp=0 mp=0 pp=0): data-parallel: dp.degree (3) does not divide "
             "the batch dim of data var labels [8, 32]");
-  EXPECT_EQ(fail(Make(1, 1, 1, 1, "2F2B")),
+  EXPECT_EQ(fail(MakeStrategy(1, 1, 1, 1, "2F2B")),
             "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1)");
-  proto::Strategy off = Make(1, 1, 2, 2, "1F1B");
+  proto::Strategy off = MakeStrategy(1, 1, 2, 2, "1F1B");
   off.mutable_pipeline()->set_enable(false);
   EXPECT_EQ(fail(off), "pipeline.degree is 2 but pipeline.enable is false");
-  EXPECT_EQ(ValidateStrategy(Make(2, 2, 2, 2, "1F1B"), 6).message(),
+  EXPECT_EQ(ValidateStrategy(MakeStrategy(2, 2, 2, 2, "1F1B"), 6).message(),
             "dp.degree x mp.degree x pipeline.degree = 2 x 2 x 2 = 8, but the "
             "world has 6 ranks");
 }
 
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
   TrainingProgram tp = Tiny(2);
-  auto plan = PlanRanks(tp.main, tp.startup, Make(1, 1, 2, 2, "FThenB"), {});
+  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "FThenB"), {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   const std::string json = PlanToJson(*plan);
   EXPECT_EQ(json.rfind("{\"ranks\":[{\"rank\":0,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":0},"
