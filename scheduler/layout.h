@@ -20,6 +20,9 @@ enum RingId : int {
   kSharedParamRing = 4,  // the stages sharing a tied parameter
 };
 
+// "mp", "dp", "pp", "shared_param"; "unknown" for a value outside RingId.
+const char* RingName(RingId ring);
+
 struct RankCoords {
   int dp = 0;
   int mp = 0;

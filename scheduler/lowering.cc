@@ -1,15 +1,11 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "scheduler/comm_ops.h"
 #include "scheduler/execution_graph.h"
 
 namespace loom {
 namespace {
-
-bool IsCollective(const std::string& type) {
-  return type == "allreduce" || type == "allgather" || type == "reduce_scatter" ||
-         type == "broadcast" || type == "c_softmax_with_cross_entropy";
-}
 
 // Tracks, per var of a scope, its last writer and the readers since.
 struct VarState {
@@ -75,7 +71,7 @@ StatusOr<RankGraph> LowerRank(const RankPlan& plan) {
         deps.push_back(it->second);
       }
       const std::string& type = op->type();
-      if (IsCollective(type) || type == "send" || type == "recv") {
+      if (IsRuntimeCollective(type) || type == "send" || type == "recv") {
         ins.ring = op->GetAttr<int32_t>("ring_id");
         if (type == "send" || type == "recv") {
           const int peer = op->GetAttr<int32_t>("peer");

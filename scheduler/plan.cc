@@ -4,10 +4,6 @@
 
 namespace loom {
 
-std::string CoordsToString(const RankCoords& c) {
-  return StrCat("dp=", c.dp, " mp=", c.mp, " pp=", c.pp);
-}
-
 std::string JobProgramName(const JobProgramKey& key, bool with_chunk) {
   std::string name = JobTypeName(key.type);
   if (with_chunk) name += StrCat(".", key.chunk);

@@ -47,9 +47,9 @@
 #define LOOM_SCHEDULER_PLAN_VERIFIER_H_
 
 #include <cstdint>
-#include <string>
 
 #include "framework/status.h"
+#include "scheduler/comm_ops.h"  // IsRuntimeCollective: what check 6 covers
 #include "scheduler/plan.h"
 
 namespace loom {
@@ -60,9 +60,6 @@ struct PlanVerifyStats {
   int64_t transfers = 0;    // matched send/recv pairs
   int64_t collectives = 0;  // collective instances (one per group and call)
 };
-
-// True for the op types the verifier treats as runtime collectives.
-bool IsRuntimeCollective(const std::string& op_type);
 
 // Runs every check above. `stats`, if given, is filled when the plan passes.
 Status VerifyPlan(const Plan& plan, PlanVerifyStats* stats = nullptr);

@@ -23,16 +23,6 @@ std::shared_ptr<gloo::rendezvous::Store> InProcessStore(
   return store;
 }
 
-const char* RingName(RingId ring) {
-  switch (ring) {
-    case kMpRing: return "mp";
-    case kDpRing: return "dp";
-    case kPpRing: return "pp";
-    case kSharedParamRing: return "shared";
-  }
-  return "unknown";
-}
-
 std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
                              RingId ring) {
   const RankCoords c = layout.Coords(rank);

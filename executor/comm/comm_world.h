@@ -20,7 +20,7 @@
 //
 // Rendezvous keys: group G of job J keeps member r's pair addresses under
 // "J/G/r" and (Gloo 0.5 of 2022) its host name under "J/G/rank_r", e.g.
-// "loom/mp[0,1]/1"; G is the group's name (ring kind and global ranks), and
+// "loom/mp[0,1]/1"; G is the group's name (RingName and global ranks), and
 // gloo::rendezvous::PrefixStore adds the "J/G/". The store is the caller's,
 // or a FileStore on a directory shared by the processes of the job, or by
 // default an in-process HashStore shared by every rank (thread) of this
@@ -70,9 +70,6 @@ struct CommWorldOptions {
 // the life of the process. Every rank thread that names the same job meets
 // in it; a world rebuilt in the same process needs a new job name.
 std::shared_ptr<gloo::rendezvous::Store> InProcessStore(const std::string& job);
-
-// "mp", "dp", "pp", "shared".
-const char* RingName(RingId ring);
 
 // The global ranks of `rank`'s `ring`, in group-rank order; empty when the
 // rank has no such ring (the shared-parameter ring of a middle stage, or of
