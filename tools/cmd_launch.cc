@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 
 #include "tools/command.h"
 
@@ -48,15 +47,16 @@ Status RunLaunch(const std::vector<std::string>& args) {
   }
   Status result;
   int running = FLAGS_nproc;
-  // Set once a rank failed: ranks still running after it are killed.
-  std::optional<std::chrono::steady_clock::time_point> stop_deadline;
+  // Once a rank failed, ranks still running at this deadline are killed.
+  bool stopping = false;
+  std::chrono::steady_clock::time_point stop_deadline;
   while (running > 0) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid == 0) {
-      if (stop_deadline && std::chrono::steady_clock::now() > *stop_deadline) {
+      if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
         for (pid_t other : children) kill(-other, SIGKILL);
-        stop_deadline.reset();
+        stopping = false;
       }
       usleep(10000);
       continue;
@@ -74,6 +74,7 @@ Status RunLaunch(const std::vector<std::string>& args) {
       for (pid_t other : children) {
         if (other != pid) kill(-other, SIGTERM);
       }
+      stopping = true;
       stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     }
   }
