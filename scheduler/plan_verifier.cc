@@ -24,11 +24,6 @@ struct VarMbHash {
 using VarMbSet =
     std::unordered_set<std::pair<std::string_view, int>, VarMbHash>;
 
-bool IsBackwardType(JobType t) {
-  return t == JobType::kBackward || t == JobType::kBackwardB ||
-         t == JobType::kBackwardW;
-}
-
 // Attribute readers that report, rather than CHECK, a missing or mistyped
 // attribute. The schema default applies.
 StatusOr<int> IntAttr(const Op& op, const std::string& name) {
@@ -60,6 +55,7 @@ Status PlanVerifier::Run(PlanVerifyStats* stats) {
     LOOM_RETURN_IF_ERROR(CheckJobs(r));
     LOOM_RETURN_IF_ERROR(CheckEvents(r));
     LOOM_RETURN_IF_ERROR(CheckDataFlow(r));
+    LOOM_RETURN_IF_ERROR(CheckReductionsFollowWrites(r));
   }
   CollectCommunication();
   LOOM_RETURN_IF_ERROR(CheckTransfers());

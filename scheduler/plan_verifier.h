@@ -22,7 +22,10 @@
 //     earlier job of the rank with the same micro-batch (a recv counts as a
 //     writer). The optimizer job may also read what any backward-type job
 //     (backward, backward_b, backward_w) of any micro-batch wrote: gradients
-//     accumulate into it.
+//     accumulate into it. And a collective that runs (last_micro_batch_only
+//     ones only in the last micro-batch) over a persistable var comes after
+//     every other write to that var in the rank's step: an all-reduce of an
+//     accumulator that is still being added to reduces a partial sum.
 //  5. Transfers: the k-th send from rank a to rank b (in a's execution
 //     order) pairs with the k-th recv on b from a. Per pair of ranks the
 //     counts must be equal, and each pair must agree on the var name, the

@@ -61,6 +61,11 @@ struct ProgramInfo {
 
 // One op executed by one rank: job `job` of the rank's list, op `op` of its
 // program.
+inline bool IsBackwardType(JobType t) {
+  return t == JobType::kBackward || t == JobType::kBackwardB ||
+         t == JobType::kBackwardW;
+}
+
 struct OpRef {
   int rank = 0;
   int job = 0;
@@ -102,6 +107,9 @@ class PlanVerifier {
                         ProgramInfo* pi) const;
   Status CheckEvents(int r) const;
   Status CheckDataFlow(int r) const;
+  // A reduction over a persistable var (a gradient accumulator) that runs
+  // in the step must come after every write to that var in the step.
+  Status CheckReductionsFollowWrites(int r) const;
 
   // ---- 5 and 6 (plan_verifier_comm.cc) --------------------------------------
   // A channel carries the transfers from one stage to one rank: both ends

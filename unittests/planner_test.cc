@@ -79,6 +79,33 @@ TEST(Planner, VerifierRejectsAHandBrokenPlan) {
   EXPECT_NE(s.message().find("rank 1 (dp=0 mp=0 pp=1)"), std::string::npos) << s;
 }
 
+// The bug class that once slipped through: a data-parallel all-reduce of
+// gradient accumulators issued before the last addition into them.
+TEST(Planner, VerifierRejectsAReductionBeforeTheLastAccumulation) {
+  TrainingProgram tp = Tiny(2);
+  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(2, 1, 1, 2, "FThenB"), {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(VerifyPlan(*plan).ok());
+  Block& backward = plan->ranks[0].programs.at({JobType::kBackward, 0}).global_block();
+  Op* reduce = nullptr;
+  for (Op* op : backward.ops()) {
+    if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kDpRing) {
+      reduce = op;
+      break;
+    }
+  }
+  ASSERT_NE(reduce, nullptr);
+  proto::OpDesc moved = reduce->desc();
+  backward.EraseOp(reduce);
+  backward.InsertOpBefore(backward.front(), moved);
+  Status s = VerifyPlan(*plan);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0 (dp=0 mp=0 pp=0), job 3 (B1): op 0 (allreduce) reduces '"),
+            std::string::npos) << s;
+  EXPECT_NE(s.message().find("' before its last write in the step, rank 0"), std::string::npos)
+      << s;
+}
+
 TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
   TrainingProgram tp = Tiny(4);
   auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "1F1B"), {}, Verified());
