@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "executor/kernels/cpu/cpu_helpers.h"
+#include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
@@ -175,66 +176,8 @@ VocabShard ShardOf(const KernelContext& ctx, int64_t v) {
   return VocabShard{v, rank * v, nranks * v};
 }
 
-// Megatron's vocab-parallel cross entropy, written as the multi-rank
-// algorithm with its three allreduces marked. With one rank each allreduce
-// is the identity, and the arithmetic is softmax_with_cross_entropy's, in the
-// same order, so the results match it exactly.
 Status CShardCrossEntropyKernel(const KernelContext& ctx) {
-  const int nranks = ctx.Attr<int32_t>("nranks");
-  if (nranks > 1) {
-    return Unimplemented("c_softmax_with_cross_entropy over ", nranks,
-                         " ranks needs a communicator");
-  }
-  const Tensor& logits = ctx.Input("Logits");
-  const Tensor& label = ctx.Input("Label");
-  const VocabShard shard = ShardOf(ctx, logits.shape().back());
-  const int64_t v = shard.v;
-  const int64_t rows = label.numel();
-  const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
-  const float* px = logits.data<float>();
-  const int64_t* pl = label.data<int64_t>();
-  std::vector<char> counted(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    LOOM_ASSIGN_OR_RETURN(bool c, CheckLabel(pl, r, shard.classes, ignore));
-    counted[r] = c;
-  }
-  // 1. Row maxima; allreduce(max).
-  std::vector<float> mx(rows, -std::numeric_limits<float>::infinity());
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * v;
-    if (v > 0) mx[r] = xr[0];
-    for (int64_t j = 1; j < v; ++j) mx[r] = std::max(mx[r], xr[j]);
-  }
-  // 2. Sums of exp(x - max); allreduce(sum).
-  std::vector<double> sum(rows, 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * v;
-    for (int64_t j = 0; j < v; ++j) sum[r] += std::exp(double{xr[j]} - mx[r]);
-  }
-  // 3. The target logit, from the rank whose shard holds the label (zero
-  // elsewhere); allreduce(sum).
-  std::vector<float> target(rows, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t local = pl[r] - shard.begin;
-    if (counted[r] && local >= 0 && local < v) target[r] = px[r * v + local];
-  }
-  // Every rank now has the global log-sum-exp of each row.
-  float* psm = ctx.Output("Softmax")->data<float>();
-  float* ploss = ctx.Output("Loss")->data<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    if (v == 0) {  // no classes anywhere: only ignored rows get here
-      ploss[r] = 0.0f;
-      continue;
-    }
-    const float* xr = px + r * v;
-    float* sr = psm + r * v;
-    const double lse = mx[r] + std::log(sum[r]);
-    for (int64_t j = 0; j < v; ++j) {
-      sr[j] = static_cast<float>(std::exp(xr[j] - lse));
-    }
-    ploss[r] = counted[r] ? static_cast<float>(lse - target[r]) : 0.0f;
-  }
-  return Status::OK();
+  return VocabParallelCrossEntropy(ctx, nullptr);
 }
 
 // dLogits = dLoss * (Softmax - onehot(Label - begin)), the onehot only where
@@ -268,6 +211,68 @@ Status CShardCrossEntropyGradKernel(const KernelContext& ctx) {
 }
 
 }  // namespace
+
+// The multi-rank algorithm with its three reductions; with one rank they
+// are the identity and the arithmetic is softmax_with_cross_entropy's, in
+// the same order, so the results match it exactly.
+Status VocabParallelCrossEntropy(const KernelContext& ctx, const ShardReduceFn& reduce) {
+  const int nranks = ctx.Attr<int32_t>("nranks");
+  if (nranks > 1 && !reduce) {
+    return Unimplemented("c_softmax_with_cross_entropy over ", nranks,
+                         " ranks needs a communicator");
+  }
+  const Tensor& logits = ctx.Input("Logits");
+  const Tensor& label = ctx.Input("Label");
+  const VocabShard shard = ShardOf(ctx, logits.shape().back());
+  const int64_t v = shard.v;
+  const int64_t rows = label.numel();
+  const int64_t ignore = ctx.Attr<int32_t>("ignore_index");
+  const float* px = logits.data<float>();
+  const int64_t* pl = label.data<int64_t>();
+  std::vector<char> counted(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    LOOM_ASSIGN_OR_RETURN(bool c, CheckLabel(pl, r, shard.classes, ignore));
+    counted[r] = c;
+  }
+  // 1. Row maxima, reduced to the global maxima.
+  Tensor mx_t(TensorMeta{proto::FP32, {rows}});
+  float* mx = mx_t.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * v;
+    mx[r] = v > 0 ? xr[0] : -std::numeric_limits<float>::infinity();
+    for (int64_t j = 1; j < v; ++j) mx[r] = std::max(mx[r], xr[j]);
+  }
+  if (nranks > 1) LOOM_RETURN_IF_ERROR(reduce({&mx_t}, /*max=*/true));
+  // 2. Sums of exp(x - max), and 3. the target logit from the shard that
+  // holds the label (zero elsewhere): both summed across the shards.
+  Tensor sum_t(TensorMeta{proto::FP64, {rows}});
+  Tensor target_t(TensorMeta{proto::FP64, {rows}});
+  double* sum = sum_t.data<double>();
+  double* target = target_t.data<double>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * v;
+    sum[r] = 0.0;
+    for (int64_t j = 0; j < v; ++j) sum[r] += std::exp(double{xr[j]} - mx[r]);
+    const int64_t local = pl[r] - shard.begin;
+    target[r] = counted[r] && local >= 0 && local < v ? xr[local] : 0.0;
+  }
+  if (nranks > 1) LOOM_RETURN_IF_ERROR(reduce({&sum_t, &target_t}, /*max=*/false));
+  // Every rank now has each row's global log-sum-exp.
+  float* psm = ctx.Output("Softmax")->data<float>();
+  float* ploss = ctx.Output("Loss")->data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (shard.classes == 0) {  // no classes anywhere: only ignored rows
+      ploss[r] = 0.0f;
+      continue;
+    }
+    const float* xr = px + r * v;
+    float* sr = psm + r * v;
+    const double lse = mx[r] + std::log(sum[r]);
+    for (int64_t j = 0; j < v; ++j) sr[j] = static_cast<float>(std::exp(xr[j] - lse));
+    ploss[r] = counted[r] ? static_cast<float>(lse - target[r]) : 0.0f;
+  }
+  return Status::OK();
+}
 
 void RegisterSoftmaxCpuKernels() {
   auto& r = KernelRegistry::Cpu();
