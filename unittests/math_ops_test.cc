@@ -22,21 +22,11 @@ using testing::RandomTensor;
 using testing::RunOne;
 using testing::RunOp;
 using testing::TryRunOne;
+using testing::AppendStatus;
 using testing::TryRunOp;
 using testing::RandomTensorAwayFromZero;
 
 // ---- Helpers ---------------------------------------------------------------
-
-// The status of appending `desc` to a block declaring `vars`.
-Status AppendStatus(const proto::OpDesc& desc,
-                    const std::map<std::string, TensorMeta>& vars) {
-  RegisterAllOps();
-  Program p;
-  for (const auto& [name, meta] : vars) {
-    SetMeta(meta, p.global_block().AddVar(name));
-  }
-  return AppendOpInferShapes(p.global_block(), desc).status();
-}
 
 TensorMeta F32(const Shape& s) { return TensorMeta{proto::FP32, s}; }
 

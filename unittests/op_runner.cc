@@ -34,6 +34,14 @@ StatusOr<Tensor> TryRunOne(const proto::OpDesc& desc,
   return out.at(output);
 }
 
+Status AppendStatus(const proto::OpDesc& desc,
+                    const std::map<std::string, TensorMeta>& vars) {
+  RegisterAllOps();
+  Program p;
+  for (const auto& [name, meta] : vars) SetMeta(meta, p.global_block().AddVar(name));
+  return AppendOpInferShapes(p.global_block(), desc).status();
+}
+
 std::map<std::string, Tensor> RunOp(const proto::OpDesc& desc,
                                     const std::map<std::string, Tensor>& inputs,
                                     const std::vector<std::string>& fetch) {

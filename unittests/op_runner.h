@@ -23,6 +23,11 @@ StatusOr<Tensor> TryRunOne(const proto::OpDesc& desc,
                            const std::map<std::string, Tensor>& inputs,
                            const std::string& output);
 
+// The status of appending `desc`, with shape inference, to a block that
+// declares `vars`: for tests of shape errors.
+Status AppendStatus(const proto::OpDesc& desc,
+                    const std::map<std::string, TensorMeta>& vars);
+
 // The same for tests of values: any error fails the process with its message.
 std::map<std::string, Tensor> RunOp(const proto::OpDesc& desc,
                                     const std::map<std::string, Tensor>& inputs,

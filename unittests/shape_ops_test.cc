@@ -18,19 +18,8 @@ using testing::RandomTensor;
 using testing::RunOne;
 using testing::RunOp;
 using testing::TryRunOne;
+using testing::AppendStatus;
 using testing::TryRunOp;
-
-
-// The status of appending `desc` to a block declaring `inputs`.
-Status AppendStatus(const proto::OpDesc& desc,
-                    const std::map<std::string, TensorMeta>& inputs) {
-  RegisterAllOps();
-  Program p;
-  for (const auto& [name, meta] : inputs) {
-    SetMeta(meta, p.global_block().AddVar(name));
-  }
-  return AppendOpInferShapes(p.global_block(), desc).status();
-}
 
 // 0, 1, 2, ... as floats.
 Tensor Iota(const Shape& shape) {

@@ -21,6 +21,7 @@ using testing::RandomTensor;
 using testing::RunOne;
 using testing::RunOp;
 using testing::TryRunOne;
+using testing::AppendStatus;
 using testing::TryRunOp;
 
 proto::OpDesc CrossEntropyOp(int ignore_index = -100) {
@@ -87,16 +88,6 @@ std::vector<float> JoinColumns(const Tensor& a, const Tensor& b) {
     out.insert(out.end(), vb.begin() + r * n, vb.begin() + (r + 1) * n);
   }
   return out;
-}
-
-Status AppendStatus(const proto::OpDesc& desc,
-                    const std::map<std::string, TensorMeta>& vars) {
-  RegisterAllOps();
-  Program p;
-  for (const auto& [name, meta] : vars) {
-    SetMeta(meta, p.global_block().AddVar(name));
-  }
-  return AppendOpInferShapes(p.global_block(), desc).status();
 }
 
 // ---- one rank
