@@ -7,11 +7,6 @@
 namespace loom {
 namespace {
 
-Status InferSameAsX(InferShapeContext& ctx) {
-  ctx.ShareMeta("X", "Out");
-  return Status::OK();
-}
-
 // A grad maker that emits one `type` op from Out@GRAD to X@GRAD, carrying
 // ring_id, nranks (when the forward op has it) and any `extra` attrs.
 GradMakerFn MirrorGrad(const std::string& type,

@@ -49,11 +49,6 @@ void RegisterBinary(const std::string& type, bool grad_needs_data,
           .Doc("Gradient of " + type + "; broadcast dims are summed."));
 }
 
-Status InferSameAsX(InferShapeContext& ctx) {
-  ctx.ShareMeta("X", "Out");
-  return Status::OK();
-}
-
 }  // namespace
 
 void RegisterElementwiseOps() {

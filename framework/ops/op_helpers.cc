@@ -19,6 +19,11 @@ StatusOr<Shape> BroadcastShapes(const Shape& x, const Shape& y) {
   return out;
 }
 
+Status InferSameAsX(InferShapeContext& ctx) {
+  ctx.ShareMeta("X", "Out");
+  return Status::OK();
+}
+
 StatusOr<int> NormalizeAxis(int axis, int rank) {
   int a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) {

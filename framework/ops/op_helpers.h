@@ -12,6 +12,9 @@ namespace loom {
 // stretches. Error names both shapes.
 StatusOr<Shape> BroadcastShapes(const Shape& x, const Shape& y);
 
+// Out has X's dtype and shape: the inference of every shape-preserving op.
+Status InferSameAsX(InferShapeContext& ctx);
+
 // Normalizes a possibly negative axis against `rank`; error if out of range.
 StatusOr<int> NormalizeAxis(int axis, int rank);
 
