@@ -47,6 +47,18 @@ struct AttrSpec {
 };
 
 using InferShapeFn = std::function<Status(InferShapeContext&)>;
+
+// How an op communicates at run time. The one place that says so: lowering,
+// the executor's kernel dispatch, the plan verifier and the cost model all
+// read it from the schema.
+enum class CommKind : uint8_t {
+  kNone,        // computes locally (identity too: it only marks a boundary)
+  kCollective,  // every member of its ring runs it together
+  kSend,        // to one peer
+  kRecv,        // from one peer
+};
+// "none", "collective", "send", "recv".
+const char* CommKindName(CommKind kind);
 // Given a forward op, returns the ops that compute its input gradients. The
 // conventions: a grad op reads "<slot>@GRAD" for forward output slots and
 // writes "<slot>@GRAD" for forward input slots; autodiff prunes outputs that
@@ -88,8 +100,12 @@ class OpSchema {
     return *this;
   }
   // Communication ops (allreduce, send, ...) are run by communicators.
-  OpSchema& SetCommunication() {
+  // An op of kind kNone may still set `communication` (identity: a
+  // tensor-parallel boundary whose gradient is an allreduce) to give the
+  // ops autodiff makes for it the communication role.
+  OpSchema& SetCommunication(CommKind kind = CommKind::kCollective) {
     communication_ = true;
+    comm_kind_ = kind;
     return *this;
   }
   OpSchema& Doc(std::string doc) {
@@ -105,6 +121,7 @@ class OpSchema {
   const GradMakerFn& grad_maker() const { return grad_maker_; }
   bool differentiable() const { return static_cast<bool>(grad_maker_); }
   bool communication() const { return communication_; }
+  CommKind comm_kind() const { return comm_kind_; }
   const std::string& doc() const { return doc_; }
 
   const SlotSpec* FindInput(const std::string& name) const;
@@ -119,6 +136,7 @@ class OpSchema {
   InferShapeFn infer_shape_;
   GradMakerFn grad_maker_;
   bool communication_ = false;
+  CommKind comm_kind_ = CommKind::kNone;
   std::string doc_;
 };
 
@@ -139,6 +157,9 @@ class OpRegistry {
 // Registers every built-in op once; safe to call from anywhere, any number
 // of times. Explicit, so that no linker can drop a registration.
 void RegisterAllOps();
+
+// The comm kind of `type`'s schema; kNone for an unknown type.
+CommKind CommKindOf(const std::string& type);
 
 // Reads `name` from the desc, falling back to the schema default. nullptr if
 // neither exists.

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "cost_model/analytic_cost.h"
+#include "framework/op_work.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
@@ -122,7 +122,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op* op = ops[i];
     if (!op->HasRole(role::kForward)) continue;
-    const double flops = AnalyticFlops(*op);
+    const double flops = WorkOf(*op).flops;
     if (op->desc().layer() >= 0) {
       current = op->desc().layer();
       layer_cost[current] += flops;

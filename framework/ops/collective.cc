@@ -91,7 +91,7 @@ void RegisterCollectiveOps() {
           .SetInferShape(InferSameAsX)
           .SetGradMaker(MirrorGrad("allreduce",
                                    {MakeAttr<std::string>("reduce_op", "sum")}))
-          .SetCommunication()
+          .SetCommunication(CommKind::kNone)
           .Doc("Out = X. Marks where a replicated value enters rank-local "
                "compute; its gradient is a sum allreduce over ring_id."));
   OpRegistry::Global().Register(
@@ -153,7 +153,7 @@ void RegisterCollectiveOps() {
           .Attr<int32_t>("ring_id", 0)
           .RequiredAttr<int32_t>("peer")
           .SetInferShape(CheckPeer)
-          .SetCommunication()
+          .SetCommunication(CommKind::kSend)
           .Doc("Sends X to rank peer. No outputs: passes must not drop it "
                "as dead code."));
   OpRegistry::Global().Register(
@@ -182,7 +182,7 @@ void RegisterCollectiveOps() {
                           TensorMeta{static_cast<DataType>(dtype), shape});
             return Status::OK();
           })
-          .SetCommunication()
+          .SetCommunication(CommKind::kRecv)
           .Doc("Out = what rank peer sends, of out_shape and dtype."));
 }
 
