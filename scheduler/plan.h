@@ -37,6 +37,11 @@ struct RankPlan {
   // Initializes the rank's parameters and optimizer state.
   Program startup;
 
+  // Identifies the rank's program set: ranks that share their programs
+  // (dp replicas of one (pp, mp) position) return the same key, so that
+  // lowering can share their instructions.
+  const void* programs_key() const { return &programs; }
+
   const Program* ProgramFor(const Job& job) const {
     auto it = programs.find({job.type, job.chunk});
     return it == programs.end() ? nullptr : &it->second;
