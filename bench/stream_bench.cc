@@ -35,7 +35,7 @@ RankPlan ChainPlan(int64_t n, bool alternate) {
 void RunChain(benchmark::State& state, bool alternate) {
   const int64_t n = state.range(0);
   RankPlan plan = ChainPlan(n, alternate);
-  RankGraph graph = LowerRank(plan).value();
+  RankGraph graph = LowerRank(plan, ParallelLayout{}).value();
   Scope scope;
   RankExecutorOptions options;
   options.keep = {StrCat("v", n)};

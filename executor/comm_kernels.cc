@@ -29,7 +29,7 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
 CommKernelFn MakeCommKernels(CommWorld* world) {
   return [world](const Instruction& ins, const KernelContext& ctx) -> Status {
     LOOM_ASSIGN_OR_RETURN(Communicator* comm, world->Get(static_cast<RingId>(ins.ring)));
-    const std::string& type = ins.op->type();
+    const std::string& type = ins.op_type;
     if (type == "allreduce") return AllReduceKernel(ctx, comm);
     if (type == "allgather") return comm->AllGather(ctx.Input("X"), ctx.Output("Out"));
     if (type == "reduce_scatter") {

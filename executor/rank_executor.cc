@@ -18,12 +18,6 @@ int64_t NowNs() {
       .count();
 }
 
-std::string Where(const RankGraph& g, const Instruction& ins, bool chunks) {
-  return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
-                ins.job_index, " (", JobToString(ins.job, chunks), "), ",
-                ins.op->Location());
-}
-
 }  // namespace
 
 RankExecutor::RankExecutor(const RankGraph& graph, Scope* step_scope,
@@ -31,7 +25,7 @@ RankExecutor::RankExecutor(const RankGraph& graph, Scope* step_scope,
     : graph_(graph),
       step_scope_(step_scope),
       options_(std::move(options)),
-      done_(graph.instructions.size()) {}
+      done_(graph.instructions().size()) {}
 
 StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     const RankGraph& graph, const RankPlan& plan, Scope* step_scope,
@@ -42,13 +36,14 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   openblas_set_num_threads(1);
   std::unique_ptr<RankExecutor> exec(
       new RankExecutor(graph, step_scope, std::move(options)));
-  for (int m = 0; m < graph.micro_batches; ++m) {
+  for (int m = 0; m < graph.micro_batches(); ++m) {
     exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
   }
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
   exec->epoch_ns_ = NowNs();
-  for (const auto& [name, queue] : graph.streams) {
-    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &queue);
+  for (const Stream& stream : graph.streams()) {
+    if (stream.queue.empty()) continue;
+    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue);
   }
   return exec;
 }
@@ -65,13 +60,25 @@ RankExecutor::~RankExecutor() {
 }
 
 Status RankExecutor::Bind(const RankPlan& plan) {
-  const bool chunks = plan.num_chunks > 1;
   std::map<Tensor*, int> use_index;
   std::vector<std::pair<Tensor*, int>> uses;
   std::set<std::string> keep(options_.keep.begin(), options_.keep.end());
-  bound_.reserve(graph_.instructions.size());
-  for (const Instruction& ins : graph_.instructions) {
-    const Block& block = *ins.op->block();
+  std::map<const Program*, std::vector<Op*>> program_ops;
+  bound_.reserve(graph_.instructions().size());
+  for (const Instruction& ins : graph_.instructions()) {
+    const Program* program = plan.ProgramFor(ins.job);
+    if (program == nullptr) {
+      return NotFound(InstructionLocation(graph_, ins), ": the plan has no program for the job");
+    }
+    auto [ops, fresh] = program_ops.emplace(program, std::vector<Op*>());
+    if (fresh) ops->second = program->global_block().OpVector();
+    if (ins.op_index >= static_cast<int>(ops->second.size()) ||
+        ops->second[ins.op_index]->type() != ins.op_type) {
+      return FailedPrecondition(InstructionLocation(graph_, ins),
+                                ": the plan's program does not match the graph it was lowered to");
+    }
+    const Op* op = ops->second[ins.op_index];
+    const Block& block = *op->block();
     Scope* micro = micro_scopes_.at(ins.micro_batch).get();
     auto tensor_of = [&](const std::string& name) -> Tensor* {
       const proto::VarDesc* v = block.FindVar(name);
@@ -92,18 +99,21 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     };
     Bound b;
     b.ins = &ins;
-    b.kernel = KernelRegistry::Cpu().Find(ins.op->type());
-    const OpSchema* schema = OpRegistry::Global().Find(ins.op->type());
+    b.op = op;
+    const OpSchema* schema = OpRegistry::Global().Find(ins.op_type);
     if (schema == nullptr) {
-      return NotFound(Where(graph_, ins, chunks), ": unknown op type");
+      return NotFound(InstructionLocation(graph_, ins), ": unknown op type");
     }
-    if (b.kernel == nullptr && !schema->communication()) {
-      return Unimplemented(Where(graph_, ins, chunks), ": no CPU kernel");
+    // The schema says who runs an op: a kernel, or the communicators.
+    if (ins.kind == InstructionKind::kCompute) {
+      b.kernel = KernelRegistry::Cpu().Find(ins.op_type);
+      if (b.kernel == nullptr) {
+        return Unimplemented(InstructionLocation(graph_, ins), ": no CPU kernel");
+      }
     }
-    if (schema->communication() && ins.op->type() != "identity") b.kernel = nullptr;
-    b.inputs = bind(ins.op->desc().inputs());
-    b.outputs = bind(ins.op->desc().outputs());
-    for (const std::string& out : ins.op->OutputVars()) {
+    b.inputs = bind(op->desc().inputs());
+    b.outputs = bind(op->desc().outputs());
+    for (const std::string& out : op->OutputVars()) {
       b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
     }
     // Temporaries this instruction touches (reads of meta only excluded).
@@ -116,14 +126,14 @@ Status RankExecutor::Bind(const RankPlan& plan) {
       ++uses[it->second].second;
       b.touches.push_back(it->second);
     };
-    for (const auto& slot : ins.op->desc().inputs()) {
+    for (const auto& slot : op->desc().inputs()) {
       const SlotSpec* spec = schema->FindInput(slot.name());
       if (spec != nullptr && spec->no_buffer()) continue;
       for (const auto& v : slot.vars()) {
         if (!v.empty()) touch(v);
       }
     }
-    for (const std::string& out : ins.op->OutputVars()) touch(out);
+    for (const std::string& out : op->OutputVars()) touch(out);
     std::sort(b.touches.begin(), b.touches.end());
     b.touches.erase(std::unique(b.touches.begin(), b.touches.end()), b.touches.end());
     bound_.push_back(std::move(b));
@@ -154,9 +164,9 @@ void RankExecutor::Fail(Status s) {
 
 Status RankExecutor::RunInstruction(Bound& b) {
   const Instruction& ins = *b.ins;
-  if (ins.skip) return Status::OK();
+  if (ins.kind == InstructionKind::kNoOp) return Status::OK();
   for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
-  KernelContext ctx(ins.op->desc(), b.inputs, b.outputs);
+  KernelContext ctx(b.op->desc(), b.inputs, b.outputs);
   if (b.kernel != nullptr) return b.kernel(ctx);
   if (!options_.comm) {
     return Unimplemented("communication op without a communicator");
@@ -184,12 +194,11 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue) {
       const int64_t start = options_.trace ? NowNs() : 0;
       Status s = RunInstruction(b);
       if (!s.ok()) {
-        Fail(s.WithContext(Where(graph_, *b.ins, false)));
+        Fail(s.WithContext(InstructionLocation(graph_, *b.ins)));
         break;
       }
       if (options_.trace) {
-        TraceEvent e{graph_.rank, b.ins->stream, b.ins->op->type(), b.ins->job,
-                     start - epoch_ns_, NowNs() - epoch_ns_};
+        TraceEvent e = TraceEventOf(graph_, *b.ins, start - epoch_ns_, NowNs() - epoch_ns_);
         std::lock_guard<std::mutex> lock(trace_mu_);
         trace_.push_back(std::move(e));
       }

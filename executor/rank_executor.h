@@ -26,21 +26,13 @@
 #include "executor/scope.h"
 #include "executor/stream_sync.h"
 #include "scheduler/execution_graph.h"
+#include "scheduler/trace.h"
 
 namespace loom {
 
-// One executed instruction, for traces.
-struct TraceEvent {
-  int rank = 0;
-  std::string stream;
-  std::string op;
-  Job job;
-  int64_t start_ns = 0;  // since the executor's epoch
-  int64_t end_ns = 0;
-};
-
-// Runs a communication op (collective, send, recv, or a compute op with
-// collectives inside). Returns Unimplemented for ops it does not handle.
+// Runs a communicating instruction (collective, send, recv; a collective
+// may compute too, as the vocabulary-parallel cross entropy does). Returns
+// Unimplemented for ops it does not handle.
 using CommKernelFn =
     std::function<Status(const Instruction&, const KernelContext&)>;
 
@@ -71,7 +63,8 @@ class RankExecutor {
  private:
   struct Bound {
     const Instruction* ins;
-    KernelFn kernel;  // nullptr: a communication op
+    const Op* op = nullptr;  // in the plan's program
+    KernelFn kernel = nullptr;  // nullptr: a communication op or a no-op
     std::vector<BoundSlot> inputs, outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<int> touches;  // indices into uses_, released when done

@@ -7,6 +7,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include "framework/file_util.h"
 #include "framework/verifier.h"
 
 namespace loom {
@@ -105,19 +106,12 @@ StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format) {
 Status SaveProgram(const Program& program, const std::string& path) {
   std::string bytes = IsTextFormatPath(path) ? SerializeProgramText(program)
                                              : SerializeProgramBinary(program);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return NotFound(path, ": cannot open for writing");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) return DataLoss(path, ": write failed");
-  return Status::OK();
+  return WriteFileAtomically(path, bytes);
 }
 
 StatusOr<Program> LoadProgram(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path, ": cannot open");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  auto program = ParseProgram(buf.str(), IsTextFormatPath(path));
+  LOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  auto program = ParseProgram(bytes, IsTextFormatPath(path));
   if (!program.ok()) return program.status().WithContext(path);
   return program;
 }

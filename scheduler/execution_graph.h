@@ -4,11 +4,24 @@
 // simulator interpret this same graph with the same rules:
 //   - a stream runs its instructions in issue order (FIFO);
 //   - an instruction starts once every instruction in `deps` has finished;
-//   - a collective or send/recv meets its peers by (ring, sequence number).
+//   - a collective starts once every member of its group has reached it,
+//     and a send and its recv start together (Gloo's unbound-buffer send
+//     waits for the receiver), matched by (ring, sequence number).
+//
+// The graph describes itself: each instruction carries its kind, stream and
+// priority, the work it does and the bytes it moves, so that the simulator
+// and the cost model need neither the executor nor the Plan. The executor
+// finds an instruction's op through (job, op_index) in the rank's plan.
+//
+// Ranks that differ only in their dp coordinate run the same programs and
+// job list, so they share one lowered body; what differs (the global ranks
+// of each group, the peer of each transfer) is resolved per rank.
 #ifndef LOOM_SCHEDULER_EXECUTION_GRAPH_H_
 #define LOOM_SCHEDULER_EXECUTION_GRAPH_H_
 
-#include <map>
+#include <array>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,53 +29,112 @@
 
 namespace loom {
 
+enum class InstructionKind : uint8_t {
+  kCompute,     // a kernel on this rank
+  kCollective,  // with every member of its group (may compute too)
+  kSend,        // to its peer
+  kRecv,        // from its peer
+  kNoOp,        // keeps its place in its stream and does nothing
+};
+// "compute", "collective", "send", "recv", "noop".
+const char* InstructionKindName(InstructionKind kind);
+
 struct Instruction {
-  int id = 0;          // index in RankGraph::instructions
-  int job_index = 0;   // index in the rank's job list
+  int id = 0;         // index in the body's instructions
+  int job_index = 0;  // index in the rank's job list
   Job job;
-  const Op* op = nullptr;  // in the RankPlan's program for `job`
-  std::string stream;      // "calc" when the op names none
+  int op_index = 0;   // index of the op in the job program's global block
+  std::string op_type;
+  InstructionKind kind = InstructionKind::kCompute;
+  int stream = 0;     // index into RankGraphBody::streams
+  int stream_priority = 0;  // higher runs first where streams compete
   // Instructions of the same rank that must finish first. Only cross-stream
   // dependencies are listed; a stream's own order is implicit.
   std::vector<int> deps;
-  // Communication: the ring, and the index of this call among this rank's
-  // calls on the ring (send/recv: among calls to / from the same peer).
-  int ring = 0;
-  int64_t comm_seq = -1;
-  // A last_micro_batch_only op outside the last micro-batch: issued (it
-  // keeps its place in the stream) but does nothing.
-  bool skip = false;
   // Scope of the vars it touches: its micro-batch (persistables live in
   // the step scope, shared by all).
   int micro_batch = 0;
+
+  // Work, counted from shapes (framework/op_work.h); `signature` indexes
+  // RankGraphBody::signatures, the cost table's key.
+  double flops = 0;
+  double bytes = 0;
+  int signature = 0;
+
+  // Communication. ring: the group kind (RankGraph::Group gives its global
+  // ranks); peer_stage: a transfer's peer (RankGraph::Peer gives its rank);
+  // comm_seq: the index of this call among this rank's calls on the ring
+  // (send/recv: among its calls to / from the same peer).
+  RingId ring = kMpRing;
+  int peer_stage = -1;
+  int64_t comm_seq = -1;
+  int64_t comm_bytes = 0;  // bytes this rank contributes to one call
+  int comm_calls = 0;      // calls per run (3 for the vocab-parallel CE)
+
+  bool communicates() const {
+    return kind == InstructionKind::kCollective ||
+           kind == InstructionKind::kSend || kind == InstructionKind::kRecv;
+  }
+};
+
+struct Stream {
+  std::string name;          // "calc", "mp", "dp", "p2p_send", ...
+  std::vector<int> queue;    // instruction ids, issue order
+};
+
+// What ranks sharing a program set share: instructions and streams.
+struct RankGraphBody {
+  int micro_batches = 1;
+  int num_chunks = 1;
+  std::vector<Instruction> instructions;  // issue order
+  std::vector<Stream> streams;            // sorted by name
+  std::vector<std::string> signatures;
+
+  // The index of stream `name`, or -1.
+  int FindStream(const std::string& name) const;
 };
 
 struct RankGraph {
   int rank = 0;
   RankCoords coords;
-  int micro_batches = 1;
-  std::vector<Instruction> instructions;  // issue order
-  // Stream name -> its instructions, in issue order.
-  std::map<std::string, std::vector<int>> streams;
+  std::shared_ptr<const RankGraphBody> body;
+  // Global ranks of each ring's group, in group-rank order, indexed by
+  // RingId; empty where the rank has no such group.
+  std::array<std::vector<int>, kNumRingIds> groups;
+  // Global rank at each pipeline stage with this rank's dp and mp.
+  std::vector<int> stage_ranks;
+
+  const std::vector<Instruction>& instructions() const { return body->instructions; }
+  const std::vector<Stream>& streams() const { return body->streams; }
+  int micro_batches() const { return body->micro_batches; }
+  const std::vector<int>& Group(const Instruction& ins) const { return groups[ins.ring]; }
+  int Peer(const Instruction& ins) const { return stage_ranks.at(ins.peer_stage); }
+  const std::string& StreamName(const Instruction& ins) const {
+    return body->streams[ins.stream].name;
+  }
 };
 
 struct ExecutionGraph {
   ParallelLayout layout;
-  std::vector<RankGraph> ranks;
+  std::vector<RankGraph> ranks;  // the plan's ranks, in its order
 };
 
-// Lowers every rank of the plan. Cross-stream dependencies come from data
-// flow within a micro-batch's scope (read after write, write after read,
-// write after write; persistables across all micro-batches), from the
-// events passes recorded and waited on, and from issue order on each ring,
-// so that every member of a group issues its collectives in the same order
-// whatever streams they sit on. The plan must hold the programs for as long
-// as the graph is used.
+// Lowers every rank of the plan; ranks with the same program set and job
+// list share one body. Cross-stream dependencies come from data flow
+// within a micro-batch's scope (read after write, write after read, write
+// after write; persistables across all micro-batches), from the events
+// passes recorded and waited on, and from issue order on each ring, so
+// that every member of a group issues its collectives in the same order
+// whatever streams they sit on.
 StatusOr<ExecutionGraph> LowerPlan(const Plan& plan);
-StatusOr<RankGraph> LowerRank(const RankPlan& rank);
+StatusOr<RankGraph> LowerRank(const RankPlan& rank, const ParallelLayout& layout);
 
 // "calc: F0:lookup_table F0:elementwise_add ...", one line per stream.
 std::string RankGraphToString(const RankGraph& graph);
+
+// "rank 3 (dp=0 mp=1 pp=1), job 5 (B2), op 17 (matmul_grad)": where an
+// instruction is, for errors.
+std::string InstructionLocation(const RankGraph& graph, const Instruction& ins);
 
 }  // namespace loom
 

@@ -44,4 +44,34 @@ std::string JobListToString(const std::vector<Job>& jobs, bool with_chunk) {
   return out;
 }
 
+StatusOr<Job> ParseJob(const std::string& text) {
+  Job job;
+  if (text == "O") {
+    job.type = JobType::kOptimizer;
+    return job;
+  }
+  auto bad = [&] { return InvalidArgument("'", text, "' is not a job (F3, B3, b3, w3, F3.1 or O)"); };
+  if (text.size() < 2) return bad();
+  switch (text[0]) {
+    case 'F': job.type = JobType::kForward; break;
+    case 'B': job.type = JobType::kBackward; break;
+    case 'b': job.type = JobType::kBackwardB; break;
+    case 'w': job.type = JobType::kBackwardW; break;
+    default: return bad();
+  }
+  const size_t dot = text.find('.');
+  const std::string mb = text.substr(1, dot == std::string::npos ? std::string::npos : dot - 1);
+  const std::string chunk = dot == std::string::npos ? "0" : text.substr(dot + 1);
+  auto number = [](const std::string& s, int* out) {
+    if (s.empty() || s.size() > 9) return false;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+    }
+    *out = std::stoi(s);
+    return true;
+  };
+  if (!number(mb, &job.micro_batch) || !number(chunk, &job.chunk)) return bad();
+  return job;
+}
+
 }  // namespace loom

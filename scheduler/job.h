@@ -41,6 +41,8 @@ struct Job {
 // (W half), O; with chunks, F3.1 is micro-batch 3 of chunk 1.
 std::string JobToString(const Job& job, bool with_chunk = false);
 std::string JobListToString(const std::vector<Job>& jobs, bool with_chunk = false);
+// The inverse of JobToString: "F3", "w2.1", "O".
+StatusOr<Job> ParseJob(const std::string& text);
 
 struct ScheduleParams {
   int stage = 0;

@@ -5,6 +5,7 @@
 #define LOOM_SCHEDULER_LAYOUT_H_
 
 #include <string>
+#include <vector>
 
 #include "framework/status.h"
 
@@ -19,6 +20,11 @@ enum RingId : int {
   kPpRing = 3,           // ranks that differ only in pp (send/recv peers)
   kSharedParamRing = 4,  // the stages sharing a tied parameter
 };
+
+// Arrays indexed by RingId have this size (index 0 is unused).
+inline constexpr int kNumRingIds = 5;
+inline constexpr RingId kAllRings[] = {kMpRing, kDpRing, kPpRing,
+                                       kSharedParamRing};
 
 // "mp", "dp", "pp", "shared_param"; "unknown" for a value outside RingId.
 const char* RingName(RingId ring);
@@ -50,6 +56,19 @@ struct ParallelLayout {
 
 // "dp=1 mp=0 pp=3"
 std::string CoordsToString(const RankCoords& c);
+
+// The global ranks of `rank`'s group on `ring`, in group-rank order:
+//   kMpRing          the ranks with its dp and pp, in mp order
+//   kDpRing          the ranks with its mp and pp, in dp order
+//   kPpRing          the ranks with its dp and mp, in pp order (group rank
+//                    == pipeline stage)
+//   kSharedParamRing the first and last stage with its dp and mp (group
+//                    rank 0 is stage 0); only when pp > 1, and only for
+//                    those two stages
+// Empty when the rank has no such group. The one definition of group
+// membership: communicators, lowering and the plan verifier all use it.
+std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
+                             RingId ring);
 
 }  // namespace loom
 

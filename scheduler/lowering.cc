@@ -1,11 +1,31 @@
 #include <algorithm>
+#include <map>
+#include <set>
 #include <unordered_map>
 
-#include "scheduler/comm_ops.h"
+#include "framework/op_registry.h"
+#include "framework/op_work.h"
 #include "scheduler/execution_graph.h"
 
 namespace loom {
 namespace {
+
+// What lowering needs of one op, computed once however many jobs run it.
+struct OpFacts {
+  std::string type;
+  CommKind comm = CommKind::kNone;
+  int stream = 0;
+  int priority = 0;
+  bool last_micro_batch_only = false;
+  OpWork work;
+  int signature = 0;
+  RingId ring = kMpRing;
+  int peer_stage = -1;
+  // Vars as interned ids, with whether each lives in the step scope.
+  std::vector<std::pair<int, bool>> inputs, outputs;
+  const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
+  const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
+};
 
 // Tracks, per var of a scope, its last writer and the readers since.
 struct VarState {
@@ -13,76 +33,178 @@ struct VarState {
   std::vector<int> readers;
 };
 
-}  // namespace
+class RankLowering {
+ public:
+  explicit RankLowering(const RankPlan& plan) : plan_(plan) {}
 
-StatusOr<RankGraph> LowerRank(const RankPlan& plan) {
-  RankGraph g;
-  g.rank = plan.rank;
-  g.coords = plan.coords;
-  for (const Job& j : plan.jobs) g.micro_batches = std::max(g.micro_batches, j.micro_batch + 1);
-  // (scope, var) -> state; scope -1 is the step scope of persistables.
-  std::map<std::pair<int, std::string>, VarState> vars;
-  std::unordered_map<std::string, int> recorded;          // "mb/event" -> instruction
-  std::map<int, int> last_on_ring;                        // ring -> instruction
-  std::map<int, int64_t> ring_calls;                      // ring -> calls so far
-  std::map<std::pair<int, int>, int64_t> p2p_calls;       // (peer, send?) -> calls
+  StatusOr<std::shared_ptr<RankGraphBody>> Run();
 
-  for (int ji = 0; ji < static_cast<int>(plan.jobs.size()); ++ji) {
-    const Job& job = plan.jobs[ji];
-    const Program* program = plan.ProgramFor(job);
-    if (program == nullptr) {
-      return NotFound("rank ", plan.rank, ", job ", ji, " (",
-                      JobToString(job, plan.num_chunks > 1), "): no program");
+ private:
+  std::string JobWhere(int ji) const {
+    return StrCat("rank ", plan_.rank, ", job ", ji, " (",
+                  JobToString(plan_.jobs[ji], plan_.num_chunks > 1), ")");
+  }
+  // Streams are indexed in name order, so that every rank's body lists them
+  // the same way.
+  Status CollectStreams();
+  const std::vector<OpFacts>& FactsOf(const Program& program);
+  int VarId(const std::string& name) {
+    auto [it, fresh] = var_ids_.emplace(name, static_cast<int>(var_ids_.size()));
+    return it->second;
+  }
+  VarState& State(int micro_batch, const std::pair<int, bool>& var) {
+    std::vector<VarState>& scope = var.second ? step_vars_ : micro_vars_[micro_batch];
+    if (static_cast<int>(scope.size()) <= var.first) scope.resize(var_ids_.size());
+    return scope[var.first];
+  }
+
+  const RankPlan& plan_;
+  std::shared_ptr<RankGraphBody> body_ = std::make_shared<RankGraphBody>();
+  std::map<std::string, int> stream_index_;
+  std::unordered_map<const Program*, std::vector<OpFacts>> facts_;
+  std::unordered_map<std::string, int> signature_index_;
+  std::unordered_map<std::string, int> var_ids_;
+  std::vector<VarState> step_vars_;
+  std::vector<std::vector<VarState>> micro_vars_;
+};
+
+Status RankLowering::CollectStreams() {
+  std::set<std::string> names = {stream::kCalc};
+  std::set<const Program*> seen;
+  for (int ji = 0; ji < static_cast<int>(plan_.jobs.size()); ++ji) {
+    const Program* program = plan_.ProgramFor(plan_.jobs[ji]);
+    if (program == nullptr) return NotFound(JobWhere(ji), ": no program");
+    if (!seen.insert(program).second) continue;
+    for (Op* op : program->global_block().ops()) {
+      if (!op->desc().stream().empty()) names.insert(op->desc().stream());
     }
-    const Block& block = program->global_block();
+  }
+  for (const std::string& name : names) {
+    stream_index_[name] = static_cast<int>(body_->streams.size());
+    body_->streams.push_back(Stream{name, {}});
+  }
+  return Status::OK();
+}
+
+const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
+  auto [it, fresh] = facts_.emplace(&program, std::vector<OpFacts>());
+  if (!fresh) return it->second;
+  const Block& block = program.global_block();
+  auto var = [&](const std::string& name) {
+    const proto::VarDesc* v = block.FindVar(name);
+    return std::make_pair(VarId(name), v != nullptr && v->persistable());
+  };
+  for (Op* op : block.ops()) {
+    OpFacts f;
+    f.type = op->type();
+    f.comm = CommKindOf(f.type);
+    const std::string& s = op->desc().stream();
+    f.stream = stream_index_.at(s.empty() ? std::string(stream::kCalc) : s);
+    f.priority = op->desc().stream_priority();
+    f.last_micro_batch_only = op->desc().last_micro_batch_only();
+    f.work = WorkOf(*op);
+    auto [sig, added] = signature_index_.emplace(
+        OpSignature(*op), static_cast<int>(body_->signatures.size()));
+    if (added) body_->signatures.push_back(sig->first);
+    f.signature = sig->second;
+    if (f.comm != CommKind::kNone) {
+      f.ring = static_cast<RingId>(op->GetAttr<int32_t>("ring_id"));
+    }
+    if (f.comm == CommKind::kSend || f.comm == CommKind::kRecv) {
+      f.peer_stage = op->GetAttr<int32_t>("peer");
+    }
+    for (const std::string& in : op->InputVars()) f.inputs.push_back(var(in));
+    for (const std::string& out : op->OutputVars()) f.outputs.push_back(var(out));
+    f.record_events = &op->desc().record_events();
+    f.wait_events = &op->desc().wait_events();
+    it->second.push_back(std::move(f));
+  }
+  return it->second;
+}
+
+StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
+  RankGraphBody& g = *body_;
+  g.num_chunks = plan_.num_chunks;
+  for (const Job& j : plan_.jobs) g.micro_batches = std::max(g.micro_batches, j.micro_batch + 1);
+  micro_vars_.resize(g.micro_batches);
+  LOOM_RETURN_IF_ERROR(CollectStreams());
+
+  std::unordered_map<std::string, int> recorded;  // "mb/event" -> instruction
+  std::array<int, kNumRingIds> last_on_ring;
+  std::array<int64_t, kNumRingIds> ring_calls{};
+  last_on_ring.fill(-1);
+  std::map<std::pair<int, bool>, int64_t> p2p_calls;  // (peer, send?) -> calls
+  std::vector<int> deps;
+
+  for (int ji = 0; ji < static_cast<int>(plan_.jobs.size()); ++ji) {
+    const Job& job = plan_.jobs[ji];
+    const std::vector<OpFacts>& ops = FactsOf(*plan_.ProgramFor(job));
     const bool last_mb = job.micro_batch == g.micro_batches - 1 ||
                          job.type == JobType::kOptimizer;
-    for (Op* op : block.ops()) {
+    for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
+      const OpFacts& f = ops[k];
       Instruction ins;
       ins.id = static_cast<int>(g.instructions.size());
       ins.job_index = ji;
       ins.job = job;
-      ins.op = op;
+      ins.op_index = k;
+      ins.op_type = f.type;
+      ins.stream = f.stream;
+      ins.stream_priority = f.priority;
       ins.micro_batch = job.micro_batch;
-      ins.stream = op->desc().stream().empty() ? stream::kCalc : op->desc().stream();
-      ins.skip = op->desc().last_micro_batch_only() && !last_mb;
-      std::vector<int> deps;
-      auto scope_of = [&](const std::string& var) {
-        const proto::VarDesc* v = block.FindVar(var);
-        return v != nullptr && v->persistable() ? -1 : job.micro_batch;
-      };
-      for (const std::string& in : op->InputVars()) {
-        VarState& s = vars[{scope_of(in), in}];
+      ins.flops = f.work.flops;
+      ins.bytes = f.work.bytes;
+      ins.signature = f.signature;
+      switch (f.comm) {
+        case CommKind::kNone:
+          ins.kind = InstructionKind::kCompute;
+          break;
+        case CommKind::kCollective:
+          ins.kind = InstructionKind::kCollective;
+          break;
+        case CommKind::kSend:
+          ins.kind = InstructionKind::kSend;
+          break;
+        case CommKind::kRecv:
+          ins.kind = InstructionKind::kRecv;
+          break;
+      }
+      // A last_micro_batch_only op outside the last micro-batch keeps its
+      // place and its dependencies but does nothing.
+      if (f.last_micro_batch_only && !last_mb) ins.kind = InstructionKind::kNoOp;
+
+      deps.clear();
+      for (const auto& in : f.inputs) {
+        const VarState& s = State(job.micro_batch, in);
         if (s.writer >= 0) deps.push_back(s.writer);
       }
-      for (const std::string& out : op->OutputVars()) {
-        VarState& s = vars[{scope_of(out), out}];
+      for (const auto& out : f.outputs) {
+        const VarState& s = State(job.micro_batch, out);
         if (s.writer >= 0) deps.push_back(s.writer);
-        for (int r : s.readers) deps.push_back(r);
+        deps.insert(deps.end(), s.readers.begin(), s.readers.end());
       }
-      for (const std::string& e : op->desc().wait_events()) {
+      for (const std::string& e : *f.wait_events) {
         auto it = recorded.find(StrCat(job.micro_batch, "/", e));
         if (it == recorded.end()) {
-          return FailedPrecondition("rank ", plan.rank, ", job ", ji, " (",
-                                    JobToString(job, plan.num_chunks > 1), "): ",
-                                    op->Location(), " waits on event '", e,
+          return FailedPrecondition(JobWhere(ji), ": op ", k, " (", f.type,
+                                    ") waits on event '", e,
                                     "', which no earlier op records");
         }
         deps.push_back(it->second);
       }
-      const std::string& type = op->type();
-      if (IsRuntimeCollective(type) || type == "send" || type == "recv") {
-        ins.ring = op->GetAttr<int32_t>("ring_id");
-        if (type == "send" || type == "recv") {
-          const int peer = op->GetAttr<int32_t>("peer");
-          ins.comm_seq = p2p_calls[{peer, type == "send"}]++;
-        } else {
-          ins.comm_seq = ring_calls[ins.ring]++;
+      if (ins.communicates()) {
+        ins.ring = f.ring;
+        ins.peer_stage = f.peer_stage;
+        ins.comm_bytes = f.work.comm_bytes;
+        ins.comm_calls = f.work.comm_calls;
+        if (ins.kind == InstructionKind::kCollective) {
+          ins.comm_seq = ring_calls[f.ring]++;
           // Every member issues the ring's calls in plan order, whatever
           // stream each call sits on.
-          auto prev = last_on_ring.find(ins.ring);
-          if (prev != last_on_ring.end()) deps.push_back(prev->second);
-          last_on_ring[ins.ring] = ins.id;
+          if (last_on_ring[f.ring] >= 0) deps.push_back(last_on_ring[f.ring]);
+          last_on_ring[f.ring] = ins.id;
+        } else {
+          ins.comm_seq = p2p_calls[{f.peer_stage, ins.kind == InstructionKind::kSend}]++;
         }
       }
       // Keep only cross-stream dependencies, once each.
@@ -91,21 +213,59 @@ StatusOr<RankGraph> LowerRank(const RankPlan& plan) {
       for (int d : deps) {
         if (g.instructions[d].stream != ins.stream) ins.deps.push_back(d);
       }
-      for (const std::string& in : op->InputVars()) {
-        vars[{scope_of(in), in}].readers.push_back(ins.id);
-      }
-      for (const std::string& out : op->OutputVars()) {
-        VarState& s = vars[{scope_of(out), out}];
+      for (const auto& in : f.inputs) State(job.micro_batch, in).readers.push_back(ins.id);
+      for (const auto& out : f.outputs) {
+        VarState& s = State(job.micro_batch, out);
         s.writer = ins.id;
         s.readers.clear();
       }
-      for (const std::string& e : op->desc().record_events()) {
+      for (const std::string& e : *f.record_events) {
         recorded[StrCat(job.micro_batch, "/", e)] = ins.id;
       }
-      g.streams[ins.stream].push_back(ins.id);
+      g.streams[ins.stream].queue.push_back(ins.id);
       g.instructions.push_back(std::move(ins));
     }
   }
+  return body_;
+}
+
+void ResolveGroups(const ParallelLayout& layout, RankGraph* g) {
+  for (RingId ring : kAllRings) g->groups[ring] = RingMembers(layout, g->rank, ring);
+  g->stage_ranks.resize(layout.pp);
+  for (int s = 0; s < layout.pp; ++s) g->stage_ranks[s] = layout.RankAtStage(g->coords, s);
+}
+
+}  // namespace
+
+const char* InstructionKindName(InstructionKind kind) {
+  switch (kind) {
+    case InstructionKind::kCompute:
+      return "compute";
+    case InstructionKind::kCollective:
+      return "collective";
+    case InstructionKind::kSend:
+      return "send";
+    case InstructionKind::kRecv:
+      return "recv";
+    case InstructionKind::kNoOp:
+      return "noop";
+  }
+  return "unknown";
+}
+
+int RankGraphBody::FindStream(const std::string& name) const {
+  for (int i = 0; i < static_cast<int>(streams.size()); ++i) {
+    if (streams[i].name == name) return i;
+  }
+  return -1;
+}
+
+StatusOr<RankGraph> LowerRank(const RankPlan& plan, const ParallelLayout& layout) {
+  RankGraph g;
+  g.rank = plan.rank;
+  g.coords = plan.coords;
+  LOOM_ASSIGN_OR_RETURN(g.body, RankLowering(plan).Run());
+  ResolveGroups(layout, &g);
   return g;
 }
 
@@ -113,8 +273,23 @@ StatusOr<ExecutionGraph> LowerPlan(const Plan& plan) {
   ExecutionGraph graph;
   graph.layout = plan.layout;
   graph.ranks.reserve(plan.ranks.size());
+  // Ranks running the same program set and job list share one body.
+  std::unordered_map<const void*, std::vector<int>> lowered;  // key -> ranks
   for (const RankPlan& rp : plan.ranks) {
-    LOOM_ASSIGN_OR_RETURN(RankGraph g, LowerRank(rp));
+    RankGraph g;
+    g.rank = rp.rank;
+    g.coords = rp.coords;
+    for (int other : lowered[rp.programs_key()]) {
+      if (plan.ranks[other].jobs == rp.jobs) {
+        g.body = graph.ranks[other].body;
+        break;
+      }
+    }
+    if (g.body == nullptr) {
+      LOOM_ASSIGN_OR_RETURN(g.body, RankLowering(rp).Run());
+      lowered[rp.programs_key()].push_back(static_cast<int>(graph.ranks.size()));
+    }
+    ResolveGroups(plan.layout, &g);
     graph.ranks.push_back(std::move(g));
   }
   return graph;
@@ -122,16 +297,23 @@ StatusOr<ExecutionGraph> LowerPlan(const Plan& plan) {
 
 std::string RankGraphToString(const RankGraph& g) {
   std::string out;
-  for (const auto& [stream, ids] : g.streams) {
-    out += stream + ":";
-    for (int id : ids) {
-      const Instruction& ins = g.instructions[id];
-      out += StrCat(" ", JobToString(ins.job, false), ":", ins.op->type());
-      if (ins.skip) out += "(skip)";
+  for (const Stream& s : g.streams()) {
+    if (s.queue.empty()) continue;
+    out += s.name + ":";
+    for (int id : s.queue) {
+      const Instruction& ins = g.instructions()[id];
+      out += StrCat(" ", JobToString(ins.job, false), ":", ins.op_type);
+      if (ins.kind == InstructionKind::kNoOp) out += "(skip)";
     }
     out += "\n";
   }
   return out;
+}
+
+std::string InstructionLocation(const RankGraph& g, const Instruction& ins) {
+  return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
+                ins.job_index, " (", JobToString(ins.job, g.body->num_chunks > 1),
+                "), op ", ins.op_index, " (", ins.op_type, ")");
 }
 
 }  // namespace loom

@@ -31,18 +31,19 @@
 //     counts must be equal, and each pair must agree on the var name, the
 //     micro-batch of their jobs, and dtype and shape (the send's X var vs the
 //     recv's out_shape and dtype).
-//  6. Collectives (allreduce, allgather, reduce_scatter, broadcast,
-//     c_softmax_with_cross_entropy; identity is not one): every member of a
+//  6. Collectives (ops whose schema's comm kind is kCollective: allreduce,
+//     allgather, reduce_scatter, broadcast, c_softmax_with_cross_entropy): every member of a
 //     group issues the same sequence on that ring: same op type, micro-batch,
 //     number, dtypes and shapes of inputs, reduce_op, root and nranks; nranks
-//     must equal the group's size. Groups: kMpRing = same dp and pp, kDpRing
-//     = same mp and pp, kPpRing = same dp and mp, kSharedParamRing = the ranks
-//     with the same dp and mp that issue at least one collective on it.
-//  7. Deadlock freedom: all ranks are simulated together. A send never
-//     blocks, a recv blocks until its paired send was issued, a collective
-//     until every member of its group has reached it. A stall names what a
-//     few of the blocked ranks wait on, following the chain of waits from the
-//     lowest blocked rank. Linear in the total number of ops executed.
+//     must equal the group's size. Groups are RingMembers (scheduler/layout.h); a
+//     collective on a ring where the rank has no group is an error.
+//  7. Deadlock freedom: the plan is lowered to its ExecutionGraph and the
+//     simulator (scheduler/simulator.h) runs it at zero cost under the
+//     executor's rules: streams in issue order, dependencies, collectives
+//     that start when every member arrives, sends that wait for their
+//     recv. A stall names what the blocked ranks wait on, following the
+//     chain of waits from the lowest blocked rank. The plan that is proven
+//     is the plan that runs.
 //
 // Errors are located "rank R (dp=.. mp=.. pp=..), job J (F3): op K (type): "
 // wherever a location applies.
@@ -52,7 +53,6 @@
 #include <cstdint>
 
 #include "framework/status.h"
-#include "scheduler/comm_ops.h"  // IsRuntimeCollective: what check 6 covers
 #include "scheduler/plan.h"
 
 namespace loom {

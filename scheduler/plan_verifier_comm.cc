@@ -1,6 +1,7 @@
 // Checks 5 and 6 of the plan verifier, across ranks: each send pairs with
 // its recv, and each group issues the same collectives.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,9 @@ void PlanVerifier::CollectCommunication() {
   sends_.assign(static_cast<size_t>(world()) * layout_.pp, {});
   recvs_.assign(sends_.size(), {});
   sequences_.assign(static_cast<size_t>(world()) * kNumRings, {});
-  groups_.assign(static_cast<size_t>(world()) * kNumRings, {});
+  groups_.clear();
+  group_of_.assign(static_cast<size_t>(world()) * kNumRings, -1);
+  std::map<std::vector<int>, int> group_index;
   for (int r = 0; r < world(); ++r) {
     const RankCoords& c = rank(r).coords;
     const RankInfo& info = ranks_[r];
@@ -110,9 +113,12 @@ void PlanVerifier::CollectCommunication() {
         }
       }
     }
-    for (RingId ring : kRings) {
-      if (ring == kSharedParamRing && Sequence(r, ring).empty()) continue;
-      groups_[Group(ring, c)].push_back(r);  // ascending: r ascends
+    for (RingId ring : kAllRings) {
+      std::vector<int> members = RingMembers(layout_, r, ring);
+      if (members.empty()) continue;
+      auto [it, fresh] = group_index.emplace(members, static_cast<int>(groups_.size()));
+      if (fresh) groups_.push_back(std::move(members));
+      group_of_[r * kNumRings + ring - 1] = it->second;
     }
   }
 }
@@ -177,10 +183,23 @@ Status PlanVerifier::CheckCollectives() {
   auto call = [&](const OpRef& ref) {
     return Call(*op(ref).op, job(ref.rank, ref.job).micro_batch);
   };
-  for (RingId ring : kRings) {
-    for (int g = (ring - 1) * world(); g < ring * world(); ++g) {
+  // A rank that issues collectives on a ring it has no group on.
+  for (int r = 0; r < world(); ++r) {
+    for (RingId ring : kAllRings) {
+      if (Group(r, ring) < 0 && !Sequence(r, ring).empty()) {
+        return InvalidArgument(Where(Sequence(r, ring).front()), ": a collective on ring ",
+                               RingName(ring), ", but ", RankName(r), " has no ",
+                               RingName(ring), " group");
+      }
+    }
+  }
+  for (RingId ring : kAllRings) {
+    std::vector<char> checked(groups_.size(), 0);
+    for (int r = 0; r < world(); ++r) {
+      const int g = Group(r, ring);
+      if (g < 0 || checked[g]) continue;
+      checked[g] = 1;
       const std::vector<int>& members = groups_[g];
-      if (members.empty()) continue;
       const int size = static_cast<int>(members.size());
       // nranks, where an op has it, is the group's size.
       for (int m : members) {
@@ -196,6 +215,7 @@ Status PlanVerifier::CheckCollectives() {
       }
       const int a = members[0];
       const std::vector<OpRef>& first = Sequence(a, ring);
+      stats_.collectives += static_cast<int64_t>(first.size());
       for (int i = 1; i < size; ++i) {
         const int b = members[i];
         const std::vector<OpRef>& other = Sequence(b, ring);

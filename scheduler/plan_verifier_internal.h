@@ -4,7 +4,8 @@
 //                              list, programs, attributes, events, data flow
 //   plan_verifier_comm.cc      5-6: across ranks, transfer pairing and
 //                              collective sequences
-//   plan_verifier_deadlock.cc  7: all ranks simulated together
+//   plan_verifier.cc           7: the lowered plan simulated at zero cost
+//                              (scheduler/simulator.h)
 #ifndef LOOM_SCHEDULER_PLAN_VERIFIER_INTERNAL_H_
 #define LOOM_SCHEDULER_PLAN_VERIFIER_INTERNAL_H_
 
@@ -21,10 +22,7 @@
 namespace loom {
 namespace plan_verifier_internal {
 
-// Every ring, in RingId order (1..kNumRings).
-inline constexpr RingId kRings[] = {kMpRing, kDpRing, kPpRing,
-                                    kSharedParamRing};
-inline constexpr int kNumRings = static_cast<int>(std::size(kRings));
+inline constexpr int kNumRings = static_cast<int>(std::size(kAllRings));
 
 enum class OpKind { kCompute, kSend, kRecv, kCollective };
 
@@ -117,23 +115,9 @@ class PlanVerifier {
   int Channel(int dst_rank, int src_stage) const {
     return dst_rank * layout_.pp + src_stage;
   }
-  // Which group of ring `ring` a rank with coordinates `c` belongs to, as an
-  // index into groups_.
-  int Group(RingId ring, const RankCoords& c) const {
-    int local = 0;
-    switch (ring) {
-      case kMpRing:
-        local = c.dp + layout_.dp * c.pp;
-        break;
-      case kDpRing:
-        local = c.mp + layout_.mp * c.pp;
-        break;
-      default:
-        local = c.dp + layout_.dp * c.mp;
-        break;  // pp, shared_param
-    }
-    return (ring - 1) * world() + local;
-  }
+  // The group (an index into groups_) of rank `r` on `ring`, -1 if it has
+  // none.
+  int Group(int r, RingId ring) const { return group_of_[r * kNumRings + ring - 1]; }
   std::vector<OpRef>& Sequence(int r, RingId ring) {
     return sequences_[r * kNumRings + ring - 1];
   }
@@ -144,8 +128,8 @@ class PlanVerifier {
   Status CheckTransfers();
   Status CheckCollectives();
 
-  // ---- 7 (plan_verifier_deadlock.cc) ----------------------------------------
-  Status Simulate();
+  // ---- 7 (plan_verifier.cc) -------------------------------------------------
+  Status CheckDeadlockFreedom();
 
   const Plan& plan_;
   const ParallelLayout& layout_;
@@ -153,7 +137,8 @@ class PlanVerifier {
   std::unordered_map<const Program*, std::unique_ptr<ProgramInfo>> programs_;
   std::vector<std::vector<OpRef>> sends_, recvs_;  // by channel
   std::vector<std::vector<OpRef>> sequences_;      // by rank and ring
-  std::vector<std::vector<int>> groups_;           // members, by group
+  std::vector<std::vector<int>> groups_;           // members (RingMembers)
+  std::vector<int> group_of_;                      // by rank and ring
   PlanVerifyStats stats_;
 };
 

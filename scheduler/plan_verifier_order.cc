@@ -1,6 +1,7 @@
 // Check 4b: reductions of persistable vars follow their last write.
 #include <unordered_map>
 
+#include "framework/op_registry.h"
 #include "scheduler/plan_verifier_internal.h"
 
 namespace loom {
@@ -26,7 +27,7 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
     const bool accumulates = IsBackwardType(job(r, j).type);
     int index = 0;
     for (Op* op : block.ops()) {
-      if (accumulates && !IsRuntimeCollective(op->type())) {
+      if (accumulates && CommKindOf(op->type()) != CommKind::kCollective) {
         for (const std::string& out : op->OutputVars()) {
           const proto::VarDesc* v = block.FindVar(out);
           if (v != nullptr && v->persistable()) last_write[out] = {position, {r, j, index}};
@@ -46,7 +47,7 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
     int index = 0;
     for (Op* op : block.ops()) {
       const bool runs = !op->desc().last_micro_batch_only() || runs_all;
-      if (runs && IsRuntimeCollective(op->type())) {
+      if (runs && CommKindOf(op->type()) == CommKind::kCollective) {
         for (const std::string& in : op->InputVars()) {
           const proto::VarDesc* v = block.FindVar(in);
           auto it = last_write.find(in);

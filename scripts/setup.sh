@@ -10,6 +10,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
+  nlohmann-json3-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "executor/chrome_trace.h"
+#include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/parallel_trainer.h"

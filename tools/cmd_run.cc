@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "executor/chrome_trace.h"
+#include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/parallel_trainer.h"

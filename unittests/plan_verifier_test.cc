@@ -51,21 +51,27 @@ Op* Binary(Block& b, const std::string& type, const std::string& x,
       b, OpDescBuilder(type).Input("X", x).Input("Y", y).Output("Out", out));
 }
 
+// Transfers sit on their own streams, as pipeline-split puts them: a Gloo
+// send waits for its receiver, so a send on the calc stream would stall it.
 Op* Send(Block& b, const std::string& x, int peer) {
-  return Append(b, OpDescBuilder("send")
-                       .Input("X", x)
-                       .Attr("peer", peer)
-                       .Attr("ring_id", static_cast<int32_t>(kPpRing)));
+  Op* op = Append(b, OpDescBuilder("send")
+                         .Input("X", x)
+                         .Attr("peer", peer)
+                         .Attr("ring_id", static_cast<int32_t>(kPpRing)));
+  op->annotations().set_stream(stream::kP2pSend);
+  return op;
 }
 
 Op* Recv(Block& b, const std::string& out, int peer,
          const TensorMeta& meta = kAct) {
-  return Append(b, OpDescBuilder("recv")
-                       .Output("Out", out)
-                       .Attr("peer", peer)
-                       .Attr("ring_id", static_cast<int32_t>(kPpRing))
-                       .Attr("out_shape", meta.shape)
-                       .Attr("dtype", static_cast<int32_t>(meta.dtype)));
+  Op* op = Append(b, OpDescBuilder("recv")
+                         .Output("Out", out)
+                         .Attr("peer", peer)
+                         .Attr("ring_id", static_cast<int32_t>(kPpRing))
+                         .Attr("out_shape", meta.shape)
+                         .Attr("dtype", static_cast<int32_t>(meta.dtype)));
+  op->annotations().set_stream(stream::kP2pRecv);
+  return op;
 }
 
 Op* Allreduce(Block& b, const std::string& var, int ring) {
@@ -341,9 +347,12 @@ TEST(PlanVerifier, RejectsASendRecvOrderThatDeadlocks) {
   plan.ranks[1].jobs = Jobs("F0 F1 B0 B1 O");
   EXPECT_ERROR_HAS(
       VerifyPlan(plan),
-      "deadlock: rank 0 (dp=0 mp=0 pp=0) waits at job 1 (B0) op 0 (recv "
-      "from stage 1, var act0.0@GRAD); rank 1 (dp=0 mp=0 pp=1) waits at job "
-      "1 (F1) op 0 (recv from stage 0, var act0.0)");
+      "deadlock: rank 0 (dp=0 mp=0 pp=0), job 1 (B0), op 0 (recv) on stream "
+      "p2p_recv waits for its send from rank 1; rank 1 (dp=0 mp=0 pp=1), job "
+      "2 (B0), op 6 (send) on stream p2p_send waits for job 2 (B0), op 5 "
+      "(scale) on stream calc; rank 1 (dp=0 mp=0 pp=1), job 1 (F1), op 1 "
+      "(elementwise_mul) on stream calc waits for job 1 (F1), op 0 (recv) on "
+      "stream p2p_recv");
 }
 
 TEST(PlanVerifier, RejectsACollectiveThatDeadlocksWithARecv) {
@@ -364,10 +373,11 @@ TEST(PlanVerifier, RejectsACollectiveThatDeadlocksWithARecv) {
           .ok());
   Allreduce(f1, "shared", kPpRing);
   EXPECT_ERROR_HAS(VerifyPlan(plan),
-                   "deadlock: rank 0 (dp=0 mp=0 pp=0) waits at job 0 (F0) op "
-                   "0 (allreduce on ring pp, 1 of 2 ranks arrived); rank 1 "
-                   "(dp=0 mp=0 pp=1) waits at job 0 (F0) op 0 (recv from "
-                   "stage 0, var act0.0)");
+                   "deadlock: rank 0 (dp=0 mp=0 pp=0), job 0 (F0), op 0 "
+                   "(allreduce) on stream calc waits in call 0 on ring pp for "
+                   "rank 1 (1 of 2 ranks arrived); rank 1 (dp=0 mp=0 pp=1), "
+                   "job 0 (F0), op 1 (elementwise_mul) on stream calc waits "
+                   "for job 0 (F0), op 0 (recv) on stream p2p_recv");
 }
 
 // ---------------------------------------------------------------------------

@@ -23,36 +23,6 @@ std::shared_ptr<gloo::rendezvous::Store> InProcessStore(
   return store;
 }
 
-std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
-                             RingId ring) {
-  const RankCoords c = layout.Coords(rank);
-  std::vector<int> members;
-  switch (ring) {
-    case kMpRing:
-      for (int m = 0; m < layout.mp; ++m) {
-        members.push_back(layout.Rank(RankCoords{c.dp, m, c.pp}));
-      }
-      break;
-    case kDpRing:
-      for (int d = 0; d < layout.dp; ++d) {
-        members.push_back(layout.Rank(RankCoords{d, c.mp, c.pp}));
-      }
-      break;
-    case kPpRing:
-      for (int s = 0; s < layout.pp; ++s) {
-        members.push_back(layout.RankAtStage(c, s));
-      }
-      break;
-    case kSharedParamRing:
-      if (layout.pp > 1 && (c.pp == 0 || c.pp == layout.pp - 1)) {
-        members = {layout.RankAtStage(c, 0),
-                   layout.RankAtStage(c, layout.pp - 1)};
-      }
-      break;
-  }
-  return members;
-}
-
 StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
     const ParallelLayout& layout, int rank, const CommWorldOptions& options) {
   if (layout.dp < 1 || layout.mp < 1 || layout.pp < 1) {

@@ -1,14 +1,7 @@
 // One rank's communicators, one per ring of the dp x mp x pp layout.
 //
-// Rings, seen from a rank with coordinates (dp, mp, pp):
-//   kMpRing          the ranks with its dp and pp, in mp order
-//   kDpRing          the ranks with its mp and pp, in dp order
-//   kPpRing          the ranks with its dp and mp, in pp order (group rank ==
-//                    pipeline stage)
-//   kSharedParamRing the first and last stage with its dp and mp (group rank
-//                    0 is stage 0); only when pp > 1, and only for those two
-//                    stages
-// A ring of one rank is a valid communicator whose operations are local.
+// Groups are RingMembers (scheduler/layout.h). A ring of one rank is a
+// valid communicator whose operations are local.
 //
 // Setup apart from execution: Create() makes every connection (one Gloo TCP
 // device per rank, one full mesh per group); calls only communicate. Group
@@ -70,12 +63,6 @@ struct CommWorldOptions {
 // the life of the process. Every rank thread that names the same job meets
 // in it; a world rebuilt in the same process needs a new job name.
 std::shared_ptr<gloo::rendezvous::Store> InProcessStore(const std::string& job);
-
-// The global ranks of `rank`'s `ring`, in group-rank order; empty when the
-// rank has no such ring (the shared-parameter ring of a middle stage, or of
-// any rank when pp == 1).
-std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
-                             RingId ring);
 
 class CommWorld {
  public:

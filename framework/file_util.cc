@@ -1,0 +1,54 @@
+#include "framework/file_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace loom {
+
+Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  // Unique per process and call, in the same directory so rename is atomic.
+  static int counter = 0;
+  const std::string tmp = StrCat(path, ".tmp.", getpid(), ".", counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return NotFound(path, ": cannot open for writing: ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return DataLoss(path, ": write failed: ", why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return DataLoss(path, ": write failed: ", why);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return DataLoss(path, ": cannot replace: ", why);
+  }
+  return Status::OK();
+}
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path, ": cannot open");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return DataLoss(path, ": read failed");
+  return buf.str();
+}
+
+}  // namespace loom

@@ -1,0 +1,434 @@
+#include "scheduler/simulator.h"
+
+#include <algorithm>
+#include <queue>
+#include <unordered_map>
+
+namespace loom {
+namespace {
+
+// How many (rank, stream) steps a deadlock message follows.
+constexpr int kMaxReportedWaits = 4;
+
+constexpr double kNsPerSecond = 1e9;
+
+struct Event {
+  double time;
+  uint64_t seq;  // tie-break: the order events were made
+  int rank;      // index into graph.ranks
+  int ins;
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : seq > o.seq;
+  }
+};
+
+// Names a collective call (ring, the group's first rank, sequence number)
+// or a transfer (sender, receiver, sequence number).
+struct RendezvousKey {
+  int ring = 0;  // 0 for a transfer
+  int a = 0, b = 0;
+  int64_t seq = 0;
+  bool operator==(const RendezvousKey& o) const {
+    return ring == o.ring && a == o.a && b == o.b && seq == o.seq;
+  }
+};
+
+struct RendezvousKeyHash {
+  size_t operator()(const RendezvousKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.seq) * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<uint64_t>(k.a) << 32 | static_cast<uint32_t>(k.b)) + 0x7F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.ring) + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+// A collective call or a transfer, until every party has arrived.
+struct Rendezvous {
+  int size = 0;
+  std::vector<std::pair<int, int>> arrived;  // (rank index, instruction)
+};
+
+struct StreamState {
+  size_t pos = 0;          // next instruction in the queue
+  bool busy = false;       // an instruction has arrived and not ended
+  int waiting_on = -1;     // an unfinished dependency of the head
+  bool in_rendezvous = false;  // the head waits for its other parties
+  RendezvousKey rendezvous;
+  double arrive = 0;       // when the instruction in flight arrived
+};
+
+struct RankState {
+  const RankGraph* graph = nullptr;
+  std::vector<StreamState> streams;
+  std::vector<char> done;
+  int calc = -1;  // index of the calc stream
+  // Metrics, accumulated as events pass: instructions in flight by kind.
+  double last_change = 0;
+  int computing = 0;
+  int calc_computing = 0;
+  std::array<int, kNumCommCategories> communicating{};
+  RankMetrics metrics;
+};
+
+class Simulation {
+ public:
+  Simulation(const ExecutionGraph& graph, const SimulationOptions& options)
+      : graph_(graph), options_(options) {
+    static const ZeroTimer zero;
+    timer_ = options.timer != nullptr ? options.timer : &zero;
+  }
+
+  StatusOr<SimulationResult> Run();
+
+ private:
+  Status Init();
+  // Starts what the head of stream `s` of rank `r` can start at `now`.
+  Status Advance(int r, int s, double now);
+  Status Arrive(int r, int s, const Instruction& ins, double now);
+  void Start(int r, int ins, double now);
+  void Finish(const Event& e);
+  // Accounts the time since the rank's last change, before a change.
+  void Account(RankState& st, double now);
+  void Count(RankState& st, const Instruction& ins, int delta);
+  // The rendezvous `ins` of rank `r` joins, and its number of parties.
+  StatusOr<RendezvousKey> KeyOf(int r, const Instruction& ins, int* size) const;
+  Status Deadlock() const;
+  std::string DescribeWait(int r, int s, int* next_r, int* next_s) const;
+  int IndexOfRank(int global) const {
+    auto it = index_of_.find(global);
+    return it == index_of_.end() ? -1 : it->second;
+  }
+
+  const ExecutionGraph& graph_;
+  const SimulationOptions& options_;
+  const InstructionTimer* timer_;
+  std::vector<RankState> ranks_;
+  std::unordered_map<int, int> index_of_;  // global rank -> index
+  std::unordered_map<RendezvousKey, Rendezvous, RendezvousKeyHash> rendezvous_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  SimulationResult result_;
+};
+
+Status Simulation::Init() {
+  ranks_.resize(graph_.ranks.size());
+  for (size_t i = 0; i < graph_.ranks.size(); ++i) {
+    const RankGraph& g = graph_.ranks[i];
+    if (!index_of_.emplace(g.rank, static_cast<int>(i)).second) {
+      return InvalidArgument("simulator: rank ", g.rank, " appears twice in the graph");
+    }
+    RankState& st = ranks_[i];
+    st.graph = &g;
+    st.streams.resize(g.streams().size());
+    st.done.assign(g.instructions().size(), 0);
+    st.calc = g.body->FindStream(stream::kCalc);
+    st.metrics.rank = g.rank;
+    for (const Stream& s : g.streams()) {
+      st.metrics.streams.push_back(StreamMetrics{s.name, 0, 0});
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* size) const {
+  const RankGraph& g = *ranks_[r].graph;
+  if (ins.kind == InstructionKind::kCollective) {
+    const std::vector<int>& group = g.Group(ins);
+    if (group.empty()) {
+      return InvalidArgument(InstructionLocation(g, ins), ": rank ", g.rank, " has no ",
+                             RingName(ins.ring), " group");
+    }
+    for (int m : group) {
+      if (IndexOfRank(m) < 0) {
+        return InvalidArgument(InstructionLocation(g, ins), ": its ", RingName(ins.ring),
+                               " group includes rank ", m, ", which the graph does not hold");
+      }
+    }
+    *size = static_cast<int>(group.size());
+    return RendezvousKey{static_cast<int>(ins.ring), group.front(), 0, ins.comm_seq};
+  }
+  if (ins.peer_stage < 0 || ins.peer_stage >= static_cast<int>(g.stage_ranks.size()) ||
+      IndexOfRank(g.Peer(ins)) < 0) {
+    return InvalidArgument(InstructionLocation(g, ins), ": peer stage ", ins.peer_stage,
+                           " is not a rank of the graph");
+  }
+  const bool send = ins.kind == InstructionKind::kSend;
+  *size = 2;
+  return RendezvousKey{0, send ? g.rank : g.Peer(ins), send ? g.Peer(ins) : g.rank,
+                       ins.comm_seq};
+}
+
+void Simulation::Account(RankState& st, double now) {
+  const double dt = now - st.last_change;
+  if (dt > 0 && options_.metrics) {
+    if (st.calc_computing > 0) st.metrics.calc_compute_s += dt;
+    if (st.computing == 0) {
+      for (int c = 0; c < kNumCommCategories; ++c) {
+        if (st.communicating[c] > 0) st.metrics.exposed_comm_s[c] += dt;
+      }
+    }
+  }
+  st.last_change = now;
+}
+
+void Simulation::Count(RankState& st, const Instruction& ins, int delta) {
+  if (ins.kind == InstructionKind::kCompute) {
+    st.computing += delta;
+    if (ins.stream == st.calc) st.calc_computing += delta;
+  } else if (ins.communicates()) {
+    st.communicating[static_cast<int>(CommCategoryOf(ins))] += delta;
+  }
+}
+
+void Simulation::Start(int r, int id, double now) {
+  RankState& st = ranks_[r];
+  const Instruction& ins = st.graph->instructions()[id];
+  const double seconds =
+      ins.kind == InstructionKind::kNoOp ? 0 : timer_->Seconds(*st.graph, ins);
+  if (ins.kind == InstructionKind::kCompute) {
+    Account(st, now);
+    Count(st, ins, +1);
+  }
+  events_.push(Event{now + seconds, seq_++, r, id});
+}
+
+Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
+  RankState& st = ranks_[r];
+  StreamState& ss = st.streams[s];
+  ss.busy = true;
+  ss.arrive = now;
+  if (!ins.communicates()) {
+    Start(r, ins.id, now);
+    return Status::OK();
+  }
+  Account(st, now);
+  Count(st, ins, +1);
+  int size = 0;
+  LOOM_ASSIGN_OR_RETURN(RendezvousKey key, KeyOf(r, ins, &size));
+  Rendezvous& rv = rendezvous_[key];
+  rv.size = size;
+  rv.arrived.emplace_back(r, ins.id);
+  ss.in_rendezvous = true;
+  ss.rendezvous = key;
+  if (static_cast<int>(rv.arrived.size()) < size) return Status::OK();
+  // The last party arrived now: every party starts.
+  ++result_.rendezvous;
+  for (const auto& [pr, pid] : rv.arrived) {
+    RankState& p = ranks_[pr];
+    p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;
+    Start(pr, pid, now);
+  }
+  rendezvous_.erase(key);
+  return Status::OK();
+}
+
+Status Simulation::Advance(int r, int s, double now) {
+  RankState& st = ranks_[r];
+  StreamState& ss = st.streams[s];
+  if (ss.busy) return Status::OK();
+  const std::vector<int>& queue = st.graph->streams()[s].queue;
+  if (ss.pos >= queue.size()) return Status::OK();
+  const Instruction& ins = st.graph->instructions()[queue[ss.pos]];
+  for (int d : ins.deps) {
+    if (!st.done[d]) {
+      ss.waiting_on = d;
+      return Status::OK();
+    }
+  }
+  ss.waiting_on = -1;
+  return Arrive(r, s, ins, now);
+}
+
+void Simulation::Finish(const Event& e) {
+  RankState& st = ranks_[e.rank];
+  const Instruction& ins = st.graph->instructions()[e.ins];
+  StreamState& ss = st.streams[ins.stream];
+  Account(st, e.time);
+  Count(st, ins, -1);
+  st.done[e.ins] = 1;
+  ss.busy = false;
+  ++ss.pos;
+  ++result_.instructions;
+  if (options_.metrics) {
+    StreamMetrics& sm = st.metrics.streams[ins.stream];
+    sm.busy_s += e.time - ss.arrive;
+    ++sm.instructions;
+    st.metrics.step_time_s = std::max(st.metrics.step_time_s, e.time);
+  }
+  if (options_.trace) {
+    result_.trace.push_back(TraceEventOf(*st.graph, ins,
+                                         static_cast<int64_t>(ss.arrive * kNsPerSecond),
+                                         static_cast<int64_t>(e.time * kNsPerSecond)));
+  }
+}
+
+StatusOr<SimulationResult> Simulation::Run() {
+  LOOM_RETURN_IF_ERROR(Init());
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    for (int s = 0; s < static_cast<int>(ranks_[r].streams.size()); ++s) {
+      LOOM_RETURN_IF_ERROR(Advance(r, s, 0));
+    }
+  }
+  while (!events_.empty()) {
+    const Event e = events_.top();
+    events_.pop();
+    Finish(e);
+    RankState& st = ranks_[e.rank];
+    const int s = st.graph->instructions()[e.ins].stream;
+    LOOM_RETURN_IF_ERROR(Advance(e.rank, s, e.time));
+    for (int o = 0; o < static_cast<int>(st.streams.size()); ++o) {
+      if (st.streams[o].waiting_on == e.ins) {
+        LOOM_RETURN_IF_ERROR(Advance(e.rank, o, e.time));
+      }
+    }
+  }
+  LOOM_RETURN_IF_ERROR(Deadlock());
+
+  for (RankState& st : ranks_) {
+    RankMetrics& m = st.metrics;
+    result_.step_time_s = std::max(result_.step_time_s, m.step_time_s);
+  }
+  const double n = std::max<size_t>(1, ranks_.size());
+  for (RankState& st : ranks_) {
+    RankMetrics& m = st.metrics;
+    m.bubble_fraction = result_.step_time_s > 0
+                            ? 1.0 - m.calc_compute_s / result_.step_time_s
+                            : 0.0;
+    result_.bubble_fraction += m.bubble_fraction / n;
+    for (int c = 0; c < kNumCommCategories; ++c) {
+      result_.exposed_comm_s[c] += m.exposed_comm_s[c] / n;
+    }
+    result_.ranks.push_back(std::move(m));
+  }
+  return std::move(result_);
+}
+
+// ---- Deadlock report --------------------------------------------------------
+
+std::string Simulation::DescribeWait(int r, int s, int* next_r, int* next_s) const {
+  const RankState& st = ranks_[r];
+  const RankGraph& g = *st.graph;
+  const StreamState& ss = st.streams[s];
+  const Instruction& ins = g.instructions()[g.streams()[s].queue[ss.pos]];
+  std::string msg = StrCat(InstructionLocation(g, ins), " on stream ", g.StreamName(ins));
+  *next_r = -1;
+  auto stream_of = [&](int other, auto match) {
+    const RankGraph& og = *ranks_[other].graph;
+    for (const Instruction& i : og.instructions()) {
+      if (match(og, i)) return i.stream;
+    }
+    return -1;
+  };
+  if (ss.waiting_on >= 0) {
+    const Instruction& d = g.instructions()[ss.waiting_on];
+    *next_r = r;
+    *next_s = d.stream;
+    return StrCat(msg, " waits for job ", d.job_index, " (",
+                  JobToString(d.job, g.body->num_chunks > 1), "), op ", d.op_index, " (",
+                  d.op_type, ") on stream ", g.StreamName(d));
+  }
+  auto it = ss.in_rendezvous ? rendezvous_.find(ss.rendezvous) : rendezvous_.end();
+  if (it == rendezvous_.end()) return msg + " cannot start";
+  if (ins.kind == InstructionKind::kCollective) {
+    const std::vector<int>& group = g.Group(ins);
+    std::vector<char> here(group.size(), 0);
+    for (const auto& [pr, pid] : it->second.arrived) {
+      const int global = ranks_[pr].graph->rank;
+      for (size_t i = 0; i < group.size(); ++i) here[i] |= group[i] == global;
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (here[i]) continue;
+      *next_r = IndexOfRank(group[i]);
+      *next_s = stream_of(*next_r, [&](const RankGraph&, const Instruction& o) {
+        return o.kind == InstructionKind::kCollective && o.ring == ins.ring &&
+               o.comm_seq == ins.comm_seq;
+      });
+      return StrCat(msg, " waits in call ", ins.comm_seq, " on ring ", RingName(ins.ring),
+                    " for rank ", group[i], " (", it->second.arrived.size(), " of ",
+                    group.size(), " ranks arrived)");
+    }
+    return msg + " waits in a collective";
+  }
+  const bool send = ins.kind == InstructionKind::kSend;
+  const int peer = g.Peer(ins);
+  *next_r = IndexOfRank(peer);
+  *next_s = stream_of(*next_r, [&](const RankGraph& og, const Instruction& o) {
+    return o.kind == (send ? InstructionKind::kRecv : InstructionKind::kSend) &&
+           o.peer_stage == g.coords.pp && o.comm_seq == ins.comm_seq;
+  });
+  return StrCat(msg, send ? " waits for rank " : " waits for its send from rank ", peer,
+                send ? " to receive it" : "");
+}
+
+Status Simulation::Deadlock() const {
+  std::vector<std::pair<int, int>> blocked;  // (rank index, stream)
+  for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    const RankState& st = ranks_[r];
+    for (int s = 0; s < static_cast<int>(st.streams.size()); ++s) {
+      if (st.streams[s].pos < st.graph->streams()[s].queue.size()) blocked.emplace_back(r, s);
+    }
+  }
+  if (blocked.empty()) return Status::OK();
+  // Lowest rank first; within it, a stream waiting on another rank first.
+  std::sort(blocked.begin(), blocked.end(), [&](const auto& a, const auto& b) {
+    const int ra = ranks_[a.first].graph->rank, rb = ranks_[b.first].graph->rank;
+    if (ra != rb) return ra < rb;
+    const bool wa = ranks_[a.first].streams[a.second].in_rendezvous;
+    const bool wb = ranks_[b.first].streams[b.second].in_rendezvous;
+    return wa != wb ? wa : a.second < b.second;
+  });
+  std::string msg = "deadlock: ";
+  std::vector<std::pair<int, int>> seen;
+  int r = blocked[0].first, s = blocked[0].second;
+  for (int n = 0; n < kMaxReportedWaits && r >= 0 && s >= 0; ++n) {
+    if (std::find(seen.begin(), seen.end(), std::make_pair(r, s)) != seen.end()) break;
+    seen.emplace_back(r, s);
+    const StreamState& ss = ranks_[r].streams[s];
+    if (ss.pos >= ranks_[r].graph->streams()[s].queue.size()) break;
+    int nr = -1, ns = -1;
+    msg += StrCat(n ? "; " : "", DescribeWait(r, s, &nr, &ns));
+    r = nr;
+    s = ns;
+  }
+  std::vector<int> ranks;
+  for (const auto& [br, bs] : blocked) ranks.push_back(br);
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  msg += StrCat("; ", ranks.size(), " of ", ranks_.size(), " ranks blocked in all");
+  return FailedPrecondition(msg);
+}
+
+}  // namespace
+
+const char* CommCategoryName(CommCategory c) {
+  switch (c) {
+    case CommCategory::kMp:
+      return "mp";
+    case CommCategory::kDp:
+      return "dp";
+    case CommCategory::kP2p:
+      return "p2p";
+    case CommCategory::kSharding:
+      return "sharding";
+  }
+  return "unknown";
+}
+
+CommCategory CommCategoryOf(const Instruction& ins) {
+  switch (ins.ring) {
+    case kMpRing:
+      return CommCategory::kMp;
+    case kPpRing:
+      return CommCategory::kP2p;
+    case kDpRing:
+    case kSharedParamRing:
+      return CommCategory::kDp;
+  }
+  return CommCategory::kDp;
+}
+
+StatusOr<SimulationResult> Simulate(const ExecutionGraph& graph,
+                                    const SimulationOptions& options) {
+  return Simulation(graph, options).Run();
+}
+
+}  // namespace loom

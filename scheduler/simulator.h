@@ -1,0 +1,106 @@
+// The simulator: an event-driven interpreter of an ExecutionGraph under the
+// executor's rules, with instruction times from an injected timer.
+//
+//   - each stream runs its instructions in issue order, one at a time;
+//   - an instruction arrives when its stream is free and every instruction
+//     in its `deps` has finished;
+//   - a compute instruction (or a no-op) starts when it arrives;
+//   - a collective starts when every member of its group has arrived at
+//     its call (same ring, same sequence number), and a send and its recv
+//     start together, when both have arrived (Gloo's unbound-buffer send
+//     waits for the receiver); the stream is held while it waits, as a
+//     blocked communicator call holds the executor's stream thread;
+//   - an instruction ends `timer.Seconds()` after it starts.
+//
+// One event queue of (time, sequence) with a deterministic tie-break, so
+// two runs give the same trace. With the zero timer the simulation is the
+// plan verifier's deadlock proof: if instructions are left when no event
+// is, the error follows the chain of waits from the lowest blocked rank.
+//
+// Metrics (per rank, then over ranks):
+//   step time            when the rank's last instruction ends; the step's
+//                        is the latest over ranks;
+//   busy time per stream the sum of its instructions' spans, waits included;
+//   bubble fraction      1 - (time the calc stream computes) / step time;
+//                        overall: the mean over ranks;
+//   exposed comm         per kind (mp, dp, p2p, sharding; by the ring an
+//                        instruction communicates on), the time in which an
+//                        instruction of that kind is in flight (waiting
+//                        included) and no compute instruction runs on the
+//                        rank; overall: the mean over ranks.
+#ifndef LOOM_SCHEDULER_SIMULATOR_H_
+#define LOOM_SCHEDULER_SIMULATOR_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "scheduler/execution_graph.h"
+#include "scheduler/trace.h"
+
+namespace loom {
+
+// Prices instructions for the simulator. Implemented by the cost model;
+// tests use simple timers with named constants.
+class InstructionTimer {
+ public:
+  virtual ~InstructionTimer() = default;
+  // Seconds `ins` of `rank` runs once it starts (a collective or a
+  // transfer: once every party has arrived).
+  virtual double Seconds(const RankGraph& rank, const Instruction& ins) const = 0;
+};
+
+// Every instruction takes no time: the deadlock proof.
+class ZeroTimer : public InstructionTimer {
+ public:
+  double Seconds(const RankGraph&, const Instruction&) const override { return 0; }
+};
+
+// Kinds of communication the metrics separate.
+enum class CommCategory { kMp, kDp, kP2p, kSharding };
+inline constexpr int kNumCommCategories = 4;
+// "mp", "dp", "p2p", "sharding".
+const char* CommCategoryName(CommCategory c);
+CommCategory CommCategoryOf(const Instruction& ins);
+
+struct StreamMetrics {
+  std::string name;
+  double busy_s = 0;
+  int instructions = 0;
+};
+
+struct RankMetrics {
+  int rank = 0;
+  double step_time_s = 0;
+  double calc_compute_s = 0;
+  double bubble_fraction = 0;
+  std::array<double, kNumCommCategories> exposed_comm_s{};
+  std::vector<StreamMetrics> streams;
+};
+
+struct SimulationResult {
+  double step_time_s = 0;
+  double bubble_fraction = 0;
+  std::array<double, kNumCommCategories> exposed_comm_s{};
+  std::vector<RankMetrics> ranks;  // in the graph's rank order
+  std::vector<TraceEvent> trace;   // when asked for; times in ns from 0
+  int64_t instructions = 0;        // instructions run, over all ranks
+  int64_t rendezvous = 0;          // collective calls and transfers matched
+};
+
+struct SimulationOptions {
+  const InstructionTimer* timer = nullptr;  // nullptr: ZeroTimer
+  bool trace = false;
+  bool metrics = true;  // off: only deadlock freedom and counts
+};
+
+// Simulates one step of every rank of the graph. Fails (FailedPrecondition,
+// "deadlock: ...") when the ranks cannot all finish, and with
+// InvalidArgument when an instruction names a group the rank does not have
+// or a peer outside the graph.
+StatusOr<SimulationResult> Simulate(const ExecutionGraph& graph,
+                                    const SimulationOptions& options = {});
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_SIMULATOR_H_

@@ -1,0 +1,139 @@
+#include "scheduler/trace.h"
+
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "framework/file_util.h"
+
+namespace loom {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kStreamOrder[] = {stream::kCalc,     stream::kMp,
+                                        stream::kDp,       stream::kSharding,
+                                        stream::kP2pSend,  stream::kP2pRecv};
+constexpr int kNumKnownStreams = 6;
+
+StatusOr<InstructionKind> ParseKind(const std::string& name) {
+  for (InstructionKind k :
+       {InstructionKind::kCompute, InstructionKind::kCollective, InstructionKind::kSend,
+        InstructionKind::kRecv, InstructionKind::kNoOp}) {
+    if (name == InstructionKindName(k)) return k;
+  }
+  return InvalidArgument("unknown instruction kind '", name, "'");
+}
+
+}  // namespace
+
+TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
+                        int64_t start_ns, int64_t end_ns) {
+  return TraceEvent{graph.rank, graph.StreamName(ins), ins.op_type, ins.job,
+                    ins.kind,   start_ns,               end_ns};
+}
+
+int StreamOrder(const std::string& stream) {
+  for (int i = 0; i < kNumKnownStreams; ++i) {
+    if (stream == kStreamOrder[i]) return i;
+  }
+  return kNumKnownStreams;
+}
+
+std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
+  // Lane ids: known streams first in their order, others after by name.
+  std::map<std::pair<int, std::string>, int> lanes;
+  for (const TraceEvent& e : events) lanes.emplace(std::make_pair(StreamOrder(e.stream), e.stream), 0);
+  int next = 0;
+  std::map<std::string, int> tid;
+  for (auto& [key, id] : lanes) tid[key.second] = id = next++;
+
+  json out;
+  out["displayTimeUnit"] = "ms";
+  json& list = out["traceEvents"] = json::array();
+  std::set<std::pair<int, std::string>> named;
+  std::set<int> ranks;
+  for (const TraceEvent& e : events) {
+    list.push_back({{"name", e.op},
+                    {"cat", JobTypeName(e.job.type)},
+                    {"ph", "X"},
+                    {"pid", e.rank},
+                    {"tid", tid[e.stream]},
+                    {"ts", e.start_ns / 1000.0},
+                    {"dur", (e.end_ns - e.start_ns) / 1000.0},
+                    {"args",
+                     {{"job", JobToString(e.job, true)},
+                      {"micro_batch", e.job.micro_batch},
+                      {"chunk", e.job.chunk},
+                      {"kind", InstructionKindName(e.kind)},
+                      {"stream", e.stream}}}});
+    ranks.insert(e.rank);
+    named.emplace(e.rank, e.stream);
+  }
+  for (int r : ranks) {
+    list.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
+                    {"args", {{"name", StrCat("rank ", r)}}}});
+  }
+  for (const auto& [r, s] : named) {
+    list.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r}, {"tid", tid[s]},
+                    {"args", {{"name", s}}}});
+  }
+  return out.dump();
+}
+
+Status WriteChromeTrace(const std::vector<TraceEvent>& events,
+                        const std::string& path) {
+  return WriteFileAtomically(path, ChromeTraceJson(events));
+}
+
+StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& text) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgument("not JSON");
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+    return InvalidArgument("no traceEvents array");
+  }
+  std::vector<TraceEvent> events;
+  int index = 0;
+  for (const json& e : doc["traceEvents"]) {
+    const int i = index++;
+    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    auto bad = [&](const char* field) {
+      return InvalidArgument("traceEvents[", i, "]: missing or malformed '", field, "'");
+    };
+    if (!e.contains("pid") || !e["pid"].is_number_integer()) return bad("pid");
+    if (!e.contains("ts") || !e["ts"].is_number()) return bad("ts");
+    if (!e.contains("dur") || !e["dur"].is_number()) return bad("dur");
+    if (!e.contains("name") || !e["name"].is_string()) return bad("name");
+    if (!e.contains("args") || !e["args"].is_object()) return bad("args");
+    const json& a = e["args"];
+    if (!a.contains("stream") || !a["stream"].is_string()) return bad("args.stream");
+    if (!a.contains("job") || !a["job"].is_string()) return bad("args.job");
+    TraceEvent t;
+    t.rank = e["pid"].get<int>();
+    t.op = e["name"].get<std::string>();
+    t.stream = a["stream"].get<std::string>();
+    auto job = ParseJob(a["job"].get<std::string>());
+    if (!job.ok()) return job.status().WithContext(StrCat("traceEvents[", i, "]: args.job"));
+    t.job = *job;
+    if (a.contains("kind")) {
+      if (!a["kind"].is_string()) return bad("args.kind");
+      auto kind = ParseKind(a["kind"].get<std::string>());
+      if (!kind.ok()) return kind.status().WithContext(StrCat("traceEvents[", i, "]"));
+      t.kind = *kind;
+    }
+    t.start_ns = static_cast<int64_t>(e["ts"].get<double>() * 1000.0 + 0.5);
+    t.end_ns = t.start_ns + static_cast<int64_t>(e["dur"].get<double>() * 1000.0 + 0.5);
+    events.push_back(std::move(t));
+  }
+  return events;
+}
+
+StatusOr<std::vector<TraceEvent>> ReadChromeTrace(const std::string& path) {
+  LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  auto events = ParseChromeTrace(text);
+  if (!events.ok()) return events.status().WithContext(path);
+  return events;
+}
+
+}  // namespace loom

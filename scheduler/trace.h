@@ -1,0 +1,48 @@
+// The trace format the executor and the simulator both write: one event per
+// instruction run, with its rank, stream, job, kind and times. One format
+// both ways, so that one viewer and one metrics pass serve a measured and a
+// simulated step, and the two can be compared op by op.
+//
+// On disk it is Chrome trace JSON (the "traceEvents" format Perfetto and
+// chrome://tracing open): one process per rank, one thread per stream, one
+// complete ("X") event per instruction, whose args carry the job and kind so
+// that the file reads back into the same events.
+#ifndef LOOM_SCHEDULER_TRACE_H_
+#define LOOM_SCHEDULER_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/execution_graph.h"
+
+namespace loom {
+
+struct TraceEvent {
+  int rank = 0;
+  std::string stream;
+  std::string op;  // op type
+  Job job;
+  InstructionKind kind = InstructionKind::kCompute;
+  int64_t start_ns = 0;  // since the step's (or the executor's) epoch
+  int64_t end_ns = 0;
+};
+
+TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
+                        int64_t start_ns, int64_t end_ns);
+
+// Stream lanes in a fixed order (calc, mp, dp, sharding, p2p_send,
+// p2p_recv, then any other by name), so that every rank's lanes line up.
+int StreamOrder(const std::string& stream);
+
+std::string ChromeTraceJson(const std::vector<TraceEvent>& events);
+// Written atomically.
+Status WriteChromeTrace(const std::vector<TraceEvent>& events,
+                        const std::string& path);
+// Reads what ChromeTraceJson writes; errors name the event at fault.
+StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& json);
+StatusOr<std::vector<TraceEvent>> ReadChromeTrace(const std::string& path);
+
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_TRACE_H_
