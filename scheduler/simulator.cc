@@ -54,7 +54,7 @@ struct StreamState {
   int waiting_on = -1;     // an unfinished dependency of the head
   bool in_rendezvous = false;  // the head waits for its other parties
   RendezvousKey rendezvous;
-  double arrive = 0;       // when the instruction in flight arrived
+  double start = 0;        // when the instruction in flight started
 };
 
 struct RankState {
@@ -185,10 +185,9 @@ void Simulation::Start(int r, int id, double now) {
   const Instruction& ins = st.graph->instructions()[id];
   const double seconds =
       ins.kind == InstructionKind::kNoOp ? 0 : timer_->Seconds(*st.graph, ins);
-  if (ins.kind == InstructionKind::kCompute) {
-    Account(st, now);
-    Count(st, ins, +1);
-  }
+  Account(st, now);
+  Count(st, ins, +1);
+  st.streams[ins.stream].start = now;
   events_.push(Event{now + seconds, seq_++, r, id});
 }
 
@@ -196,13 +195,10 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   RankState& st = ranks_[r];
   StreamState& ss = st.streams[s];
   ss.busy = true;
-  ss.arrive = now;
   if (!ins.communicates()) {
     Start(r, ins.id, now);
     return Status::OK();
   }
-  Account(st, now);
-  Count(st, ins, +1);
   int size = 0;
   LOOM_ASSIGN_OR_RETURN(RendezvousKey key, KeyOf(r, ins, &size));
   Rendezvous& rv = rendezvous_[key];
@@ -251,13 +247,13 @@ void Simulation::Finish(const Event& e) {
   ++result_.instructions;
   if (options_.metrics) {
     StreamMetrics& sm = st.metrics.streams[ins.stream];
-    sm.busy_s += e.time - ss.arrive;
+    sm.busy_s += e.time - ss.start;
     ++sm.instructions;
     st.metrics.step_time_s = std::max(st.metrics.step_time_s, e.time);
   }
   if (options_.trace) {
     result_.trace.push_back(TraceEventOf(*st.graph, ins,
-                                         static_cast<int64_t>(ss.arrive * kNsPerSecond),
+                                         static_cast<int64_t>(ss.start * kNsPerSecond),
                                          static_cast<int64_t>(e.time * kNsPerSecond)));
   }
 }

@@ -20,14 +20,19 @@
 // Metrics (per rank, then over ranks):
 //   step time            when the rank's last instruction ends; the step's
 //                        is the latest over ranks;
-//   busy time per stream the sum of its instructions' spans, waits included;
+//   busy time per stream the sum of its instructions' spans from start to
+//                        end (a collective's wait for its members is not
+//                        busy time: the stream is held but idle);
 //   bubble fraction      1 - (time the calc stream computes) / step time;
 //                        overall: the mean over ranks;
 //   exposed comm         per kind (mp, dp, p2p, sharding; by the ring an
 //                        instruction communicates on), the time in which an
-//                        instruction of that kind is in flight (waiting
-//                        included) and no compute instruction runs on the
-//                        rank; overall: the mean over ranks.
+//                        instruction of that kind runs (started, not
+//                        waiting for its parties: that wait is a bubble or
+//                        imbalance, not communication) and no compute
+//                        instruction runs on the rank; overall: the mean
+//                        over ranks.
+// Trace events span start to end, like busy time.
 #ifndef LOOM_SCHEDULER_SIMULATOR_H_
 #define LOOM_SCHEDULER_SIMULATOR_H_
 

@@ -31,7 +31,7 @@ StatusOr<InstructionKind> ParseKind(const std::string& name) {
 TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
                         int64_t start_ns, int64_t end_ns) {
   return TraceEvent{graph.rank, graph.StreamName(ins), ins.op_type, ins.job,
-                    ins.kind,   start_ns,               end_ns};
+                    ins.kind,   ins.id,                 start_ns,    end_ns};
 }
 
 int StreamOrder(const std::string& stream) {
@@ -67,6 +67,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
                       {"micro_batch", e.job.micro_batch},
                       {"chunk", e.job.chunk},
                       {"kind", InstructionKindName(e.kind)},
+                      {"instruction", e.instruction},
                       {"stream", e.stream}}}});
     ranks.insert(e.rank);
     named.emplace(e.rank, e.stream);
@@ -121,6 +122,10 @@ StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& text) {
       auto kind = ParseKind(a["kind"].get<std::string>());
       if (!kind.ok()) return kind.status().WithContext(StrCat("traceEvents[", i, "]"));
       t.kind = *kind;
+    }
+    if (a.contains("instruction")) {
+      if (!a["instruction"].is_number_integer()) return bad("args.instruction");
+      t.instruction = a["instruction"].get<int>();
     }
     t.start_ns = static_cast<int64_t>(e["ts"].get<double>() * 1000.0 + 0.5);
     t.end_ns = t.start_ns + static_cast<int64_t>(e["dur"].get<double>() * 1000.0 + 0.5);

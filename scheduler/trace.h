@@ -24,6 +24,7 @@ struct TraceEvent {
   std::string op;  // op type
   Job job;
   InstructionKind kind = InstructionKind::kCompute;
+  int instruction = -1;  // its id in the rank's graph; -1 when unknown
   int64_t start_ns = 0;  // since the step's (or the executor's) epoch
   int64_t end_ns = 0;
 };

@@ -1,0 +1,216 @@
+// The simulator on real plans: the textbook bubble of every schedule,
+// rendezvous semantics, exposed communication, determinism.
+#include "scheduler/simulator.h"
+
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include <gtest/gtest.h>
+
+#include "models/gpt.h"
+#include "passes/planner.h"
+#include "scheduler/schedule.h"
+
+namespace loom {
+namespace {
+
+// Job-level costs: each job's whole cost sits on one compute instruction,
+// the last before the job's first send (or its last), so a job's output
+// leaves exactly its cost after its input arrived, as textbook pipelines
+// assume. Communication takes `comm_seconds` per instruction.
+class UniformJobTimer : public InstructionTimer {
+ public:
+  static constexpr double kForward = 1;
+  static constexpr double kBackward = 2;  // b + w
+  static constexpr double kBackwardB = 1;
+  static constexpr double kBackwardW = 1;
+  static constexpr double kOptimizer = 0;
+
+  UniformJobTimer(const ExecutionGraph& graph, double comm_seconds)
+      : comm_seconds_(comm_seconds) {
+    for (const RankGraph& g : graph.ranks) {
+      auto [it, fresh] = costly_.emplace(g.body.get(), std::vector<char>());
+      if (!fresh) continue;
+      std::vector<char>& costly = it->second;
+      costly.assign(g.instructions().size(), 0);
+      int job = -1, chosen = -1;
+      bool sent = false;
+      auto close = [&] {
+        if (chosen >= 0) costly[chosen] = 1;
+      };
+      for (const Instruction& ins : g.instructions()) {
+        if (ins.job_index != job) {
+          close();
+          job = ins.job_index;
+          chosen = -1;
+          sent = false;
+        }
+        if (ins.kind == InstructionKind::kSend) sent = true;
+        if (ins.kind == InstructionKind::kCompute && !sent) chosen = ins.id;
+      }
+      close();
+    }
+  }
+
+  double Seconds(const RankGraph& g, const Instruction& ins) const override {
+    if (ins.communicates()) return comm_seconds_;
+    return costly_.at(g.body.get())[ins.id] ? JobCost(ins.job.type) : 0;
+  }
+
+  static double JobCost(JobType t) {
+    switch (t) {
+      case JobType::kForward: return kForward;
+      case JobType::kBackward: return kBackward;
+      case JobType::kBackwardB: return kBackwardB;
+      case JobType::kBackwardW: return kBackwardW;
+      case JobType::kOptimizer: return kOptimizer;
+    }
+    return 0;
+  }
+
+ private:
+  double comm_seconds_;
+  std::unordered_map<const RankGraphBody*, std::vector<char>> costly_;
+};
+
+// Compute costs `compute` each, communication `comm` each.
+class FixedTimer : public InstructionTimer {
+ public:
+  FixedTimer(double compute, double comm) : compute_(compute), comm_(comm) {}
+  double Seconds(const RankGraph&, const Instruction& ins) const override {
+    return ins.communicates() ? comm_ : compute_;
+  }
+
+ private:
+  double compute_, comm_;
+};
+
+ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int batch = 16) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = layers;
+  c.batch_size = batch;
+  TrainingProgram tp = BuildGptTrainingProgram(c).value();
+  Plan plan = PlanRanks(tp.main, tp.startup, strategy, {}).value();
+  return LowerPlan(plan).value();
+}
+
+// The published bubble fractions with F = b = w = 1 (B = b + w = 2) and
+// free communication: (p-1)/(m+p-1) for FThenB, 1F1B and Eager1F1B; VPP
+// with c chunks, per-chunk costs: (p-1)/(mc+p-1); ZB-H1, whose bubble is
+// (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W): (p-1)/(3m+p-1).
+TEST(Simulator, BubbleOfEveryScheduleIsTheTextbookFormula) {
+  const int p = 4, m = 8;
+  for (const ScheduleInfo& schedule : Schedules()) {
+    SCOPED_TRACE(schedule.name);
+    const int c = schedule.uses_chunks ? 2 : 1;
+    ExecutionGraph graph = Lower(MakeStrategy(1, 1, p, m, schedule.name, c));
+    UniformJobTimer timer(graph, 0);
+    SimulationOptions o;
+    o.timer = &timer;
+    auto sim = Simulate(graph, o);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    double expected_bubble = 0, expected_step = 0;
+    if (schedule.name == "ZBH1") {
+      expected_step = 3 * m + p - 1;
+      expected_bubble = (p - 1.0) / (3 * m + p - 1);
+    } else if (schedule.uses_chunks) {
+      expected_step = 3 * (m * c + p - 1);
+      expected_bubble = (p - 1.0) / (m * c + p - 1);
+    } else {
+      expected_step = 3 * (m + p - 1);
+      expected_bubble = (p - 1.0) / (m + p - 1);
+    }
+    EXPECT_NEAR(sim->step_time_s, expected_step, 1e-9);
+    EXPECT_NEAR(sim->bubble_fraction, expected_bubble, 1e-9);
+    for (const RankMetrics& r : sim->ranks) {
+      EXPECT_NEAR(r.bubble_fraction, expected_bubble, 1e-9) << "rank " << r.rank;
+    }
+    for (double e : sim->exposed_comm_s) EXPECT_EQ(e, 0);
+  }
+}
+
+// Every member of a group starts a collective together: with equal
+// durations, each call ends at the same time on every member.
+TEST(Simulator, CollectivesStartWhenTheLastMemberArrives) {
+  ExecutionGraph graph = Lower(MakeStrategy(2, 2, 2, 4, "1F1B"), 4);
+  FixedTimer timer(1e-3, 5e-4);
+  SimulationOptions o;
+  o.timer = &timer;
+  o.trace = true;
+  auto sim = Simulate(graph, o);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  std::map<int, const RankGraph*> rank_graph;
+  for (const RankGraph& g : graph.ranks) rank_graph[g.rank] = &g;
+  // (ring, the group's first rank, call) -> end times on its members.
+  std::map<std::tuple<int, int, int64_t>, std::vector<int64_t>> ends;
+  for (const TraceEvent& e : sim->trace) {
+    if (e.kind != InstructionKind::kCollective) continue;
+    const RankGraph& g = *rank_graph.at(e.rank);
+    const Instruction& ins = g.instructions().at(e.instruction);
+    ends[{ins.ring, g.Group(ins).front(), ins.comm_seq}].push_back(e.end_ns);
+  }
+  ASSERT_GT(ends.size(), 0u);
+  for (const auto& [key, times] : ends) {
+    const auto& [ring, first, call] = key;
+    const RankGraph& g = *rank_graph.at(first);
+    EXPECT_EQ(times.size(), g.groups[ring].size());
+    for (int64_t t : times) EXPECT_EQ(t, times.front()) << RingName(static_cast<RingId>(ring));
+  }
+}
+
+// With free compute, nothing hides communication: the exposed mp time is
+// every mp-ring call, one after another (the ring orders them). With free
+// communication, nothing is exposed.
+TEST(Simulator, ExposedCommunicationIsWhatComputeDoesNotCover) {
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 1, 2, "1F1B"), 2, 8);
+  {
+    FixedTimer timer(0, 1);
+    SimulationOptions o;
+    o.timer = &timer;
+    auto sim = Simulate(graph, o);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    for (const RankMetrics& r : sim->ranks) {
+      int calls = 0;
+      const RankGraph& g = graph.ranks[r.rank];
+      for (const Instruction& ins : g.instructions()) {
+        calls += ins.kind == InstructionKind::kCollective && ins.ring == kMpRing;
+      }
+      ASSERT_GT(calls, 0);
+      EXPECT_DOUBLE_EQ(r.exposed_comm_s[static_cast<int>(CommCategory::kMp)], calls);
+      EXPECT_DOUBLE_EQ(r.step_time_s, calls);
+      EXPECT_DOUBLE_EQ(r.bubble_fraction, 1.0);
+    }
+  }
+  {
+    FixedTimer timer(1, 0);
+    SimulationOptions o;
+    o.timer = &timer;
+    auto sim = Simulate(graph, o);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    for (double e : sim->exposed_comm_s) EXPECT_EQ(e, 0);
+    EXPECT_GT(sim->step_time_s, 0);
+  }
+}
+
+TEST(Simulator, TwoRunsGiveTheSameTrace) {
+  ExecutionGraph graph = Lower(MakeStrategy(2, 2, 2, 4, "VPP", 2), 4);
+  FixedTimer timer(1e-4, 3e-4);
+  SimulationOptions o;
+  o.timer = &timer;
+  o.trace = true;
+  auto a = Simulate(graph, o);
+  auto b = Simulate(graph, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->trace.size(), b->trace.size());
+  for (size_t i = 0; i < a->trace.size(); ++i) {
+    EXPECT_EQ(a->trace[i].rank, b->trace[i].rank);
+    EXPECT_EQ(a->trace[i].op, b->trace[i].op);
+    EXPECT_EQ(a->trace[i].start_ns, b->trace[i].start_ns);
+    EXPECT_EQ(a->trace[i].end_ns, b->trace[i].end_ns);
+  }
+  EXPECT_EQ(a->step_time_s, b->step_time_s);
+}
+
+}  // namespace
+}  // namespace loom
