@@ -60,8 +60,7 @@ RankExecutor::~RankExecutor() {
 }
 
 Status RankExecutor::Bind(const RankPlan& plan) {
-  std::map<Tensor*, int> use_index;
-  std::vector<std::pair<Tensor*, int>> uses;
+  const RankGraphBody& body = *graph_.body;
   std::set<std::string> keep(options_.keep.begin(), options_.keep.end());
   std::map<const Program*, std::vector<Op*>> program_ops;
   bound_.reserve(graph_.instructions().size());
@@ -116,39 +115,20 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     for (const std::string& out : op->OutputVars()) {
       b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
     }
-    // Temporaries this instruction touches (reads of meta only excluded).
-    auto touch = [&](const std::string& name) {
-      const proto::VarDesc* v = block.FindVar(name);
-      if (v == nullptr || v->persistable() || keep.count(name)) return;
-      Tensor* t = tensor_of(name);
-      auto [it, fresh] = use_index.emplace(t, static_cast<int>(uses.size()));
-      if (fresh) uses.emplace_back(t, 0);
-      ++uses[it->second].second;
-      b.touches.push_back(it->second);
-    };
-    for (const auto& slot : op->desc().inputs()) {
-      const SlotSpec* spec = schema->FindInput(slot.name());
-      if (spec != nullptr && spec->no_buffer()) continue;
-      for (const auto& v : slot.vars()) {
-        if (!v.empty()) touch(v);
-      }
+    // Temporaries, as lowering counted them: freed after their last toucher.
+    for (int i = 0; i < ins.touches_count; ++i) {
+      const int t = body.touches[ins.touches_begin + i];
+      if (!keep.count(body.temporaries[t].var)) b.touches.push_back(t);
     }
-    for (const std::string& out : op->OutputVars()) touch(out);
-    std::sort(b.touches.begin(), b.touches.end());
-    b.touches.erase(std::unique(b.touches.begin(), b.touches.end()), b.touches.end());
     bound_.push_back(std::move(b));
   }
-  // A var touched twice by one instruction counts once.
-  for (auto& u : uses) u.second = 0;
-  for (const Bound& b : bound_) {
-    for (int i : b.touches) ++uses[i].second;
-  }
-  num_uses_ = uses.size();
+  num_uses_ = body.temporaries.size();
   uses_.reset(new Use[num_uses_]);
   for (size_t i = 0; i < num_uses_; ++i) {
-    uses_[i].tensor = uses[i].first;
-    uses_[i].total = uses[i].second;
-    uses_[i].left.store(uses[i].second);
+    const Temporary& t = body.temporaries[i];
+    uses_[i].tensor = micro_scopes_.at(t.micro_batch)->Var(t.var);
+    uses_[i].total = t.touched_by;
+    uses_[i].left.store(t.touched_by);
   }
   return Status::OK();
 }

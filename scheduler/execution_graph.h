@@ -71,6 +71,14 @@ struct Instruction {
   int64_t comm_bytes = 0;  // bytes this rank contributes to one call
   int comm_calls = 0;      // calls per run (3 for the vocab-parallel CE)
 
+  // Temporaries it touches: RankGraphBody::touches[touches_begin, +count).
+  // The first `allocs` of them it writes first in the step, so it
+  // allocates them; a temporary is freed once every instruction touching
+  // it has finished, whichever ends last.
+  int touches_begin = 0;
+  int touches_count = 0;
+  int allocs = 0;
+
   bool communicates() const {
     return kind == InstructionKind::kCollective ||
            kind == InstructionKind::kSend || kind == InstructionKind::kRecv;
@@ -82,6 +90,24 @@ struct Stream {
   std::vector<int> queue;    // instruction ids, issue order
 };
 
+// A non-persistable var of one micro-batch's scope.
+struct Temporary {
+  int micro_batch = 0;
+  std::string var;
+  int64_t bytes = 0;
+  int touched_by = 0;  // instructions that touch it in a step
+  // Read before any instruction writes it: fed before the step (data).
+  bool fed = false;
+};
+
+// Bytes of the persistable vars: they live for the whole run.
+struct PersistentBytes {
+  int64_t parameters = 0;
+  int64_t gradients = 0;        // accumulators ("@GRAD" in the name)
+  int64_t optimizer_state = 0;  // every other persistable (moments, ...)
+  int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+
 // What ranks sharing a program set share: instructions and streams.
 struct RankGraphBody {
   int micro_batches = 1;
@@ -89,6 +115,9 @@ struct RankGraphBody {
   std::vector<Instruction> instructions;  // issue order
   std::vector<Stream> streams;            // sorted by name
   std::vector<std::string> signatures;
+  std::vector<Temporary> temporaries;
+  std::vector<int> touches;  // temporary ids, by instruction (see there)
+  PersistentBytes persistent;
 
   // The index of stream `name`, or -1.
   int FindStream(const std::string& name) const;

@@ -5,6 +5,7 @@
 
 #include "framework/op_registry.h"
 #include "framework/op_work.h"
+#include "framework/shape_inference.h"
 #include "scheduler/execution_graph.h"
 
 namespace loom {
@@ -23,9 +24,16 @@ struct OpFacts {
   int peer_stage = -1;
   // Vars as interned ids, with whether each lives in the step scope.
   std::vector<std::pair<int, bool>> inputs, outputs;
+  // Inputs whose buffer it reads (not only the meta), for memory.
+  std::vector<std::pair<int, bool>> buffer_inputs;
   const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
 };
+
+int64_t BytesOf(const proto::VarDesc& v) {
+  const TensorMeta m = MetaOf(v);
+  return NumElements(m.shape) * SizeOf(m.dtype);
+}
 
 // Tracks, per var of a scope, its last writer and the readers since.
 struct VarState {
@@ -48,9 +56,30 @@ class RankLowering {
   // the same way.
   Status CollectStreams();
   const std::vector<OpFacts>& FactsOf(const Program& program);
-  int VarId(const std::string& name) {
+  void RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins);
+  int VarId(const std::string& name, const proto::VarDesc* desc) {
     auto [it, fresh] = var_ids_.emplace(name, static_cast<int>(var_ids_.size()));
+    if (fresh) {
+      var_names_.push_back(name);
+      var_bytes_.push_back(desc == nullptr ? 0 : BytesOf(*desc));
+      if (desc != nullptr && desc->persistable()) {
+        PersistentBytes& p = body_->persistent;
+        (desc->is_parameter() ? p.parameters
+         : name.find("@GRAD") != std::string::npos ? p.gradients
+                                                    : p.optimizer_state) += var_bytes_.back();
+      }
+    }
     return it->second;
+  }
+  // The temporary of (micro_batch, var), made on first use.
+  int TemporaryOf(int micro_batch, int var, const std::string& name, int64_t bytes) {
+    std::vector<int>& ids = temp_ids_[micro_batch];
+    if (static_cast<int>(ids.size()) <= var) ids.resize(var_ids_.size(), -1);
+    if (ids[var] < 0) {
+      ids[var] = static_cast<int>(body_->temporaries.size());
+      body_->temporaries.push_back(Temporary{micro_batch, name, bytes, 0});
+    }
+    return ids[var];
   }
   VarState& State(int micro_batch, const std::pair<int, bool>& var) {
     std::vector<VarState>& scope = var.second ? step_vars_ : micro_vars_[micro_batch];
@@ -66,6 +95,9 @@ class RankLowering {
   std::unordered_map<std::string, int> var_ids_;
   std::vector<VarState> step_vars_;
   std::vector<std::vector<VarState>> micro_vars_;
+  std::vector<std::vector<int>> temp_ids_;  // micro-batch -> var id -> temp
+  std::vector<std::string> var_names_;      // var id -> name
+  std::vector<int64_t> var_bytes_;          // var id -> bytes
 };
 
 Status RankLowering::CollectStreams() {
@@ -92,8 +124,9 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
   const Block& block = program.global_block();
   auto var = [&](const std::string& name) {
     const proto::VarDesc* v = block.FindVar(name);
-    return std::make_pair(VarId(name), v != nullptr && v->persistable());
+    return std::make_pair(VarId(name, v), v != nullptr && v->persistable());
   };
+  const OpSchema* schema = nullptr;
   for (Op* op : block.ops()) {
     OpFacts f;
     f.type = op->type();
@@ -114,6 +147,14 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
       f.peer_stage = op->GetAttr<int32_t>("peer");
     }
     for (const std::string& in : op->InputVars()) f.inputs.push_back(var(in));
+    schema = OpRegistry::Global().Find(f.type);
+    for (const auto& slot : op->desc().inputs()) {
+      const SlotSpec* spec = schema == nullptr ? nullptr : schema->FindInput(slot.name());
+      if (spec != nullptr && spec->no_buffer()) continue;
+      for (const std::string& v : slot.vars()) {
+        if (!v.empty()) f.buffer_inputs.push_back(var(v));
+      }
+    }
     for (const std::string& out : op->OutputVars()) f.outputs.push_back(var(out));
     f.record_events = &op->desc().record_events();
     f.wait_events = &op->desc().wait_events();
@@ -122,11 +163,47 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
   return it->second;
 }
 
+void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins) {
+  std::vector<int>& touches = body_->touches;
+  ins->touches_begin = static_cast<int>(touches.size());
+  auto add = [&](const std::pair<int, bool>& var) {
+    if (var.second) return;  // persistable
+    const int t = TemporaryOf(micro_batch, var.first, var_names_[var.first],
+                              var_bytes_[var.first]);
+    for (int i = ins->touches_begin; i < static_cast<int>(touches.size()); ++i) {
+      if (touches[i] == t) return;
+    }
+    touches.push_back(t);
+    ++body_->temporaries[t].touched_by;
+  };
+  // Outputs first: those written here for the first time are allocated
+  // here, and lead the list.
+  for (const auto& out : f.outputs) {
+    const bool first = !out.second && State(micro_batch, out).writer < 0 &&
+                       State(micro_batch, out).readers.empty();
+    const size_t before = touches.size();
+    add(out);
+    if (first && touches.size() > before) {
+      std::swap(touches[ins->touches_begin + ins->allocs], touches.back());
+      ++ins->allocs;
+    }
+  }
+  for (const auto& in : f.buffer_inputs) {
+    const size_t before = touches.size();
+    add(in);
+    if (touches.size() > before && State(micro_batch, in).writer < 0) {
+      body_->temporaries[touches.back()].fed = true;
+    }
+  }
+  ins->touches_count = static_cast<int>(touches.size()) - ins->touches_begin;
+}
+
 StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
   RankGraphBody& g = *body_;
   g.num_chunks = plan_.num_chunks;
   for (const Job& j : plan_.jobs) g.micro_batches = std::max(g.micro_batches, j.micro_batch + 1);
   micro_vars_.resize(g.micro_batches);
+  temp_ids_.resize(g.micro_batches);
   LOOM_RETURN_IF_ERROR(CollectStreams());
 
   std::unordered_map<std::string, int> recorded;  // "mb/event" -> instruction
@@ -213,6 +290,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       for (int d : deps) {
         if (g.instructions[d].stream != ins.stream) ins.deps.push_back(d);
       }
+      RecordTouches(job.micro_batch, f, &ins);
       for (const auto& in : f.inputs) State(job.micro_batch, in).readers.push_back(ins.id);
       for (const auto& out : f.outputs) {
         VarState& s = State(job.micro_batch, out);

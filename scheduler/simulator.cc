@@ -67,6 +67,9 @@ struct RankState {
   int computing = 0;
   int calc_computing = 0;
   std::array<int, kNumCommCategories> communicating{};
+  // Memory: touches left per temporary, and the bytes live now.
+  std::vector<int> touches_left;
+  int64_t live_bytes = 0;
   RankMetrics metrics;
 };
 
@@ -123,6 +126,16 @@ Status Simulation::Init() {
     st.done.assign(g.instructions().size(), 0);
     st.calc = g.body->FindStream(stream::kCalc);
     st.metrics.rank = g.rank;
+    st.metrics.persistent = g.body->persistent;
+    if (options_.metrics) {
+      st.touches_left.resize(g.body->temporaries.size());
+      for (size_t t = 0; t < g.body->temporaries.size(); ++t) {
+        const Temporary& temp = g.body->temporaries[t];
+        st.touches_left[t] = temp.touched_by;
+        if (temp.fed) st.live_bytes += temp.bytes;
+      }
+      st.metrics.peak_temporary_bytes = st.live_bytes;
+    }
     for (const Stream& s : g.streams()) {
       st.metrics.streams.push_back(StreamMetrics{s.name, 0, 0});
     }
@@ -188,6 +201,13 @@ void Simulation::Start(int r, int id, double now) {
   Account(st, now);
   Count(st, ins, +1);
   st.streams[ins.stream].start = now;
+  if (options_.metrics) {
+    const RankGraphBody& body = *st.graph->body;
+    for (int i = 0; i < ins.allocs; ++i) {
+      st.live_bytes += body.temporaries[body.touches[ins.touches_begin + i]].bytes;
+    }
+    st.metrics.peak_temporary_bytes = std::max(st.metrics.peak_temporary_bytes, st.live_bytes);
+  }
   events_.push(Event{now + seconds, seq_++, r, id});
 }
 
@@ -250,6 +270,11 @@ void Simulation::Finish(const Event& e) {
     sm.busy_s += e.time - ss.start;
     ++sm.instructions;
     st.metrics.step_time_s = std::max(st.metrics.step_time_s, e.time);
+    const RankGraphBody& body = *st.graph->body;
+    for (int i = 0; i < ins.touches_count; ++i) {
+      const int t = body.touches[ins.touches_begin + i];
+      if (--st.touches_left[t] == 0) st.live_bytes -= body.temporaries[t].bytes;
+    }
   }
   if (options_.trace) {
     result_.trace.push_back(TraceEventOf(*st.graph, ins,

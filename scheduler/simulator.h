@@ -32,6 +32,8 @@
 //                        imbalance, not communication) and no compute
 //                        instruction runs on the rank; overall: the mean
 //                        over ranks.
+//   peak memory          persistables plus the peak of live temporaries,
+//                        per rank (see RankMetrics).
 // Trace events span start to end, like busy time.
 #ifndef LOOM_SCHEDULER_SIMULATOR_H_
 #define LOOM_SCHEDULER_SIMULATOR_H_
@@ -76,6 +78,13 @@ struct StreamMetrics {
 
 struct RankMetrics {
   int rank = 0;
+  // Memory: persistables for the whole step, plus the most temporaries
+  // (activations kept for the backward, gradients, workspaces) live at
+  // once, each from the start of the instruction that first writes it to
+  // the end of the last that touches it.
+  PersistentBytes persistent;
+  int64_t peak_temporary_bytes = 0;
+  int64_t peak_bytes() const { return persistent.total() + peak_temporary_bytes; }
   double step_time_s = 0;
   double calc_compute_s = 0;
   double bubble_fraction = 0;
