@@ -62,11 +62,8 @@ struct RankState {
   std::vector<StreamState> streams;
   std::vector<char> done;
   int calc = -1;  // index of the calc stream
-  // Metrics, accumulated as events pass: instructions in flight by kind.
-  double last_change = 0;
-  int computing = 0;
-  int calc_computing = 0;
-  std::array<int, kNumCommCategories> communicating{};
+  // Metrics, accumulated as events pass.
+  RankAccounting accounting;
   // Memory: touches left per temporary, and the bytes live now.
   std::vector<int> touches_left;
   int64_t live_bytes = 0;
@@ -90,9 +87,8 @@ class Simulation {
   Status Arrive(int r, int s, const Instruction& ins, double now);
   void Start(int r, int ins, double now);
   void Finish(const Event& e);
-  // Accounts the time since the rank's last change, before a change.
-  void Account(RankState& st, double now);
-  void Count(RankState& st, const Instruction& ins, int delta);
+  // An instruction starts (delta +1) or ends (-1) at t, for the metrics.
+  void Count(RankState& st, const Instruction& ins, double t, int delta);
   // The rendezvous `ins` of rank `r` joins, and its number of parties.
   StatusOr<RendezvousKey> KeyOf(int r, const Instruction& ins, int* size) const;
   Status Deadlock() const;
@@ -171,25 +167,14 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
                        ins.comm_seq};
 }
 
-void Simulation::Account(RankState& st, double now) {
-  const double dt = now - st.last_change;
-  if (dt > 0 && options_.metrics) {
-    if (st.calc_computing > 0) st.metrics.calc_compute_s += dt;
-    if (st.computing == 0) {
-      for (int c = 0; c < kNumCommCategories; ++c) {
-        if (st.communicating[c] > 0) st.metrics.exposed_comm_s[c] += dt;
-      }
-    }
-  }
-  st.last_change = now;
-}
-
-void Simulation::Count(RankState& st, const Instruction& ins, int delta) {
-  if (ins.kind == InstructionKind::kCompute) {
-    st.computing += delta;
-    if (ins.stream == st.calc) st.calc_computing += delta;
-  } else if (ins.communicates()) {
-    st.communicating[static_cast<int>(CommCategoryOf(ins))] += delta;
+void Simulation::Count(RankState& st, const Instruction& ins, double t, int delta) {
+  if (!options_.metrics) return;
+  const bool calc = ins.stream == st.calc;
+  const CommCategory comm = CommCategoryOf(ins);
+  if (delta > 0) {
+    st.accounting.Start(t, ins.kind, calc, comm);
+  } else {
+    st.accounting.End(t, ins.kind, calc, comm);
   }
 }
 
@@ -198,8 +183,7 @@ void Simulation::Start(int r, int id, double now) {
   const Instruction& ins = st.graph->instructions()[id];
   const double seconds =
       ins.kind == InstructionKind::kNoOp ? 0 : timer_->Seconds(*st.graph, ins);
-  Account(st, now);
-  Count(st, ins, +1);
+  Count(st, ins, now, +1);
   st.streams[ins.stream].start = now;
   if (options_.metrics) {
     const RankGraphBody& body = *st.graph->body;
@@ -259,8 +243,7 @@ void Simulation::Finish(const Event& e) {
   RankState& st = ranks_[e.rank];
   const Instruction& ins = st.graph->instructions()[e.ins];
   StreamState& ss = st.streams[ins.stream];
-  Account(st, e.time);
-  Count(st, ins, -1);
+  Count(st, ins, e.time, -1);
   st.done[e.ins] = 1;
   ss.busy = false;
   ++ss.pos;
@@ -312,6 +295,8 @@ StatusOr<SimulationResult> Simulation::Run() {
   const double n = std::max<size_t>(1, ranks_.size());
   for (RankState& st : ranks_) {
     RankMetrics& m = st.metrics;
+    m.calc_compute_s = st.accounting.calc_compute_s();
+    m.exposed_comm_s = st.accounting.exposed_comm_s();
     m.bubble_fraction = result_.step_time_s > 0
                             ? 1.0 - m.calc_compute_s / result_.step_time_s
                             : 0.0;
@@ -419,33 +404,6 @@ Status Simulation::Deadlock() const {
 }
 
 }  // namespace
-
-const char* CommCategoryName(CommCategory c) {
-  switch (c) {
-    case CommCategory::kMp:
-      return "mp";
-    case CommCategory::kDp:
-      return "dp";
-    case CommCategory::kP2p:
-      return "p2p";
-    case CommCategory::kSharding:
-      return "sharding";
-  }
-  return "unknown";
-}
-
-CommCategory CommCategoryOf(const Instruction& ins) {
-  switch (ins.ring) {
-    case kMpRing:
-      return CommCategory::kMp;
-    case kPpRing:
-      return CommCategory::kP2p;
-    case kDpRing:
-    case kSharedParamRing:
-      return CommCategory::kDp;
-  }
-  return CommCategory::kDp;
-}
 
 StatusOr<SimulationResult> Simulate(const ExecutionGraph& graph,
                                     const SimulationOptions& options) {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "scheduler/execution_graph.h"
+#include "scheduler/timeline_metrics.h"
 #include "scheduler/trace.h"
 
 namespace loom {
@@ -62,13 +63,6 @@ class ZeroTimer : public InstructionTimer {
  public:
   double Seconds(const RankGraph&, const Instruction&) const override { return 0; }
 };
-
-// Kinds of communication the metrics separate.
-enum class CommCategory { kMp, kDp, kP2p, kSharding };
-inline constexpr int kNumCommCategories = 4;
-// "mp", "dp", "p2p", "sharding".
-const char* CommCategoryName(CommCategory c);
-CommCategory CommCategoryOf(const Instruction& ins);
 
 struct StreamMetrics {
   std::string name;

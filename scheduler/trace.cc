@@ -28,10 +28,49 @@ StatusOr<InstructionKind> ParseKind(const std::string& name) {
 
 }  // namespace
 
+const char* CommCategoryName(CommCategory c) {
+  switch (c) {
+    case CommCategory::kNone:
+      return "";
+    case CommCategory::kMp:
+      return "mp";
+    case CommCategory::kDp:
+      return "dp";
+    case CommCategory::kP2p:
+      return "p2p";
+    case CommCategory::kSharding:
+      return "sharding";
+  }
+  return "";
+}
+
+CommCategory CommCategoryOf(const Instruction& ins) {
+  if (!ins.communicates()) return CommCategory::kNone;
+  switch (ins.ring) {
+    case kMpRing:
+      return CommCategory::kMp;
+    case kPpRing:
+      return CommCategory::kP2p;
+    case kDpRing:
+    case kSharedParamRing:
+      return CommCategory::kDp;
+  }
+  return CommCategory::kDp;
+}
+
 TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
                         int64_t start_ns, int64_t end_ns) {
-  return TraceEvent{graph.rank, graph.StreamName(ins), ins.op_type, ins.job,
-                    ins.kind,   ins.id,                 start_ns,    end_ns};
+  TraceEvent e;
+  e.rank = graph.rank;
+  e.stream = graph.StreamName(ins);
+  e.op = ins.op_type;
+  e.job = ins.job;
+  e.kind = ins.kind;
+  e.comm = CommCategoryOf(ins);
+  e.instruction = ins.id;
+  e.start_ns = start_ns;
+  e.end_ns = end_ns;
+  return e;
 }
 
 int StreamOrder(const std::string& stream) {
@@ -68,6 +107,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
                       {"chunk", e.job.chunk},
                       {"kind", InstructionKindName(e.kind)},
                       {"instruction", e.instruction},
+                      {"comm", CommCategoryName(e.comm)},
                       {"stream", e.stream}}}});
     ranks.insert(e.rank);
     named.emplace(e.rank, e.stream);
@@ -122,6 +162,14 @@ StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& text) {
       auto kind = ParseKind(a["kind"].get<std::string>());
       if (!kind.ok()) return kind.status().WithContext(StrCat("traceEvents[", i, "]"));
       t.kind = *kind;
+    }
+    if (a.contains("comm")) {
+      if (!a["comm"].is_string()) return bad("args.comm");
+      const std::string c = a["comm"].get<std::string>();
+      for (int k = 0; k < kNumCommCategories; ++k) {
+        if (c == CommCategoryName(static_cast<CommCategory>(k))) t.comm = static_cast<CommCategory>(k);
+      }
+      if (!c.empty() && t.comm == CommCategory::kNone) return bad("args.comm");
     }
     if (a.contains("instruction")) {
       if (!a["instruction"].is_number_integer()) return bad("args.instruction");

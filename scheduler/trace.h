@@ -18,12 +18,22 @@
 
 namespace loom {
 
+// Kinds of communication the metrics separate, by the ring an instruction
+// communicates on.
+enum class CommCategory : int8_t { kNone = -1, kMp = 0, kDp, kP2p, kSharding };
+inline constexpr int kNumCommCategories = 4;
+// "mp", "dp", "p2p", "sharding"; "" for kNone.
+const char* CommCategoryName(CommCategory c);
+// kNone for an instruction that does not communicate.
+CommCategory CommCategoryOf(const Instruction& ins);
+
 struct TraceEvent {
   int rank = 0;
   std::string stream;
   std::string op;  // op type
   Job job;
   InstructionKind kind = InstructionKind::kCompute;
+  CommCategory comm = CommCategory::kNone;
   int instruction = -1;  // its id in the rank's graph; -1 when unknown
   int64_t start_ns = 0;  // since the step's (or the executor's) epoch
   int64_t end_ns = 0;

@@ -212,6 +212,42 @@ TEST(Simulator, TwoRunsGiveTheSameTrace) {
   EXPECT_EQ(a->step_time_s, b->step_time_s);
 }
 
+// One definition of the metrics: the simulator's, accumulated as it runs,
+// equal those computed from its trace, also after a Chrome JSON round trip.
+TEST(Simulator, TraceAnalysisAgreesWithTheSimulator) {
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  FixedTimer timer(2e-4, 3e-4);
+  SimulationOptions o;
+  o.timer = &timer;
+  o.trace = true;
+  auto sim = Simulate(graph, o);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  auto parsed = ParseChromeTrace(ChromeTraceJson(sim->trace));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), sim->trace.size());
+  for (size_t i = 0; i < parsed->size(); ++i) {
+    const TraceEvent& a = sim->trace[i];
+    const TraceEvent& b = (*parsed)[i];
+    ASSERT_TRUE(a.rank == b.rank && a.stream == b.stream && a.op == b.op && a.job == b.job &&
+                a.kind == b.kind && a.comm == b.comm && a.instruction == b.instruction &&
+                a.start_ns == b.start_ns && a.end_ns == b.end_ns)
+        << "event " << i;
+  }
+  TimelineMetrics m = AnalyzeTrace(*parsed);
+  EXPECT_NEAR(m.step_time_s, sim->step_time_s, 1e-8);
+  EXPECT_NEAR(m.bubble_fraction, sim->bubble_fraction, 1e-6);
+  double exposed_mp = 0;
+  for (int c = 0; c < kNumCommCategories; ++c) {
+    EXPECT_NEAR(m.exposed_comm_s[c], sim->exposed_comm_s[c], 1e-8) << c;
+  }
+  exposed_mp = sim->exposed_comm_s[static_cast<int>(CommCategory::kMp)];
+  EXPECT_GT(exposed_mp, 0);
+  ASSERT_EQ(m.ranks.size(), sim->ranks.size());
+  for (size_t r = 0; r < m.ranks.size(); ++r) {
+    EXPECT_NEAR(m.ranks[r].calc_compute_s, sim->ranks[r].calc_compute_s, 1e-8);
+  }
+}
+
 // Memory: parameters are counted once per rank (the tied embedding on both
 // ends of the pipeline), and FThenB keeps every micro-batch's activations
 // where 1F1B keeps p - s.
