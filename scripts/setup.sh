@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
   nlohmann-json3-dev
+  chromium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
