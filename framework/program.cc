@@ -366,9 +366,18 @@ proto::ProgramDesc Program::ToProto() const {
 }
 
 Program Program::Clone() const {
-  StatusOr<Program> copy = FromProto(ToProto());
-  CHECK(copy.ok()) << copy.status();
-  return std::move(copy).value();
+  // Block by block, without a round trip through one ProgramDesc: planning
+  // clones the whole training program for every rank it plans.
+  Program copy;
+  copy.blocks_.clear();
+  for (const auto& b : blocks_) {
+    auto block = std::make_unique<Block>(b->idx(), b->parent_idx());
+    block->vars_ = b->vars_;
+    for (Op* op : b->ops()) block->AppendOp(op->desc());
+    block->next_id_ = std::max(block->next_id_, b->next_id_);
+    copy.blocks_.push_back(std::move(block));
+  }
+  return copy;
 }
 
 }  // namespace loom

@@ -191,6 +191,8 @@ class Block {
   std::unordered_map<int64_t, Op*> by_id_;
   int64_t next_id_ = 1;
   mutable bool numbering_valid_ = true;
+
+  friend class Program;  // Clone copies vars directly
 };
 
 // A whole program. Move-only; Clone() makes an independent copy.

@@ -149,10 +149,11 @@ Status ReinferShapes(Block& block) {
 }
 
 StatusOr<Op*> AppendOpInferShapes(Block& block, proto::OpDesc desc) {
+  auto where = [&] { return StrCat("op ", block.num_ops(), " (", desc.type(), ")"); };
   auto outputs = InferOpShapes(desc, block);
-  std::string where = StrCat("op ", block.num_ops(), " (", desc.type(), ")");
-  if (!outputs.ok()) return outputs.status().WithContext(where);
-  LOOM_RETURN_IF_ERROR(DeclareOutputs(block, *outputs).WithContext(where));
+  if (!outputs.ok()) return outputs.status().WithContext(where());
+  Status declared = DeclareOutputs(block, *outputs);
+  if (!declared.ok()) return declared.WithContext(where());
   return block.AppendOp(std::move(desc));
 }
 
@@ -160,11 +161,17 @@ namespace {
 
 StatusOr<Op*> InsertInferShapes(Block& block, const Op* pos, bool after,
                                 proto::OpDesc desc) {
+  // The location is built only for an error: Location() numbers the block,
+  // which every insertion invalidates, so building it eagerly made a pass
+  // that inserts n ops quadratic.
+  auto where = [&] {
+    return StrCat("op inserted ", after ? "after " : "before ", pos->Location(), " (",
+                  desc.type(), ")");
+  };
   auto outputs = InferOpShapes(desc, block);
-  std::string where = StrCat("op inserted ", after ? "after " : "before ",
-                             pos->Location(), " (", desc.type(), ")");
-  if (!outputs.ok()) return outputs.status().WithContext(where);
-  LOOM_RETURN_IF_ERROR(DeclareOutputs(block, *outputs).WithContext(where));
+  if (!outputs.ok()) return outputs.status().WithContext(where());
+  Status declared = DeclareOutputs(block, *outputs);
+  if (!declared.ok()) return declared.WithContext(where());
   return after ? block.InsertOpAfter(pos, std::move(desc))
                : block.InsertOpBefore(pos, std::move(desc));
 }
