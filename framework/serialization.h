@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <google/protobuf/message.h>
+
 #include "framework/program.h"
 
 namespace loom {
@@ -21,9 +23,33 @@ std::string SerializeProgramText(const Program& program);
 // Parses a framed binary or a text-format program and verifies it.
 StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format);
 
+// Writes atomically (WriteFileAtomically).
 Status SaveProgram(const Program& program, const std::string& path);
 // Errors begin with the path.
 StatusOr<Program> LoadProgram(const std::string& path);
+
+// ---- Framing and files, shared with other artifacts (plans) ----------------
+
+// Parses protobuf text format; errors read "not a text-format <what>:
+// line L, column C: ...".
+Status ParseTextFormat(const std::string& text, const std::string& what,
+                       google::protobuf::Message* message);
+
+// `magic` (8 characters), the payload's length and checksum, the payload.
+std::string FrameBytes(const std::string& magic, const std::string& payload);
+// The payload of FrameBytes' output. Errors name `what` ("program",
+// "plan"): "truncated plan: header promises N bytes, file holds M",
+// "corrupted plan: checksum mismatch", or a bad magic.
+StatusOr<std::string> UnframeBytes(const std::string& bytes,
+                                   const std::string& magic,
+                                   const std::string& what);
+
+// Writes a temporary file in the same directory and renames it over
+// `path`, so that a reader sees the old file or the new one, never a part.
+// Errors begin with the path.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// The whole file; "PATH: cannot open" if it cannot be read.
+StatusOr<std::string> ReadFileBytes(const std::string& path);
 
 }  // namespace loom
 

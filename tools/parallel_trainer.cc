@@ -75,7 +75,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
   for (int r : t->local_) {
     t->scopes_[r] = std::make_unique<Scope>();
     LOOM_ASSIGN_OR_RETURN(auto startup,
-                          SerialExecutor::Create(t->plan_.ranks[r].startup, t->scopes_[r].get()));
+                          SerialExecutor::Create(t->plan_.ranks[r].startup(), t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar};
