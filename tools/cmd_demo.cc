@@ -6,10 +6,10 @@
 #include <cstdio>
 
 #include "executor/chrome_trace.h"
+#include "runtime/parallel_trainer.h"
+#include "runtime/serial_trainer.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/parallel_trainer.h"
-#include "tools/serial_trainer.h"
 
 DEFINE_string(demo_trace, "loom-demo-trace.json", "where loom demo writes its trace");
 
