@@ -149,6 +149,8 @@ StatusOr<float> ParallelTrainer::RunRank(int rank) {
     LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
     LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
   }
+  // Every replica now holds the same mean; one reports it.
+  if (rp.coords.dp != 0) return std::numeric_limits<float>::quiet_NaN();
   return mean.data<float>()[0];
 }
 

@@ -41,12 +41,16 @@ StatusOr<Program> ProgramFromProto(const proto::ProgramDesc& desc) {
 
 StatusOr<ProgramSet> ProgramSetFromProto(const proto::ProgramSetDesc& desc) {
   ProgramSet set;
+  // Programs are named as in listings: with their chunk when the set has
+  // chunks.
+  bool with_chunk = false;
+  for (const proto::JobProgramDesc& p : desc.programs()) with_chunk |= p.chunk() != 0;
   for (int i = 0; i < desc.programs_size(); ++i) {
     const proto::JobProgramDesc& p = desc.programs(i);
     StatusOr<JobType> type = ParseJobType(p.type());
     if (!type.ok()) return type.status().WithContext(StrCat("program ", i));
     const JobProgramKey key{*type, p.chunk()};
-    const std::string name = JobProgramName(key, true);
+    const std::string name = JobProgramName(key, with_chunk);
     if (p.chunk() < 0) return InvalidArgument("program ", i, " (", name, "): negative chunk");
     if (set.programs.count(key)) return InvalidArgument("program ", i, ": a second ", name, " program");
     StatusOr<Program> program = ProgramFromProto(p.program());
@@ -104,7 +108,8 @@ Status RankFromProto(const proto::RankPlanDesc& desc, int index, const ParallelL
     StatusOr<JobType> type = ParseJobType(jd.type());
     if (!type.ok()) return type.status().WithContext(StrCat(where, ", job ", j));
     const Job job{*type, jd.micro_batch(), jd.chunk()};
-    const std::string at = StrCat(where, ", job ", j, " (", JobToString(job, true), ")");
+    const bool with_chunk = rp->num_chunks > 1 || job.chunk != 0;
+    const std::string at = StrCat(where, ", job ", j, " (", JobToString(job, with_chunk), ")");
     if (job.micro_batch < 0) return InvalidArgument(at, ": negative micro_batch");
     if (job.chunk < 0 || job.chunk >= rp->num_chunks) {
       return InvalidArgument(at, ": chunk ", job.chunk, " is outside the rank's ",
