@@ -73,7 +73,9 @@ struct RankPlan {
 
 // The rank's program set, made its own first if another rank shares it
 // (or created if it has none), for tools and tests that edit one rank's
-// programs. Not for use while other threads read the plan.
+// programs. Not for use while other threads read the plan. Sets must be
+// created non-const (std::make_shared<ProgramSet>), as the planner and
+// PlanFromProto create them.
 ProgramSet& MutableProgramSet(RankPlan& rank);
 
 struct Plan {

@@ -170,7 +170,8 @@ StatusOr<Plan> PlanFromProto(const proto::PlanDesc& desc) {
   for (int i = 0; i < desc.program_sets_size(); ++i) {
     StatusOr<ProgramSet> set = ProgramSetFromProto(desc.program_sets(i));
     if (!set.ok()) return set.status().WithContext(StrCat("program set ", i));
-    sets.push_back(std::make_shared<const ProgramSet>(std::move(set).value()));
+    // Made non-const: MutableProgramSet may edit a set no one else holds.
+    sets.push_back(std::make_shared<ProgramSet>(std::move(set).value()));
   }
   plan.ranks.resize(desc.ranks_size());
   for (int r = 0; r < desc.ranks_size(); ++r) {
