@@ -3,7 +3,7 @@
 // ranks' stream threads sharing this machine's cores.
 #include <benchmark/benchmark.h>
 
-#include "tools/parallel_trainer.h"
+#include "runtime/parallel_trainer.h"
 
 namespace loom {
 namespace {

@@ -23,7 +23,7 @@ void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp) 
     auto plan = PlanRank(tp->main, tp->startup, s, rank);
     CHECK(plan.ok()) << plan.status();
     ops = 0;
-    for (const auto& [key, p] : plan->programs) ops += p.global_block().num_ops();
+    for (const auto& [key, p] : plan->programs()) ops += p.global_block().num_ops();
   }
   state.counters["rank_ops"] = static_cast<double>(ops);
 }

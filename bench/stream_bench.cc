@@ -15,7 +15,7 @@ namespace {
 RankPlan ChainPlan(int64_t n, bool alternate) {
   RegisterAllOps();
   RankPlan plan;
-  Program& p = plan.programs[{JobType::kForward, 0}];
+  Program& p = MutableProgramSet(plan).programs[{JobType::kForward, 0}];
   Block& b = p.global_block();
   proto::VarDesc* x = b.AddVar("v0");
   x->add_shape(1);

@@ -1,7 +1,7 @@
 // One serial training step of gpt-tiny (forward, backward, AdamW).
 #include <benchmark/benchmark.h>
 
-#include "tools/serial_trainer.h"
+#include "runtime/serial_trainer.h"
 
 namespace loom {
 namespace {

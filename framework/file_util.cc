@@ -1,8 +1,10 @@
 #include "framework/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,10 +14,18 @@
 namespace loom {
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  // Unique per process and call, in the same directory so rename is atomic.
-  static int counter = 0;
-  const std::string tmp = StrCat(path, ".tmp.", getpid(), ".", counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or a pipe (/dev/null, /dev/stdout) cannot be replaced.
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return out ? Status::OK() : DataLoss(path, ": write failed");
+  }
+  // Beside the target (rename is atomic only within one file system), with
+  // a name no other writer uses.
+  static std::atomic<int> serial{0};
+  const std::string tmp = StrCat(path, ".tmp.", getpid(), ".", serial++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return NotFound(path, ": cannot open for writing: ", std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {

@@ -1,5 +1,11 @@
 #include "framework/serialization.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -13,8 +19,9 @@
 namespace loom {
 namespace {
 
-constexpr char kMagic[8] = {'L', 'O', 'O', 'M', 'P', 'R', 'O', 'G'};
-constexpr size_t kHeaderSize = sizeof(kMagic) + 2 * sizeof(uint64_t);
+constexpr const char* kProgramMagic = "LOOMPROG";
+constexpr size_t kMagicSize = 8;
+constexpr size_t kHeaderSize = kMagicSize + 2 * sizeof(uint64_t);
 
 uint64_t Fnv1a64(const std::string& data) {
   uint64_t h = 1469598103934665603ULL;
@@ -49,16 +56,55 @@ bool IsTextFormatPath(const std::string& path) {
   return ends_with(".pbtxt") || ends_with(".txt");
 }
 
-std::string SerializeProgramBinary(const Program& program) {
-  std::string payload;
-  CHECK(program.ToProto().SerializeToString(&payload));
+Status ParseTextFormat(const std::string& text, const std::string& what,
+                       google::protobuf::Message* message) {
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message)) {
+    return DataLoss("not a text-format ", what, ": ", errors.first());
+  }
+  return Status::OK();
+}
+
+std::string FrameBytes(const std::string& magic, const std::string& payload) {
+  CHECK_EQ(magic.size(), kMagicSize);
   uint64_t size = payload.size();
   uint64_t sum = Fnv1a64(payload);
   std::string out(kHeaderSize, '\0');
-  std::memcpy(&out[0], kMagic, sizeof(kMagic));
-  std::memcpy(&out[sizeof(kMagic)], &size, sizeof(size));
-  std::memcpy(&out[sizeof(kMagic) + sizeof(size)], &sum, sizeof(sum));
+  std::memcpy(&out[0], magic.data(), kMagicSize);
+  std::memcpy(&out[kMagicSize], &size, sizeof(size));
+  std::memcpy(&out[kMagicSize + sizeof(size)], &sum, sizeof(sum));
   return out + payload;
+}
+
+StatusOr<std::string> UnframeBytes(const std::string& bytes,
+                                   const std::string& magic,
+                                   const std::string& what) {
+  CHECK_EQ(magic.size(), kMagicSize);
+  if (bytes.size() < kHeaderSize ||
+      std::memcmp(bytes.data(), magic.data(), kMagicSize) != 0) {
+    return DataLoss("not a Loom binary ", what, " (bad magic; text-format "
+                    "files must end in .pbtxt)");
+  }
+  uint64_t size, sum;
+  std::memcpy(&size, bytes.data() + kMagicSize, sizeof(size));
+  std::memcpy(&sum, bytes.data() + kMagicSize + sizeof(size), sizeof(sum));
+  std::string payload = bytes.substr(kHeaderSize);
+  if (payload.size() != size) {
+    return DataLoss("truncated ", what, ": header promises ", size,
+                    " bytes, file holds ", payload.size());
+  }
+  if (Fnv1a64(payload) != sum) {
+    return DataLoss("corrupted ", what, ": checksum mismatch");
+  }
+  return payload;
+}
+
+std::string SerializeProgramBinary(const Program& program) {
+  std::string payload;
+  CHECK(program.ToProto().SerializeToString(&payload));
+  return FrameBytes(kProgramMagic, payload);
 }
 
 std::string SerializeProgramText(const Program& program) {
@@ -70,30 +116,10 @@ std::string SerializeProgramText(const Program& program) {
 StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format) {
   proto::ProgramDesc desc;
   if (text_format) {
-    google::protobuf::TextFormat::Parser parser;
-    ErrorCollector errors;
-    parser.RecordErrorsTo(&errors);
-    if (!parser.ParseFromString(bytes, &desc)) {
-      return DataLoss("not a text-format program: ", errors.first());
-    }
+    LOOM_RETURN_IF_ERROR(ParseTextFormat(bytes, "program", &desc));
   } else {
-    if (bytes.size() < kHeaderSize ||
-        std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
-      return DataLoss("not a Loom binary program (bad magic; text-format "
-                      "files must end in .pbtxt)");
-    }
-    uint64_t size, sum;
-    std::memcpy(&size, bytes.data() + sizeof(kMagic), sizeof(size));
-    std::memcpy(&sum, bytes.data() + sizeof(kMagic) + sizeof(size),
-                sizeof(sum));
-    std::string payload = bytes.substr(kHeaderSize);
-    if (payload.size() != size) {
-      return DataLoss("truncated program: header promises ", size,
-                      " bytes, file holds ", payload.size());
-    }
-    if (Fnv1a64(payload) != sum) {
-      return DataLoss("corrupted program: checksum mismatch");
-    }
+    LOOM_ASSIGN_OR_RETURN(std::string payload,
+                          UnframeBytes(bytes, kProgramMagic, "program"));
     if (!desc.ParseFromString(payload)) {
       return DataLoss("corrupted program: payload does not parse");
     }
@@ -104,9 +130,9 @@ StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format) {
 }
 
 Status SaveProgram(const Program& program, const std::string& path) {
-  std::string bytes = IsTextFormatPath(path) ? SerializeProgramText(program)
-                                             : SerializeProgramBinary(program);
-  return WriteFileAtomically(path, bytes);
+  return WriteFileAtomically(path, IsTextFormatPath(path)
+                                       ? SerializeProgramText(program)
+                                       : SerializeProgramBinary(program));
 }
 
 StatusOr<Program> LoadProgram(const std::string& path) {

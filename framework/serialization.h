@@ -9,6 +9,9 @@
 
 #include <string>
 
+#include <google/protobuf/message.h>
+
+#include "framework/file_util.h"  // WriteFileAtomically, ReadFile
 #include "framework/program.h"
 
 namespace loom {
@@ -21,9 +24,26 @@ std::string SerializeProgramText(const Program& program);
 // Parses a framed binary or a text-format program and verifies it.
 StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format);
 
+// Writes atomically (WriteFileAtomically).
 Status SaveProgram(const Program& program, const std::string& path);
 // Errors begin with the path.
 StatusOr<Program> LoadProgram(const std::string& path);
+
+// ---- Framing and files, shared with other artifacts (plans) ----------------
+
+// Parses protobuf text format; errors read "not a text-format <what>:
+// line L, column C: ...".
+Status ParseTextFormat(const std::string& text, const std::string& what,
+                       google::protobuf::Message* message);
+
+// `magic` (8 characters), the payload's length and checksum, the payload.
+std::string FrameBytes(const std::string& magic, const std::string& payload);
+// The payload of FrameBytes' output. Errors name `what` ("program",
+// "plan"): "truncated plan: header promises N bytes, file holds M",
+// "corrupted plan: checksum mismatch", or a bad magic.
+StatusOr<std::string> UnframeBytes(const std::string& bytes,
+                                   const std::string& magic,
+                                   const std::string& what);
 
 }  // namespace loom
 

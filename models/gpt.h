@@ -6,6 +6,7 @@
 #define LOOM_MODELS_GPT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ std::vector<std::string> GptPresetNames();
 // Rejects sizes that cannot build (heads not dividing hidden, ...), naming
 // the field.
 Status ValidateGptConfig(const GptConfig& config);
+
+// The config's fields (all but `name`) as text, keyed by field name
+// ("seq_len" -> "32"), for artifacts that must rebuild the same model and
+// data feed: a saved plan records them.
+std::map<std::string, std::string> GptConfigToMap(const GptConfig& config);
+// The inverse, validated. Every field must be present; errors name the key
+// ("model config: seq_len: 'x' is not an integer").
+StatusOr<GptConfig> GptConfigFromMap(const std::string& name,
+                                     const std::map<std::string, std::string>& map);
 
 inline constexpr const char* kTokensVar = "tokens";
 inline constexpr const char* kLabelsVar = "labels";

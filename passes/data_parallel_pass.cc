@@ -30,15 +30,15 @@ class DataParallelPass : public Pass {
 };
 
 StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
-  auto* dp = ctx.mutable_strategy().mutable_dp();
-  if (degree_ <= 0) degree_ = dp->degree();
-  if (bucket_bytes_ <= 0) bucket_bytes_ = dp->bucket_size_bytes();
-  dp->set_degree(static_cast<int32_t>(degree_));
+  if (degree_ <= 0) degree_ = ctx.dp_degree();
+  if (bucket_bytes_ <= 0) bucket_bytes_ = ctx.dp_bucket_bytes();
   if (!ctx.strategy().passes().dp_bucketing()) bucket_bytes_ = 1;
+  ctx.resolved().set_dp_degree(static_cast<int32_t>(degree_));
+  ctx.resolved().set_dp_bucket_bytes(bucket_bytes_);
   if (degree_ == 1) return false;
   Block& block = ctx.program().global_block();
   LOOM_RETURN_IF_ERROR(ShardBatchDim(block, degree_, "dp.degree"));
-  const bool accumulating = ctx.strategy().pipeline().micro_batches() > 1;
+  const bool accumulating = ctx.micro_batches() > 1;
 
   std::vector<std::string> bucket;
   int64_t bytes = 0;

@@ -24,9 +24,8 @@ class GradientAccumulationPass : public Pass {
 };
 
 StatusOr<bool> GradientAccumulationPass::Run(PassContext& ctx) {
-  auto* pp = ctx.mutable_strategy().mutable_pipeline();
-  if (steps_ <= 0) steps_ = pp->micro_batches();
-  pp->set_micro_batches(static_cast<int32_t>(steps_));
+  if (steps_ <= 0) steps_ = ctx.micro_batches();
+  ctx.resolved().set_micro_batches(static_cast<int32_t>(steps_));
   if (steps_ == 1) return false;
   Block& block = ctx.program().global_block();
   LOOM_RETURN_IF_ERROR(

@@ -21,12 +21,12 @@ class JobSplitPass : public Pass {
 StatusOr<bool> JobSplitPass::Run(PassContext& ctx) {
   const Block& block = ctx.program().global_block();
   bool split_backward = false;
-  int chunks = std::max(1, ctx.strategy().pipeline().vpp_degree());
+  int chunks = std::max(1, ctx.vpp_degree());
   for (Op* op : block.ops()) {
     split_backward |= op->HasRole(role::kInputGrad) || op->HasRole(role::kWeightGrad);
     chunks = std::max(chunks, op->desc().chunk() + 1);
   }
-  RankPlan& plan = ctx.plan();
+  WorkingPlan& plan = ctx.plan();
   plan.programs.clear();
   plan.num_chunks = chunks;
   // Every program a schedule may ask for exists, even if empty.

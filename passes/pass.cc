@@ -7,9 +7,58 @@ PassContext::PassContext(proto::Strategy strategy, int rank, Program program,
     : strategy_(std::move(strategy)),
       rank_(rank),
       program_(std::move(program)),
-      startup_(std::move(startup)) {
-  plan_.rank = rank;
-  plan_.coords = coords();
+      startup_(std::move(startup)) {}
+
+int PassContext::dp_degree() const {
+  return resolved_.has_dp_degree() ? resolved_.dp_degree() : strategy_.dp().degree();
+}
+
+int PassContext::mp_degree() const {
+  return resolved_.has_mp_degree() ? resolved_.mp_degree() : strategy_.mp().degree();
+}
+
+int PassContext::pp_degree() const {
+  return resolved_.has_pp_degree() ? resolved_.pp_degree() : strategy_.pipeline().degree();
+}
+
+int PassContext::vpp_degree() const {
+  return resolved_.has_vpp_degree() ? resolved_.vpp_degree()
+                                    : strategy_.pipeline().vpp_degree();
+}
+
+int PassContext::micro_batches() const {
+  return resolved_.has_micro_batches() ? resolved_.micro_batches()
+                                       : strategy_.pipeline().micro_batches();
+}
+
+std::string PassContext::schedule_mode() const {
+  return resolved_.has_schedule_mode() ? resolved_.schedule_mode()
+                                       : strategy_.pipeline().schedule_mode();
+}
+
+int64_t PassContext::dp_bucket_bytes() const {
+  return resolved_.has_dp_bucket_bytes() ? resolved_.dp_bucket_bytes()
+                                         : strategy_.dp().bucket_size_bytes();
+}
+
+ParallelLayout PassContext::layout() const {
+  return ParallelLayout{dp_degree(), mp_degree(), pp_degree()};
+}
+
+RankPlan PassContext::TakeRankPlan() {
+  auto set = std::make_shared<ProgramSet>();
+  set->programs = std::move(plan_.programs);
+  set->startup = std::move(startup_);
+  plan_.programs.clear();
+  startup_ = Program();
+  RankPlan rp;
+  rp.rank = rank_;
+  rp.coords = coords();
+  rp.num_chunks = plan_.num_chunks;
+  rp.jobs = plan_.jobs;
+  rp.program_set = std::move(set);
+  rp.resolved = resolved_;
+  return rp;
 }
 
 StatusOr<std::string> PassOptions::GetString(const std::string& key) const {

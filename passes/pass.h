@@ -20,7 +20,21 @@
 
 namespace loom {
 
+// The rank's plan while passes build it: its job programs are still
+// editable. PlanRank wraps them into the shared, immutable program set of
+// a RankPlan (PassContext::TakeRankPlan).
+struct WorkingPlan {
+  int num_chunks = 1;
+  std::vector<Job> jobs;
+  std::map<JobProgramKey, Program> programs;
+};
+
 // What a pass works on: one rank's program and plan.
+//
+// The strategy is read-only. A pass whose options override it (or that
+// reads a value from it) records the value it used in resolved(), which
+// the rank's plan carries; later passes read resolved values through the
+// accessors below, which fall back to the strategy.
 class PassContext {
  public:
   // `startup` initializes the parameters and optimizer state of `program`;
@@ -29,8 +43,20 @@ class PassContext {
               Program startup = Program());
 
   const proto::Strategy& strategy() const { return strategy_; }
-  proto::Strategy& mutable_strategy() { return strategy_; }
-  ParallelLayout layout() const { return LayoutOf(strategy_); }
+  const proto::ResolvedStrategy& resolved() const { return resolved_; }
+  proto::ResolvedStrategy& resolved() { return resolved_; }
+
+  // Resolved by an earlier pass, else the strategy's.
+  int dp_degree() const;
+  int mp_degree() const;
+  int pp_degree() const;
+  int vpp_degree() const;
+  int micro_batches() const;
+  std::string schedule_mode() const;
+  int64_t dp_bucket_bytes() const;
+  // From the degrees above: a pass that resolves a degree moves the rank's
+  // coordinates with it, as the layout it plans for.
+  ParallelLayout layout() const;
   int rank() const { return rank_; }
   RankCoords coords() const { return layout().Coords(rank_); }
 
@@ -40,8 +66,13 @@ class PassContext {
   Program& startup() { return startup_; }
   const Program& startup() const { return startup_; }
   // The rank's plan; empty until the job-split pass fills it.
-  RankPlan& plan() { return plan_; }
-  const RankPlan& plan() const { return plan_; }
+  WorkingPlan& plan() { return plan_; }
+  const WorkingPlan& plan() const { return plan_; }
+
+  // The finished rank plan: the job programs and the startup program move
+  // into one shared, immutable set, and resolved() is copied. Leaves the
+  // context's programs empty.
+  RankPlan TakeRankPlan();
 
   // Passes that have run, in order.
   const std::vector<std::string>& history() const { return history_; }
@@ -55,11 +86,12 @@ class PassContext {
   const std::vector<std::string>& remarks() const { return remarks_; }
 
  private:
-  proto::Strategy strategy_;
+  const proto::Strategy strategy_;
+  proto::ResolvedStrategy resolved_;
   int rank_;
   Program program_;
   Program startup_;
-  RankPlan plan_;
+  WorkingPlan plan_;
   std::vector<std::string> history_;
   std::vector<std::string> remarks_;
 };

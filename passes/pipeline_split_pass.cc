@@ -364,12 +364,10 @@ Status PipelineSplitPass::PruneStartup(PassContext& ctx) {
 }
 
 StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
-  auto* pp = ctx.mutable_strategy().mutable_pipeline();
-  if (stages_ <= 0) stages_ = pp->degree();
-  if (chunks_ <= 0) chunks_ = pp->vpp_degree();
-  pp->set_degree(stages_);
-  pp->set_vpp_degree(chunks_);
-  if (stages_ > 1) pp->set_enable(true);
+  if (stages_ <= 0) stages_ = ctx.pp_degree();
+  if (chunks_ <= 0) chunks_ = ctx.vpp_degree();
+  ctx.resolved().set_pp_degree(stages_);
+  ctx.resolved().set_vpp_degree(chunks_);
   if (stages_ * chunks_ == 1) return false;
   stage_ = ctx.coords().pp;
   Block& block = ctx.program().global_block();

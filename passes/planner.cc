@@ -37,11 +37,8 @@ StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
       options.remarks->push_back(StrCat("rank ", rank, ": ", r));
     }
   }
-  RankPlan plan = std::move(ctx.plan());
-  plan.rank = rank;
-  plan.coords = ctx.coords();
-  plan.startup = std::move(ctx.startup());
-  return plan;
+  ctx.resolved().set_pipeline(pm.PipelineString());
+  return ctx.TakeRankPlan();
 }
 
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
@@ -56,7 +53,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
   }
   // Ranks that differ only in their dp coordinate get the same programs and
   // jobs (dp groups are resolved from coordinates when the plan runs), so
-  // each (pp, mp) position is planned once and copied.
+  // each (pp, mp) position is planned once and its program set shared.
   std::map<std::pair<int, int>, size_t> planned;  // -> index in plan.ranks
   plan.ranks.reserve(todo.size());
   for (int r : todo) {
@@ -64,6 +61,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     auto it = planned.find({c.pp, c.mp});
     if (it == planned.end()) {
       LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
+      if (plan.ranks.empty()) plan.resolved = rp.resolved;
       planned[{c.pp, c.mp}] = plan.ranks.size();
       plan.ranks.push_back(std::move(rp));
       continue;
@@ -74,8 +72,8 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     rp.coords = c;
     rp.num_chunks = same.num_chunks;
     rp.jobs = same.jobs;
-    for (const auto& [key, program] : same.programs) rp.programs[key] = program.Clone();
-    rp.startup = same.startup.Clone();
+    rp.program_set = same.program_set;
+    rp.resolved = same.resolved;
     plan.ranks.push_back(std::move(rp));
   }
   return plan;

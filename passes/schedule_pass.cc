@@ -19,11 +19,18 @@ class SchedulePass : public Pass {
 };
 
 StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
-  auto* pp = ctx.mutable_strategy().mutable_pipeline();
-  if (mode_.empty()) mode_ = pp->schedule_mode();
-  if (micro_batches_ <= 0) micro_batches_ = pp->micro_batches();
+  if (mode_.empty()) mode_ = ctx.schedule_mode();
+  if (micro_batches_ <= 0) micro_batches_ = ctx.micro_batches();
+  // Gradient accumulation scaled the loss for its micro-batch count; a
+  // schedule over another count would train on a wrongly scaled gradient.
+  if (ctx.resolved().has_micro_batches() && ctx.resolved().micro_batches() != micro_batches_) {
+    return InvalidArgument("micro-batches=", micro_batches_, " but the batch was split into ",
+                           ctx.resolved().micro_batches(), " micro-batches");
+  }
   LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule, FindSchedule(mode_));
-  RankPlan& plan = ctx.plan();
+  ctx.resolved().set_schedule_mode(mode_);
+  ctx.resolved().set_micro_batches(static_cast<int32_t>(micro_batches_));
+  WorkingPlan& plan = ctx.plan();
   const bool has_split = plan.programs.count({JobType::kBackwardB, 0}) > 0;
   if (schedule->splits_backward && !has_split) {
     return FailedPrecondition("schedule ", mode_,
@@ -33,7 +40,7 @@ StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
     return FailedPrecondition("schedule ", mode_,
                               " runs whole backward jobs, but the backward was split");
   }
-  ScheduleParams params{ctx.coords().pp, std::max(1, pp->degree()),
+  ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()),
                         static_cast<int>(micro_batches_), plan.num_chunks};
   LOOM_ASSIGN_OR_RETURN(plan.jobs, schedule->fn(params));
   ctx.Explain(kPassName, StrCat(mode_, " over ", micro_batches_,

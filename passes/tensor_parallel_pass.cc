@@ -207,8 +207,8 @@ Status TensorParallelPass::RewriteCrossEntropy(Op* op) {
 }
 
 StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
-  if (degree_ <= 0) degree_ = ctx.strategy().mp().degree();
-  ctx.mutable_strategy().mutable_mp()->set_degree(static_cast<int32_t>(degree_));
+  if (degree_ <= 0) degree_ = ctx.mp_degree();
+  ctx.resolved().set_mp_degree(static_cast<int32_t>(degree_));
   if (degree_ == 1) return false;
   rank_ = ctx.coords().mp;
   Block& block = ctx.program().global_block();

@@ -1,6 +1,13 @@
 #include "scheduler/plan.h"
 
+#include <set>
 #include <sstream>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver_util.h>
 
 namespace loom {
 
@@ -10,40 +17,91 @@ std::string JobProgramName(const JobProgramKey& key, bool with_chunk) {
   return name;
 }
 
-std::string PlanToJson(const Plan& plan) {
-  std::ostringstream os;
-  os << "{\"ranks\":[";
-  for (size_t r = 0; r < plan.ranks.size(); ++r) {
-    const RankPlan& rp = plan.ranks[r];
-    if (r) os << ",";
-    os << "{\"rank\":" << rp.rank << ",\"coords\":{\"dp\":" << rp.coords.dp
-       << ",\"mp\":" << rp.coords.mp << ",\"pp\":" << rp.coords.pp
-       << "},\"jobs\":[";
-    for (size_t j = 0; j < rp.jobs.size(); ++j) {
-      const Job& job = rp.jobs[j];
-      if (j) os << ",";
-      os << "{\"type\":\"" << JobTypeName(job.type)
-         << "\",\"micro_batch\":" << job.micro_batch
-         << ",\"chunk\":" << job.chunk << "}";
-    }
-    os << "],\"programs\":{";
-    bool first = true;
-    for (const auto& [key, program] : rp.programs) {
-      if (!first) os << ",";
-      first = false;
-      os << "\"" << JobProgramName(key, rp.num_chunks > 1) << "\":[";
-      bool first_op = true;
-      for (Op* op : program.global_block().ops()) {
-        if (!first_op) os << ",";
-        first_op = false;
-        os << "\"" << op->type() << "\"";
-      }
-      os << "]";
-    }
-    os << "}}";
+ProgramSet ProgramSet::Clone() const {
+  ProgramSet copy;
+  for (const auto& [key, program] : programs) copy.programs.emplace(key, program.Clone());
+  copy.startup = startup.Clone();
+  return copy;
+}
+
+namespace {
+
+const ProgramSet& EmptyProgramSet() {
+  static const ProgramSet* const empty = new ProgramSet();
+  return *empty;
+}
+
+}  // namespace
+
+const std::map<JobProgramKey, Program>& RankPlan::programs() const {
+  return (program_set ? *program_set : EmptyProgramSet()).programs;
+}
+
+const Program& RankPlan::startup() const {
+  return (program_set ? *program_set : EmptyProgramSet()).startup;
+}
+
+ProgramSet& MutableProgramSet(RankPlan& rank) {
+  if (rank.program_set == nullptr) {
+    rank.program_set = std::make_shared<ProgramSet>();
+  } else if (rank.program_set.use_count() > 1) {
+    rank.program_set = std::make_shared<ProgramSet>(rank.program_set->Clone());
   }
-  os << "]}";
-  return os.str();
+  // Every set is created non-const (above, or by whoever wrapped it) and no
+  // other rank holds this one now, so editing it is safe.
+  return const_cast<ProgramSet&>(*rank.program_set);
+}
+
+int CountProgramSets(const Plan& plan) {
+  std::set<const void*> sets;
+  for (const RankPlan& rp : plan.ranks) sets.insert(rp.programs_key());
+  return static_cast<int>(sets.size());
+}
+
+std::string PlanToJson(const Plan& plan) {
+  namespace pb = google::protobuf;
+  proto::PlanListing listing;
+  for (const RankPlan& rp : plan.ranks) {
+    proto::PlanListing::Rank* r = listing.add_ranks();
+    r->set_rank(rp.rank);
+    r->mutable_coords()->set_dp(rp.coords.dp);
+    r->mutable_coords()->set_mp(rp.coords.mp);
+    r->mutable_coords()->set_pp(rp.coords.pp);
+    for (const Job& job : rp.jobs) {
+      proto::JobDesc* j = r->add_jobs();
+      j->set_type(JobTypeName(job.type));
+      j->set_micro_batch(job.micro_batch);
+      j->set_chunk(job.chunk);
+    }
+    for (const auto& [key, program] : rp.programs()) {
+      pb::ListValue& ops =
+          (*r->mutable_programs())[JobProgramName(key, rp.num_chunks > 1)];
+      for (Op* op : program.global_block().ops()) {
+        ops.add_values()->set_string_value(op->type());
+      }
+    }
+  }
+  // The JSON printer writes map entries in wire order. MessageToJsonString
+  // serializes them in hash order, which changes from run to run;
+  // deterministic serialization sorts them, so a plan always prints alike.
+  std::string binary;
+  {
+    pb::io::StringOutputStream out(&binary);
+    pb::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    CHECK(listing.SerializeToCodedStream(&coded));
+  }
+  static pb::util::TypeResolver* const resolver = pb::util::NewTypeResolverForDescriptorPool(
+      "type.googleapis.com", pb::DescriptorPool::generated_pool());
+  pb::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = pb::util::BinaryToJsonString(
+      resolver, "type.googleapis.com/" + listing.GetDescriptor()->full_name(), binary,
+      &json, options);
+  CHECK(status.ok()) << status.ToString();
+  return json;
 }
 
 std::string PlanToText(const Plan& plan) {
@@ -51,7 +109,7 @@ std::string PlanToText(const Plan& plan) {
   for (const RankPlan& rp : plan.ranks) {
     os << "rank " << rp.rank << " (" << CoordsToString(rp.coords) << "): "
        << JobListToString(rp.jobs, rp.num_chunks > 1) << "\n";
-    for (const auto& [key, program] : rp.programs) {
+    for (const auto& [key, program] : rp.programs()) {
       os << "  " << JobProgramName(key, rp.num_chunks > 1) << ": "
          << program.global_block().num_ops() << " ops\n";
     }

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/parallel_trainer.h"
+#include "runtime/serial_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/parallel_trainer.h"
-#include "tools/serial_trainer.h"
 
 DEFINE_string(demo_trace, "loom-demo-trace.json", "where loom demo writes its trace");
 

@@ -1,33 +1,80 @@
-// loom run: trains under a parallel strategy. All ranks run in this process
-// by default; under `loom launch` (LOOM_RANK, LOOM_WORLD_SIZE and
-// LOOM_STORE_DIR set) this process runs its one rank and meets the others
-// through a file store.
+// loom run: trains under a parallel strategy, or runs a saved plan
+// (--plan). All ranks run in this process by default; under `loom launch`
+// (LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR set) this process runs its
+// one rank and meets the others through a file store.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/gpt_plan.h"
+#include "runtime/parallel_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/parallel_trainer.h"
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
+DEFINE_string(plan, "", "run this saved plan (loom plan -o) instead of planning one");
 
 namespace loom {
+namespace {
+
+// Flags that decide what a plan holds; with --plan, the file decides.
+constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
+                                        "schedule", "vpp", "dp_bucketing"};
+constexpr const char* kModelFlags[] = {"preset", "batch_size", "seq_len", "layers",
+                                       "dropout", "seed", "optimizer", "lr"};
+
+Status CheckNoPlanFlags() {
+  for (const char* flag : kLayoutFlags) {
+    if (FlagGiven(flag)) {
+      return InvalidArgument("--", flag, " cannot be used with --plan: the plan fixes the "
+                             "layout and schedule");
+    }
+  }
+  for (const char* flag : kModelFlags) {
+    if (FlagGiven(flag)) {
+      return InvalidArgument("--", flag, " cannot be used with --plan: the plan fixes the "
+                             "model and its optimizer");
+    }
+  }
+  return Status::OK();
+}
+
+// The trainer for --plan, or for a plan made from the flags.
+StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(const ParallelTrainer::Options& options,
+                                                       int launched_world) {
+  if (FLAGS_plan.empty()) {
+    LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+    LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
+    LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
+    if (launched_world > 0) LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, launched_world));
+    return ParallelTrainer::Create(config, opt, strategy, options);
+  }
+  LOOM_RETURN_IF_ERROR(CheckNoPlanFlags());
+  LOOM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(FLAGS_plan));
+  StatusOr<GptConfig> config = GptConfigOfPlan(plan);
+  if (!config.ok()) return config.status().WithContext(FLAGS_plan);
+  const int world = plan.layout.world_size();
+  if (launched_world > 0 && world != launched_world) {
+    return InvalidArgument(FLAGS_plan, ": the plan has ", world, " ranks but loom launch started ",
+                           launched_world);
+  }
+  return ParallelTrainer::CreateFromPlan(*config, std::move(plan), FLAGS_plan, options);
+}
+
+}  // namespace
 
 Status RunRun(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   if (FLAGS_steps <= 0) return InvalidArgument("--steps must be positive");
   if (FLAGS_comm_timeout <= 0) return InvalidArgument("--comm_timeout must be positive");
-  LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
-  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
   ParallelTrainer::Options options;
   options.comm.timeout = std::chrono::seconds(FLAGS_comm_timeout);
   options.trace = !FLAGS_trace.empty();
   std::string trace_path = FLAGS_trace;
+  int launched_world = 0;
   const char* rank = std::getenv("LOOM_RANK");
   if (rank != nullptr) {
     const char* world = std::getenv("LOOM_WORLD_SIZE");
@@ -36,12 +83,12 @@ Status RunRun(const std::vector<std::string>& args) {
       return InvalidArgument("LOOM_RANK is set but LOOM_WORLD_SIZE or LOOM_STORE_DIR is not "
                              "(start ranks with loom launch)");
     }
-    LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, std::atoi(world)));
+    launched_world = std::atoi(world);
     options.local_ranks = {std::atoi(rank)};
     options.comm.file_store_dir = store;
     if (!trace_path.empty()) trace_path += StrCat(".rank", rank, ".json");
   }
-  LOOM_ASSIGN_OR_RETURN(auto trainer, ParallelTrainer::Create(config, opt, strategy, options));
+  LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
   for (int64_t step = 0; step < FLAGS_steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     LOOM_ASSIGN_OR_RETURN(float loss, trainer->Step(step));

@@ -2,9 +2,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "runtime/serial_trainer.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/serial_trainer.h"
 
 namespace loom {
 

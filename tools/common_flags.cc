@@ -72,13 +72,14 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
   // A switch overrides the config only when it was given explicitly.
-  auto given = [](const char* name) {
-    gflags::CommandLineFlagInfo info;
-    return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
-  };
-  if (given("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
+  if (FlagGiven("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
+}
+
+bool FlagGiven(const char* name) {
+  gflags::CommandLineFlagInfo info;
+  return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
 }
 
 void ApplyFlagsFromEnvironment() {

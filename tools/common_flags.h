@@ -39,6 +39,9 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
 // given on the command line or in the environment, then validated.
 StatusOr<proto::Strategy> StrategyFromFlags();
 
+// True if flag `name` was given on the command line or in the environment.
+bool FlagGiven(const char* name);
+
 // Sets every defined flag whose FLAGS_<name> environment variable exists.
 // Call before parsing the command line, so the command line overrides.
 void ApplyFlagsFromEnvironment();

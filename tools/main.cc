@@ -67,26 +67,30 @@ const std::vector<Command>& Commands() {
        RunOpt},
       {"plan", "print each rank's job list and programs for a strategy",
        "loom plan --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
-       "          [--vpp V] [--config FILE] [--rank R] [--json] [--explain]\n"
+       "          [--vpp V] [--config FILE] [--rank R] [--json] [--explain] [-o FILE]\n"
        "Builds the preset's training program, runs the default pass pipeline\n"
        "for every rank (or only --rank R) and prints each rank's job list and\n"
        "the op count of each job program; --json prints one document with\n"
-       "every program's ops.",
+       "every program's ops. -o saves the whole plan for 'loom run --plan'\n"
+       "(binary, or text format for a .pbtxt name).",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing"},
+        "explain", "verify_each", "dp_bucketing", "o", "seed", "optimizer", "lr"},
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
        "loom run --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
        "         --steps K [--seed S] [--trace FILE] [--config FILE]\n"
-       "Plans every rank, runs each rank's streams on CPU threads and their\n"
-       "communication over Gloo on loopback, and prints 'step K loss X\n"
-       "time_ms T' per step: the global batch's mean loss, the same quantity\n"
-       "as loom train. --trace writes the last step as Chrome trace JSON\n"
-       "(one process per rank, one thread per stream; open it in Perfetto).",
+       "loom run --plan FILE --steps K [--trace FILE]\n"
+       "Plans every rank, or loads a plan 'loom plan -o' saved (which fixes the\n"
+       "model, layout and schedule: their flags are then errors); verifies it,\n"
+       "runs each rank's streams on CPU threads and their communication over\n"
+       "Gloo on loopback, and prints 'step K loss X time_ms T' per step: the\n"
+       "global batch's mean loss, the same quantity as loom train. --trace\n"
+       "writes the last step as Chrome trace JSON (one process per rank, one\n"
+       "thread per stream; open it in Perfetto).",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "trace",
-        "comm_timeout", "optimizer", "lr", "dp_bucketing"},
+        "comm_timeout", "optimizer", "lr", "dp_bucketing", "plan"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N -- loom run ARGS...\n"

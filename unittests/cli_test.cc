@@ -221,3 +221,86 @@ TEST(Cli, LaunchStopsEveryoneWhenARankIsKilled) {
 }
 
 }  // namespace
+
+namespace {
+
+// `loom plan -o` then `loom run --plan`: the saved plan trains exactly as
+// the flags that made it, in one process and one rank per process.
+TEST(Cli, SavedPlanRunsLikeItsFlags) {
+  const std::string path = "/tmp/loom_cli_plan.plan";
+  const std::string layout = "--preset gpt-tiny --dp 2 --pp 2 --micro_batches 2 --schedule 1F1B";
+  Result plan = Loom("plan " + layout + " -o " + path);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("// saved to " + path + ": 2 program set(s) for 4 ranks"),
+            std::string::npos) << plan.out;
+  Result run = Loom("run " + layout + " --steps 3");
+  Result from_file = Loom("run --plan " + path + " --steps 3");
+  Result launch = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + path +
+                       " --steps 3");
+  ASSERT_EQ(run.code, 0) << run.out;
+  ASSERT_EQ(from_file.code, 0) << from_file.out;
+  ASSERT_EQ(launch.code, 0) << launch.out;
+  ASSERT_EQ(LossLines(run.out).size(), 3u) << run.out;
+  EXPECT_EQ(LossLines(from_file.out), LossLines(run.out)) << from_file.out;
+  EXPECT_EQ(LossLines(launch.out), LossLines(run.out)) << launch.out;
+  // Text format too.
+  ASSERT_EQ(Loom("plan " + layout + " -o /tmp/loom_cli_plan.pbtxt").code, 0);
+  Result text = Loom("run --plan /tmp/loom_cli_plan.pbtxt --steps 3");
+  EXPECT_EQ(LossLines(text.out), LossLines(run.out)) << text.out;
+}
+
+TEST(Cli, SavedPlanFixesItsLayout) {
+  const std::string path = "/tmp/loom_cli_plan_fixed.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --pp 2 --micro_batches 2 -o " + path).code, 0);
+  Result mp = Loom("run --plan " + path + " --mp 2");
+  EXPECT_EQ(mp.code, 1);
+  EXPECT_EQ(mp.out, "loom run: --mp cannot be used with --plan: the plan fixes the layout and "
+                    "schedule\n");
+  Result schedule = Loom("run --plan " + path + " --schedule FThenB");
+  EXPECT_EQ(schedule.out, "loom run: --schedule cannot be used with --plan: the plan fixes the "
+                          "layout and schedule\n");
+  Result preset = Loom("run --plan " + path + " --preset gpt-small");
+  EXPECT_EQ(preset.out, "loom run: --preset cannot be used with --plan: the plan fixes the "
+                        "model and its optimizer\n");
+  Result launch = Loom("launch --nproc 3 -- " + std::string(LOOM_BIN) + " run --plan " + path);
+  EXPECT_EQ(launch.code, 1);
+  EXPECT_NE(launch.out.find("loom run: " + path + ": the plan has 2 ranks but loom launch "
+                            "started 3"), std::string::npos) << launch.out;
+  Result one_rank = Loom("plan --preset gpt-tiny --pp 2 --micro_batches 2 --rank 1 -o " + path);
+  EXPECT_EQ(one_rank.out, "loom plan: -o saves every rank's plan; drop --rank and --all_ranks\n");
+}
+
+TEST(Cli, BadPlanFilesGiveOneLineErrors) {
+  const std::string good = "/tmp/loom_cli_plan_good.pbtxt";
+  const std::string bad = "/tmp/loom_cli_plan_bad.pbtxt";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --mp 2 --pp 2 --micro_batches 2 -o " + good).code, 0);
+  const std::string text = ReadFile(good);
+  auto run_edited = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    std::string edited = text;
+    if (at != std::string::npos) edited.replace(at, from.size(), to);
+    WriteFile(bad, edited);
+    Result r = Loom("run --plan " + bad + " --steps 1");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_EQ(Lines(r.out), 1) << r.out;
+    return r.out;
+  };
+  EXPECT_EQ(run_edited("program_set: 3\n", "program_set: 9\n"),
+            "loom run: " + bad + ": rank 3: program_set 9 does not exist (the plan has 4)\n");
+  EXPECT_EQ(run_edited("layout {\n  dp: 1\n", "layout {\n  dp: 2\n"),
+            "loom run: " + bad + ": the plan lists 4 ranks but layout dp=2 mp=2 pp=2 has 8\n");
+  EXPECT_EQ(run_edited("type: \"backward\"\n    micro_batch: 0", "type: \"bwd\"\n    micro_batch: 0"),
+            "loom run: " + bad + ": rank 0, job 2: unknown job type 'bwd'\n");
+
+  const std::string binary = "/tmp/loom_cli_plan_truncated.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --pp 2 --micro_batches 2 -o " + binary).code, 0);
+  const std::string bytes = ReadFile(binary);
+  WriteFile(binary, bytes.substr(0, bytes.size() - 100));
+  Result truncated = Loom("run --plan " + binary);
+  EXPECT_EQ(truncated.out, "loom run: " + binary + ": truncated plan: header promises " +
+                               std::to_string(bytes.size() - 24) + " bytes, file holds " +
+                               std::to_string(bytes.size() - 124) + "\n");
+}
+
+}  // namespace

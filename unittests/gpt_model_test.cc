@@ -8,7 +8,7 @@
 #include "framework/verifier.h"
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
-#include "tools/serial_trainer.h"
+#include "runtime/serial_trainer.h"
 
 namespace loom {
 namespace {

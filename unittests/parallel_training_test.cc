@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "tools/parallel_trainer.h"
-#include "tools/serial_trainer.h"
+#include "runtime/parallel_trainer.h"
+#include "runtime/serial_trainer.h"
 
 namespace loom {
 namespace {

@@ -236,16 +236,16 @@ Plan BuildPlan(const PipelineOptions& o) {
     rp.coords = plan.layout.Coords(r);
     const int s = rp.coords.pp;
     rp.jobs = jobs[s];
-    rp.programs.emplace(JobProgramKey{JobType::kForward, 0}, fwd[s].Clone());
-    rp.programs.emplace(JobProgramKey{JobType::kBackward, 0}, bwd[s].Clone());
-    rp.programs.emplace(JobProgramKey{JobType::kOptimizer, 0}, opt[s].Clone());
+    MutableProgramSet(rp).programs.emplace(JobProgramKey{JobType::kForward, 0}, fwd[s].Clone());
+    MutableProgramSet(rp).programs.emplace(JobProgramKey{JobType::kBackward, 0}, bwd[s].Clone());
+    MutableProgramSet(rp).programs.emplace(JobProgramKey{JobType::kOptimizer, 0}, opt[s].Clone());
     plan.ranks.push_back(std::move(rp));
   }
   return plan;
 }
 
 Block& ProgramOf(Plan& plan, int rank, JobType type) {
-  return plan.ranks[rank].programs.at({type, 0}).global_block();
+  return MutableProgramSet(plan.ranks[rank]).programs.at({type, 0}).global_block();
 }
 
 // Jobs from text: "F0 B0 F1 B1 O".
@@ -506,7 +506,7 @@ TEST(PlanVerifier, RejectsDpRanksAllreducingInDifferentOrders) {
   Plan plan = BuildPlan(o);
   // Rank 1 is dp=1 of stage 0.
   ASSERT_EQ(plan.ranks[1].coords, (RankCoords{1, 0, 0}));
-  plan.ranks[1].programs.at({JobType::kOptimizer, 0}) =
+  MutableProgramSet(plan.ranks[1]).programs.at({JobType::kOptimizer, 0}) =
       OptimizerProgram(0, /*swapped=*/true);
   EXPECT_ERROR_HAS(VerifyPlan(plan),
                    "rank 0 (dp=0 mp=0 pp=0), job 8 (O): op 0 (allreduce): "
@@ -542,7 +542,7 @@ TEST(PlanVerifier, RejectsAnUnknownRing) {
 
 TEST(PlanVerifier, RejectsAJobWithoutAProgram) {
   Plan plan = BuildPlan(PipelineOptions{});
-  plan.ranks[1].programs.erase({JobType::kBackward, 0});
+  MutableProgramSet(plan.ranks[1]).programs.erase({JobType::kBackward, 0});
   EXPECT_ERROR_HAS(VerifyPlan(plan),
                    "rank 1 (dp=0 mp=0 pp=1), job 1 (B0): the rank has no "
                    "backward program");

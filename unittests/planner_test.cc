@@ -86,7 +86,8 @@ TEST(Planner, VerifierRejectsAReductionBeforeTheLastAccumulation) {
   auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(2, 1, 1, 2, "FThenB"), {});
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(VerifyPlan(*plan).ok());
-  Block& backward = plan->ranks[0].programs.at({JobType::kBackward, 0}).global_block();
+  Block& backward =
+      MutableProgramSet(plan->ranks[0]).programs.at({JobType::kBackward, 0}).global_block();
   Op* reduce = nullptr;
   for (Op* op : backward.ops()) {
     if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kDpRing) {
@@ -117,10 +118,10 @@ TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
     for (Op* op : p.global_block().ops()) n += op->type() == type;
     return n;
   };
-  const Program& f0 = first.programs.at({JobType::kForward, 0});
-  const Program& f1 = last.programs.at({JobType::kForward, 0});
-  const Program& b0 = first.programs.at({JobType::kBackward, 0});
-  const Program& b1 = last.programs.at({JobType::kBackward, 0});
+  const Program& f0 = first.programs().at({JobType::kForward, 0});
+  const Program& f1 = last.programs().at({JobType::kForward, 0});
+  const Program& b0 = first.programs().at({JobType::kBackward, 0});
+  const Program& b1 = last.programs().at({JobType::kBackward, 0});
   // One activation forward, one gradient back.
   EXPECT_EQ(count(f0, "send"), 1);
   EXPECT_EQ(count(f1, "recv"), 1);
@@ -132,7 +133,7 @@ TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
   EXPECT_EQ(count(f0, "softmax_with_cross_entropy"), 0);
   // The tied embedding lives on both ends, its gradient summed between them.
   for (const RankPlan* rp : {&first, &last}) {
-    const Program& opt = rp->programs.at({JobType::kOptimizer, 0});
+    const Program& opt = rp->programs().at({JobType::kOptimizer, 0});
     bool updates_wte = false;
     for (Op* op : opt.global_block().ops()) {
       updates_wte |= op->type() == "adamw" && op->Input("Param") == "embed.tokens.weight";
@@ -140,9 +141,9 @@ TEST(Planner, StagesSplitTheLayersAndSendAtTheCuts) {
     EXPECT_TRUE(updates_wte) << "rank " << rp->rank;
   }
   // Each rank's startup initializes only what its programs hold.
-  EXPECT_TRUE(first.startup.global_block().HasVar("layers.0.ln1.scale"));
-  EXPECT_FALSE(first.startup.global_block().HasVar("layers.3.ln1.scale"));
-  EXPECT_TRUE(last.startup.global_block().HasVar("layers.3.ln1.scale"));
+  EXPECT_TRUE(first.startup().global_block().HasVar("layers.0.ln1.scale"));
+  EXPECT_FALSE(first.startup().global_block().HasVar("layers.3.ln1.scale"));
+  EXPECT_TRUE(last.startup().global_block().HasVar("layers.3.ln1.scale"));
 }
 
 TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
@@ -153,7 +154,7 @@ TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const RankPlan& rp : plan->ranks) {
     int buckets = 0;
-    for (Op* op : rp.programs.at({JobType::kBackward, 0}).global_block().ops()) {
+    for (Op* op : rp.programs().at({JobType::kBackward, 0}).global_block().ops()) {
       if (op->type() != "allreduce" || op->GetAttr<int32_t>("ring_id") != kDpRing) continue;
       ++buckets;
       EXPECT_EQ(op->desc().stream(), "dp");
@@ -163,7 +164,7 @@ TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
     EXPECT_GE(buckets, 2) << "rank " << rp.rank;
   }
   // Batch 8 over dp 2 and 4 micro-batches: one sequence per micro-batch.
-  const Program& f = plan->ranks[0].programs.at({JobType::kForward, 0});
+  const Program& f = plan->ranks[0].programs().at({JobType::kForward, 0});
   EXPECT_EQ(f.global_block().FindVar("tokens")->shape(0), 1);
 }
 
@@ -209,7 +210,9 @@ TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
       << json.substr(0, 200);
   EXPECT_NE(json.find("{\"type\":\"backward\",\"micro_batch\":1,\"chunk\":0}"), std::string::npos);
   EXPECT_NE(json.find("{\"type\":\"optimizer\",\"micro_batch\":0,\"chunk\":0}]"), std::string::npos);
-  EXPECT_NE(json.find("\"programs\":{\"forward\":[\"lookup_table\","), std::string::npos);
+  // Program names are sorted.
+  EXPECT_NE(json.find("\"programs\":{\"backward\":[\""), std::string::npos);
+  EXPECT_NE(json.find("\"forward\":[\"lookup_table\","), std::string::npos);
   EXPECT_NE(json.find("{\"rank\":1,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":1}"), std::string::npos);
 }
 

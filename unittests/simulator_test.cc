@@ -248,6 +248,20 @@ TEST(Simulator, TraceAnalysisAgreesWithTheSimulator) {
   }
 }
 
+// Ranks that differ only in dp share their programs, and so one lowered
+// body; only their groups differ.
+TEST(Simulator, DpReplicasShareTheirInstructions) {
+  ExecutionGraph graph = Lower(MakeStrategy(4, 1, 2, 2, "1F1B"), 2);
+  ASSERT_EQ(graph.ranks.size(), 8u);
+  for (const RankGraph& g : graph.ranks) {
+    const RankGraph& first =
+        graph.ranks[graph.layout.Rank(RankCoords{0, g.coords.mp, g.coords.pp})];
+    EXPECT_EQ(g.body.get(), first.body.get()) << "rank " << g.rank;
+    EXPECT_EQ(g.groups[kDpRing], RingMembers(graph.layout, g.rank, kDpRing));
+    EXPECT_EQ(g.groups[kDpRing].size(), 4u);
+  }
+}
+
 // Memory: parameters are counted once per rank (the tied embedding on both
 // ends of the pipeline), and FThenB keeps every micro-batch's activations
 // where 1F1B keeps p - s.

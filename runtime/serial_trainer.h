@@ -1,7 +1,7 @@
 // Serial training of a GPT preset on the synthetic dataset: the reference
 // that every parallel schedule must reproduce.
-#ifndef LOOM_TOOLS_SERIAL_TRAINER_H_
-#define LOOM_TOOLS_SERIAL_TRAINER_H_
+#ifndef LOOM_RUNTIME_SERIAL_TRAINER_H_
+#define LOOM_RUNTIME_SERIAL_TRAINER_H_
 
 #include <memory>
 
@@ -36,4 +36,4 @@ class SerialTrainer {
 
 }  // namespace loom
 
-#endif  // LOOM_TOOLS_SERIAL_TRAINER_H_
+#endif  // LOOM_RUNTIME_SERIAL_TRAINER_H_

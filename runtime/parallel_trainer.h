@@ -1,12 +1,14 @@
-// Training under a parallel strategy: plans every rank, lowers the plan to
-// an ExecutionGraph, and runs this process's ranks, each with its own
-// RankExecutor (one thread per stream) and communicators. By default every
-// rank runs in this process and the ranks meet in an in-process store; with
+// Training under a parallel plan: verifies the whole plan, lowers it to an
+// ExecutionGraph, and runs this process's ranks, each with its own
+// RankExecutor (one thread per stream) and communicators. The plan is made
+// from a strategy, or given (a saved plan). By default every rank runs in
+// this process and the ranks meet in an in-process store; with
 // `local_ranks` and a file store, each process of a launch runs its own.
-#ifndef LOOM_TOOLS_PARALLEL_TRAINER_H_
-#define LOOM_TOOLS_PARALLEL_TRAINER_H_
+#ifndef LOOM_RUNTIME_PARALLEL_TRAINER_H_
+#define LOOM_RUNTIME_PARALLEL_TRAINER_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "executor/comm/comm_world.h"
@@ -14,6 +16,7 @@
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
 #include "passes/planner.h"
+#include "scheduler/execution_graph.h"
 
 namespace loom {
 
@@ -31,16 +34,26 @@ class ParallelTrainer {
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;
   };
+  // Plans every rank of `config`'s training program under `strategy`,
+  // then runs that plan as CreateFromPlan does.
   static StatusOr<std::unique_ptr<ParallelTrainer>> Create(
       const GptConfig& config, const OptimizerConfig& optimizer,
       const proto::Strategy& strategy, const Options& options);
+  // Runs `plan`, a plan of every rank of the model `config` describes (the
+  // data feed follows its batch size, sequence length and seed). The plan
+  // is verified as a whole first. `source` names the plan in errors: its
+  // file, or what it was planned from.
+  static StatusOr<std::unique_ptr<ParallelTrainer>> CreateFromPlan(
+      const GptConfig& config, Plan plan, const std::string& source,
+      const Options& options);
   ~ParallelTrainer();
 
   // Trains on the global batch of `step` and returns its mean loss, the
   // quantity SerialTrainer::Step returns: each last-stage rank averages its
   // micro-batches, and the dp replicas average theirs. NaN when this process
-  // runs no rank that computes the loss. The first failing rank's error is
-  // returned, naming it.
+  // does not run the rank that reports it (the last stage's dp=0, mp=0
+  // rank), so that one process of a launch prints each loss. The first
+  // failing rank's error is returned, naming it.
   StatusOr<float> Step(int64_t step);
 
   const Plan& plan() const { return plan_; }
@@ -71,4 +84,4 @@ class ParallelTrainer {
 
 }  // namespace loom
 
-#endif  // LOOM_TOOLS_PARALLEL_TRAINER_H_
+#endif  // LOOM_RUNTIME_PARALLEL_TRAINER_H_

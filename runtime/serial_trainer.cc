@@ -1,4 +1,4 @@
-#include "tools/serial_trainer.h"
+#include "runtime/serial_trainer.h"
 
 #include <cstring>
 

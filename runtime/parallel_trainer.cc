@@ -1,4 +1,4 @@
-#include "tools/parallel_trainer.h"
+#include "runtime/parallel_trainer.h"
 
 #include <atomic>
 #include <cmath>
@@ -8,6 +8,8 @@
 
 #include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
+#include "runtime/gpt_plan.h"
+#include "scheduler/plan_verifier.h"
 
 namespace loom {
 namespace {
@@ -42,19 +44,32 @@ ParallelTrainer::~ParallelTrainer() { executors_.clear(); }
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
     const proto::Strategy& strategy, const Options& options) {
-  LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
+  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, optimizer, strategy));
+  const ParallelLayout& l = plan.layout;
+  return CreateFromPlan(config, std::move(plan),
+                        StrCat("the plan of ", config.name, " at dp=", l.dp, " mp=", l.mp,
+                               " pp=", l.pp, " under ", strategy.pipeline().schedule_mode()),
+                        options);
+}
+
+StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
+    const GptConfig& config, Plan plan, const std::string& source, const Options& options) {
+  LOOM_RETURN_IF_ERROR(CheckPlanIsFor(plan, config).WithContext(source));
+  // The whole plan, whichever ranks run here: a rank's partners must be
+  // able to pair with it.
+  LOOM_RETURN_IF_ERROR(VerifyPlan(plan).WithContext(StrCat(source, ": plan verifier")));
   std::unique_ptr<ParallelTrainer> t(new ParallelTrainer(config, options));
-  const int world = LayoutOf(strategy).world_size();
+  t->plan_ = std::move(plan);
+  const int world = t->plan_.layout.world_size();
   t->local_ = options.local_ranks;
   if (t->local_.empty()) {
     for (int r = 0; r < world; ++r) t->local_.push_back(r);
   }
   for (int r : t->local_) {
     if (r < 0 || r >= world) {
-      return InvalidArgument("rank ", r, " is outside the ", world, " ranks of the strategy");
+      return InvalidArgument(source, ": rank ", r, " is outside the plan's ", world, " ranks");
     }
   }
-  LOOM_ASSIGN_OR_RETURN(t->plan_, PlanRanks(tp.main, tp.startup, strategy, {}));
   LOOM_ASSIGN_OR_RETURN(t->graph_, LowerPlan(t->plan_));
   t->worlds_.resize(world);
   t->scopes_.resize(world);
@@ -75,7 +90,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
   for (int r : t->local_) {
     t->scopes_[r] = std::make_unique<Scope>();
     LOOM_ASSIGN_OR_RETURN(auto startup,
-                          SerialExecutor::Create(t->plan_.ranks[r].startup, t->scopes_[r].get()));
+                          SerialExecutor::Create(t->plan_.ranks[r].startup(), t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar};
@@ -134,6 +149,8 @@ StatusOr<float> ParallelTrainer::RunRank(int rank) {
     LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
     LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
   }
+  // Every replica now holds the same mean; one reports it.
+  if (rp.coords.dp != 0) return std::numeric_limits<float>::quiet_NaN();
   return mean.data<float>()[0];
 }
 
