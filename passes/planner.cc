@@ -58,11 +58,12 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
   plan.ranks.reserve(todo.size());
   for (int r : todo) {
     const RankCoords c = plan.layout.Coords(r);
-    auto it = planned.find({c.pp, c.mp});
+    const int mp = options.share_tensor_parallel_ranks ? 0 : c.mp;
+    auto it = planned.find({c.pp, mp});
     if (it == planned.end()) {
       LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
       if (plan.ranks.empty()) plan.resolved = rp.resolved;
-      planned[{c.pp, c.mp}] = plan.ranks.size();
+      planned[{c.pp, mp}] = plan.ranks.size();
       plan.ranks.push_back(std::move(rp));
       continue;
     }

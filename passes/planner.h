@@ -18,6 +18,13 @@ struct PlanOptions {
   PassManagerOptions pass_manager;
   // Receives each rank's pass remarks (--explain), if set.
   std::vector<std::string>* remarks = nullptr;
+  // For timing only (the simulator): plan one rank per pipeline stage and
+  // let every tensor-parallel rank of the stage share its programs.
+  // Megatron's tensor parallelism gives every mp rank the same ops and
+  // shapes; only which slice a rank holds differs, which no cost depends
+  // on. Such a plan times like the real one but does not train correctly:
+  // never run it.
+  bool share_tensor_parallel_ranks = false;
 };
 
 // Plans one rank from copies of `main` and `startup`.

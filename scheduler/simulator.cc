@@ -81,6 +81,8 @@ class Simulation {
   StatusOr<SimulationResult> Run();
 
  private:
+  // True when every dp replica shares its dp=0 peer's body.
+  bool CanFold() const;
   Status Init();
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
@@ -101,6 +103,7 @@ class Simulation {
   const ExecutionGraph& graph_;
   const SimulationOptions& options_;
   const InstructionTimer* timer_;
+  bool folded_ = false;  // only dp=0 replicas are simulated
   std::vector<RankState> ranks_;
   std::unordered_map<int, int> index_of_;  // global rank -> index
   std::unordered_map<RendezvousKey, Rendezvous, RendezvousKeyHash> rendezvous_;
@@ -109,14 +112,31 @@ class Simulation {
   SimulationResult result_;
 };
 
+bool Simulation::CanFold() const {
+  std::unordered_map<int, const RankGraph*> by_rank;
+  for (const RankGraph& g : graph_.ranks) by_rank[g.rank] = &g;
+  for (const RankGraph& g : graph_.ranks) {
+    auto it = by_rank.find(graph_.layout.Rank(RankCoords{0, g.coords.mp, g.coords.pp}));
+    if (it == by_rank.end() || it->second->body != g.body) return false;
+  }
+  return true;
+}
+
 Status Simulation::Init() {
-  ranks_.resize(graph_.ranks.size());
+  std::unordered_map<int, int> seen;
+  for (size_t i = 0; i < graph_.ranks.size(); ++i) {
+    if (!seen.emplace(graph_.ranks[i].rank, static_cast<int>(i)).second) {
+      return InvalidArgument("simulator: rank ", graph_.ranks[i].rank,
+                             " appears twice in the graph");
+    }
+  }
+  folded_ = options_.fold_data_parallel && graph_.layout.dp > 1 && CanFold();
   for (size_t i = 0; i < graph_.ranks.size(); ++i) {
     const RankGraph& g = graph_.ranks[i];
-    if (!index_of_.emplace(g.rank, static_cast<int>(i)).second) {
-      return InvalidArgument("simulator: rank ", g.rank, " appears twice in the graph");
-    }
-    RankState& st = ranks_[i];
+    if (folded_ && g.coords.dp != 0) continue;
+    index_of_[g.rank] = static_cast<int>(ranks_.size());
+    ranks_.emplace_back();
+    RankState& st = ranks_.back();
     st.graph = &g;
     st.streams.resize(g.streams().size());
     st.done.assign(g.instructions().size(), 0);
@@ -146,6 +166,11 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
     if (group.empty()) {
       return InvalidArgument(InstructionLocation(g, ins), ": rank ", g.rank, " has no ",
                              RingName(ins.ring), " group");
+    }
+    if (folded_ && ins.ring == kDpRing) {
+      // The replicas not simulated arrive when this one does.
+      *size = 1;
+      return RendezvousKey{static_cast<int>(ins.ring), g.rank, 0, ins.comm_seq};
     }
     for (int m : group) {
       if (IndexOfRank(m) < 0) {
@@ -304,6 +329,14 @@ StatusOr<SimulationResult> Simulation::Run() {
     for (int c = 0; c < kNumCommCategories; ++c) {
       result_.exposed_comm_s[c] += m.exposed_comm_s[c] / n;
     }
+  }
+  // Every rank of the graph, in its order; a folded replica reports the
+  // metrics of the one simulated.
+  result_.ranks_simulated = static_cast<int>(ranks_.size());
+  for (const RankGraph& g : graph_.ranks) {
+    const int rep = folded_ ? graph_.layout.Rank(RankCoords{0, g.coords.mp, g.coords.pp}) : g.rank;
+    RankMetrics m = ranks_[index_of_.at(rep)].metrics;
+    m.rank = g.rank;
     result_.ranks.push_back(std::move(m));
   }
   return std::move(result_);

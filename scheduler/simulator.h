@@ -92,14 +92,23 @@ struct SimulationResult {
   std::array<double, kNumCommCategories> exposed_comm_s{};
   std::vector<RankMetrics> ranks;  // in the graph's rank order
   std::vector<TraceEvent> trace;   // when asked for; times in ns from 0
-  int64_t instructions = 0;        // instructions run, over all ranks
+  int64_t instructions = 0;        // instructions simulated, over all ranks
   int64_t rendezvous = 0;          // collective calls and transfers matched
+  int ranks_simulated = 0;         // fewer than ranks when dp was folded
 };
 
 struct SimulationOptions {
   const InstructionTimer* timer = nullptr;  // nullptr: ZeroTimer
   bool trace = false;
   bool metrics = true;  // off: only deadlock freedom and counts
+  // Simulate only the dp=0 replica of each (pp, mp) position when every
+  // replica shares its body (the same programs and jobs): replicas then
+  // run identical timelines, so a dp collective starts when the replica
+  // simulated arrives, and the others' metrics are its. Exact only when
+  // the timer prices an instruction the same on every replica (a
+  // homogeneous cluster whose groups span the same link levels, and no
+  // cores shared between ranks). Ignored when a replica's body differs.
+  bool fold_data_parallel = false;
 };
 
 // Simulates one step of every rank of the graph. Fails (FailedPrecondition,

@@ -262,6 +262,33 @@ TEST(Simulator, DpReplicasShareTheirInstructions) {
   }
 }
 
+// Folding the data-parallel replicas into one changes no figure when they
+// time alike.
+TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
+  ExecutionGraph graph = Lower(MakeStrategy(4, 2, 2, 4, "1F1B"), 4);
+  FixedTimer timer(2e-4, 3e-4);
+  SimulationOptions o;
+  o.timer = &timer;
+  auto full = Simulate(graph, o);
+  o.fold_data_parallel = true;
+  auto folded = Simulate(graph, o);
+  ASSERT_TRUE(full.ok() && folded.ok());
+  EXPECT_EQ(full->ranks_simulated, 16);
+  EXPECT_EQ(folded->ranks_simulated, 4);
+  EXPECT_DOUBLE_EQ(folded->step_time_s, full->step_time_s);
+  EXPECT_DOUBLE_EQ(folded->bubble_fraction, full->bubble_fraction);
+  for (int c = 0; c < kNumCommCategories; ++c) {
+    EXPECT_DOUBLE_EQ(folded->exposed_comm_s[c], full->exposed_comm_s[c]);
+  }
+  ASSERT_EQ(folded->ranks.size(), full->ranks.size());
+  for (size_t r = 0; r < full->ranks.size(); ++r) {
+    EXPECT_EQ(folded->ranks[r].rank, full->ranks[r].rank);
+    EXPECT_DOUBLE_EQ(folded->ranks[r].step_time_s, full->ranks[r].step_time_s);
+    EXPECT_EQ(folded->ranks[r].peak_bytes(), full->ranks[r].peak_bytes());
+  }
+  EXPECT_EQ(folded->instructions * 4, full->instructions);
+}
+
 // Memory: parameters are counted once per rank (the tied embedding on both
 // ends of the pipeline), and FThenB keeps every micro-batch's activations
 // where 1F1B keeps p - s.
