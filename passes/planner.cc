@@ -10,7 +10,7 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
   LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
                         FindSchedule(strategy.pipeline().schedule_mode()));
   std::string p =
-      "tensor-parallel,pipeline-split,gradient-accumulation,data-parallel";
+      "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel";
   if (schedule->splits_backward) p += ",split-backward";
   return p + ",job-split,schedule";
 }

@@ -10,8 +10,11 @@
 
 namespace loom {
 
-// tensor-parallel, pipeline-split, gradient-accumulation, data-parallel,
+// pipeline-split, tensor-parallel, gradient-accumulation, data-parallel,
 // [split-backward when the schedule runs B and W jobs,] job-split, schedule.
+// Pipeline-split runs first so that tensor parallelism rewrites only the
+// rank's stage, a 1/pp share of the program (the ops it inserts take the
+// stage and chunk of the op beside them).
 StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy);
 
 struct PlanOptions {

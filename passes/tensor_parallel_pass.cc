@@ -65,9 +65,15 @@ class TensorParallelPass : public Pass {
   int rewritten_ = 0;
 };
 
+// A collective placed beside `anchor`: it runs in the same pipeline stage,
+// chunk and layer, so the pass may run before or after pipeline-split.
 proto::OpDesc Collective(const std::string& type, const std::string& in,
-                         const std::string& out, uint32_t phase) {
-  return CollectiveOp(type, {in}, {out}, kMpRing, stream::kMp, phase);
+                         const std::string& out, uint32_t phase, const Op& anchor) {
+  proto::OpDesc d = CollectiveOp(type, {in}, {out}, kMpRing, stream::kMp, phase);
+  d.set_pipeline_stage(anchor.desc().pipeline_stage());
+  d.set_chunk(anchor.desc().chunk());
+  d.set_layer(anchor.desc().layer());
+  return d;
 }
 
 Status TensorParallelPass::ShardVar(Block& block, const std::string& name,
@@ -121,7 +127,7 @@ Status TensorParallelPass::AllReduceOutput(Block& block, Op* producer,
   block.FindVar(partial)->set_name(partial);
   block.RenameOutput(producer, var, partial);
   return InsertOpAfterInferShapes(block, producer,
-                                  Collective("allreduce", partial, var, role))
+                                  Collective("allreduce", partial, var, role, *producer))
       .status();
 }
 
@@ -136,7 +142,7 @@ Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
       const std::string xi = x + "@MP_IN";
       LOOM_RETURN_IF_ERROR(
           InsertOpInferShapes(block, op,
-                              Collective("identity", x, xi, role::kForward))
+                              Collective("identity", x, xi, role::kForward, *op))
               .status());
       it = identity_of_.emplace(x, xi).first;
     }

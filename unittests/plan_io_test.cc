@@ -88,7 +88,7 @@ TEST(PlanProto, RecordsWhatThePlanWasBuiltFor) {
   EXPECT_EQ(desc.resolved().micro_batches(), 4);
   EXPECT_EQ(desc.resolved().schedule_mode(), "1F1B");
   EXPECT_EQ(desc.resolved().pipeline(),
-            "tensor-parallel,pipeline-split,gradient-accumulation,data-parallel,job-split,"
+            "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel,job-split,"
             "schedule");
   auto config = GptConfigOfPlan(PlanFromProto(desc).value());
   ASSERT_TRUE(config.ok()) << config.status();

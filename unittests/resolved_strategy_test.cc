@@ -40,7 +40,7 @@ TEST(ResolvedStrategy, TheDefaultPipelineLeavesTheStrategyAlone) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->resolved.schedule_mode(), "ZBH1");
   EXPECT_EQ(plan->resolved.pipeline(),
-            "tensor-parallel,pipeline-split,gradient-accumulation,data-parallel,"
+            "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel,"
             "split-backward,job-split,schedule");
   // The pipeline round-trips through the parser.
   EXPECT_EQ(PrintPipeline(ParsePipeline(plan->resolved.pipeline()).value()),
