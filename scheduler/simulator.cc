@@ -17,6 +17,7 @@ struct Event {
   uint64_t seq;  // tie-break: the order events were made
   int rank;      // index into graph.ranks
   int ins;
+  uint32_t version;  // stale when the stream's version moved on
   bool operator>(const Event& o) const {
     return time != o.time ? time > o.time : seq > o.seq;
   }
@@ -55,10 +56,25 @@ struct StreamState {
   bool in_rendezvous = false;  // the head waits for its other parties
   RendezvousKey rendezvous;
   double start = 0;        // when the instruction in flight started
+  // Shared cores: the work left (seconds at one core's rate), the rate
+  // since `since`, and the version of its pending finish event.
+  double remaining = 0;
+  double rate = 1;
+  double since = 0;
+  uint32_t version = 0;
+};
+
+// Cores shared by the compute of several ranks.
+struct Pool {
+  double cores = 1;
+  double slowdown = 1;
+  int communicating = 0;
+  std::vector<std::pair<int, int>> tasks;  // (rank index, stream), running
 };
 
 struct RankState {
   const RankGraph* graph = nullptr;
+  int pool = -1;  // index into Simulation::pools_, or -1
   std::vector<StreamState> streams;
   std::vector<char> done;
   int calc = -1;  // index of the calc stream
@@ -88,6 +104,9 @@ class Simulation {
   Status Advance(int r, int s, double now);
   Status Arrive(int r, int s, const Instruction& ins, double now);
   void Start(int r, int ins, double now);
+  // Gives the pool's running compute its rates from `now` and reschedules
+  // their ends.
+  void Reprice(int pool, double now);
   void Finish(const Event& e);
   // An instruction starts (delta +1) or ends (-1) at t, for the metrics.
   void Count(RankState& st, const Instruction& ins, double t, int delta);
@@ -104,6 +123,7 @@ class Simulation {
   const SimulationOptions& options_;
   const InstructionTimer* timer_;
   bool folded_ = false;  // only dp=0 replicas are simulated
+  std::vector<Pool> pools_;
   std::vector<RankState> ranks_;
   std::unordered_map<int, int> index_of_;  // global rank -> index
   std::unordered_map<RendezvousKey, Rendezvous, RendezvousKeyHash> rendezvous_;
@@ -130,7 +150,12 @@ Status Simulation::Init() {
                              " appears twice in the graph");
     }
   }
-  folded_ = options_.fold_data_parallel && graph_.layout.dp > 1 && CanFold();
+  std::unordered_map<int, int> pool_index;  // timer's pool id -> pools_
+  bool pooled = false;
+  for (const RankGraph& g : graph_.ranks) pooled |= timer_->CorePool(g) >= 0;
+  // Ranks that share cores slow each other down: replicas no longer time
+  // alike.
+  folded_ = options_.fold_data_parallel && !pooled && graph_.layout.dp > 1 && CanFold();
   for (size_t i = 0; i < graph_.ranks.size(); ++i) {
     const RankGraph& g = graph_.ranks[i];
     if (folded_ && g.coords.dp != 0) continue;
@@ -138,6 +163,22 @@ Status Simulation::Init() {
     ranks_.emplace_back();
     RankState& st = ranks_.back();
     st.graph = &g;
+    const int pool = timer_->CorePool(g);
+    if (pool >= 0) {
+      auto [it, fresh] = pool_index.emplace(pool, static_cast<int>(pools_.size()));
+      if (fresh) {
+        Pool p;
+        p.cores = timer_->PoolCores(pool);
+        p.slowdown = timer_->CommSlowdown(pool);
+        if (!(p.cores > 0) || !(p.slowdown >= 1)) {
+          return InvalidArgument("simulator: core pool ", pool, " of rank ", g.rank, " has ",
+                                 p.cores, " cores and a slowdown of ", p.slowdown,
+                                 "; need cores > 0 and slowdown >= 1");
+        }
+        pools_.push_back(p);
+      }
+      st.pool = it->second;
+    }
     st.streams.resize(g.streams().size());
     st.done.assign(g.instructions().size(), 0);
     st.calc = g.body->FindStream(stream::kCalc);
@@ -217,7 +258,57 @@ void Simulation::Start(int r, int id, double now) {
     }
     st.metrics.peak_temporary_bytes = std::max(st.metrics.peak_temporary_bytes, st.live_bytes);
   }
-  events_.push(Event{now + seconds, seq_++, r, id});
+  StreamState& ss = st.streams[ins.stream];
+  if (st.pool >= 0 && ins.kind == InstructionKind::kCompute) {
+    ss.remaining = seconds;
+    ss.since = now;
+    ss.rate = 0;
+    pools_[st.pool].tasks.emplace_back(r, ins.stream);
+    Reprice(st.pool, now);
+    return;
+  }
+  if (st.pool >= 0 && ins.communicates()) {
+    ++pools_[st.pool].communicating;
+    Reprice(st.pool, now);
+  }
+  events_.push(Event{now + seconds, seq_++, r, id, ++ss.version});
+}
+
+void Simulation::Reprice(int p, double now) {
+  Pool& pool = pools_[p];
+  auto priority = [&](const std::pair<int, int>& t) {
+    const RankState& st = ranks_[t.first];
+    const StreamState& ss = st.streams[t.second];
+    return st.graph->instructions()[st.graph->streams()[t.second].queue[ss.pos]].stream_priority;
+  };
+  // Highest priority first; equal priorities in a fixed order.
+  std::sort(pool.tasks.begin(), pool.tasks.end(), [&](const auto& a, const auto& b) {
+    const int pa = priority(a), pb = priority(b);
+    return pa != pb ? pa > pb : a < b;
+  });
+  const double slow = pool.communicating > 0 ? pool.slowdown : 1.0;
+  double left = pool.cores;
+  for (size_t i = 0; i < pool.tasks.size();) {
+    size_t j = i;
+    while (j < pool.tasks.size() && priority(pool.tasks[j]) == priority(pool.tasks[i])) ++j;
+    const double share = std::min(1.0, std::max(0.0, left) / static_cast<double>(j - i));
+    left -= share * static_cast<double>(j - i);
+    for (size_t k = i; k < j; ++k) {
+      const auto [r, s] = pool.tasks[k];
+      StreamState& ss = ranks_[r].streams[s];
+      ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate);
+      ss.since = now;
+      ss.rate = share / slow;
+      const int id = ranks_[r].graph->streams()[s].queue[ss.pos];
+      // A task with no core left waits: it gets an end once one frees.
+      if (ss.rate > 0) {
+        events_.push(Event{now + ss.remaining / ss.rate, seq_++, r, id, ++ss.version});
+      } else {
+        ++ss.version;
+      }
+    }
+    i = j;
+  }
 }
 
 Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
@@ -269,6 +360,10 @@ void Simulation::Finish(const Event& e) {
   const Instruction& ins = st.graph->instructions()[e.ins];
   StreamState& ss = st.streams[ins.stream];
   Count(st, ins, e.time, -1);
+  if (st.pool >= 0 && ins.kind == InstructionKind::kCompute) {
+    auto& tasks = pools_[st.pool].tasks;
+    tasks.erase(std::find(tasks.begin(), tasks.end(), std::make_pair(e.rank, ins.stream)));
+  }
   st.done[e.ins] = 1;
   ss.busy = false;
   ++ss.pos;
@@ -301,9 +396,15 @@ StatusOr<SimulationResult> Simulation::Run() {
   while (!events_.empty()) {
     const Event e = events_.top();
     events_.pop();
-    Finish(e);
     RankState& st = ranks_[e.rank];
     const int s = st.graph->instructions()[e.ins].stream;
+    if (e.version != st.streams[s].version) continue;  // rescheduled since
+    Finish(e);
+    if (st.pool >= 0) {
+      const Instruction& ins = st.graph->instructions()[e.ins];
+      if (ins.communicates()) --pools_[st.pool].communicating;
+      if (ins.kind == InstructionKind::kCompute || ins.communicates()) Reprice(st.pool, e.time);
+    }
     LOOM_RETURN_IF_ERROR(Advance(e.rank, s, e.time));
     for (int o = 0; o < static_cast<int>(st.streams.size()); ++o) {
       if (st.streams[o].waiting_on == e.ins) {

@@ -10,7 +10,13 @@
 //     start together, when both have arrived (Gloo's unbound-buffer send
 //     waits for the receiver); the stream is held while it waits, as a
 //     blocked communicator call holds the executor's stream thread;
-//   - an instruction ends `timer.Seconds()` after it starts.
+//   - an instruction ends `timer.Seconds()` after it starts, unless it
+//     computes on cores its rank shares with others (InstructionTimer::
+//     CorePool): then the pool's cores go to its running compute
+//     instructions in stream-priority order, equal priorities sharing
+//     equally, no instruction faster than one core, all of them slowed by
+//     CommSlowdown while communication runs in the pool; an instruction
+//     ends when its work is done at the rates it got.
 //
 // One event queue of (time, sequence) with a deterministic tie-break, so
 // two runs give the same trace. With the zero timer the simulation is the
@@ -54,8 +60,18 @@ class InstructionTimer {
  public:
   virtual ~InstructionTimer() = default;
   // Seconds `ins` of `rank` runs once it starts (a collective or a
-  // transfer: once every party has arrived).
+  // transfer: once every party has arrived), alone on its device.
   virtual double Seconds(const RankGraph& rank, const Instruction& ins) const = 0;
+
+  // Shared cores. Ranks whose compute draws on one pool of cores (ranks
+  // emulated on one CPU host) name the same pool; -1: the rank's streams
+  // compute side by side at full rate (a GPU's streams).
+  virtual int CorePool(const RankGraph& rank) const { return -1; }
+  virtual double PoolCores(int pool) const { return 1; }
+  // While any communication of the pool's ranks runs, its compute runs
+  // this many times slower (>= 1): on a CPU host the communication threads
+  // take cycles from the kernels.
+  virtual double CommSlowdown(int pool) const { return 1; }
 };
 
 // Every instruction takes no time: the deadlock proof.

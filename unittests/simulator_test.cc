@@ -289,6 +289,43 @@ TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
   EXPECT_EQ(folded->instructions * 4, full->instructions);
 }
 
+// FixedTimer on a host of `cores` shared by every rank.
+class SharedHostTimer : public FixedTimer {
+ public:
+  SharedHostTimer(double compute, double comm, double cores, double slowdown)
+      : FixedTimer(compute, comm), cores_(cores), slowdown_(slowdown) {}
+  int CorePool(const RankGraph&) const override { return 0; }
+  double PoolCores(int) const override { return cores_; }
+  double CommSlowdown(int) const override { return slowdown_; }
+
+ private:
+  double cores_, slowdown_;
+};
+
+// Two data-parallel ranks computing the same work: on two cores of their
+// own they take the time of one; on one shared core, twice that; with
+// enough cores, sharing changes nothing.
+TEST(Simulator, RanksSharingCoresComputeAtTheirShare) {
+  ExecutionGraph graph = Lower(MakeStrategy(2, 1, 1, 1, "1F1B"), 2, 8);
+  auto run = [&](const InstructionTimer& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    return Simulate(graph, o).value();
+  };
+  const double alone = run(FixedTimer(1e-3, 0)).step_time_s;
+  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 1, 1)).step_time_s, 2 * alone, 1e-9);
+  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 2, 1)).step_time_s, alone, 1e-9);
+  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 8, 1)).step_time_s, alone, 1e-9);
+  // Communication that slows compute 1.5x while it runs: with free
+  // communication nothing changes.
+  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 2, 1.5)).step_time_s, alone, 1e-9);
+  // With costly communication the step grows by the slowed compute that
+  // overlaps it, never by less than the communication itself.
+  const double comm = run(FixedTimer(1e-3, 5e-4)).step_time_s;
+  const double slowed = run(SharedHostTimer(1e-3, 5e-4, 2, 1.5)).step_time_s;
+  EXPECT_GE(slowed, comm - 1e-12);
+}
+
 // Memory: parameters are counted once per rank (the tied embedding on both
 // ends of the pipeline), and FThenB keeps every micro-batch's activations
 // where 1F1B keeps p - s.
