@@ -11,6 +11,7 @@
 #include "models/gpt.h"
 #include "passes/planner.h"
 #include "scheduler/schedule.h"
+#include "scheduler/trace_compare.h"
 
 namespace loom {
 namespace {
@@ -324,6 +325,38 @@ TEST(Simulator, RanksSharingCoresComputeAtTheirShare) {
   const double comm = run(FixedTimer(1e-3, 5e-4)).step_time_s;
   const double slowed = run(SharedHostTimer(1e-3, 5e-4, 2, 1.5)).step_time_s;
   EXPECT_GE(slowed, comm - 1e-12);
+}
+
+// The comparison points at the op type that the two timelines price
+// differently, by exactly the time it adds.
+TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {
+  class SlowMatmuls : public FixedTimer {
+   public:
+    SlowMatmuls() : FixedTimer(1e-4, 2e-4) {}
+    double Seconds(const RankGraph& g, const Instruction& ins) const override {
+      return FixedTimer::Seconds(g, ins) * (ins.op_type == "matmul_grad" ? 3 : 1);
+    }
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  FixedTimer base(1e-4, 2e-4);
+  SlowMatmuls slow;
+  SimulationOptions o;
+  o.trace = true;
+  o.timer = &base;
+  auto simulated = Simulate(graph, o);
+  o.timer = &slow;
+  auto measured = Simulate(graph, o);
+  ASSERT_TRUE(simulated.ok() && measured.ok());
+  TraceComparison c = CompareTraces(measured->trace, simulated->trace);
+  ASSERT_FALSE(c.by_op.empty());
+  EXPECT_EQ(c.by_op[0].key, "matmul_grad");
+  EXPECT_EQ(c.by_op[0].measured_count, c.by_op[0].simulated_count);
+  // Trace times are whole nanoseconds: at most 1 ns off per event.
+  EXPECT_NEAR(c.by_op[0].difference_s(), -2e-4 * c.by_op[0].measured_count, 1e-6);
+  EXPECT_NEAR(c.by_op[1].difference_s(), 0, 1e-6);
+  EXPECT_EQ(c.by_stream[0].key, "calc");
+  EXPECT_GT(c.measured_step_s, c.simulated_step_s);
+  EXPECT_NE(TraceComparisonToString(c).find("matmul_grad"), std::string::npos);
 }
 
 // Memory: parameters are counted once per rank (the tied embedding on both
