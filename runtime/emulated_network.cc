@@ -60,7 +60,7 @@ constexpr Unit kTimeUnits[] = {
 // them); a bare number is scaled by `bare`.
 template <size_t N>
 StatusOr<double> ParseWithUnit(const std::string& text, const Unit (&units)[N], double bare,
-                               const char* what, const char* example) {
+                               const char* field, const char* example) {
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;
@@ -72,7 +72,7 @@ StatusOr<double> ParseWithUnit(const std::string& text, const Unit (&units)[N], 
   }
   if (end == begin || errno != 0 || !std::isfinite(number) || number <= 0 || scale == 0 ||
       !std::isdigit(static_cast<unsigned char>(text[0]))) {
-    return InvalidArgument("'", text, "' is not a ", what, " in tc syntax (e.g. ", example, ")");
+    return InvalidArgument(field, " '", text, "' is not in tc syntax (e.g. ", example, ")");
   }
   return number * scale;
 }
@@ -207,7 +207,7 @@ Status CheckEmulatedNetworkSupport() {
                              " of iproute2 (not in PATH)"));
   }
   if (missing.empty()) return Status::OK();
-  return FailedPrecondition("an emulated network needs ",
+  return FailedPrecondition("emulated network: needs ",
                             missing.size() == 1 ? missing[0] : missing[0] + " and " + missing[1]);
 }
 
@@ -217,23 +217,27 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
     return InvalidArgument("emulated network: ", options.ranks, " ranks; it holds 1 to ",
                            kMaxRanks);
   }
-  LOOM_ASSIGN_OR_RETURN(double bits, ParseTcRate(options.rate));
+  const std::string where = "emulated network";
+  StatusOr<double> bits_or = ParseTcRate(options.rate);
+  if (!bits_or.ok()) return bits_or.status().WithContext(where);
+  const double bits = *bits_or;
   if (bits < 1e6) {
     return InvalidArgument("emulated network: rate '", options.rate,
                            "' is below 1mbit, where every transfer would hit the timeouts");
   }
   int64_t burst = DefaultBurstBytes(bits);
   if (!options.burst.empty()) {
-    LOOM_ASSIGN_OR_RETURN(double b, ParseWithUnit(options.burst, kSizeUnits, 1.0, "size",
-                                                  "32kb or 64000"));
+    StatusOr<double> b = ParseWithUnit(options.burst, kSizeUnits, 1.0, "burst", "32kb or 64000");
+    if (!b.ok()) return b.status().WithContext(where);
     // tbf drops any frame larger than the bucket.
-    if (b < 1600) {
+    if (*b < 1600) {
       return InvalidArgument("emulated network: burst '", options.burst,
                              "' is smaller than one frame (1600 bytes)");
     }
-    burst = static_cast<int64_t>(b);
+    burst = static_cast<int64_t>(*b);
   }
-  LOOM_RETURN_IF_ERROR(ParseWithUnit(options.queue, kTimeUnits, 1e-6, "time", "100ms").status());
+  Status queue = ParseWithUnit(options.queue, kTimeUnits, 1e-6, "queue", "100ms").status();
+  if (!queue.ok()) return queue.WithContext(where);
   LOOM_RETURN_IF_ERROR(CheckEmulatedNetworkSupport());
 
   std::unique_ptr<EmulatedNetwork> net(new EmulatedNetwork());
@@ -292,8 +296,12 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
   Status built = build();
   if (!built.ok()) {
     // Never leave half a network behind.
-    net->Destroy().IgnoreError();
-    return built.WithContext("emulated network");
+    Status removed = net->Destroy();
+    return Status(built.code(),
+                  StrCat(where, ": ", built.message(),
+                         removed.ok() ? "; removed what was built"
+                                      : StrCat("; removing what was built failed too: ",
+                                               removed.message())));
   }
   return net;
 }

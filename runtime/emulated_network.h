@@ -54,8 +54,8 @@ int64_t DefaultBurstBytes(double bits_per_second);
 
 // OK if this process can build a network: it runs as root and `ip` and
 // `tc` are in PATH. Otherwise one FailedPrecondition naming everything
-// that is missing, e.g. "needs root (running as uid 1000) and the 'tc'
-// command of iproute2 (not in PATH)".
+// that is missing, e.g. "emulated network: needs root (running as uid
+// 1000) and the 'tc' command of iproute2 (not in PATH)".
 Status CheckEmulatedNetworkSupport();
 
 class EmulatedNetwork {

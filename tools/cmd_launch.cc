@@ -8,6 +8,7 @@
 // without taking CPU. SIGINT, SIGTERM and SIGHUP stop the ranks and remove
 // the network before launch exits.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 volatile sig_atomic_t g_signal = 0;
 
 void OnSignal(int sig) { g_signal = sig; }
@@ -52,15 +54,14 @@ class SignalCatcher {
     struct sigaction action = {};
     action.sa_handler = OnSignal;
     sigemptyset(&action.sa_mask);
-    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &action, &previous_[i]);
+    for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &action, &previous_[i]);
   }
   ~SignalCatcher() {
-    for (int i = 0; i < kCount; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+    for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
   }
 
  private:
-  static constexpr int kCount = 3;
-  static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
+  static constexpr int kCount = sizeof(kStopSignals) / sizeof(kStopSignals[0]);
   struct sigaction previous_[kCount];
 };
 
@@ -79,16 +80,32 @@ double Seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_u
 // Forks rank `r` and runs `args` in it; never returns in the child.
 pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& store_dir,
                 const EmulatedNetwork* net) {
+  // The stop signals stay blocked across fork until the child has dropped
+  // launch's handlers: a SIGTERM that reached it before exec would
+  // otherwise only set the child's copy of the flag, and the rank would
+  // run on.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  for (int sig : kStopSignals) sigaddset(&stop_signals, sig);
+  sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid != 0) {
     // Set here as well as in the child, so that it holds before either
     // side goes on.
     if (pid > 0) setpgid(pid, pid);
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
     return pid;
   }
+  for (int sig : kStopSignals) signal(sig, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
   // Each rank leads its own process group, so that stopping it stops
   // whatever it started too.
   setpgid(0, 0);
+  // A launch killed outright (SIGKILL) cannot stop its ranks: they die
+  // with it instead of running on, waiting for peers that are gone.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
   if (net != nullptr) {
     if (!net->Enter(r)) {
       std::fprintf(stderr, "loom launch: rank %d: cannot enter network namespace %s: %s\n", r,
@@ -179,7 +196,7 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
   return result;
 }
 
-// "0.031 s (rank 0 0.012 s, rank 1 0.019 s)"
+// "0.031 s of CPU (rank 0 0.012 s, rank 1 0.019 s)"
 std::string CpuSummary(const std::vector<Rank>& ranks) {
   double total = 0;
   std::string each;
@@ -192,7 +209,7 @@ std::string CpuSummary(const std::vector<Rank>& ranks) {
   }
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f s", total);
-  return StrCat(buf, " (", each, ")");
+  return StrCat(buf, " of CPU (", each, ")");
 }
 
 }  // namespace
@@ -216,7 +233,7 @@ Status RunLaunch(const std::vector<std::string>& args) {
     options.burst = FLAGS_net_burst;
     options.queue = FLAGS_net_queue;
     StatusOr<std::unique_ptr<EmulatedNetwork>> made = EmulatedNetwork::Create(options);
-    if (!made.ok()) return made.status().WithContext("--net_rate");
+    if (!made.ok()) return made.status();
     net = std::move(made).value();
     std::fprintf(stderr, "loom launch: %s\n", net->Describe().c_str());
   }
@@ -232,7 +249,7 @@ Status RunLaunch(const std::vector<std::string>& args) {
   if (net != nullptr) {
     Status removed = net->Destroy();
     if (!removed.ok() && result.ok()) result = removed;
-    std::fprintf(stderr, "loom launch: ranks used %s of CPU in %.3f s wall; network %s %s\n",
+    std::fprintf(stderr, "loom launch: ranks used %s in %.3f s wall; network %s %s\n",
                  CpuSummary(ranks).c_str(), wall, net->prefix().c_str(),
                  removed.ok() ? "removed" : "NOT fully removed");
   }
