@@ -165,7 +165,8 @@ void RemoveStaleNamespaces() {
   for (const std::string& name : stale) {
     Status s = RunTool({"ip", "netns", "del", name});
     if (s.ok()) {
-      LOG(WARNING) << "removed network namespace " << name << ", left by a launch that no longer runs";
+      LOG(WARNING) << "removed network namespace " << name
+                   << ", left by a launch that no longer runs";
     }
   }
 }
@@ -223,7 +224,7 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
   const double bits = *bits_or;
   if (bits < 1e6) {
     return InvalidArgument("emulated network: rate '", options.rate,
-                           "' is below 1mbit, where every transfer would hit the timeouts");
+                           "' is below 1mbit, too slow for any communication timeout");
   }
   int64_t burst = DefaultBurstBytes(bits);
   if (!options.burst.empty()) {

@@ -40,7 +40,8 @@ struct EmulatedNetworkOptions {
   // Longest a packet may queue at a link before it is dropped (tbf
   // latency), tc time syntax.
   std::string queue = "100ms";
-  // Namespace names start with this; empty: "loom-<pid>".
+  // Namespace names start with this; empty: "loom-<pid>", so one network
+  // per process unless each gets a prefix of its own.
   std::string name_prefix;
 };
 
