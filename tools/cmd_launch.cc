@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -196,16 +197,24 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
   return result;
 }
 
-// "0.031 s of CPU (rank 0 0.012 s, rank 1 0.019 s)"
+// "0.031 s of CPU (rank 0 0.012 s, rank 1 0.019 s)"; beyond 8 ranks, the
+// least and the most a rank used.
 std::string CpuSummary(const std::vector<Rank>& ranks) {
-  double total = 0;
+  double total = 0, least = 1e300, most = 0;
   std::string each;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    total += ranks[r].cpu_seconds;
+    const double cpu = ranks[r].cpu_seconds;
+    total += cpu;
+    least = std::min(least, cpu);
+    most = std::max(most, cpu);
     char buf[48];
-    std::snprintf(buf, sizeof(buf), "%srank %zu %.3f s", r == 0 ? "" : ", ", r,
-                  ranks[r].cpu_seconds);
+    std::snprintf(buf, sizeof(buf), "%srank %zu %.3f s", r == 0 ? "" : ", ", r, cpu);
     each += buf;
+  }
+  if (ranks.size() > 8) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f s to %.3f s per rank", least, most);
+    each = buf;
   }
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f s", total);

@@ -141,6 +141,18 @@ TEST(EmulatedNetwork, MissingToolsAreNamedInOneLine) {
   EXPECT_EQ(r.out, "loom launch: " + without_tools.message() + "\n");
 }
 
+TEST(EmulatedNetwork, NetcheckNeedsALaunchOfTwoRanks) {
+  const std::string error =
+      "loom netcheck: measures the network between ranks: run it under loom launch with at least "
+      "2 ranks, e.g. 'loom launch --nproc 2 --net_rate 200mbit -- loom netcheck'\n";
+  Result alone = Loom("netcheck");
+  EXPECT_EQ(alone.code, 1);
+  EXPECT_EQ(alone.out, error);
+  Result one = Loom(StrCat("launch --nproc 1 -- ", LOOM_BIN, " netcheck"));
+  EXPECT_EQ(one.code, 1);
+  EXPECT_EQ(one.out.rfind(error, 0), 0u) << one.out;
+}
+
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
   // A real unprivileged process: this one if it is, else root dropped to
   // nobody.
