@@ -1,85 +1,267 @@
 // loom launch: starts N processes on this host, one rank each, in the
-// manner of torchrun and paddle.distributed.launch. Each child gets
-// LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR (a fresh directory where
-// the ranks meet); when a child fails, the others are stopped and the
-// failing rank is named.
+// manner of torchrun and paddle.distributed.launch. Each child gets the
+// environment of tools/launch_env.h (its rank, the world size and a fresh
+// directory where the ranks meet); when a child fails, the others are
+// stopped and the failing rank is named. With --net_rate each rank runs in
+// a network namespace of its own behind a shaped link
+// (runtime/emulated_network.h), so that communication takes wall time
+// without taking CPU. SIGINT, SIGTERM and SIGHUP stop the ranks and remove
+// the network before launch exits.
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 
+#include "runtime/emulated_network.h"
 #include "tools/command.h"
+#include "tools/common_flags.h"
+#include "tools/launch_env.h"
 
 DEFINE_int32(nproc, 1, "processes (ranks) to start");
+DEFINE_string(net_rate, "",
+              "emulate a network: each rank in a network namespace of its own with a link "
+              "of this rate each way, in tc syntax (200mbit, 1gbit); needs root, ip and tc");
+DEFINE_string(net_burst, "",
+              "with --net_rate: tbf bucket of each link, tc size syntax (empty: 1 ms of "
+              "traffic, at least 16kb)");
+DEFINE_string(net_queue, "100ms",
+              "with --net_rate: longest a packet queues at a link before it is dropped");
 
 namespace loom {
+namespace {
 
-Status RunLaunch(const std::vector<std::string>& args) {
-  if (args.empty()) return InvalidArgument("expects '-- COMMAND ARGS...' to start");
-  if (FLAGS_nproc < 1) return InvalidArgument("--nproc must be at least 1");
-  char dir_template[] = "/tmp/loom-launch-XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
-  std::vector<pid_t> children;
-  for (int r = 0; r < FLAGS_nproc; ++r) {
-    pid_t pid = fork();
-    if (pid < 0) return Internal("fork failed for rank ", r);
-    if (pid == 0) {
-      // Each rank leads its own process group, so that stopping it stops
-      // whatever it started too.
-      setpgid(0, 0);
-      setenv("LOOM_RANK", std::to_string(r).c_str(), 1);
-      setenv("LOOM_WORLD_SIZE", std::to_string(FLAGS_nproc).c_str(), 1);
-      setenv("LOOM_STORE_DIR", dir, 1);
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      std::fprintf(stderr, "loom launch: rank %d: cannot run %s\n", r, argv[0]);
+using Clock = std::chrono::steady_clock;
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+volatile sig_atomic_t g_signal = 0;
+
+void OnSignal(int sig) { g_signal = sig; }
+
+// Catches SIGINT, SIGTERM and SIGHUP while alive, so that launch cleans up
+// instead of dying; the previous handlers come back afterwards.
+class SignalCatcher {
+ public:
+  SignalCatcher() {
+    struct sigaction action = {};
+    action.sa_handler = OnSignal;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &action, &previous_[i]);
+  }
+  ~SignalCatcher() {
+    for (int i = 0; i < kCount; ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kCount = sizeof(kStopSignals) / sizeof(kStopSignals[0]);
+  struct sigaction previous_[kCount];
+};
+
+Status Interrupted(int sig) {
+  return Internal("interrupted by signal ", sig, " (", strsignal(sig), "); stopping the ranks");
+}
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  double cpu_seconds = 0;  // user + system, once it has exited
+};
+
+double Seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; }
+
+// Forks rank `r` and runs `args` in it; never returns in the child.
+pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& store_dir,
+                const EmulatedNetwork* net) {
+  // The stop signals stay blocked across fork until the child has dropped
+  // launch's handlers: a SIGTERM that reached it before exec would
+  // otherwise only set the child's copy of the flag, and the rank would
+  // run on.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  for (int sig : kStopSignals) sigaddset(&stop_signals, sig);
+  sigprocmask(SIG_BLOCK, &stop_signals, &previous);
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) {
+    // Set here as well as in the child, so that it holds before either
+    // side goes on.
+    if (pid > 0) setpgid(pid, pid);
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    return pid;
+  }
+  for (int sig : kStopSignals) signal(sig, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+  // Each rank leads its own process group, so that stopping it stops
+  // whatever it started too.
+  setpgid(0, 0);
+  // A launch killed outright (SIGKILL) cannot stop its ranks: they die
+  // with it instead of running on, waiting for peers that are gone.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
+  if (net != nullptr) {
+    if (!net->Enter(r)) {
+      std::fprintf(stderr, "loom launch: rank %d: cannot enter network namespace %s: %s\n", r,
+                   net->RankNamespace(r).c_str(), std::strerror(errno));
       _exit(127);
     }
-    setpgid(pid, pid);
-    children.push_back(pid);
+    setenv(kHostEnv, net->Address(r).c_str(), 1);
+  } else {
+    unsetenv(kHostEnv);
   }
+  setenv(kRankEnv, std::to_string(r).c_str(), 1);
+  setenv(kWorldSizeEnv, std::to_string(FLAGS_nproc).c_str(), 1);
+  setenv(kStoreDirEnv, store_dir.c_str(), 1);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "loom launch: rank %d: cannot run %s\n", r, argv[0]);
+  _exit(127);
+}
+
+void SignalRunning(const std::vector<Rank>& ranks, int sig) {
+  for (const Rank& rank : ranks) {
+    if (rank.running) kill(-rank.pid, sig);
+  }
+}
+
+// Starts every rank and waits for all of them. The first failure (a rank
+// that fails, or a signal to launch) is returned; the other ranks then get
+// SIGTERM, and SIGKILL if still running 5 s later.
+Status RunRanks(const std::vector<std::string>& args, const std::string& store_dir,
+                const EmulatedNetwork* net, std::vector<Rank>& ranks) {
   Status result;
-  int running = FLAGS_nproc;
-  // Once a rank failed, ranks still running at this deadline are killed.
   bool stopping = false;
-  std::chrono::steady_clock::time_point stop_deadline;
+  Clock::time_point stop_deadline;
+  const auto stop = [&](Status why, pid_t spare) {
+    if (result.ok()) result = std::move(why);
+    if (stopping) return;
+    for (const Rank& rank : ranks) {
+      if (rank.running && rank.pid != spare) kill(-rank.pid, SIGTERM);
+    }
+    stopping = true;
+    stop_deadline = Clock::now() + std::chrono::seconds(5);
+  };
+  for (int r = 0; r < FLAGS_nproc && result.ok(); ++r) {
+    if (g_signal != 0) {
+      stop(Interrupted(g_signal), -1);
+      break;
+    }
+    const pid_t pid = StartRank(r, args, store_dir, net);
+    if (pid < 0) {
+      stop(Internal("fork failed for rank ", r, ": ", std::strerror(errno)), -1);
+      break;
+    }
+    ranks[r].pid = pid;
+    ranks[r].running = true;
+  }
+  int running = 0;
+  for (const Rank& rank : ranks) running += rank.running ? 1 : 0;
   while (running > 0) {
+    if (g_signal != 0 && !stopping) stop(Interrupted(g_signal), -1);
     int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid == 0) {
-      if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
-        for (pid_t other : children) kill(-other, SIGKILL);
-        stopping = false;
+    rusage usage = {};
+    const pid_t pid = wait4(-1, &status, WNOHANG, &usage);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      if (stopping && Clock::now() > stop_deadline) {
+        SignalRunning(ranks, SIGKILL);
+        stop_deadline = Clock::time_point::max();
       }
       usleep(10000);
       continue;
     }
     if (pid < 0) break;
+    int r = 0;
+    while (r < FLAGS_nproc && ranks[r].pid != pid) ++r;
+    if (r == FLAGS_nproc) continue;  // not a rank
     --running;
-    int rank = 0;
-    while (rank < FLAGS_nproc && children[rank] != pid) ++rank;
-    const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    if (failed && result.ok()) {
-      result = Internal("rank ", rank, WIFSIGNALED(status)
-                                           ? StrCat(" was killed by signal ", WTERMSIG(status))
-                                           : StrCat(" exited with status ", WEXITSTATUS(status)),
-                        "; stopping the other ranks");
-      for (pid_t other : children) {
-        if (other != pid) kill(-other, SIGTERM);
-      }
-      stopping = true;
-      stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    ranks[r].running = false;
+    ranks[r].cpu_seconds = Seconds(usage.ru_utime) + Seconds(usage.ru_stime);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      stop(Internal("rank ", r, WIFSIGNALED(status)
+                                    ? StrCat(" was killed by signal ", WTERMSIG(status))
+                                    : StrCat(" exited with status ", WEXITSTATUS(status)),
+                    "; stopping the other ranks"),
+           pid);
     }
   }
+  return result;
+}
+
+// "0.031 s of CPU (rank 0 0.012 s, rank 1 0.019 s)"; beyond 8 ranks, the
+// least and the most a rank used.
+std::string CpuSummary(const std::vector<Rank>& ranks) {
+  double total = 0, least = 1e300, most = 0;
+  std::string each;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const double cpu = ranks[r].cpu_seconds;
+    total += cpu;
+    least = std::min(least, cpu);
+    most = std::max(most, cpu);
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), "%srank %zu %.3f s", r == 0 ? "" : ", ", r, cpu);
+    each += buf;
+  }
+  if (ranks.size() > 8) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f s to %.3f s per rank", least, most);
+    each = buf;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f s", total);
+  return StrCat(buf, " of CPU (", each, ")");
+}
+
+}  // namespace
+
+Status RunLaunch(const std::vector<std::string>& args) {
+  if (args.empty()) return InvalidArgument("expects '-- COMMAND ARGS...' to start");
+  if (FLAGS_nproc < 1) return InvalidArgument("--nproc must be at least 1");
+  if (FLAGS_net_rate.empty() && (FlagGiven("net_burst") || FlagGiven("net_queue"))) {
+    return InvalidArgument("--net_burst and --net_queue shape an emulated network: give "
+                           "--net_rate too");
+  }
+  // Caught from here on: the network and the ranks are removed on the way
+  // out whatever stops launch.
+  SignalCatcher catcher;
+  g_signal = 0;
+  std::unique_ptr<EmulatedNetwork> net;
+  if (!FLAGS_net_rate.empty()) {
+    EmulatedNetworkOptions options;
+    options.ranks = FLAGS_nproc;
+    options.rate = FLAGS_net_rate;
+    options.burst = FLAGS_net_burst;
+    options.queue = FLAGS_net_queue;
+    StatusOr<std::unique_ptr<EmulatedNetwork>> made = EmulatedNetwork::Create(options);
+    if (!made.ok()) return made.status();
+    net = std::move(made).value();
+    std::fprintf(stderr, "loom launch: %s\n", net->Describe().c_str());
+  }
+  char dir_template[] = "/tmp/loom-launch-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
+  const Clock::time_point start = Clock::now();
+  std::vector<Rank> ranks(FLAGS_nproc);
+  Status result = RunRanks(args, dir, net.get(), ranks);
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
+  if (net != nullptr) {
+    Status removed = net->Destroy();
+    if (!removed.ok() && result.ok()) result = removed;
+    std::fprintf(stderr, "loom launch: ranks used %s in %.3f s wall; network %s %s\n",
+                 CpuSummary(ranks).c_str(), wall, net->prefix().c_str(),
+                 removed.ok() ? "removed" : "NOT fully removed");
+  }
   return result;
 }
 

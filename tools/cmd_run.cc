@@ -1,17 +1,19 @@
 // loom run: trains under a parallel strategy, or runs a saved plan
 // (--plan). All ranks run in this process by default; under `loom launch`
-// (LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR set) this process runs its
-// one rank and meets the others through a file store.
+// (tools/launch_env.h) this process runs its one rank, meets the others
+// through a file store and binds its sockets to LOOM_HOST when given.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/launch_env.h"
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
@@ -75,18 +77,13 @@ Status RunRun(const std::vector<std::string>& args) {
   options.trace = !FLAGS_trace.empty();
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;
-  const char* rank = std::getenv("LOOM_RANK");
-  if (rank != nullptr) {
-    const char* world = std::getenv("LOOM_WORLD_SIZE");
-    const char* store = std::getenv("LOOM_STORE_DIR");
-    if (world == nullptr || store == nullptr) {
-      return InvalidArgument("LOOM_RANK is set but LOOM_WORLD_SIZE or LOOM_STORE_DIR is not "
-                             "(start ranks with loom launch)");
-    }
-    launched_world = std::atoi(world);
-    options.local_ranks = {std::atoi(rank)};
-    options.comm.file_store_dir = store;
-    if (!trace_path.empty()) trace_path += StrCat(".rank", rank, ".json");
+  LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());
+  if (launched.has_value()) {
+    launched_world = launched->world_size;
+    options.local_ranks = {launched->rank};
+    options.comm.file_store_dir = launched->store_dir;
+    options.comm.host = launched->host;
+    if (!trace_path.empty()) trace_path += StrCat(".rank", launched->rank, ".json");
   }
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
   for (int64_t step = 0; step < FLAGS_steps; ++step) {

@@ -26,6 +26,7 @@ Status RunPasses(const std::vector<std::string>& args);
 Status RunPlan(const std::vector<std::string>& args);
 Status RunRun(const std::vector<std::string>& args);
 Status RunLaunch(const std::vector<std::string>& args);
+Status RunNetcheck(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -93,11 +94,22 @@ const std::vector<Command>& Commands() {
         "comm_timeout", "optimizer", "lr", "dp_bucketing", "plan"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
-       "loom launch --nproc N -- loom run ARGS...\n"
+       "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"
        "Starts N copies with LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR\n"
        "set; they meet through a file store in a fresh directory. If one\n"
-       "fails, the others are stopped and the failing rank is named.",
-       {"nproc"}, RunLaunch},
+       "fails, the others are stopped and the failing rank is named.\n"
+       "--net_rate (root; ip and tc of iproute2) runs each rank in a network\n"
+       "namespace of its own whose link to a shared bridge is shaped to RATE\n"
+       "each way (tc syntax: 200mbit, 1gbit), so that communication takes wall\n"
+       "time but no CPU; the rank binds to LOOM_HOST, its address there. The\n"
+       "network is removed when launch ends, fails or is interrupted.",
+       {"nproc", "net_rate", "net_burst", "net_queue"}, RunLaunch},
+      {"netcheck", "measure the network between the ranks of a launch",
+       "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"
+       "Rank 0 sends B bytes to rank 1, then all ranks all-reduce B bytes, K\n"
+       "times each; rank 0 prints the send rate and the all-reduce bus rate\n"
+       "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.",
+       {"bytes", "repeats", "comm_timeout"}, RunNetcheck},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},
   };

@@ -1,0 +1,42 @@
+#include "tools/launch_env.h"
+
+#include <cstdlib>
+
+namespace loom {
+namespace {
+
+// A whole non-negative decimal number, or -1.
+int ParseCount(const char* text) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0 || value > (1 << 30)) return -1;
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
+  const char* rank = std::getenv(kRankEnv);
+  if (rank == nullptr) return std::optional<LaunchEnv>();
+  const char* world = std::getenv(kWorldSizeEnv);
+  const char* store = std::getenv(kStoreDirEnv);
+  if (world == nullptr || store == nullptr) {
+    return InvalidArgument(kRankEnv, " is set but ", kWorldSizeEnv, " or ", kStoreDirEnv,
+                           " is not (start ranks with loom launch)");
+  }
+  LaunchEnv env;
+  env.rank = ParseCount(rank);
+  env.world_size = ParseCount(world);
+  if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
+    return InvalidArgument(kRankEnv, "='", rank, "' and ", kWorldSizeEnv, "='", world,
+                           "' are not a rank and a world size");
+  }
+  env.store_dir = store;
+  if (const char* host = std::getenv(kHostEnv)) {
+    if (*host == '\0') return InvalidArgument(kHostEnv, " is set but empty");
+    env.host = host;
+  }
+  return std::optional<LaunchEnv>(std::move(env));
+}
+
+}  // namespace loom

@@ -1,0 +1,39 @@
+// The environment `loom launch` gives each rank process, in one place for
+// the launcher that sets it and the commands that read it.
+//
+//   LOOM_RANK        this process's rank, 0..LOOM_WORLD_SIZE-1
+//   LOOM_WORLD_SIZE  processes started
+//   LOOM_STORE_DIR   a fresh directory where the ranks meet (file store)
+//   LOOM_HOST        the address this rank's sockets bind to; set under
+//                    --net_rate (the rank's address in its own network
+//                    namespace), else unset and loopback is used
+#ifndef LOOM_TOOLS_LAUNCH_ENV_H_
+#define LOOM_TOOLS_LAUNCH_ENV_H_
+
+#include <optional>
+#include <string>
+
+#include "framework/status.h"
+
+namespace loom {
+
+inline constexpr char kRankEnv[] = "LOOM_RANK";
+inline constexpr char kWorldSizeEnv[] = "LOOM_WORLD_SIZE";
+inline constexpr char kStoreDirEnv[] = "LOOM_STORE_DIR";
+inline constexpr char kHostEnv[] = "LOOM_HOST";
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  std::string store_dir;
+  std::string host = "127.0.0.1";
+};
+
+// The launch environment of this process; nullopt when LOOM_RANK is unset
+// (not started by loom launch); an error naming the variable when it is
+// incomplete or malformed.
+StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment();
+
+}  // namespace loom
+
+#endif  // LOOM_TOOLS_LAUNCH_ENV_H_

@@ -1,0 +1,410 @@
+// The emulated network (runtime/emulated_network.h) and `loom launch
+// --net_rate`: the shaping is real and costs no CPU, training computes the
+// same numbers over it, and nothing is left behind, whatever ends the
+// launch. Building a network needs root and iproute2; without them these
+// tests skip, loudly, except the ones about the error itself.
+#include "runtime/emulated_network.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace loom {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+Result Shell(const std::string& command) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+Result Loom(const std::string& args) { return Shell(std::string(LOOM_BIN) + " " + args); }
+
+
+// Why this host cannot build a network; empty if it can.
+std::string WhyNoNetwork() {
+  Status s = CheckEmulatedNetworkSupport();
+  return s.ok() ? "" : s.message();
+}
+
+#define SKIP_WITHOUT_NETWORK()                                                                 \
+  if (const std::string why = WhyNoNetwork(); !why.empty())                                   \
+  GTEST_SKIP() << "SKIPPED LOUDLY: the emulated network was not tested on this host: " << why \
+               << " (run the tests as root with iproute2 installed)"
+
+// "loom-4242" from launch's progress line.
+std::string NetworkPrefix(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("per-rank namespaces (loom-[0-9]+)-r0"))) return "";
+  return m[1];
+}
+
+// Interfaces named like ours in this (the root) namespace, where ours
+// never live.
+std::string OurLinksHere() {
+  std::string found;
+  std::istringstream links(Shell("ip -o link show").out);
+  for (std::string line; std::getline(links, line);) {
+    if (std::regex_search(line, std::regex("^[0-9]+: (rank[0-9]+|br0)[@:]"))) found += line + "; ";
+  }
+  return found;
+}
+
+// The namespaces of network `prefix`, and any interface of ours here;
+// empty when nothing is left.
+std::string Leftovers(const std::string& prefix) {
+  std::string left;
+  std::istringstream netns(Shell("ip netns list").out);
+  for (std::string line; std::getline(netns, line);) {
+    if (line.rfind(prefix + "-", 0) == 0) left += "namespace " + line + "; ";
+  }
+  return left + OurLinksHere();
+}
+
+std::vector<std::string> LossLines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("step ", 0) == 0) lines.push_back(line.substr(0, line.find(" time_ms")));
+  }
+  return lines;
+}
+
+// The number after `key` on the first line starting with `line_start`.
+double Field(const std::string& out, const std::string& line_start, const std::string& key) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(line_start, 0) != 0) continue;
+    const size_t at = line.find(" " + key + " ");
+    if (at == std::string::npos) return -1;
+    return std::atof(line.c_str() + at + key.size() + 2);
+  }
+  return -1;
+}
+
+TEST(EmulatedNetwork, ParsesRatesAsTcDoes) {
+  EXPECT_DOUBLE_EQ(ParseTcRate("200mbit").value(), 2e8);
+  EXPECT_DOUBLE_EQ(ParseTcRate("1Gbit").value(), 1e9);
+  EXPECT_DOUBLE_EQ(ParseTcRate("1.5gbit").value(), 1.5e9);
+  EXPECT_DOUBLE_EQ(ParseTcRate("25mbps").value(), 2e8);  // tc's bps is bytes
+  EXPECT_DOUBLE_EQ(ParseTcRate("1000000").value(), 1e6);  // bare: bits
+  for (const char* bad : {"", "fast", "200 mbit", "-1mbit", "mbit", "200mbits", "0mbit"}) {
+    StatusOr<double> r = ParseTcRate(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              StrCat("rate '", bad, "' is not in tc syntax (e.g. 200mbit or 1gbit)"));
+  }
+  EXPECT_EQ(DefaultBurstBytes(1e8), 16384);  // the floor
+  EXPECT_EQ(DefaultBurstBytes(1e10), 1250000);  // 1 ms
+}
+
+TEST(EmulatedNetwork, MissingToolsAreNamedInOneLine) {
+  Status s = CheckEmulatedNetworkSupport();
+  const char* path = std::getenv("PATH");
+  const std::string saved = path ? path : "";
+  setenv("PATH", "/nonexistent", 1);
+  Status without_tools = CheckEmulatedNetworkSupport();
+  setenv("PATH", saved.c_str(), 1);
+  ASSERT_FALSE(without_tools.ok());
+  const std::string tools = "the 'ip' and 'tc' commands of iproute2 (not in PATH)";
+  if (geteuid() == 0) {
+    EXPECT_EQ(without_tools.message(), "emulated network: needs " + tools);
+  } else {
+    EXPECT_EQ(without_tools.message(), StrCat("emulated network: needs root (running as uid ",
+                                              geteuid(), ") and ", tools));
+  }
+  // The same line from the command, and nothing built.
+  Result r = Shell(StrCat("PATH=/nonexistent ", LOOM_BIN, " launch --nproc 2 --net_rate 100mbit "
+                          "-- /bin/true"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "loom launch: " + without_tools.message() + "\n");
+}
+
+TEST(EmulatedNetwork, NetcheckNeedsALaunchOfTwoRanks) {
+  const std::string error =
+      "loom netcheck: measures the network between ranks: run it under loom launch with at least "
+      "2 ranks, e.g. 'loom launch --nproc 2 --net_rate 200mbit -- loom netcheck'\n";
+  Result alone = Loom("netcheck");
+  EXPECT_EQ(alone.code, 1);
+  EXPECT_EQ(alone.out, error);
+  Result one = Loom(StrCat("launch --nproc 1 -- ", LOOM_BIN, " netcheck"));
+  EXPECT_EQ(one.code, 1);
+  EXPECT_EQ(one.out.rfind(error, 0), 0u) << one.out;
+}
+
+TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
+  // A real unprivileged process: this one if it is, else root dropped to
+  // nobody.
+  std::string as_user;
+  uid_t uid = geteuid();
+  if (uid == 0) {
+    if (access("/usr/bin/setpriv", X_OK) != 0) {
+      GTEST_SKIP() << "SKIPPED LOUDLY: setpriv (util-linux) is missing, so the test cannot drop "
+                      "root to check the error";
+    }
+    as_user = "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    uid = 65534;
+  }
+  Result r = Shell(StrCat(as_user, LOOM_BIN, " launch --nproc 2 --net_rate 100mbit -- /bin/true"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out.rfind(StrCat("loom launch: emulated network: needs root (running as uid ", uid,
+                               ")"), 0),
+            0u) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  if (WhyNoNetwork().find("iproute2") == std::string::npos) {
+    EXPECT_EQ(r.out, StrCat("loom launch: emulated network: needs root (running as uid ", uid,
+                            ")\n"));
+  }
+}
+
+TEST(EmulatedNetwork, BuildsPerRankLinksAndRemovesThem) {
+  SKIP_WITHOUT_NETWORK();
+  EmulatedNetworkOptions options;
+  options.ranks = 3;
+  options.rate = "100mbit";
+  auto net = EmulatedNetwork::Create(options);
+  ASSERT_TRUE(net.ok()) << net.status();
+  const std::string prefix = (*net)->prefix();
+  EXPECT_EQ(prefix, StrCat("loom-", getpid()));
+  EXPECT_EQ((*net)->Address(0), "10.77.0.1");
+  EXPECT_EQ((*net)->Address(254), "10.77.0.255");  // a host address in a /16
+  EXPECT_EQ((*net)->Address(255), "10.77.1.0");
+  const std::string netns = Shell("ip netns list").out;
+  for (const char* suffix : {"-br", "-r0", "-r1", "-r2"}) {
+    EXPECT_NE(netns.find(prefix + suffix), std::string::npos) << netns;
+  }
+  // Rank 1: its address on eth0 and a tbf at the rate.
+  const std::string r1 = prefix + "-r1";
+  EXPECT_NE(Shell("ip -n " + r1 + " -o -4 addr show dev eth0").out.find("inet 10.77.0.2/16"),
+            std::string::npos);
+  const std::string qdisc = Shell("tc -n " + r1 + " qdisc show dev eth0").out;
+  EXPECT_NE(qdisc.find("tbf"), std::string::npos) << qdisc;
+  EXPECT_NE(qdisc.find("rate 100Mbit"), std::string::npos) << qdisc;
+  // Its other end: a port of the bridge, shaped the same way.
+  const std::string br = prefix + "-br";
+  EXPECT_NE(Shell("ip -n " + br + " -o link show rank1").out.find("master br0"),
+            std::string::npos);
+  EXPECT_NE(Shell("tc -n " + br + " qdisc show dev rank1").out.find("rate 100Mbit"),
+            std::string::npos);
+  EXPECT_EQ(OurLinksHere(), "");
+  ASSERT_TRUE((*net)->Destroy().ok());
+  EXPECT_EQ(Leftovers(prefix), "");
+  EXPECT_TRUE((*net)->Destroy().ok());  // idempotent
+}
+
+TEST(EmulatedNetwork, AFailedBuildLeavesNothing) {
+  SKIP_WITHOUT_NETWORK();
+  // A tc that refuses everything: the build fails after the namespaces and
+  // links exist, and must take them down again.
+  const std::string dir = testing::TempDir() + "/emulated_network_fake_tc";
+  ASSERT_EQ(Shell("mkdir -p " + dir).code, 0);
+  std::ofstream(dir + "/tc") << "#!/bin/sh\necho \"fake tc refuses\" >&2\nexit 2\n";
+  ASSERT_EQ(Shell("chmod +x " + dir + "/tc").code, 0);
+  const std::string saved = std::getenv("PATH");
+  setenv("PATH", (dir + ":" + saved).c_str(), 1);
+  EmulatedNetworkOptions options;
+  options.ranks = 2;
+  options.rate = "100mbit";
+  auto net = EmulatedNetwork::Create(options);
+  setenv("PATH", saved.c_str(), 1);
+  ASSERT_FALSE(net.ok());
+  const std::string prefix = StrCat("loom-", getpid());
+  EXPECT_EQ(net.status().message(),
+            StrCat("emulated network: 'tc -n ", prefix, "-br qdisc add dev rank0 root tbf rate "
+                   "100000000bit burst 16384b latency 100ms' failed (exit status 2): fake tc "
+                   "refuses; removed what was built"));
+  EXPECT_EQ(Leftovers(prefix), "");
+}
+
+TEST(EmulatedNetwork, TrainingOverItComputesTheSameLosses) {
+  SKIP_WITHOUT_NETWORK();
+  const std::string run = std::string(LOOM_BIN) + " run --preset gpt-tiny --mp 2 --steps 3";
+  Result plain = Loom("launch --nproc 2 -- " + run);
+  Result shaped = Loom("launch --nproc 2 --net_rate 200mbit -- " + run);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_EQ(shaped.code, 0) << shaped.out;
+  ASSERT_EQ(LossLines(plain.out).size(), 3u) << plain.out;
+  EXPECT_EQ(LossLines(shaped.out), LossLines(plain.out)) << shaped.out;
+  const std::string prefix = NetworkPrefix(shaped.out);
+  ASSERT_NE(prefix, "") << shaped.out;
+  EXPECT_NE(shaped.out.find("loom launch: emulated network: per-rank namespaces " + prefix +
+                            "-r0..1, each with its own 200 Mbit/s link each way"),
+            std::string::npos) << shaped.out;
+  EXPECT_NE(shaped.out.find("network " + prefix + " removed"), std::string::npos);
+  EXPECT_EQ(Leftovers(prefix), "");
+}
+
+TEST(EmulatedNetwork, EachRankBindsToItsOwnAddress) {
+  SKIP_WITHOUT_NETWORK();
+  Result r = Loom("launch --nproc 2 --net_rate 100mbit -- sh -c "
+                  "'echo rank $LOOM_RANK host $LOOM_HOST $(ip -o -4 addr show dev eth0)'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 0 host 10.77.0.1 2: eth0 inet 10.77.0.1/16"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 1 host 10.77.0.2 2: eth0 inet 10.77.0.2/16"), std::string::npos)
+      << r.out;
+}
+
+// The point of it all: a transfer takes the time the rate says, and the
+// ranks spend that time waiting, not computing.
+TEST(EmulatedNetwork, ShapingIsRealAndCostsLittleCpu) {
+  SKIP_WITHOUT_NETWORK();
+  const double bytes = 4e6;
+  const double rate = 100e6;  // bits per second
+  Result r = Loom(StrCat("launch --nproc 2 --net_rate 100mbit -- ", LOOM_BIN,
+                         " netcheck --bytes 4000000 --repeats 1"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double seconds = Field(r.out, "send 0->1", "seconds");
+  const double mbps = Field(r.out, "send 0->1", "MB/s");
+  EXPECT_GE(seconds, bytes * 8 / rate) << r.out;  // 0.32 s at least
+  // Close to the rate: TCP over 1500-byte frames carries at most 95.6% of it.
+  EXPECT_GT(mbps, 0.85 * rate / 8 / 1e6) << r.out;
+  EXPECT_LT(mbps, rate / 8 / 1e6) << r.out;
+  // The all-reduce reduces between its transfers, so the load of other
+  // tests (2 cores) slows it: 8-9 MB/s seen under ctest -j 2, 11.5 alone.
+  EXPECT_GT(Field(r.out, "allreduce", "bus_MB/s"), 0.5 * rate / 8 / 1e6) << r.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string line = StrCat("rank ", rank, " ");
+    const double cpu = Field(r.out, line, "cpu_seconds");
+    const double wall = Field(r.out, line, "wall_seconds");
+    ASSERT_GT(wall, 0) << r.out;
+    EXPECT_LT(cpu, 0.5 * wall) << r.out;
+  }
+  // The whole lives of the ranks, from launch's getrusage of its children.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("ranks used ([0-9.]+) s of CPU \\(rank 0 ([0-9.]+) s, "
+                                           "rank 1 ([0-9.]+) s\\) in ([0-9.]+) s wall")))
+      << r.out;
+  const double wall = std::stod(m[4]);
+  EXPECT_LT(std::stod(m[2]), 0.5 * wall) << r.out;
+  EXPECT_LT(std::stod(m[3]), 0.5 * wall) << r.out;
+}
+
+TEST(EmulatedNetwork, NothingLeftWhenARankIsKilled) {
+  SKIP_WITHOUT_NETWORK();
+  const auto start = std::chrono::steady_clock::now();
+  Result r = Loom("launch --nproc 3 --net_rate 100mbit -- sh -c "
+                  "'if [ $LOOM_RANK = 1 ]; then kill -9 $$; else sleep 30; fi'");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("loom launch: rank 1 was killed by signal 9; stopping the other ranks"),
+            std::string::npos) << r.out;
+  EXPECT_LT(seconds, 4.0) << "the other ranks were waited for, not stopped";
+  const std::string prefix = NetworkPrefix(r.out);
+  ASSERT_NE(prefix, "") << r.out;
+  EXPECT_EQ(Leftovers(prefix), "");
+}
+
+// `loom launch ARGS` started in the background with its output in a log;
+// stopped (SIGTERM, so that it cleans up) if a test ends early.
+class Background {
+ public:
+  Background(const std::string& args, const std::string& log) : log_(log) {
+    // A stale log would be read before the shell truncates it.
+    unlink(log.c_str());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string command = StrCat("exec ", LOOM_BIN, " launch ", args, " >", log, " 2>&1");
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~Background() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Signals it and waits for it to end; its wait status.
+  int Stop(int sig) {
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits up to 10 s for launch's progress line; the prefix it names.
+std::string WaitForNetwork(const std::string& log) {
+  for (int i = 0; i < 1000; ++i) {
+    const std::string prefix = NetworkPrefix(ReadAll(log));
+    if (!prefix.empty()) return prefix;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
+}
+
+TEST(EmulatedNetwork, NothingLeftWhenLaunchIsInterrupted) {
+  SKIP_WITHOUT_NETWORK();
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string log = StrCat(testing::TempDir(), "/emulated_network_launch_", sig, ".log");
+    Background launch("--nproc 2 --net_rate 100mbit -- sleep 30", log);
+    const std::string prefix = WaitForNetwork(log);
+    ASSERT_NE(prefix, "") << ReadAll(log);
+    ASSERT_NE(Shell("ip netns list").out.find(prefix + "-r1"), std::string::npos);
+    const int status = launch.Stop(sig);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+    const std::string out = ReadAll(log);
+    EXPECT_NE(out.find(StrCat("loom launch: interrupted by signal ", sig, " (")),
+              std::string::npos) << out;
+    EXPECT_NE(out.find("network " + prefix + " removed"), std::string::npos) << out;
+    EXPECT_EQ(Leftovers(prefix), "");
+  }
+}
+
+// SIGKILL cannot be caught: the ranks die with launch, and the next launch
+// removes the network it left.
+TEST(EmulatedNetwork, ANetworkLeftBySigkillIsRemovedByTheNextLaunch) {
+  SKIP_WITHOUT_NETWORK();
+  const std::string log = testing::TempDir() + "/emulated_network_launch_kill.log";
+  // An unusual duration, so that these ranks can be told from any other
+  // sleep on the host.
+  Background launch("--nproc 2 --net_rate 100mbit -- sleep 29.875", log);
+  const std::string prefix = WaitForNetwork(log);
+  ASSERT_NE(prefix, "") << ReadAll(log);
+  ASSERT_NE(Shell("pgrep -f 'slee[p] 29.875'").out, "");
+  launch.Stop(SIGKILL);
+  EXPECT_NE(Leftovers(prefix), "");
+  Result next = Loom("launch --nproc 1 --net_rate 100mbit -- /bin/true");
+  ASSERT_EQ(next.code, 0) << next.out;
+  EXPECT_EQ(Leftovers(prefix), "") << next.out;
+  EXPECT_EQ(Shell("pgrep -f 'slee[p] 29.875'").out, "") << "the ranks outlived launch";
+}
+
+}  // namespace
+}  // namespace loom
