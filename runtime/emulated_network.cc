@@ -207,9 +207,19 @@ Status CheckEmulatedNetworkSupport() {
                              tools.size() == 1 ? " command" : " commands",
                              " of iproute2 (not in PATH)"));
   }
-  if (missing.empty()) return Status::OK();
-  return FailedPrecondition("emulated network: needs ",
-                            missing.size() == 1 ? missing[0] : missing[0] + " and " + missing[1]);
+  if (!missing.empty()) {
+    return FailedPrecondition("emulated network: needs ",
+                              missing.size() == 1 ? missing[0] : missing[0] + " and " + missing[1]);
+  }
+  // Root in a container may still lack the capability to make namespaces:
+  // try one, so that the caller hears it before anything is built.
+  const std::string probe = StrCat("loom-", getpid(), "-probe");
+  Status made = RunTool({"ip", "netns", "add", probe});
+  if (!made.ok()) {
+    return FailedPrecondition("emulated network: cannot create a network namespace here (",
+                              made.message(), ")");
+  }
+  return RunTool({"ip", "netns", "delete", probe}).WithContext("emulated network");
 }
 
 StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(

@@ -10,7 +10,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev iproute2
   chromium
 )
 missing=()
