@@ -1,0 +1,296 @@
+#include "executor/host_profiler.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <gloo/rendezvous/hash_store.h>
+
+#include "executor/comm/gloo_communicator.h"
+#include "executor/kernel.h"
+#include "executor/op_profiler.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Group = std::vector<std::unique_ptr<GlooCommunicator>>;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  CHECK(!v.empty());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs fn(r) for every rank on its own thread; the first error wins. A rank
+// that fails leaves its peers waiting only until their call's timeout.
+Status RunRanks(int n, const std::function<Status(int)>& fn) {
+  std::mutex mu;
+  Status first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Status s = fn(r);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && first.ok()) first = s.WithContext(StrCat("rank ", r));
+    });
+  }
+  for (auto& t : threads) t.join();
+  return first;
+}
+
+// One group of `n` in-process ranks over loopback, through a fresh store.
+StatusOr<Group> Connect(int n, const std::string& job,
+                        std::chrono::milliseconds timeout) {
+  if (n < 2) return InvalidArgument("need at least 2 ranks, got ", n);
+  auto store = std::make_shared<gloo::rendezvous::HashStore>();
+  std::vector<int> members(n);
+  for (int r = 0; r < n; ++r) members[r] = r;
+  const std::string name = GroupName(job, members);
+  Group group(n);
+  LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(auto device, CreateGlooTcpDevice());
+    LOOM_ASSIGN_OR_RETURN(group[r], GlooCommunicator::Create(
+                                        name, members, r, store.get(), job,
+                                        device, CommOptions{timeout}));
+    return Status::OK();
+  }));
+  return group;
+}
+
+Tensor Floats(int64_t n, float value) {
+  Tensor t(TensorMeta{proto::FP32, {n}});
+  std::fill(t.data<float>(), t.data<float>() + n, value);
+  return t;
+}
+
+// Times `call` on every rank (warm-up, then samples) and returns rank 0's
+// median.
+StatusOr<double> TimeOnRanks(Group& group, const CommProfileOptions& o,
+                             const std::function<Status(int)>& call) {
+  std::vector<double> times;
+  LOOM_RETURN_IF_ERROR(RunRanks(static_cast<int>(group.size()), [&](int r) -> Status {
+    for (int i = 0; i < o.warmup_runs; ++i) LOOM_RETURN_IF_ERROR(call(r));
+    for (int s = 0; s < std::max(1, o.samples); ++s) {
+      const auto start = Clock::now();
+      LOOM_RETURN_IF_ERROR(call(r));
+      if (r == 0) times.push_back(Since(start));
+    }
+    return Status::OK();
+  }));
+  return Median(times);
+}
+
+// C = A B for square fp32 matrices: the compute loop of the interference
+// measurement and the peak-rate calibration.
+class Sgemm {
+ public:
+  explicit Sgemm(int64_t dim) : dim_(dim), a_(dim * dim, 0.5f), b_(a_), c_(a_) {}
+  void Run() {
+    const int d = static_cast<int>(dim_);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d, d, d, 1.0f,
+                a_.data(), d, b_.data(), d, 0.0f, c_.data(), d);
+  }
+  double flops() const { return 2.0 * dim_ * dim_ * dim_; }
+
+ private:
+  int64_t dim_;
+  std::vector<float> a_, b_, c_;
+};
+
+// One thread's per-matmul times until `done` says stop (checked after
+// each run).
+std::vector<double> MatmulLoop(Sgemm& mm, const std::function<bool()>& done) {
+  std::vector<double> times;
+  do {
+    const auto start = Clock::now();
+    mm.Run();
+    times.push_back(Since(start));
+  } while (!done());
+  return times;
+}
+
+std::function<bool()> For(double seconds) {
+  const auto start = Clock::now();
+  return [start, seconds] { return Since(start) >= seconds; };
+}
+
+}  // namespace
+
+StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
+                                              const HostProgressFn& progress) {
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
+  const int n = o.ranks;
+  std::vector<CommTiming> out;
+  auto note = [&](const std::string& op, int64_t bytes) {
+    if (progress) progress(StrCat(op, " ", n, " ranks ", bytes, " B"));
+  };
+  for (int64_t size : o.sizes) {
+    const int64_t numel = std::max<int64_t>(1, size / 4);
+    const int64_t bytes = numel * 4;
+
+    note("allreduce", bytes);
+    std::vector<Tensor> bufs(n);
+    for (Tensor& t : bufs) t = Floats(numel, 1.0f);
+    LOOM_ASSIGN_OR_RETURN(double t, TimeOnRanks(group, o, [&](int r) {
+      return group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
+    }));
+    out.push_back({"allreduce", n, bytes, t});
+
+    note("allgather", bytes);
+    std::vector<Tensor> gathered(n);
+    for (Tensor& g : gathered) g = Floats(numel * n, 0.0f);
+    LOOM_ASSIGN_OR_RETURN(t, TimeOnRanks(group, o, [&](int r) {
+      return group[r]->AllGather(bufs[r], &gathered[r]);
+    }));
+    out.push_back({"allgather", n, bytes, t});
+
+    // Half a ping-pong between ranks 0 and 1: one message's one-way time.
+    note("send", bytes);
+    LOOM_ASSIGN_OR_RETURN(t, TimeOnRanks(group, o, [&](int r) -> Status {
+      if (r == 0) {
+        LOOM_RETURN_IF_ERROR(group[0]->Send(bufs[0], 1));
+        return group[0]->Recv(&bufs[0], 1);
+      }
+      if (r == 1) {
+        LOOM_RETURN_IF_ERROR(group[1]->Recv(&bufs[1], 0));
+        return group[1]->Send(bufs[1], 0);
+      }
+      return Status::OK();
+    }));
+    out.push_back({"send", 2, bytes, t / 2});
+  }
+  return out;
+}
+
+StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
+  openblas_set_num_threads(1);
+  const int threads =
+      o.compute_threads > 0
+          ? o.compute_threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::unique_ptr<Sgemm>> mms;
+  for (int i = 0; i < threads; ++i) {
+    mms.push_back(std::make_unique<Sgemm>(o.matmul_dim));
+    mms.back()->Run();  // OpenBLAS buffers and page faults, untimed
+  }
+  // Every compute thread's per-matmul times, pooled.
+  auto compute = [&](const std::function<bool()>& done) {
+    std::vector<std::vector<double>> per(threads);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+      pool.emplace_back([&, i] { per[i] = MatmulLoop(*mms[i], done); });
+    }
+    for (auto& t : pool) t.join();
+    std::vector<double> all;
+    for (const auto& v : per) all.insert(all.end(), v.begin(), v.end());
+    return all;
+  };
+  std::vector<double> alone = compute(For(o.seconds));
+
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
+  const int64_t numel = std::max<int64_t>(1, o.allreduce_bytes / 4);
+  std::vector<Tensor> bufs(o.ranks);
+  for (Tensor& t : bufs) t = Floats(numel, 1.0f);
+  // Enough allreduces to cover the compute phase, from one call's time
+  // (every rank makes the same number of calls, so none waits forever).
+  std::vector<double> probe(o.ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    for (int i = 0; i < 3; ++i) {
+      const auto start = Clock::now();
+      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg));
+      probe[r] = Since(start);
+    }
+    return Status::OK();
+  }));
+  const int64_t calls = std::max<int64_t>(
+      3, static_cast<int64_t>(o.seconds / std::max(probe[0], 1e-6)));
+
+  std::atomic<int> running{o.ranks};
+  std::atomic<bool> started{false};
+  Status comm;
+  std::thread loop([&] {
+    comm = RunRanks(o.ranks, [&](int r) -> Status {
+      started = true;
+      Status s;
+      for (int64_t i = 0; i < calls && s.ok(); ++i) {
+        s = group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
+      }
+      --running;
+      return s;
+    });
+  });
+  while (!started) std::this_thread::yield();
+  std::vector<double> with = compute([&] { return running < o.ranks; });
+  loop.join();
+  LOOM_RETURN_IF_ERROR(comm);
+
+  // Alone again, so that drift in the machine's load shows on both sides.
+  std::vector<double> after = compute(For(o.seconds));
+  alone.insert(alone.end(), after.begin(), after.end());
+
+  InterferenceResult result;
+  result.compute_threads = threads;
+  result.alone_seconds = Median(alone);
+  result.with_comm_seconds = Median(with);
+  result.slowdown = result.with_comm_seconds / result.alone_seconds;
+  result.allreduces = calls;
+  return result;
+}
+
+StatusOr<DeviceCalibration> CalibrateDevice() {
+  DeviceCalibration c;
+  c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+
+  openblas_set_num_threads(1);
+  Sgemm mm(1024);
+  mm.Run();
+  for (int i = 0; i < 5; ++i) {
+    const auto start = Clock::now();
+    mm.Run();
+    c.core_fp32_flops = std::max(c.core_fp32_flops, mm.flops() / Since(start));
+  }
+
+  const size_t bytes = size_t{256} << 20;
+  std::unique_ptr<char[]> src(new char[bytes]), dst(new char[bytes]);
+  std::memset(src.get(), 1, bytes);
+  std::memset(dst.get(), 0, bytes);  // fault the pages in before timing
+  for (int i = 0; i < 5; ++i) {
+    const auto start = Clock::now();
+    std::memcpy(dst.get(), src.get(), bytes);
+    c.core_memory_bandwidth =
+        std::max(c.core_memory_bandwidth, 2.0 * bytes / Since(start));
+  }
+
+  // The smallest op there is: its time is the executor's per-op overhead.
+  RegisterAllCpuKernels();
+  Program p;
+  proto::VarDesc* x = p.global_block().AddVar("x");
+  SetMeta(TensorMeta{proto::FP32, {1}}, x);
+  x->set_is_data(true);
+  LOOM_ASSIGN_OR_RETURN(Op* op, AppendOpInferShapes(
+                                    p.global_block(),
+                                    OpDescBuilder("scale").Input("X", "x").Output("Out", "y")));
+  OpProfileOptions options;
+  options.samples = 9;
+  LOOM_ASSIGN_OR_RETURN(OpTiming t, ProfileOp(*op, options));
+  c.dispatch_seconds = t.median_seconds;
+  return c;
+}
+
+}  // namespace loom
