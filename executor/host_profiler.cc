@@ -1,6 +1,8 @@
 #include "executor/host_profiler.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -77,22 +79,33 @@ Tensor Floats(int64_t n, float value) {
   return t;
 }
 
-// Times `call` on every rank (warm-up, then samples) and returns rank 0's
-// median.
-StatusOr<double> TimeOnRanks(Group& group, const CommProfileOptions& o,
-                             const std::function<Status(int)>& call) {
-  std::vector<double> times;
-  LOOM_RETURN_IF_ERROR(RunRanks(static_cast<int>(group.size()), [&](int r) -> Status {
-    for (int i = 0; i < o.warmup_runs; ++i) LOOM_RETURN_IF_ERROR(call(r));
-    for (int s = 0; s < std::max(1, o.samples); ++s) {
-      const auto start = Clock::now();
-      LOOM_RETURN_IF_ERROR(call(r));
-      if (r == 0) times.push_back(Since(start));
+// Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU
+// halts, and waking it for a message waits for the hypervisor (4 ms, a
+// host tick, seen on this project's machine): an idle host would measure
+// the hypervisor, not the link. SCHED_IDLE threads run only when nothing
+// else wants the core, so they keep it awake without slowing the ranks.
+class CoreWaker {
+ public:
+  CoreWaker() {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < cores; ++i) {
+      threads_.emplace_back([this] {
+        sched_param param{};
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+        while (!stop_.load(std::memory_order_relaxed)) {
+        }
+      });
     }
-    return Status::OK();
-  }));
-  return Median(times);
-}
+  }
+  ~CoreWaker() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
 
 // C = A B for square fp32 matrices: the compute loop of the interference
 // measurement and the peak-rate calibration.
@@ -134,44 +147,67 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
                                               const HostProgressFn& progress) {
   LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
   const int n = o.ranks;
-  std::vector<CommTiming> out;
-  auto note = [&](const std::string& op, int64_t bytes) {
-    if (progress) progress(StrCat(op, " ", n, " ranks ", bytes, " B"));
+  // Every (op, size) once per round, and the median over rounds: a slow
+  // spell of the host then spreads over all cases instead of spoiling one.
+  struct Case {
+    CommTiming timing;
+    std::vector<Tensor> in, out;  // per rank
+    std::vector<double> seconds;
   };
+  std::vector<Case> cases;
   for (int64_t size : o.sizes) {
     const int64_t numel = std::max<int64_t>(1, size / 4);
-    const int64_t bytes = numel * 4;
-
-    note("allreduce", bytes);
-    std::vector<Tensor> bufs(n);
-    for (Tensor& t : bufs) t = Floats(numel, 1.0f);
-    LOOM_ASSIGN_OR_RETURN(double t, TimeOnRanks(group, o, [&](int r) {
-      return group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
-    }));
-    out.push_back({"allreduce", n, bytes, t});
-
-    note("allgather", bytes);
-    std::vector<Tensor> gathered(n);
-    for (Tensor& g : gathered) g = Floats(numel * n, 0.0f);
-    LOOM_ASSIGN_OR_RETURN(t, TimeOnRanks(group, o, [&](int r) {
-      return group[r]->AllGather(bufs[r], &gathered[r]);
-    }));
-    out.push_back({"allgather", n, bytes, t});
-
-    // Half a ping-pong between ranks 0 and 1: one message's one-way time.
-    note("send", bytes);
-    LOOM_ASSIGN_OR_RETURN(t, TimeOnRanks(group, o, [&](int r) -> Status {
-      if (r == 0) {
-        LOOM_RETURN_IF_ERROR(group[0]->Send(bufs[0], 1));
-        return group[0]->Recv(&bufs[0], 1);
+    for (const char* op : {"allreduce", "allgather", "send"}) {
+      Case c;
+      c.timing = {op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0};
+      for (int r = 0; r < n; ++r) {
+        c.in.push_back(Floats(numel, 1.0f));
+        c.out.push_back(Floats(numel * n, 0.0f));
       }
-      if (r == 1) {
-        LOOM_RETURN_IF_ERROR(group[1]->Recv(&bufs[1], 0));
-        return group[1]->Send(bufs[1], 0);
+      cases.push_back(std::move(c));
+    }
+  }
+  // Half a ping-pong between ranks 0 and 1 is one message's one-way time.
+  auto call = [&](Case& c, int r) -> Status {
+    GlooCommunicator& comm = *group[r];
+    if (c.timing.op == "allreduce") return comm.AllReduce({&c.in[r]}, ReduceOp::kAvg);
+    if (c.timing.op == "allgather") return comm.AllGather(c.in[r], &c.out[r]);
+    if (r == 0) {
+      LOOM_RETURN_IF_ERROR(comm.Send(c.in[0], 1));
+      return comm.Recv(&c.in[0], 1);
+    }
+    if (r == 1) {
+      LOOM_RETURN_IF_ERROR(comm.Recv(&c.in[1], 0));
+      return comm.Send(c.in[1], 0);
+    }
+    return Status::OK();
+  };
+  std::vector<Tensor> sync;
+  for (int r = 0; r < n; ++r) sync.push_back(Floats(1, 0.0f));
+  CoreWaker awake;
+  const int rounds = o.warmup_runs + std::max(1, o.samples);
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round >= o.warmup_runs;
+    if (progress) {
+      progress(StrCat(timed ? "round " : "warm-up round ", round + 1, "/", rounds,
+                      ": ", cases.size(), " calls on ", n, " ranks"));
+    }
+    LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
+      // Untimed: waits for every rank's thread to have started.
+      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&sync[r]}, ReduceOp::kSum));
+      for (Case& c : cases) {
+        const auto start = Clock::now();
+        LOOM_RETURN_IF_ERROR(call(c, r));
+        if (r == 0 && timed) c.seconds.push_back(Since(start));
       }
       return Status::OK();
     }));
-    out.push_back({"send", 2, bytes, t / 2});
+  }
+  std::vector<CommTiming> out;
+  for (Case& c : cases) {
+    c.timing.median_seconds = Median(c.seconds);
+    if (c.timing.op == "send") c.timing.median_seconds /= 2;
+    out.push_back(c.timing);
   }
   return out;
 }

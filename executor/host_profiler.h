@@ -34,12 +34,13 @@ struct CommTiming {
   double median_seconds = 0;
 };
 
-// Called before each (op, size) is timed, with a label for a progress line.
+// Called before each round of calls, with a label for a progress line.
 using HostProgressFn = std::function<void(const std::string& what)>;
 
 // Times AllReduce and AllGather among options.ranks in-process ranks, and
-// one-way Send (half a ping-pong between two ranks), at every size. A
-// collective's time is rank 0's, median over the samples.
+// one-way Send (half a ping-pong between two ranks), at every size: each
+// round makes every call once, and a call's time is rank 0's median over
+// the timed rounds. The cores are kept awake meanwhile (see the .cc).
 StatusOr<std::vector<CommTiming>> ProfileComm(
     const CommProfileOptions& options, const HostProgressFn& progress = nullptr);
 

@@ -67,6 +67,28 @@ std::string Today() {
   return buf;
 }
 
+// The share of the last 10 s in which some runnable task waited for a CPU
+// (Linux PSI), or -1 where the kernel does not report it. Read before
+// measuring (the measurement's own threads raise it): on a shared host a
+// busy neighbour slows every measurement, so the value is reported.
+double CpuPressure() {
+  std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
+  if (f == nullptr) return -1;
+  double avg10 = -1;
+  if (std::fscanf(f, "some avg10=%lf", &avg10) != 1) avg10 = -1;
+  std::fclose(f);
+  return avg10;
+}
+
+std::string PressureNote(double pressure) {
+  if (pressure < 0) return "";
+  return StrCat("CPU pressure ", static_cast<int>(std::lround(pressure)),
+                "% before measuring",
+                pressure >= 5 ? " (other processes were running: expect slower, "
+                                "noisier values)"
+                              : "");
+}
+
 Status CheckCpu(const proto::Cluster& cluster) {
   if (cluster.device().kind() == proto::Device::CPU) return Status::OK();
   return InvalidArgument("--cluster ", cluster.name(),
@@ -103,6 +125,7 @@ Status ProfileOps() {
   options.max_bytes = FLAGS_profile_max_bytes;
   options.seed = static_cast<uint64_t>(FLAGS_seed);
   if (options.samples < 1) return InvalidArgument("--profile_samples must be at least 1");
+  const double pressure_before = CpuPressure();
   const auto start = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(
       BlockProfile profile,
@@ -139,6 +162,21 @@ Status ProfileOps() {
               profile.timed.size(), what.c_str(), cluster.name().c_str(), seconds,
               profile.skipped.size(), counts.added, counts.replaced, path.c_str(),
               table.size());
+  // The program run op after op at the table's medians: comparable with a
+  // serial step (loom train's time_ms) when nothing was skipped.
+  double serial = 0;
+  int priced = 0;
+  for (const Op* op : program.global_block().ops()) {
+    if (const proto::CostEntry* e = table.Find(OpSignature(*op), cluster.name())) {
+      serial += e->median_seconds();
+      ++priced;
+    }
+  }
+  std::printf("sum of medians over the program's %d ops: %s (%d priced)\n",
+              static_cast<int>(program.global_block().num_ops()),
+              Time(serial).c_str(), priced);
+  const std::string note = PressureNote(pressure_before);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   return Status::OK();
 }
 
@@ -239,6 +277,7 @@ Status CalibrateInto(proto::Cluster* cluster) {
 }
 
 Status ProfileHost() {
+  const double pressure_before = CpuPressure();
   std::string out = FLAGS_cluster_out;
   if (out.empty()) {
     out = (std::filesystem::path(CostTablePathFromFlags()).parent_path() /
@@ -255,6 +294,14 @@ Status ProfileHost() {
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
   if (FLAGS_comm) LOOM_RETURN_IF_ERROR(MeasureComm(&cluster));
+  const std::string note = PressureNote(pressure_before);
+  if (!note.empty()) {
+    std::printf("%s\n", note.c_str());
+    if (FLAGS_comm) {
+      cluster.mutable_intra_node()->set_source(
+          cluster.intra_node().source() + "; " + note);
+    }
+  }
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, out));
   std::printf("wrote %s (use it with --cluster %s)\n", out.c_str(), out.c_str());
