@@ -4,7 +4,8 @@
 
 namespace loom {
 
-StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples) {
+StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
+                               bool half_duplex) {
   if (samples.size() < 2) {
     return InvalidArgument("fitting α and β needs at least 2 samples, got ",
                            samples.size());
@@ -18,7 +19,7 @@ StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples) {
                              "; times must be positive");
     }
     const double u = s.terms.latency_steps / s.seconds;
-    const double v = s.terms.byte_factor * s.bytes / s.seconds;
+    const double v = LinkByteFactor(s.terms, half_duplex) * s.bytes / s.seconds;
     uu += u * u;
     uv += u * v;
     vv += v * v;
@@ -49,7 +50,8 @@ StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples) {
   fit.bandwidth = 1 / c;
   double sum_sq = 0;
   for (const CommSample& s : samples) {
-    const double t = alpha * s.terms.latency_steps + c * s.terms.byte_factor * s.bytes;
+    const double t = alpha * s.terms.latency_steps +
+                     c * LinkByteFactor(s.terms, half_duplex) * s.bytes;
     const double r = (t - s.seconds) / s.seconds;
     fit.predicted.push_back(t);
     fit.relative_residual.push_back(r);

@@ -37,7 +37,9 @@ struct CommFit {
 // large ones that determine β (absolute error would let the largest
 // message decide both). Fails, naming the reason, when the samples cannot
 // determine β (no bytes, or fewer than two samples).
-StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples);
+// `half_duplex` fits that kind of link (LinkByteFactor).
+StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
+                               bool half_duplex = false);
 
 }  // namespace loom
 

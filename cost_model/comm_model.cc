@@ -66,34 +66,34 @@ CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members) {
   const double n = members;
   if (members <= 1) return {};
   if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
-    return {1, 1};
+    return {1, 1, false};
   }
   const double rounds = TreeRounds(members);
   switch (algorithm) {
     case CommAlgorithm::kRing:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2 * (n - 1), 2 * (n - 1) / n};
-        case CollectiveKind::kAllGather: return {n - 1, n - 1};
-        case CollectiveKind::kReduceScatter: return {n - 1, (n - 1) / n};
-        case CollectiveKind::kBroadcast: return {rounds + n - 1, 2 * (n - 1) / n};
+        case CollectiveKind::kAllReduce: return {2 * (n - 1), 2 * (n - 1) / n, true};
+        case CollectiveKind::kAllGather: return {n - 1, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {n - 1, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {rounds + n - 1, 2 * (n - 1) / n, false};
         default: break;
       }
       break;
     case CommAlgorithm::kTree:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2 * rounds, 2 * rounds};
-        case CollectiveKind::kAllGather: return {rounds, n - 1};
-        case CollectiveKind::kReduceScatter: return {rounds, (n - 1) / n};
-        case CollectiveKind::kBroadcast: return {rounds, rounds};
+        case CollectiveKind::kAllReduce: return {2 * rounds, 2 * rounds, false};
+        case CollectiveKind::kAllGather: return {rounds, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {rounds, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {rounds, rounds, false};
         default: break;
       }
       break;
     case CommAlgorithm::kDirect:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2, 2 * (n - 1) / n};
-        case CollectiveKind::kAllGather: return {1, n - 1};
-        case CollectiveKind::kReduceScatter: return {1, (n - 1) / n};
-        case CollectiveKind::kBroadcast: return {1, n - 1};
+        case CollectiveKind::kAllReduce: return {2, 2 * (n - 1) / n, true};
+        case CollectiveKind::kAllGather: return {1, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {1, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {1, n - 1, false};
         default: break;
       }
       break;
@@ -101,6 +101,10 @@ CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members) {
   LOG(FATAL) << "no terms for " << CollectiveKindName(kind) << " / "
              << CommAlgorithmName(algorithm);
   return {};
+}
+
+double LinkByteFactor(const CommTerms& terms, bool half_duplex) {
+  return terms.byte_factor * (half_duplex && terms.exchange ? 2 : 1);
 }
 
 CommModel::CommModel(proto::Cluster cluster) : cluster_(std::move(cluster)) {
@@ -131,7 +135,8 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
   const CommTerms t = TermsOf(kind, algorithm, n);
   const proto::Link& link = LinkAt(LevelOf(group_ranks));
   return t.latency_steps * link.latency_seconds() +
-         t.byte_factor * static_cast<double>(bytes) / link.bandwidth();
+         LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes) /
+             link.bandwidth();
 }
 
 StatusOr<double> CommModel::OpCommSeconds(

@@ -29,7 +29,11 @@
 //
 // A group of one member costs nothing. A group whose ranks span nodes pays
 // the inter-node link for every step: a ring is as slow as its slowest
-// link.
+// link. On a half-duplex link (Link.half_duplex) the byte term doubles for
+// the collectives whose steps send and receive at once: every ring and
+// direct allreduce, allgather and reduce-scatter, and tree allgather and
+// reduce-scatter; not tree allreduce, broadcast or send/recv, whose steps
+// go one way.
 #ifndef LOOM_COST_MODEL_COMM_MODEL_H_
 #define LOOM_COST_MODEL_COMM_MODEL_H_
 
@@ -68,12 +72,16 @@ StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name);
 // communication: NotFound naming the type.
 StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type);
 
-// The two factors of the formulas above.
+// The factors of the formulas above.
 struct CommTerms {
   double latency_steps = 0;  // multiplies α
   double byte_factor = 0;    // multiplies bytes / β
+  // Every member sends and receives at once in each step.
+  bool exchange = false;
 };
 CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members);
+// byte_factor, doubled for an exchange over a half-duplex link.
+double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
 class CommModel {
  public:

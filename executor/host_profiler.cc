@@ -223,7 +223,10 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
     mms.push_back(std::make_unique<Sgemm>(o.matmul_dim));
     mms.back()->Run();  // OpenBLAS buffers and page faults, untimed
   }
-  // Every compute thread's per-matmul times, pooled.
+  // Mean time per matmul over every compute thread. Means, not medians:
+  // the allreduce threads take the cores in bursts, so most matmuls run
+  // untouched and a few much longer; the simulator needs the lost
+  // throughput, and that is the mean.
   auto compute = [&](const std::function<bool()>& done) {
     std::vector<std::vector<double>> per(threads);
     std::vector<std::thread> pool;
@@ -231,59 +234,73 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
       pool.emplace_back([&, i] { per[i] = MatmulLoop(*mms[i], done); });
     }
     for (auto& t : pool) t.join();
-    std::vector<double> all;
-    for (const auto& v : per) all.insert(all.end(), v.begin(), v.end());
-    return all;
+    double sum = 0;
+    size_t count = 0;
+    for (const auto& v : per) {
+      for (double x : v) sum += x;
+      count += v.size();
+    }
+    return sum / count;
   };
-  std::vector<double> alone = compute(For(o.seconds));
 
   LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
   const int64_t numel = std::max<int64_t>(1, o.allreduce_bytes / 4);
   std::vector<Tensor> bufs(o.ranks);
   for (Tensor& t : bufs) t = Floats(numel, 1.0f);
-  // Enough allreduces to cover the compute phase, from one call's time
-  // (every rank makes the same number of calls, so none waits forever).
-  std::vector<double> probe(o.ranks);
+  // The allreduce's time alone sets how many calls cover a phase (every
+  // rank makes the same number, so none waits forever).
+  std::vector<double> probe;
   LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 7; ++i) {
       const auto start = Clock::now();
       LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg));
-      probe[r] = Since(start);
+      if (r == 0 && i > 0) probe.push_back(Since(start));
     }
     return Status::OK();
   }));
-  const int64_t calls = std::max<int64_t>(
-      3, static_cast<int64_t>(o.seconds / std::max(probe[0], 1e-6)));
-
-  std::atomic<int> running{o.ranks};
-  std::atomic<bool> started{false};
-  Status comm;
-  std::thread loop([&] {
-    comm = RunRanks(o.ranks, [&](int r) -> Status {
-      started = true;
-      Status s;
-      for (int64_t i = 0; i < calls && s.ok(); ++i) {
-        s = group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
-      }
-      --running;
-      return s;
-    });
-  });
-  while (!started) std::this_thread::yield();
-  std::vector<double> with = compute([&] { return running < o.ranks; });
-  loop.join();
-  LOOM_RETURN_IF_ERROR(comm);
-
-  // Alone again, so that drift in the machine's load shows on both sides.
-  std::vector<double> after = compute(For(o.seconds));
-  alone.insert(alone.end(), after.begin(), after.end());
-
   InterferenceResult result;
   result.compute_threads = threads;
-  result.alone_seconds = Median(alone);
-  result.with_comm_seconds = Median(with);
-  result.slowdown = result.with_comm_seconds / result.alone_seconds;
-  result.allreduces = calls;
+  result.allreduce_alone_seconds = Median(probe);
+
+  // Alone and beside the allreduces in turn, several times, and the median
+  // of the cycles' ratios: a neighbour's load that comes or goes during the
+  // measurement then spoils one cycle, not the result.
+  const int cycles = std::max(1, o.cycles);
+  const double phase = o.seconds / cycles;
+  const int64_t calls = std::max<int64_t>(
+      3, static_cast<int64_t>(phase / std::max(result.allreduce_alone_seconds, 1e-6)));
+  std::vector<double> ratios, alone_means, with_means, comm_means;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    alone_means.push_back(compute(For(phase)));
+    std::atomic<int> running{o.ranks};
+    std::atomic<bool> started{false};
+    Status comm;
+    double comm_seconds = 0;
+    std::thread loop([&] {
+      comm = RunRanks(o.ranks, [&](int r) -> Status {
+        started = true;
+        const auto start = Clock::now();
+        Status s;
+        for (int64_t i = 0; i < calls && s.ok(); ++i) {
+          s = group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
+        }
+        if (r == 0) comm_seconds = Since(start);
+        --running;
+        return s;
+      });
+    });
+    while (!started) std::this_thread::yield();
+    with_means.push_back(compute([&] { return running < o.ranks; }));
+    loop.join();
+    LOOM_RETURN_IF_ERROR(comm);
+    comm_means.push_back(comm_seconds / calls);
+    ratios.push_back(with_means.back() / alone_means.back());
+  }
+  result.alone_seconds = Median(alone_means);
+  result.with_comm_seconds = Median(with_means);
+  result.slowdown = Median(ratios);
+  result.allreduces = calls * cycles;
+  result.allreduce_with_compute_seconds = Median(comm_means);
   return result;
 }
 

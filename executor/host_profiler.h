@@ -50,24 +50,30 @@ struct InterferenceOptions {
   // compute stream is busy (one thread alone would leave the communication
   // a free core and measure nothing).
   int compute_threads = 0;
-  double seconds = 1.0;            // length of each compute phase
+  double seconds = 1.0;            // alone and beside phases together last 2x this
+  int cycles = 5;                  // alone/beside pairs; the median ratio counts
   int ranks = 2;                   // ranks of the allreduce loop
   int64_t allreduce_bytes = 4 << 20;
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
 };
 
+// Medians over the cycles of the per-cycle values.
 struct InterferenceResult {
-  double alone_seconds = 0;      // median time of one matmul, nothing else running
+  double alone_seconds = 0;      // mean time of one matmul, nothing else running
   double with_comm_seconds = 0;  // the same while the allreduce loop runs
-  double slowdown = 0;           // with_comm / alone
-  int64_t allreduces = 0;        // calls made by the loop during the phase
+  double slowdown = 0;           // median of the cycles' with_comm / alone
+  int64_t allreduces = 0;        // calls made by the loops, all cycles
   int compute_threads = 0;
+  // The other direction, for information: one allreduce alone (median)
+  // and on average while the matmuls run.
+  double allreduce_alone_seconds = 0;
+  double allreduce_with_compute_seconds = 0;
 };
 
-// Times a fixed matmul loop on compute_threads threads alone (before and
-// after) and while `ranks` more threads run back-to-back allreduces: on a
-// CPU host Gloo's threads use the cores the kernels need, and the ratio of
-// the median matmul times is the cluster's comm_compute_slowdown.
+// Times a fixed matmul loop on compute_threads threads alone and while
+// `ranks` more threads run back-to-back allreduces, alternating: on a CPU
+// host Gloo's threads use the cores the kernels need, and the ratio of the
+// mean matmul times is the cluster's comm_compute_slowdown.
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& options);
 
 struct DeviceCalibration {

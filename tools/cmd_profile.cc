@@ -37,7 +37,7 @@ DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
 DEFINE_double(interference_seconds, 1.0,
-              "length of each compute phase of the interference measurement");
+              "seconds the interference measurement computes alone (and about as long beside the allreduces)");
 
 namespace loom {
 namespace {
@@ -182,8 +182,9 @@ Status ProfileOps() {
 
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title,
-                           const std::vector<CommSample>& samples, bool rows) {
-  auto fit = FitAlphaBeta(samples);
+                           const std::vector<CommSample>& samples,
+                           bool half_duplex, bool rows) {
+  auto fit = FitAlphaBeta(samples, half_duplex);
   if (!fit.ok()) return fit.status().WithContext(title);
   std::printf("%s: alpha %s, beta %s, rms residual %.1f%%%s\n", title.c_str(),
               Time(fit->latency_seconds).c_str(), Rate(fit->bandwidth).c_str(),
@@ -223,13 +224,24 @@ Status MeasureComm(proto::Cluster* cluster) {
   // Each collective's own fit shows how well one link describes them all;
   // it is for reading only, so a failure is printed, not fatal.
   for (const auto& [op, samples] : by_op) {
-    auto fit = PrintFit(op + " alone", samples, false);
+    auto fit = PrintFit(op + " alone", samples, false, false);
     if (!fit.ok()) std::printf("%s\n", fit.status().message().c_str());
   }
-  LOOM_ASSIGN_OR_RETURN(CommFit fit, PrintFit("joint fit (direct algorithm)", all, true));
+  // Full or half duplex: the data decide, by the smaller residual.
+  LOOM_ASSIGN_OR_RETURN(CommFit full,
+                        PrintFit("joint fit, full duplex", all, false, false));
+  LOOM_ASSIGN_OR_RETURN(CommFit half,
+                        PrintFit("joint fit, half duplex", all, true, false));
+  const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
+  LOOM_ASSIGN_OR_RETURN(
+      CommFit fit,
+      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full",
+                      " duplex (direct algorithm)"),
+               all, half_duplex, true));
   proto::Link* link = cluster->mutable_intra_node();
   link->set_bandwidth(fit.bandwidth);
   link->set_latency_seconds(fit.latency_seconds);
+  link->set_half_duplex(half_duplex);
   link->set_measured(true);
   char source[160];
   std::snprintf(source, sizeof(source),
@@ -248,12 +260,17 @@ Status MeasureComm(proto::Cluster* cluster) {
                static_cast<long long>(io.matmul_dim));
   LOOM_ASSIGN_OR_RETURN(InterferenceResult r, MeasureInterference(io));
   std::printf("interference: matmul on %d threads %s alone, %s beside %lld "
-              "allreduces of %lld B on %d ranks: slowdown %.2f%s\n",
+              "allreduces of %lld B on %d ranks: slowdown %.2f (median of %d "
+              "cycles)%s\n",
               r.compute_threads, Time(r.alone_seconds).c_str(),
               Time(r.with_comm_seconds).c_str(),
               static_cast<long long>(r.allreduces),
               static_cast<long long>(io.allreduce_bytes), io.ranks, r.slowdown,
+              io.cycles,
               r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
+  std::printf("  (the other way: one allreduce %s alone, %s beside the matmuls)\n",
+              Time(r.allreduce_alone_seconds).c_str(),
+              Time(r.allreduce_with_compute_seconds).c_str());
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   return Status::OK();
 }

@@ -88,6 +88,22 @@ TEST(CommModel, DirectSendAndTrivialGroups) {
   EXPECT_EQ(m.CommSeconds(kAllReduce, kRing, mb, {}), 0);
 }
 
+TEST(CommModel, HalfDuplexDoublesTheBytesOfExchanges) {
+  proto::Cluster c = TestCluster();
+  c.mutable_intra_node()->set_half_duplex(true);
+  CommModel m(c);
+  const int64_t gb = 1000000000;
+  // Ring steps send and receive at once: 6 us + 2 x 1.5 GB / 100 GB/s.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kNode0), 6e-6 + 0.03);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kReduceScatter, kTree, gb, kNode0), 2e-6 + 0.015);
+  // Tree allreduce, broadcast and send go one way per step: unchanged.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kTree, gb, kNode0), 4e-6 + 0.04);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kBroadcast, kRing, gb, kNode0), 5e-6 + 0.015);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kRing, gb, {0, 1}), 1e-6 + 0.01);
+  // The inter-node link stays full duplex.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kAcross), 60e-6 + 0.15);
+}
+
 TEST(CommModel, OpTypesAsCollectives) {
   EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
   EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);
@@ -144,6 +160,23 @@ TEST(CommFit, RecoversAlphaAndBeta) {
   EXPECT_NEAR(fit.bandwidth, beta, 1e-3);
   EXPECT_LT(fit.rms_relative_residual, 1e-9);
   EXPECT_FALSE(fit.latency_clamped);
+}
+
+TEST(CommFit, RecoversAHalfDuplexLink) {
+  const double alpha = 60e-6, beta = 2e9;
+  std::vector<CommSample> samples;
+  for (CollectiveKind k : {kAllReduce, kAllGather, kSend}) {
+    for (double bytes = 4096; bytes <= 16e6; bytes *= 4) {
+      const CommTerms t = TermsOf(k, kDirect, 2);
+      samples.push_back({CollectiveKindName(k), t, bytes,
+                         alpha * t.latency_steps + LinkByteFactor(t, true) * bytes / beta});
+    }
+  }
+  CommFit half = FitAlphaBeta(samples, true).value();
+  EXPECT_NEAR(half.latency_seconds, alpha, 1e-12);
+  EXPECT_NEAR(half.bandwidth, beta, 1e-3);
+  // The full-duplex model cannot fit the same times as well.
+  EXPECT_GT(FitAlphaBeta(samples, false).value().rms_relative_residual, 0.1);
 }
 
 TEST(CommFit, NegativeLatencyIsPinnedToZero) {

@@ -135,7 +135,8 @@ TEST(Profile, CommWritesAValidClusterFile) {
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
                   "--cost_table " + dir + "/table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("joint fit (direct algorithm): alpha "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joint fit, full duplex: alpha "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  allgather n=2 16384 B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
   // Beside the cost table by default.
