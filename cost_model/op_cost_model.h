@@ -53,6 +53,7 @@ class OpCostEstimator {
 // ("matmul bf16[8,4] ..." -> BF16); FP32 when it has none.
 DataType ComputeDtypeOf(const std::string& signature);
 
+// Immutable once built, so one model may serve many threads.
 class OpCostModel final : public OpCostEstimator {
  public:
   // Uses the entries of `table` whose device is `cluster`'s name. The

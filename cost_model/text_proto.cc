@@ -20,9 +20,11 @@ namespace {
 class FirstError : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, int column, const std::string& message) override {
-    if (first.empty()) {
-      first = StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
-    }
+    if (!first.empty()) return;
+    // Protobuf ends its sentences with a period; Loom's errors do not.
+    std::string text = message;
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    first = StrCat("line ", line + 1, ", column ", column + 1, ": ", text);
   }
   std::string first;
 };

@@ -59,7 +59,7 @@ TEST(Cluster, ParseErrorsNameFileLineAndField) {
                         "my.pbtxt");
   EXPECT_EQ(c.status().message(),
             "my.pbtxt: line 4, column 9: Message type \"loom.proto.Device\" has "
-            "no field named \"coress\".");
+            "no field named \"coress\"");
   EXPECT_EQ(LoadCluster("/nonexistent/c.pbtxt").status().message(),
             "/nonexistent/c.pbtxt: cannot open");
   EXPECT_EQ(LoadCluster("tpu").status().message(),

@@ -180,7 +180,7 @@ TEST(CostTable, ParseAndValidationErrorsNameTheEntry) {
   };
   EXPECT_EQ(load("entry {\n  signatur: \"x\"\n}\n"),
             dir + "/t.pbtxt: line 2, column 11: Message type "
-                  "\"loom.proto.CostEntry\" has no field named \"signatur\".");
+                  "\"loom.proto.CostEntry\" has no field named \"signatur\"");
   EXPECT_EQ(load("entry { signature: \"gelu fp32[4] -> fp32[4]\" op_type: \"gelu\" "
                  "device: \"local\" samples: 1 }"),
             dir + "/t.pbtxt: entry 0 (gelu fp32[4] -> fp32[4]): median_seconds "

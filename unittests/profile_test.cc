@@ -121,7 +121,7 @@ TEST(Profile, ErrorsNameTheCulprit) {
   EXPECT_EQ(cluster.out, "loom profile: --cluster: " + dir +
                              "/bad.pbtxt: line 2, column 24: Message type "
                              "\"loom.proto.Device\" has no field named "
-                             "\"peak_fp32_flop\".\n");
+                             "\"peak_fp32_flop\"\n");
   std::ofstream(dir + "/t.pbtxt") << "entry { median_seconds: -1 }\n";
   Result table = Loom("profile --preset gpt-tiny --cost_table " + dir + "/t.pbtxt");
   EXPECT_EQ(table.code, 1);
