@@ -8,10 +8,30 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <glog/logging.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
 namespace loom {
+namespace {
+
+class FirstError : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, int column, const std::string& message) override {
+    if (!first.empty()) return;
+    // Protobuf ends its sentences with a period; Loom's errors do not.
+    std::string text = message;
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    first = StrCat("line ", line + 1, ", column ", column + 1, ": ", text);
+  }
+  std::string first;
+};
+
+}  // namespace
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   struct stat st;
@@ -20,6 +40,15 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
     std::ofstream out(path, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return out ? Status::OK() : DataLoss(path, ": write failed");
+  }
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(target.parent_path(), ec);
+    if (ec) {
+      return NotFound(path, ": cannot create directory ", target.parent_path().string(), ": ",
+                      ec.message());
+    }
   }
   // Beside the target (rename is atomic only within one file system), with
   // a name no other writer uses.
@@ -59,6 +88,23 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   buf << in.rdbuf();
   if (in.bad()) return DataLoss(path, ": read failed");
   return buf.str();
+}
+
+Status ParseTextProto(const std::string& text, const std::string& origin,
+                      google::protobuf::Message* message) {
+  google::protobuf::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message)) {
+    return InvalidArgument(origin, ": ", errors.first);
+  }
+  return Status::OK();
+}
+
+std::string TextProtoToString(const google::protobuf::Message& message) {
+  std::string out;
+  CHECK(google::protobuf::TextFormat::PrintToString(message, &out));
+  return out;
 }
 
 }  // namespace loom

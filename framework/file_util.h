@@ -6,16 +6,28 @@
 
 #include <string>
 
+#include <google/protobuf/message.h>
+
 #include "framework/status.h"
 
 namespace loom {
 
-// Writes `bytes` to a temporary file beside `path`, flushes it to disk and
-// renames it over `path`. Errors begin with the path.
+// Writes `bytes` to a temporary file beside `path` (making its directory
+// if missing), flushes it to disk and renames it over `path`. A path that
+// is not a regular file (/dev/stdout) is written in place. Errors begin
+// with the path.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // The whole file. Errors begin with the path.
 StatusOr<std::string> ReadFile(const std::string& path);
+
+// Parses protobuf text format into `message`. Errors read "<origin>: line
+// L, column C: <protobuf's message>", naming the unknown or malformed
+// field.
+Status ParseTextProto(const std::string& text, const std::string& origin,
+                      google::protobuf::Message* message);
+// Text format of `message`, for files a user reads and edits.
+std::string TextProtoToString(const google::protobuf::Message& message);
 
 }  // namespace loom
 

@@ -32,19 +32,6 @@ uint64_t Fnv1a64(const std::string& data) {
   return h;
 }
 
-// Collects text-format parse errors into one line.
-class ErrorCollector : public google::protobuf::io::ErrorCollector {
- public:
-  void AddError(int line, int column, const std::string& message) override {
-    if (first_.empty()) {
-      first_ = StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
-    }
-  }
-  const std::string& first() const { return first_; }
-
- private:
-  std::string first_;
-};
 
 }  // namespace
 
@@ -58,13 +45,8 @@ bool IsTextFormatPath(const std::string& path) {
 
 Status ParseTextFormat(const std::string& text, const std::string& what,
                        google::protobuf::Message* message) {
-  google::protobuf::TextFormat::Parser parser;
-  ErrorCollector errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, message)) {
-    return DataLoss("not a text-format ", what, ": ", errors.first());
-  }
-  return Status::OK();
+  Status s = ParseTextProto(text, StrCat("not a text-format ", what), message);
+  return s.ok() ? s : Status(StatusCode::kDataLoss, s.message());
 }
 
 std::string FrameBytes(const std::string& magic, const std::string& payload) {

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include "cost_model/cluster.h"
+#include "cost_model/cost_table.h"
+
 DEFINE_string(preset, "gpt-tiny",
               "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, "
               "gpt3-13b, gpt3-175b");
@@ -22,6 +25,13 @@ DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZB
 DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
 DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
 DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
+DEFINE_string(cluster, "local",
+              "cluster description: a preset (local, emulated, a100, h100) "
+              "or a text-format loom.proto.Cluster file");
+DEFINE_string(cost_table, "",
+              "op cost table file (empty: $LOOM_COST_TABLE, else "
+              "$XDG_CACHE_HOME/loom/cost_table.pbtxt or "
+              "~/.cache/loom/cost_table.pbtxt)");
 
 
 namespace loom {
@@ -81,6 +91,15 @@ bool FlagGiven(const char* name) {
   gflags::CommandLineFlagInfo info;
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;
 }
+
+
+StatusOr<proto::Cluster> ClusterFromFlags() {
+  auto c = LoadCluster(FLAGS_cluster);
+  if (!c.ok()) return c.status().WithContext("--cluster");
+  return c;
+}
+
+std::string CostTablePathFromFlags() { return CostTablePath(FLAGS_cost_table); }
 
 void ApplyFlagsFromEnvironment() {
   std::vector<gflags::CommandLineFlagInfo> flags;

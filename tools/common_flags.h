@@ -5,6 +5,7 @@
 
 #include <gflags/gflags.h>
 
+#include "cost_model/cluster.pb.h"
 #include "framework/optimizer.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
@@ -26,6 +27,8 @@ DECLARE_int32(micro_batches);
 DECLARE_string(schedule);
 DECLARE_int32(vpp);
 DECLARE_int32(rank);
+DECLARE_string(cluster);
+DECLARE_string(cost_table);
 
 namespace loom {
 
@@ -41,6 +44,11 @@ StatusOr<proto::Strategy> StrategyFromFlags();
 
 // True if flag `name` was given on the command line or in the environment.
 bool FlagGiven(const char* name);
+
+// The cluster of --cluster (a preset name or a file), validated.
+StatusOr<proto::Cluster> ClusterFromFlags();
+// --cost_table, else the per-user default (cost_model/cost_table.h).
+std::string CostTablePathFromFlags();
 
 // Sets every defined flag whose FLAGS_<name> environment variable exists.
 // Call before parsing the command line, so the command line overrides.

@@ -27,6 +27,7 @@ Status RunPlan(const std::vector<std::string>& args);
 Status RunRun(const std::vector<std::string>& args);
 Status RunLaunch(const std::vector<std::string>& args);
 Status RunNetcheck(const std::vector<std::string>& args);
+Status RunProfile(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -110,6 +111,23 @@ const std::vector<Command>& Commands() {
        "times each; rank 0 prints the send rate and the all-reduce bus rate\n"
        "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.",
        {"bytes", "repeats", "comm_timeout"}, RunNetcheck},
+      {"profile", "time ops (or this host's links) into the cost model's files",
+       "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
+       "loom profile --comm [--calibrate_device] [--cluster_out FILE]\n"
+       "Times every distinct op signature of the program on this host's CPU\n"
+       "kernels (warm-up, then the median of the samples) and merges the\n"
+       "results into the cost table: an entry with the same signature and\n"
+       "device is replaced. --comm times Gloo allreduce, allgather and\n"
+       "send/recv on loopback, fits the link's alpha and beta, measures how\n"
+       "much communication slows a matmul loop, and writes a cluster file;\n"
+       "--calibrate_device adds the CPU's sgemm rate, copy bandwidth and\n"
+       "per-op overhead to it.",
+       {"preset", "program", "batch_size", "seq_len", "layers", "cluster",
+        "cost_table", "profile_samples", "profile_warmup",
+        "profile_min_sample_ms", "profile_max_bytes", "comm",
+        "calibrate_device", "cluster_out", "comm_ranks", "comm_max_bytes",
+        "interference_seconds"},
+       RunProfile},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},
   };

@@ -1,0 +1,182 @@
+#include "cost_model/cluster.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model/cluster_presets.h"
+#include "framework/file_util.h"
+
+namespace loom {
+namespace {
+
+bool IsPath(const std::string& s) {
+  return s.find('/') != std::string::npos ||
+         (s.size() > 6 && s.compare(s.size() - 6, 6, ".pbtxt") == 0);
+}
+
+Status Positive(const std::string& field, double v) {
+  if (std::isfinite(v) && v > 0) return Status::OK();
+  return InvalidArgument(field, " must be positive, got ", v);
+}
+
+Status CheckLink(const std::string& field, const proto::Link& link) {
+  if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
+  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
+  if (!link.has_latency_seconds()) {
+    return InvalidArgument(field, ".latency_seconds is missing");
+  }
+  // A zero latency is a legitimate idealization; a negative one is not.
+  if (!std::isfinite(link.latency_seconds()) || link.latency_seconds() < 0) {
+    return InvalidArgument(field, ".latency_seconds must not be negative, got ",
+                           link.latency_seconds());
+  }
+  return Status::OK();
+}
+
+Status CheckDevice(const proto::Device& d) {
+  LOOM_RETURN_IF_ERROR(Positive("device.peak_fp32_flops", d.peak_fp32_flops()));
+  if (d.has_peak_bf16_flops()) {
+    LOOM_RETURN_IF_ERROR(Positive("device.peak_bf16_flops", d.peak_bf16_flops()));
+  }
+  if (d.has_peak_fp16_flops()) {
+    LOOM_RETURN_IF_ERROR(Positive("device.peak_fp16_flops", d.peak_fp16_flops()));
+  }
+  LOOM_RETURN_IF_ERROR(Positive("device.memory_bandwidth", d.memory_bandwidth()));
+  LOOM_RETURN_IF_ERROR(
+      Positive("device.memory_bytes", static_cast<double>(d.memory_bytes())));
+  if (!d.has_kernel_launch_seconds()) {
+    return InvalidArgument("device.kernel_launch_seconds is missing");
+  }
+  if (!std::isfinite(d.kernel_launch_seconds()) || d.kernel_launch_seconds() < 0) {
+    return InvalidArgument("device.kernel_launch_seconds must not be negative, got ",
+                           d.kernel_launch_seconds());
+  }
+  if (d.kind() == proto::Device::CPU) {
+    if (d.cores() < 1) {
+      return InvalidArgument("device.cores must be at least 1 for a CPU, got ",
+                             d.cores());
+    }
+  } else if (d.has_cores()) {
+    return InvalidArgument("device.cores is for CPUs; this device is a GPU");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::vector<std::string> ClusterPresetNames() {
+  std::vector<std::string> names;
+  for (const ClusterPresetFile& f : ClusterPresetFiles()) names.push_back(f.name);
+  return names;
+}
+
+StatusOr<proto::Cluster> ParseCluster(const std::string& text,
+                                      const std::string& origin) {
+  proto::Cluster c;
+  LOOM_RETURN_IF_ERROR(ParseTextProto(text, origin, &c));
+  Status valid = ValidateCluster(c);
+  if (!valid.ok()) return valid.WithContext(origin);
+  return c;
+}
+
+StatusOr<proto::Cluster> LoadCluster(const std::string& name_or_file) {
+  if (name_or_file.empty()) return InvalidArgument("no cluster given (--cluster)");
+  if (IsPath(name_or_file)) {
+    LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(name_or_file));
+    return ParseCluster(text, name_or_file);
+  }
+  for (const ClusterPresetFile& f : ClusterPresetFiles()) {
+    if (name_or_file == f.name) return ParseCluster(f.text, f.path);
+  }
+  std::string known;
+  for (const std::string& n : ClusterPresetNames()) {
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  return NotFound("unknown cluster '", name_or_file, "' (presets: ", known,
+                  "; a file name needs a '/' or the .pbtxt suffix)");
+}
+
+Status ValidateCluster(const proto::Cluster& c) {
+  if (c.name().empty()) return InvalidArgument("name is missing");
+  if (!c.has_device()) return InvalidArgument("device is missing");
+  LOOM_RETURN_IF_ERROR(CheckDevice(c.device()));
+  if (c.devices_per_node() < 1) {
+    return InvalidArgument("devices_per_node must be at least 1, got ",
+                           c.devices_per_node());
+  }
+  const bool cpu = c.device().kind() == proto::Device::CPU;
+  if (c.ranks_per_device() < 0 || (!cpu && c.ranks_per_device() != 1)) {
+    return InvalidArgument("ranks_per_device must be ", cpu ? "0 or more" : "1",
+                           " for a ", cpu ? "CPU" : "GPU", ", got ",
+                           c.ranks_per_device());
+  }
+  if (cpu && c.device().core_sharing() == proto::Device::EXCLUSIVE &&
+      (c.ranks_per_device() == 0 || c.ranks_per_device() > c.device().cores())) {
+    return InvalidArgument("ranks_per_device (", c.ranks_per_device(),
+                           ") exceeds device.cores (", c.device().cores(),
+                           ") under core_sharing EXCLUSIVE");
+  }
+  if (c.has_host_cores() && (!cpu || c.host_cores() < 1)) {
+    return InvalidArgument("host_cores must be at least 1 and is for CPU "
+                           "clusters, got ", c.host_cores());
+  }
+  const int per_node = RanksPerNode(c);
+  if (per_node != 1) {
+    if (!c.has_intra_node()) {
+      return InvalidArgument("intra_node is missing (a node holds ",
+                             per_node == 0 ? "every rank" : StrCat(per_node, " ranks"),
+                             ")");
+    }
+    LOOM_RETURN_IF_ERROR(CheckLink("intra_node", c.intra_node()));
+  }
+  if (per_node != 0) {
+    if (!c.has_inter_node()) {
+      return InvalidArgument("inter_node is missing (a node holds ", per_node,
+                             " rank(s), so larger groups span nodes)");
+    }
+    LOOM_RETURN_IF_ERROR(CheckLink("inter_node", c.inter_node()));
+  }
+  if (!std::isfinite(c.comm_compute_slowdown()) || c.comm_compute_slowdown() < 1) {
+    return InvalidArgument("comm_compute_slowdown must be at least 1, got ",
+                           c.comm_compute_slowdown());
+  }
+  return Status::OK();
+}
+
+Status SaveCluster(const proto::Cluster& cluster, const std::string& path) {
+  return WriteFileAtomically(path, TextProtoToString(cluster));
+}
+
+int RanksPerNode(const proto::Cluster& c) {
+  return c.devices_per_node() * c.ranks_per_device();
+}
+
+int NodeOf(const proto::Cluster& c, int rank) {
+  const int per_node = RanksPerNode(c);
+  return per_node == 0 ? 0 : rank / per_node;
+}
+
+double DevicePeakFlops(const proto::Device& d, DataType dtype) {
+  if (dtype == proto::BF16 && d.has_peak_bf16_flops()) return d.peak_bf16_flops();
+  if (dtype == proto::FP16 && d.has_peak_fp16_flops()) return d.peak_fp16_flops();
+  return d.peak_fp32_flops();
+}
+
+double StreamPeakFlops(const proto::Device& d, DataType dtype) {
+  const double peak = DevicePeakFlops(d, dtype);
+  return d.kind() == proto::Device::CPU ? peak / std::max(1, d.cores()) : peak;
+}
+
+double StreamMemoryBandwidth(const proto::Device& d) {
+  return d.kind() == proto::Device::CPU
+             ? d.memory_bandwidth() / std::max(1, d.cores())
+             : d.memory_bandwidth();
+}
+
+double CoreShareSlowdown(const proto::Cluster& c, int busy_threads) {
+  if (c.device().kind() != proto::Device::CPU) return 1.0;
+  const int cores = c.has_host_cores() ? c.host_cores() : c.device().cores();
+  return std::max(1.0, static_cast<double>(busy_threads) / std::max(1, cores));
+}
+
+}  // namespace loom

@@ -1,0 +1,57 @@
+// The cluster description (cluster.proto): presets, files, validation, and
+// the questions the cost model asks of it (which node a rank is on, what
+// one stream computes at, how busy threads share a CPU).
+#ifndef LOOM_COST_MODEL_CLUSTER_H_
+#define LOOM_COST_MODEL_CLUSTER_H_
+
+#include <string>
+#include <vector>
+
+#include "cost_model/cluster.pb.h"
+#include "framework/status.h"
+#include "framework/types.h"
+
+namespace loom {
+
+// A preset name ("local", "emulated", "a100", "h100": the files of
+// configs/clusters/, built into the binary) or the path of a text-format
+// file; anything with a '/' or ending in ".pbtxt" is a path. The result is
+// validated. Errors name the file (the preset's source file for a preset),
+// then the line and field, or the field that fails validation.
+StatusOr<proto::Cluster> LoadCluster(const std::string& name_or_file);
+// `origin` names the text in errors.
+StatusOr<proto::Cluster> ParseCluster(const std::string& text,
+                                      const std::string& origin);
+std::vector<std::string> ClusterPresetNames();
+
+// Rates positive, counts sensible, the links the topology can use present.
+// Messages name the field, e.g. "device.peak_fp32_flops must be positive,
+// got 0".
+Status ValidateCluster(const proto::Cluster& cluster);
+
+// Writes text format atomically.
+Status SaveCluster(const proto::Cluster& cluster, const std::string& path);
+
+// Ranks one node holds; 0 when every rank is on one node.
+int RanksPerNode(const proto::Cluster& cluster);
+// Consecutive ranks fill a node.
+int NodeOf(const proto::Cluster& cluster, int rank);
+
+// Peak FLOP/s of the whole device for arithmetic in `dtype`: the bf16 or
+// fp16 rate where the device has one, else the fp32 rate.
+double DevicePeakFlops(const proto::Device& device, DataType dtype);
+// What one stream of a rank can use: a CPU stream runs its kernels on one
+// thread, so it gets one core's share of the device; a GPU stream gets the
+// whole device.
+double StreamPeakFlops(const proto::Device& device, DataType dtype);
+double StreamMemoryBandwidth(const proto::Device& device);
+
+// How much slower each of `busy_threads` compute threads runs than alone,
+// when they share one CPU pool (the host's cores when the nodes are
+// emulated on one host, else one device's): max(1, busy / cores) under
+// TIME_SLICED. 1 for GPUs.
+double CoreShareSlowdown(const proto::Cluster& cluster, int busy_threads);
+
+}  // namespace loom
+
+#endif  // LOOM_COST_MODEL_CLUSTER_H_

@@ -1,0 +1,154 @@
+#include "cost_model/comm_model.h"
+
+#include <cmath>
+#include <utility>
+
+#include "cost_model/cluster.h"
+
+namespace loom {
+namespace {
+
+// ceil(log2 n): rounds of a binomial tree or of recursive doubling.
+double TreeRounds(int n) {
+  int rounds = 0;
+  for (int span = 1; span < n; span *= 2) ++rounds;
+  return rounds;
+}
+
+}  // namespace
+
+const char* CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "allreduce";
+    case CollectiveKind::kAllGather: return "allgather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kSend: return "send";
+    case CollectiveKind::kRecv: return "recv";
+  }
+  return "?";
+}
+
+const char* CommAlgorithmName(CommAlgorithm algorithm) {
+  switch (algorithm) {
+    case CommAlgorithm::kRing: return "ring";
+    case CommAlgorithm::kTree: return "tree";
+    case CommAlgorithm::kDirect: return "direct";
+  }
+  return "?";
+}
+
+const char* LinkLevelName(LinkLevel level) {
+  return level == LinkLevel::kIntraNode ? "intra_node" : "inter_node";
+}
+
+StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name) {
+  for (CommAlgorithm a :
+       {CommAlgorithm::kRing, CommAlgorithm::kTree, CommAlgorithm::kDirect}) {
+    if (name == CommAlgorithmName(a)) return a;
+  }
+  return InvalidArgument("unknown communication algorithm '", name,
+                         "' (known: ring, tree, direct)");
+}
+
+StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type) {
+  for (CollectiveKind k :
+       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+        CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast,
+        CollectiveKind::kSend, CollectiveKind::kRecv}) {
+    if (op_type == CollectiveKindName(k)) return k;
+  }
+  if (op_type == "c_softmax_with_cross_entropy") return CollectiveKind::kAllReduce;
+  return NotFound("op type '", op_type, "' does not communicate");
+}
+
+CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members) {
+  const double n = members;
+  if (members <= 1) return {};
+  if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
+    return {1, 1, false};
+  }
+  const double rounds = TreeRounds(members);
+  switch (algorithm) {
+    case CommAlgorithm::kRing:
+      switch (kind) {
+        case CollectiveKind::kAllReduce: return {2 * (n - 1), 2 * (n - 1) / n, true};
+        case CollectiveKind::kAllGather: return {n - 1, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {n - 1, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {rounds + n - 1, 2 * (n - 1) / n, false};
+        default: break;
+      }
+      break;
+    case CommAlgorithm::kTree:
+      switch (kind) {
+        case CollectiveKind::kAllReduce: return {2 * rounds, 2 * rounds, false};
+        case CollectiveKind::kAllGather: return {rounds, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {rounds, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {rounds, rounds, false};
+        default: break;
+      }
+      break;
+    case CommAlgorithm::kDirect:
+      switch (kind) {
+        case CollectiveKind::kAllReduce: return {2, 2 * (n - 1) / n, true};
+        case CollectiveKind::kAllGather: return {1, n - 1, true};
+        case CollectiveKind::kReduceScatter: return {1, (n - 1) / n, true};
+        case CollectiveKind::kBroadcast: return {1, n - 1, false};
+        default: break;
+      }
+      break;
+  }
+  LOG(FATAL) << "no terms for " << CollectiveKindName(kind) << " / "
+             << CommAlgorithmName(algorithm);
+  return {};
+}
+
+double LinkByteFactor(const CommTerms& terms, bool half_duplex) {
+  return terms.byte_factor * (half_duplex && terms.exchange ? 2 : 1);
+}
+
+CommModel::CommModel(proto::Cluster cluster) : cluster_(std::move(cluster)) {
+  Status valid = ValidateCluster(cluster_);
+  CHECK(valid.ok()) << "CommModel over an invalid cluster '" << cluster_.name()
+                    << "': " << valid.message();
+}
+
+LinkLevel CommModel::LevelOf(const std::vector<int>& group_ranks) const {
+  if (group_ranks.empty()) return LinkLevel::kIntraNode;
+  const int node = NodeOf(cluster_, group_ranks.front());
+  for (int r : group_ranks) {
+    if (NodeOf(cluster_, r) != node) return LinkLevel::kInterNode;
+  }
+  return LinkLevel::kIntraNode;
+}
+
+const proto::Link& CommModel::LinkAt(LinkLevel level) const {
+  return level == LinkLevel::kIntraNode ? cluster_.intra_node()
+                                        : cluster_.inter_node();
+}
+
+double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
+                              int64_t bytes,
+                              const std::vector<int>& group_ranks) const {
+  const int n = static_cast<int>(group_ranks.size());
+  if (n <= 1) return 0;
+  const CommTerms t = TermsOf(kind, algorithm, n);
+  const proto::Link& link = LinkAt(LevelOf(group_ranks));
+  return t.latency_steps * link.latency_seconds() +
+         LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes) /
+             link.bandwidth();
+}
+
+StatusOr<double> CommModel::OpCommSeconds(
+    const std::string& op_type, const OpWork& work, CommAlgorithm algorithm,
+    const std::vector<int>& group_ranks) const {
+  LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(op_type));
+  if (work.comm_calls <= 0) {
+    return InvalidArgument("op type '", op_type,
+                           "' communicates but its work counts no calls");
+  }
+  return work.comm_calls *
+         CommSeconds(kind, algorithm, work.comm_bytes, group_ranks);
+}
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+// The α-β communication model: a call costs latency_steps * α + byte_factor
+// * bytes / β, where the collective and its algorithm give the two factors
+// and the link level (intra- or inter-node) of the group gives α and β.
+//
+// Formulas, for n members, `bytes` as OpWork counts them (what one member
+// contributes: an allreduce's or reduce-scatter's whole input, one
+// all-gather part, the broadcast tensor, the message), L = ceil(log2 n):
+//
+//   collective      ring                                   tree
+//   allreduce       2(n-1) α + 2(n-1)/n · bytes/β          2L α + 2L · bytes/β
+//   allgather       (n-1) α + (n-1) · bytes/β              L α + (n-1) · bytes/β
+//   reduce_scatter  (n-1) α + (n-1)/n · bytes/β            L α + (n-1)/n · bytes/β
+//   broadcast       (L + n-1) α + 2(n-1)/n · bytes/β       L α + L · bytes/β
+//   send / recv     α + bytes/β                            (same)
+//
+// Ring allreduce is reduce-scatter then all-gather around the ring. Tree
+// allreduce is a binomial-tree reduce then broadcast, unpipelined; tree
+// allgather and reduce-scatter are recursive doubling and halving; ring
+// broadcast is a scatter then a ring all-gather (van de Geijn). These are
+// the textbook costs of Thakur, Rabenseifner and Gropp, "Optimization of
+// Collective Communication Operations in MPICH" (IJHPCA 2005).
+//
+// kDirect is what Loom's Gloo communicator runs (executor/comm/
+// gloo_communicator.h): every message of a phase posted at once, so
+//   allreduce       2 α + 2(n-1)/n · bytes/β
+//   allgather       α + (n-1) · bytes/β
+//   reduce_scatter  α + (n-1)/n · bytes/β
+//   broadcast       α + (n-1) · bytes/β   (the root sends every copy)
+//
+// A group of one member costs nothing. A group whose ranks span nodes pays
+// the inter-node link for every step: a ring is as slow as its slowest
+// link. On a half-duplex link (Link.half_duplex) the byte term doubles for
+// the collectives whose steps send and receive at once: every ring and
+// direct allreduce, allgather and reduce-scatter, and tree allgather and
+// reduce-scatter; not tree allreduce, broadcast or send/recv, whose steps
+// go one way.
+#ifndef LOOM_COST_MODEL_COMM_MODEL_H_
+#define LOOM_COST_MODEL_COMM_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost_model/cluster.pb.h"
+#include "framework/op_work.h"
+#include "framework/status.h"
+
+namespace loom {
+
+enum class CollectiveKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+};
+enum class CommAlgorithm { kRing, kTree, kDirect };
+enum class LinkLevel { kIntraNode, kInterNode };
+
+// "allreduce", "allgather", ...; "ring", "tree", "direct";
+// "intra_node", "inter_node".
+const char* CollectiveKindName(CollectiveKind kind);
+const char* CommAlgorithmName(CommAlgorithm algorithm);
+const char* LinkLevelName(LinkLevel level);
+StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name);
+
+// The collective an op type's calls are: allreduce, allgather,
+// reduce_scatter, broadcast, send and recv are themselves;
+// c_softmax_with_cross_entropy makes allreduces (three per step, OpWork's
+// comm_calls, of one float per row each). Other types are not
+// communication: NotFound naming the type.
+StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type);
+
+// The factors of the formulas above.
+struct CommTerms {
+  double latency_steps = 0;  // multiplies α
+  double byte_factor = 0;    // multiplies bytes / β
+  // Every member sends and receives at once in each step.
+  bool exchange = false;
+};
+CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members);
+// byte_factor, doubled for an exchange over a half-duplex link.
+double LinkByteFactor(const CommTerms& terms, bool half_duplex);
+
+class CommModel {
+ public:
+  // `cluster` must be valid (ValidateCluster).
+  explicit CommModel(proto::Cluster cluster);
+
+  const proto::Cluster& cluster() const { return cluster_; }
+
+  // Intra-node when every rank of the group is on one node.
+  LinkLevel LevelOf(const std::vector<int>& group_ranks) const;
+  const proto::Link& LinkAt(LinkLevel level) const;
+
+  // One call among `group_ranks` (global ranks; for send and recv the two
+  // ends).
+  double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
+                     int64_t bytes, const std::vector<int>& group_ranks) const;
+
+  // Every call an op makes: comm_calls x CommSeconds(its collective,
+  // comm_bytes). An error names the op type if it does not communicate.
+  StatusOr<double> OpCommSeconds(const std::string& op_type, const OpWork& work,
+                                 CommAlgorithm algorithm,
+                                 const std::vector<int>& group_ranks) const;
+
+ private:
+  proto::Cluster cluster_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_COST_MODEL_COMM_MODEL_H_

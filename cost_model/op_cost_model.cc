@@ -1,0 +1,152 @@
+#include "cost_model/op_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "cost_model/cluster.h"
+#include "framework/op_registry.h"
+
+namespace loom {
+namespace {
+
+// |log(a / b)| for two positive quantities; 0 when both are 0 (the
+// dimension says nothing); nullopt when only one is 0 (not comparable).
+std::optional<double> LogGap(double a, double b) {
+  if (a <= 0 && b <= 0) return 0.0;
+  if (a <= 0 || b <= 0) return std::nullopt;
+  return std::abs(std::log(a / b));
+}
+
+std::string Fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+}  // namespace
+
+const char* CostRuleName(CostRule rule) {
+  switch (rule) {
+    case CostRule::kProfiled: return "profiled";
+    case CostRule::kScaled: return "scaled";
+    case CostRule::kRoofline: return "roofline";
+  }
+  return "?";
+}
+
+StatusOr<OpCost> OpCostEstimator::EstimateOp(const Op& op) const {
+  auto cost = Estimate(op.type(), OpSignature(op), WorkOf(op));
+  if (!cost.ok()) return cost.status().WithContext(op.Location());
+  return cost;
+}
+
+DataType ComputeDtypeOf(const std::string& signature) {
+  // Tensors print as "<dtype>[dims]"; the first floating one decides.
+  size_t pos = 0;
+  while ((pos = signature.find('[', pos)) != std::string::npos) {
+    const size_t start = signature.rfind(' ', pos);
+    const std::string name = signature.substr(
+        start == std::string::npos ? 0 : start + 1,
+        pos - (start == std::string::npos ? 0 : start + 1));
+    for (DataType d : {proto::FP32, proto::FP16, proto::BF16, proto::FP64}) {
+      if (name == DataTypeName(d)) return d;
+    }
+    ++pos;
+  }
+  return proto::FP32;
+}
+
+OpCostModel::OpCostModel(proto::Cluster cluster, CostTable table)
+    : cluster_(std::move(cluster)), table_(std::move(table)) {
+  Status valid = ValidateCluster(cluster_);
+  CHECK(valid.ok()) << "OpCostModel over an invalid cluster '"
+                    << cluster_.name() << "': " << valid.message();
+}
+
+double OpCostModel::RooflineSeconds(const OpWork& work, DataType dtype) const {
+  const proto::Device& d = cluster_.device();
+  return d.kernel_launch_seconds() +
+         std::max(work.flops / StreamPeakFlops(d, dtype),
+                  work.bytes / StreamMemoryBandwidth(d));
+}
+
+bool OpCostModel::ComputeBound(const OpWork& work, DataType dtype) const {
+  const proto::Device& d = cluster_.device();
+  // flops / bytes >= peak / bandwidth, without dividing by zero bytes.
+  return work.flops * StreamMemoryBandwidth(d) >=
+         work.bytes * StreamPeakFlops(d, dtype);
+}
+
+// Neighbour rule. The neighbour is the entry nearest in log space over
+// (FLOPs, bytes): logs because a neighbour twice as large and one half as
+// large are equally far, and both coordinates because two ops of one type
+// with equal FLOPs but different bytes (a skinny and a square matmul) run
+// at different efficiencies. Scaling is linear in the bound quantity, which
+// is exact for an op running at a fixed fraction of its roofline; the
+// nearer the neighbour, the less that fraction can have changed. Only the
+// part of the neighbour's time above the launch overhead scales, so a tiny
+// neighbour dominated by dispatch does not blow up a large op's estimate.
+std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
+                                          const OpWork& work,
+                                          DataType dtype) const {
+  const bool compute_bound = ComputeBound(work, dtype);
+  const double wanted = compute_bound ? work.flops : work.bytes;
+  if (wanted <= 0) return std::nullopt;
+  const proto::CostEntry* best = nullptr;
+  double best_distance = std::numeric_limits<double>::infinity();
+  for (const proto::CostEntry* e : table_.OfType(type, cluster_.name())) {
+    if (ComputeDtypeOf(e->signature()) != dtype) continue;
+    const double have = compute_bound ? e->flops() : e->bytes();
+    if (have <= 0) continue;
+    const auto df = LogGap(work.flops, e->flops());
+    const auto db = LogGap(work.bytes, e->bytes());
+    if (!df || !db) continue;
+    const double distance = std::hypot(*df, *db);
+    // Ties go to the earlier entry: file order, so the choice is stable.
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = e;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  const double launch = cluster_.device().kernel_launch_seconds();
+  const double ratio = wanted / (compute_bound ? best->flops() : best->bytes());
+  OpCost cost;
+  cost.seconds =
+      launch + std::max(0.0, best->median_seconds() - launch) * ratio;
+  cost.rule = CostRule::kScaled;
+  cost.basis = StrCat(compute_bound ? "FLOPs" : "bytes", " x", Fmt(ratio),
+                      " of '", best->signature(), "'");
+  return cost;
+}
+
+StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
+                                       const std::string& signature,
+                                       const OpWork& work) const {
+  if (const proto::CostEntry* e = table_.Find(signature, cluster_.name())) {
+    return OpCost{e->median_seconds(), CostRule::kProfiled, signature};
+  }
+  if (CommKindOf(type) != CommKind::kNone && work.flops <= 0) {
+    return FailedPrecondition("'", signature,
+                              "' only communicates: the communication model "
+                              "prices it");
+  }
+  if (work.flops <= 0 && work.bytes <= 0) {
+    return NotFound("no cost for '", signature, "': no entry on device '",
+                    cluster_.name(), "' and no work to price (0 FLOPs, 0 bytes)");
+  }
+  const DataType dtype = ComputeDtypeOf(signature);
+  if (auto scaled = Scaled(type, work, dtype)) return *scaled;
+  OpCost cost;
+  cost.seconds = RooflineSeconds(work, dtype);
+  cost.rule = CostRule::kRoofline;
+  cost.basis = ComputeBound(work, dtype)
+                   ? StrCat("compute-bound: ", Fmt(work.flops), " FLOP")
+                   : StrCat("memory-bound: ", Fmt(work.bytes), " bytes");
+  return cost;
+}
+
+}  // namespace loom

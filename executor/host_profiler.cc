@@ -1,0 +1,349 @@
+#include "executor/host_profiler.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <gloo/rendezvous/hash_store.h>
+
+#include "executor/comm/gloo_communicator.h"
+#include "executor/kernel.h"
+#include "executor/op_profiler.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Group = std::vector<std::unique_ptr<GlooCommunicator>>;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> v) {
+  CHECK(!v.empty());
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs fn(r) for every rank on its own thread; the first error wins. A rank
+// that fails leaves its peers waiting only until their call's timeout.
+Status RunRanks(int n, const std::function<Status(int)>& fn) {
+  std::mutex mu;
+  Status first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Status s = fn(r);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s.ok() && first.ok()) first = s.WithContext(StrCat("rank ", r));
+    });
+  }
+  for (auto& t : threads) t.join();
+  return first;
+}
+
+// One group of `n` in-process ranks over loopback, through a fresh store.
+StatusOr<Group> Connect(int n, const std::string& job,
+                        std::chrono::milliseconds timeout) {
+  if (n < 2) return InvalidArgument("need at least 2 ranks, got ", n);
+  auto store = std::make_shared<gloo::rendezvous::HashStore>();
+  std::vector<int> members(n);
+  for (int r = 0; r < n; ++r) members[r] = r;
+  const std::string name = GroupName(job, members);
+  Group group(n);
+  LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(auto device, CreateGlooTcpDevice());
+    LOOM_ASSIGN_OR_RETURN(group[r], GlooCommunicator::Create(
+                                        name, members, r, store.get(), job,
+                                        device, CommOptions{timeout}));
+    return Status::OK();
+  }));
+  return group;
+}
+
+Tensor Floats(int64_t n, float value) {
+  Tensor t(TensorMeta{proto::FP32, {n}});
+  std::fill(t.data<float>(), t.data<float>() + n, value);
+  return t;
+}
+
+// Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU
+// halts, and waking it for a message waits for the hypervisor (4 ms, a
+// host tick, seen on this project's machine): an idle host would measure
+// the hypervisor, not the link. SCHED_IDLE threads run only when nothing
+// else wants the core, so they keep it awake without slowing the ranks.
+class CoreWaker {
+ public:
+  CoreWaker() {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned i = 0; i < cores; ++i) {
+      threads_.emplace_back([this] {
+        sched_param param{};
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+        while (!stop_.load(std::memory_order_relaxed)) {
+        }
+      });
+    }
+  }
+  ~CoreWaker() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// C = A B for square fp32 matrices: the compute loop of the interference
+// measurement and the peak-rate calibration.
+class Sgemm {
+ public:
+  explicit Sgemm(int64_t dim) : dim_(dim), a_(dim * dim, 0.5f), b_(a_), c_(a_) {}
+  void Run() {
+    const int d = static_cast<int>(dim_);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d, d, d, 1.0f,
+                a_.data(), d, b_.data(), d, 0.0f, c_.data(), d);
+  }
+  double flops() const { return 2.0 * dim_ * dim_ * dim_; }
+
+ private:
+  int64_t dim_;
+  std::vector<float> a_, b_, c_;
+};
+
+// One thread's per-matmul times until `done` says stop (checked after
+// each run).
+std::vector<double> MatmulLoop(Sgemm& mm, const std::function<bool()>& done) {
+  std::vector<double> times;
+  do {
+    const auto start = Clock::now();
+    mm.Run();
+    times.push_back(Since(start));
+  } while (!done());
+  return times;
+}
+
+std::function<bool()> For(double seconds) {
+  const auto start = Clock::now();
+  return [start, seconds] { return Since(start) >= seconds; };
+}
+
+}  // namespace
+
+StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
+                                              const HostProgressFn& progress) {
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
+  const int n = o.ranks;
+  // Every (op, size) once per round, and the median over rounds: a slow
+  // spell of the host then spreads over all cases instead of spoiling one.
+  struct Case {
+    CommTiming timing;
+    std::vector<Tensor> in, out;  // per rank
+    std::vector<double> seconds;
+  };
+  std::vector<Case> cases;
+  for (int64_t size : o.sizes) {
+    const int64_t numel = std::max<int64_t>(1, size / 4);
+    for (const char* op : {"allreduce", "allgather", "send"}) {
+      Case c;
+      c.timing = {op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0};
+      for (int r = 0; r < n; ++r) {
+        c.in.push_back(Floats(numel, 1.0f));
+        c.out.push_back(Floats(numel * n, 0.0f));
+      }
+      cases.push_back(std::move(c));
+    }
+  }
+  // Half a ping-pong between ranks 0 and 1 is one message's one-way time.
+  auto call = [&](Case& c, int r) -> Status {
+    GlooCommunicator& comm = *group[r];
+    if (c.timing.op == "allreduce") return comm.AllReduce({&c.in[r]}, ReduceOp::kAvg);
+    if (c.timing.op == "allgather") return comm.AllGather(c.in[r], &c.out[r]);
+    if (r == 0) {
+      LOOM_RETURN_IF_ERROR(comm.Send(c.in[0], 1));
+      return comm.Recv(&c.in[0], 1);
+    }
+    if (r == 1) {
+      LOOM_RETURN_IF_ERROR(comm.Recv(&c.in[1], 0));
+      return comm.Send(c.in[1], 0);
+    }
+    return Status::OK();
+  };
+  std::vector<Tensor> sync;
+  for (int r = 0; r < n; ++r) sync.push_back(Floats(1, 0.0f));
+  CoreWaker awake;
+  const int rounds = o.warmup_runs + std::max(1, o.samples);
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round >= o.warmup_runs;
+    if (progress) {
+      progress(StrCat(timed ? "round " : "warm-up round ", round + 1, "/", rounds,
+                      ": ", cases.size(), " calls on ", n, " ranks"));
+    }
+    LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
+      // Untimed: waits for every rank's thread to have started.
+      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&sync[r]}, ReduceOp::kSum));
+      for (Case& c : cases) {
+        const auto start = Clock::now();
+        LOOM_RETURN_IF_ERROR(call(c, r));
+        if (r == 0 && timed) c.seconds.push_back(Since(start));
+      }
+      return Status::OK();
+    }));
+  }
+  std::vector<CommTiming> out;
+  for (Case& c : cases) {
+    c.timing.median_seconds = Median(c.seconds);
+    if (c.timing.op == "send") c.timing.median_seconds /= 2;
+    out.push_back(c.timing);
+  }
+  return out;
+}
+
+StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
+  openblas_set_num_threads(1);
+  const int threads =
+      o.compute_threads > 0
+          ? o.compute_threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::unique_ptr<Sgemm>> mms;
+  for (int i = 0; i < threads; ++i) {
+    mms.push_back(std::make_unique<Sgemm>(o.matmul_dim));
+    mms.back()->Run();  // OpenBLAS buffers and page faults, untimed
+  }
+  // Mean time per matmul over every compute thread. Means, not medians:
+  // the allreduce threads take the cores in bursts, so most matmuls run
+  // untouched and a few much longer; the simulator needs the lost
+  // throughput, and that is the mean.
+  auto compute = [&](const std::function<bool()>& done) {
+    std::vector<std::vector<double>> per(threads);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+      pool.emplace_back([&, i] { per[i] = MatmulLoop(*mms[i], done); });
+    }
+    for (auto& t : pool) t.join();
+    double sum = 0;
+    size_t count = 0;
+    for (const auto& v : per) {
+      for (double x : v) sum += x;
+      count += v.size();
+    }
+    return sum / count;
+  };
+
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
+  const int64_t numel = std::max<int64_t>(1, o.allreduce_bytes / 4);
+  std::vector<Tensor> bufs(o.ranks);
+  for (Tensor& t : bufs) t = Floats(numel, 1.0f);
+  // The allreduce's time alone sets how many calls cover a phase (every
+  // rank makes the same number, so none waits forever).
+  std::vector<double> probe;
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    for (int i = 0; i < 7; ++i) {
+      const auto start = Clock::now();
+      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg));
+      if (r == 0 && i > 0) probe.push_back(Since(start));
+    }
+    return Status::OK();
+  }));
+  InterferenceResult result;
+  result.compute_threads = threads;
+  result.allreduce_alone_seconds = Median(probe);
+
+  // Alone and beside the allreduces in turn, several times, and the median
+  // of the cycles' ratios: a neighbour's load that comes or goes during the
+  // measurement then spoils one cycle, not the result.
+  const int cycles = std::max(1, o.cycles);
+  const double phase = o.seconds / cycles;
+  const int64_t calls = std::max<int64_t>(
+      3, static_cast<int64_t>(phase / std::max(result.allreduce_alone_seconds, 1e-6)));
+  std::vector<double> ratios, alone_means, with_means, comm_means;
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    alone_means.push_back(compute(For(phase)));
+    std::atomic<int> running{o.ranks};
+    std::atomic<bool> started{false};
+    Status comm;
+    double comm_seconds = 0;
+    std::thread loop([&] {
+      comm = RunRanks(o.ranks, [&](int r) -> Status {
+        started = true;
+        const auto start = Clock::now();
+        Status s;
+        for (int64_t i = 0; i < calls && s.ok(); ++i) {
+          s = group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
+        }
+        if (r == 0) comm_seconds = Since(start);
+        --running;
+        return s;
+      });
+    });
+    while (!started) std::this_thread::yield();
+    with_means.push_back(compute([&] { return running < o.ranks; }));
+    loop.join();
+    LOOM_RETURN_IF_ERROR(comm);
+    comm_means.push_back(comm_seconds / calls);
+    ratios.push_back(with_means.back() / alone_means.back());
+  }
+  result.alone_seconds = Median(alone_means);
+  result.with_comm_seconds = Median(with_means);
+  result.slowdown = Median(ratios);
+  result.allreduces = calls * cycles;
+  result.allreduce_with_compute_seconds = Median(comm_means);
+  return result;
+}
+
+StatusOr<DeviceCalibration> CalibrateDevice() {
+  DeviceCalibration c;
+  c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+
+  openblas_set_num_threads(1);
+  Sgemm mm(1024);
+  mm.Run();
+  for (int i = 0; i < 5; ++i) {
+    const auto start = Clock::now();
+    mm.Run();
+    c.core_fp32_flops = std::max(c.core_fp32_flops, mm.flops() / Since(start));
+  }
+
+  const size_t bytes = size_t{256} << 20;
+  std::unique_ptr<char[]> src(new char[bytes]), dst(new char[bytes]);
+  std::memset(src.get(), 1, bytes);
+  std::memset(dst.get(), 0, bytes);  // fault the pages in before timing
+  for (int i = 0; i < 5; ++i) {
+    const auto start = Clock::now();
+    std::memcpy(dst.get(), src.get(), bytes);
+    c.core_memory_bandwidth =
+        std::max(c.core_memory_bandwidth, 2.0 * bytes / Since(start));
+  }
+
+  // The smallest op there is: its time is the executor's per-op overhead.
+  RegisterAllCpuKernels();
+  Program p;
+  proto::VarDesc* x = p.global_block().AddVar("x");
+  SetMeta(TensorMeta{proto::FP32, {1}}, x);
+  x->set_is_data(true);
+  LOOM_ASSIGN_OR_RETURN(Op* op, AppendOpInferShapes(
+                                    p.global_block(),
+                                    OpDescBuilder("scale").Input("X", "x").Output("Out", "y")));
+  OpProfileOptions options;
+  options.samples = 9;
+  LOOM_ASSIGN_OR_RETURN(OpTiming t, ProfileOp(*op, options));
+  c.dispatch_seconds = t.median_seconds;
+  return c;
+}
+
+}  // namespace loom

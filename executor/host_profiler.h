@@ -1,0 +1,95 @@
+// Measurements of this host for its cluster description (`loom profile
+// --comm --device`): Gloo collective times between in-process ranks on
+// loopback, how much a communication loop slows a compute loop on the same
+// cores, and the CPU's attainable rates. Only measuring is here; fitting
+// and writing the cluster file is the caller's (cost_model/comm_fit.h).
+#ifndef LOOM_EXECUTOR_HOST_PROFILER_H_
+#define LOOM_EXECUTOR_HOST_PROFILER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/status.h"
+
+namespace loom {
+
+struct CommProfileOptions {
+  int ranks = 2;
+  // Bytes per member, as OpWork counts them: the allreduce buffer, one
+  // allgather part, the message.
+  std::vector<int64_t> sizes = {4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                1 << 20, 4 << 20, 16 << 20};
+  int warmup_runs = 2;
+  int samples = 7;
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+struct CommTiming {
+  std::string op;  // "allreduce", "allgather", "send"
+  int ranks = 0;
+  int64_t bytes = 0;
+  double median_seconds = 0;
+};
+
+// Called before each round of calls, with a label for a progress line.
+using HostProgressFn = std::function<void(const std::string& what)>;
+
+// Times AllReduce and AllGather among options.ranks in-process ranks, and
+// one-way Send (half a ping-pong between two ranks), at every size: each
+// round makes every call once, and a call's time is rank 0's median over
+// the timed rounds. The cores are kept awake meanwhile (see the .cc).
+StatusOr<std::vector<CommTiming>> ProfileComm(
+    const CommProfileOptions& options, const HostProgressFn& progress = nullptr);
+
+struct InterferenceOptions {
+  int64_t matmul_dim = 256;        // square fp32 sgemm, one OpenBLAS thread
+  // Threads running the matmul loop; 0: one per core, as when every rank's
+  // compute stream is busy (one thread alone would leave the communication
+  // a free core and measure nothing).
+  int compute_threads = 0;
+  double seconds = 1.0;            // alone and beside phases together last 2x this
+  int cycles = 5;                  // alone/beside pairs; the median ratio counts
+  int ranks = 2;                   // ranks of the allreduce loop
+  int64_t allreduce_bytes = 4 << 20;
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+// Medians over the cycles of the per-cycle values.
+struct InterferenceResult {
+  double alone_seconds = 0;      // mean time of one matmul, nothing else running
+  double with_comm_seconds = 0;  // the same while the allreduce loop runs
+  double slowdown = 0;           // median of the cycles' with_comm / alone
+  int64_t allreduces = 0;        // calls made by the loops, all cycles
+  int compute_threads = 0;
+  // The other direction, for information: one allreduce alone (median)
+  // and on average while the matmuls run.
+  double allreduce_alone_seconds = 0;
+  double allreduce_with_compute_seconds = 0;
+};
+
+// Times a fixed matmul loop on compute_threads threads alone and while
+// `ranks` more threads run back-to-back allreduces, alternating: on a CPU
+// host Gloo's threads use the cores the kernels need, and the ratio of the
+// mean matmul times is the cluster's comm_compute_slowdown.
+StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& options);
+
+struct DeviceCalibration {
+  int cores = 0;
+  // One thread's best sgemm rate and copy bandwidth (read + written).
+  double core_fp32_flops = 0;
+  double core_memory_bandwidth = 0;
+  // The executor's cost of one tiny op (dispatch, allocation, kernel call).
+  double dispatch_seconds = 0;
+  int64_t memory_bytes = 0;
+};
+
+// Best of a few runs: a 1024^3 sgemm, a 256 MiB copy, and a one-element
+// `scale` op through the serial executor (its median).
+StatusOr<DeviceCalibration> CalibrateDevice();
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_HOST_PROFILER_H_

@@ -1,0 +1,74 @@
+// Times ops on the CPU kernels, one signature at a time, for the cost
+// table (`loom profile`). Each op runs alone in a one-op program, through
+// the serial executor (so dispatch and output allocation are part of its
+// time, as when a plan runs), on random inputs that the kernel accepts:
+// floats in [0.1, 1), ids and labels within their table or class count.
+// Timing uses one OpenBLAS thread, as the rank executor gives each stream.
+#ifndef LOOM_EXECUTOR_OP_PROFILER_H_
+#define LOOM_EXECUTOR_OP_PROFILER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "framework/op_work.h"
+#include "framework/program.h"
+
+namespace loom {
+
+struct OpProfileOptions {
+  // Untimed runs first: caches, page faults, OpenBLAS buffers.
+  int warmup_runs = 2;
+  // Timed samples; the median is taken over them.
+  int samples = 7;
+  // Each sample repeats the op back to back until it lasts at least this
+  // long, so that microsecond ops are not timed at the clock's grain.
+  double min_sample_seconds = 2e-4;
+  // Ops whose tensors total more bytes than this are skipped (a full-size
+  // preset's LM head does not fit a small host).
+  int64_t max_bytes = int64_t{4} << 30;
+  uint64_t seed = 1;
+};
+
+struct OpTiming {
+  std::string type;
+  std::string signature;
+  OpWork work;
+  double median_seconds = 0;
+  int samples = 0;
+  int runs_per_sample = 0;
+};
+
+// The first op of each distinct OpSignature in `block`, in program order.
+std::vector<const Op*> DistinctSignatureOps(const Block& block);
+
+// Why `op` cannot be timed here, or "" when it can: it communicates (the
+// communication model prices it), has no CPU kernel, or is over max_bytes.
+std::string UnprofilableReason(const Op& op, const OpProfileOptions& options);
+
+// Times one op. Errors (a kernel rejecting its inputs) carry the op's
+// location.
+StatusOr<OpTiming> ProfileOp(const Op& op, const OpProfileOptions& options);
+
+struct SkippedOp {
+  std::string signature;
+  std::string reason;
+};
+struct BlockProfile {
+  std::vector<OpTiming> timed;
+  std::vector<SkippedOp> skipped;
+};
+// Called before each distinct signature is timed: its 1-based position,
+// the number of distinct signatures, the signature.
+using ProfileProgressFn =
+    std::function<void(int index, int total, const std::string& signature)>;
+
+// Every distinct signature of `block`: timed, or skipped with its reason.
+StatusOr<BlockProfile> ProfileBlock(const Block& block,
+                                    const OpProfileOptions& options,
+                                    const ProfileProgressFn& progress = nullptr);
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_OP_PROFILER_H_

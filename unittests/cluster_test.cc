@@ -1,0 +1,150 @@
+// Cluster descriptions: the presets, files with mistakes in them, and the
+// topology and rate questions the cost model asks.
+#include <dirent.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "framework/file_util.h"
+
+namespace loom {
+namespace {
+
+TEST(Cluster, EveryPresetLoadsAndValidates) {
+  const std::vector<std::string> names = ClusterPresetNames();
+  EXPECT_EQ(names, (std::vector<std::string>{"a100", "emulated", "h100", "local"}));
+  for (const std::string& name : names) {
+    auto c = LoadCluster(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->name(), name);
+    // The built-in copy is the file in configs/clusters/.
+    auto file = LoadCluster("configs/clusters/" + name + ".pbtxt");
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->SerializeAsString(), c->SerializeAsString()) << name;
+  }
+}
+
+TEST(Cluster, EveryFileInConfigsIsAPreset) {
+  int files = 0;
+  DIR* d = opendir("configs/clusters");
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() < 7 || name.substr(name.size() - 6) != ".pbtxt") continue;
+    ++files;
+    EXPECT_TRUE(LoadCluster(name.substr(0, name.size() - 6)).ok()) << name;
+  }
+  closedir(d);
+  EXPECT_EQ(files, static_cast<int>(ClusterPresetNames().size()));
+}
+
+TEST(Cluster, GpuPresetsCarryTheirPublishedPeaks) {
+  const proto::Cluster a100 = LoadCluster("a100").value();
+  EXPECT_EQ(a100.devices_per_node(), 8);
+  EXPECT_DOUBLE_EQ(a100.device().peak_bf16_flops(), 312e12);
+  EXPECT_DOUBLE_EQ(a100.inter_node().bandwidth(), 25e9);  // 200 Gb/s
+  const proto::Cluster h100 = LoadCluster("h100").value();
+  EXPECT_DOUBLE_EQ(h100.intra_node().bandwidth(), 450e9);  // 900 GB/s both ways
+  EXPECT_DOUBLE_EQ(h100.inter_node().bandwidth(), 50e9);   // 400 Gb/s
+  EXPECT_DOUBLE_EQ(DevicePeakFlops(h100.device(), proto::BF16), 989.5e12);
+  EXPECT_DOUBLE_EQ(DevicePeakFlops(h100.device(), proto::FP32), 67e12);
+  // A GPU stream has the whole device.
+  EXPECT_DOUBLE_EQ(StreamPeakFlops(h100.device(), proto::BF16), 989.5e12);
+}
+
+TEST(Cluster, ParseErrorsNameFileLineAndField) {
+  auto c = ParseCluster("name: \"x\"\ndevice {\n  kind: CPU\n  coress: 2\n}\n",
+                        "my.pbtxt");
+  EXPECT_EQ(c.status().message(),
+            "my.pbtxt: line 4, column 9: Message type \"loom.proto.Device\" has "
+            "no field named \"coress\"");
+  EXPECT_EQ(LoadCluster("/nonexistent/c.pbtxt").status().message(),
+            "/nonexistent/c.pbtxt: cannot open");
+  EXPECT_EQ(LoadCluster("tpu").status().message(),
+            "unknown cluster 'tpu' (presets: a100, emulated, h100, local; a "
+            "file name needs a '/' or the .pbtxt suffix)");
+}
+
+// The local preset with one field changed by `edit`.
+std::string Validate(const std::function<void(proto::Cluster&)>& edit) {
+  proto::Cluster c = LoadCluster("local").value();
+  edit(c);
+  return ValidateCluster(c).message();
+}
+
+TEST(Cluster, ValidationNamesTheField) {
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_peak_fp32_flops(0); }),
+            "device.peak_fp32_flops must be positive, got 0");
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.mutable_intra_node()->set_bandwidth(-1);
+            }),
+            "intra_node.bandwidth must be positive, got -1");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_cores(0); }),
+            "device.cores must be at least 1 for a CPU, got 0");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_comm_compute_slowdown(0.5); }),
+            "comm_compute_slowdown must be at least 1, got 0.5");
+  // One rank per node: groups of two cross nodes, so the inter-node link
+  // is needed.
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_ranks_per_device(1); }),
+            "inter_node is missing (a node holds 1 rank(s), so larger groups "
+            "span nodes)");
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.mutable_device()->set_core_sharing(proto::Device::EXCLUSIVE);
+            }),
+            "ranks_per_device (0) exceeds device.cores (2) under core_sharing "
+            "EXCLUSIVE");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_kind(proto::Device::GPU); }),
+            "device.cores is for CPUs; this device is a GPU");
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.mutable_device()->set_kind(proto::Device::GPU);
+              c.mutable_device()->clear_cores();
+            }),
+            "ranks_per_device must be 1 for a GPU, got 0");
+}
+
+TEST(Cluster, ValidationErrorsFromAFileNameIt) {
+  const std::string path = ::testing::TempDir() + "/loom_cluster_bad.pbtxt";
+  proto::Cluster c = LoadCluster("a100").value();
+  c.mutable_inter_node()->clear_latency_seconds();
+  ASSERT_TRUE(SaveCluster(c, path).ok());
+  EXPECT_EQ(LoadCluster(path).status().message(),
+            path + ": inter_node.latency_seconds is missing");
+}
+
+TEST(Cluster, ConsecutiveRanksFillANode) {
+  const proto::Cluster a100 = LoadCluster("a100").value();
+  EXPECT_EQ(RanksPerNode(a100), 8);
+  EXPECT_EQ(NodeOf(a100, 0), 0);
+  EXPECT_EQ(NodeOf(a100, 7), 0);
+  EXPECT_EQ(NodeOf(a100, 8), 1);
+  EXPECT_EQ(NodeOf(a100, 1023), 127);
+  // Every rank of a local job shares the one host.
+  const proto::Cluster local = LoadCluster("local").value();
+  EXPECT_EQ(RanksPerNode(local), 0);
+  EXPECT_EQ(NodeOf(local, 15), 0);
+  // The emulated network puts each rank on its own node.
+  const proto::Cluster emulated = LoadCluster("emulated").value();
+  EXPECT_EQ(NodeOf(emulated, 0), 0);
+  EXPECT_EQ(NodeOf(emulated, 3), 3);
+}
+
+TEST(Cluster, CpuStreamsGetOneCoreAndShareThem) {
+  const proto::Cluster local = LoadCluster("local").value();
+  const proto::Device& d = local.device();
+  EXPECT_DOUBLE_EQ(StreamPeakFlops(d, proto::FP32), d.peak_fp32_flops() / d.cores());
+  EXPECT_DOUBLE_EQ(StreamMemoryBandwidth(d), d.memory_bandwidth() / d.cores());
+  // No bf16 rate on this CPU: the fp32 one applies.
+  EXPECT_DOUBLE_EQ(DevicePeakFlops(d, proto::BF16), d.peak_fp32_flops());
+  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 1), 1.0);
+  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 2), 1.0);
+  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 6), 3.0);
+  // Emulated nodes all share the host's cores.
+  const proto::Cluster emulated = LoadCluster("emulated").value();
+  EXPECT_DOUBLE_EQ(CoreShareSlowdown(emulated, 4), 4.0 / emulated.host_cores());
+  EXPECT_DOUBLE_EQ(CoreShareSlowdown(LoadCluster("h100").value(), 64), 1.0);
+}
+
+}  // namespace
+}  // namespace loom

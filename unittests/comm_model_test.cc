@@ -1,0 +1,198 @@
+// The α-β communication model against hand-computed values, the link level
+// a group's ranks give, op types as collectives, and the α-β fit.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/comm_fit.h"
+#include "cost_model/comm_model.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+
+namespace loom {
+namespace {
+
+// 4 ranks per node; round numbers so the expected values are easy to check
+// by hand: intra α = 1 us, β = 100 GB/s; inter α = 10 us, β = 10 GB/s.
+proto::Cluster TestCluster() {
+  proto::Cluster c = LoadCluster("a100").value();
+  c.set_name("test");
+  c.set_devices_per_node(4);
+  c.mutable_intra_node()->set_latency_seconds(1e-6);
+  c.mutable_intra_node()->set_bandwidth(100e9);
+  c.mutable_inter_node()->set_latency_seconds(10e-6);
+  c.mutable_inter_node()->set_bandwidth(10e9);
+  return c;
+}
+
+constexpr CollectiveKind kAllReduce = CollectiveKind::kAllReduce;
+constexpr CollectiveKind kAllGather = CollectiveKind::kAllGather;
+constexpr CollectiveKind kReduceScatter = CollectiveKind::kReduceScatter;
+constexpr CollectiveKind kBroadcast = CollectiveKind::kBroadcast;
+constexpr CollectiveKind kSend = CollectiveKind::kSend;
+constexpr CommAlgorithm kRing = CommAlgorithm::kRing;
+constexpr CommAlgorithm kTree = CommAlgorithm::kTree;
+constexpr CommAlgorithm kDirect = CommAlgorithm::kDirect;
+
+const std::vector<int> kNode0 = {0, 1, 2, 3};
+const std::vector<int> kAcross = {2, 3, 4, 5};
+
+TEST(CommModel, LinkLevelFromTheRanks) {
+  CommModel m(TestCluster());
+  EXPECT_EQ(m.LevelOf(kNode0), LinkLevel::kIntraNode);
+  EXPECT_EQ(m.LevelOf({4, 7}), LinkLevel::kIntraNode);
+  EXPECT_EQ(m.LevelOf(kAcross), LinkLevel::kInterNode);
+  EXPECT_EQ(m.LevelOf({0, 8}), LinkLevel::kInterNode);
+}
+
+TEST(CommModel, RingFormulas) {
+  CommModel m(TestCluster());
+  const int64_t gb = 1000000000;
+  // allreduce: 2(n-1) α + 2(n-1)/n B/β = 6 us + 1.5 GB / 100 GB/s.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kNode0), 6e-6 + 0.015);
+  // The same group shifted across a node boundary pays the inter-node link
+  // for every step: 6 x 10 us + 1.5 GB / 10 GB/s.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kAcross), 60e-6 + 0.15);
+  // allgather: (n-1) α + (n-1) B/β, B the part each rank holds.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllGather, kRing, gb, kNode0), 3e-6 + 0.03);
+  // reduce_scatter: (n-1) α + (n-1)/n B/β.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kReduceScatter, kRing, gb, kNode0), 3e-6 + 0.0075);
+  // broadcast, scatter + allgather: (log2 n + n - 1) α + 2(n-1)/n B/β.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kBroadcast, kRing, gb, kNode0), 5e-6 + 0.015);
+}
+
+TEST(CommModel, TreeFormulas) {
+  CommModel m(TestCluster());
+  const int64_t mb = 1000000;
+  // allreduce: 2 L α + 2 L B/β with L = log2 4 = 2.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kTree, mb, kNode0), 4e-6 + 4e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllGather, kTree, mb, kNode0), 2e-6 + 3e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kReduceScatter, kTree, mb, kNode0), 2e-6 + 0.75e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kBroadcast, kTree, mb, kNode0), 2e-6 + 2e-5);
+  // Five ranks take ceil(log2 5) = 3 rounds, across nodes (ranks 0-4).
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kBroadcast, kTree, mb, {0, 1, 2, 3, 4}),
+                   30e-6 + 3e-4);
+}
+
+TEST(CommModel, DirectSendAndTrivialGroups) {
+  CommModel m(TestCluster());
+  const int64_t mb = 1000000;
+  // Loom's Gloo allreduce: 2 α + 2(n-1)/n B/β.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}), 2e-6 + 1e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllGather, kDirect, mb, kNode0), 1e-6 + 3e-5);
+  // send: α + B/β, whatever the algorithm; 3 -> 4 crosses nodes.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kRing, mb, {3, 4}), 10e-6 + 1e-4);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kTree, mb, {2, 3}), 1e-6 + 1e-5);
+  EXPECT_EQ(m.CommSeconds(kAllReduce, kRing, mb, {5}), 0);
+  EXPECT_EQ(m.CommSeconds(kAllReduce, kRing, mb, {}), 0);
+}
+
+TEST(CommModel, HalfDuplexDoublesTheBytesOfExchanges) {
+  proto::Cluster c = TestCluster();
+  c.mutable_intra_node()->set_half_duplex(true);
+  CommModel m(c);
+  const int64_t gb = 1000000000;
+  // Ring steps send and receive at once: 6 us + 2 x 1.5 GB / 100 GB/s.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kNode0), 6e-6 + 0.03);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kReduceScatter, kTree, gb, kNode0), 2e-6 + 0.015);
+  // Tree allreduce, broadcast and send go one way per step: unchanged.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kTree, gb, kNode0), 4e-6 + 0.04);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kBroadcast, kRing, gb, kNode0), 5e-6 + 0.015);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kRing, gb, {0, 1}), 1e-6 + 0.01);
+  // The inter-node link stays full duplex.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kAcross), 60e-6 + 0.15);
+}
+
+TEST(CommModel, OpTypesAsCollectives) {
+  EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
+  EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);
+  EXPECT_EQ(CollectiveKindOf("recv").value(), CollectiveKind::kRecv);
+  EXPECT_EQ(CollectiveKindOf("c_softmax_with_cross_entropy").value(), kAllReduce);
+  EXPECT_EQ(CollectiveKindOf("matmul").status().message(),
+            "op type 'matmul' does not communicate");
+  EXPECT_EQ(ParseCommAlgorithm("tree").value(), kTree);
+  EXPECT_FALSE(ParseCommAlgorithm("butterfly").ok());
+}
+
+TEST(CommModel, RealOpsPriceTheirCalls) {
+  RegisterAllOps();
+  Program p;
+  Block& b = p.global_block();
+  SetMeta(TensorMeta{proto::FP32, {256, 1024}}, b.AddVar("g"));
+  SetMeta(TensorMeta{proto::FP32, {64, 100}}, b.AddVar("logits"));
+  SetMeta(TensorMeta{proto::INT64, {64}}, b.AddVar("label"));
+  b.FindVar("g")->set_is_data(true);
+  Op* allreduce = AppendOpInferShapes(
+      b, OpDescBuilder("allreduce").Input("X", "g").Output("Out", "g").Attr("ring_id", 0))
+      .value();
+  Op* xent = AppendOpInferShapes(
+      b, OpDescBuilder("c_softmax_with_cross_entropy")
+             .Input("Logits", "logits").Input("Label", "label")
+             .Output("Softmax", "sm").Output("Loss", "loss")
+             .Attr("ring_id", 0).Attr("nranks", 2).Attr("rank", 0))
+      .value();
+  CommModel m(TestCluster());
+  // 1 MiB over the ring of one node.
+  const double ar = m.OpCommSeconds("allreduce", WorkOf(*allreduce), kRing, kNode0).value();
+  EXPECT_DOUBLE_EQ(ar, 6e-6 + 1.5 * 1048576 / 100e9);
+  // Three allreduces of one float per row (64 rows: 256 bytes) across
+  // nodes 0 and 1.
+  const double x =
+      m.OpCommSeconds("c_softmax_with_cross_entropy", WorkOf(*xent), kRing, {3, 4})
+          .value();
+  EXPECT_DOUBLE_EQ(x, 3 * (2 * 10e-6 + 256 / 10e9));
+  EXPECT_FALSE(m.OpCommSeconds("gelu", OpWork{}, kRing, kNode0).ok());
+}
+
+TEST(CommFit, RecoversAlphaAndBeta) {
+  const double alpha = 40e-6, beta = 2e9;
+  std::vector<CommSample> samples;
+  for (CollectiveKind k : {kAllReduce, kAllGather, kSend}) {
+    for (double bytes = 4096; bytes <= 16e6; bytes *= 4) {
+      const CommTerms t = TermsOf(k, kDirect, 2);
+      samples.push_back({CollectiveKindName(k), t, bytes,
+                         alpha * t.latency_steps + t.byte_factor * bytes / beta});
+    }
+  }
+  CommFit fit = FitAlphaBeta(samples).value();
+  EXPECT_NEAR(fit.latency_seconds, alpha, 1e-12);
+  EXPECT_NEAR(fit.bandwidth, beta, 1e-3);
+  EXPECT_LT(fit.rms_relative_residual, 1e-9);
+  EXPECT_FALSE(fit.latency_clamped);
+}
+
+TEST(CommFit, RecoversAHalfDuplexLink) {
+  const double alpha = 60e-6, beta = 2e9;
+  std::vector<CommSample> samples;
+  for (CollectiveKind k : {kAllReduce, kAllGather, kSend}) {
+    for (double bytes = 4096; bytes <= 16e6; bytes *= 4) {
+      const CommTerms t = TermsOf(k, kDirect, 2);
+      samples.push_back({CollectiveKindName(k), t, bytes,
+                         alpha * t.latency_steps + LinkByteFactor(t, true) * bytes / beta});
+    }
+  }
+  CommFit half = FitAlphaBeta(samples, true).value();
+  EXPECT_NEAR(half.latency_seconds, alpha, 1e-12);
+  EXPECT_NEAR(half.bandwidth, beta, 1e-3);
+  // The full-duplex model cannot fit the same times as well.
+  EXPECT_GT(FitAlphaBeta(samples, false).value().rms_relative_residual, 0.1);
+}
+
+TEST(CommFit, NegativeLatencyIsPinnedToZero) {
+  // Times that shrink less than proportionally toward zero bytes would need
+  // α < 0 to fit.
+  std::vector<CommSample> samples = {
+      {"a", {1, 1}, 1000, 0.5e-6},
+      {"b", {1, 1}, 1e6, 1.1e-3},
+  };
+  CommFit fit = FitAlphaBeta(samples).value();
+  EXPECT_TRUE(fit.latency_clamped);
+  EXPECT_EQ(fit.latency_seconds, 0);
+  EXPECT_GT(fit.bandwidth, 0);
+  EXPECT_EQ(FitAlphaBeta({samples[0]}).status().message(),
+            "fitting α and β needs at least 2 samples, got 1");
+}
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,193 @@
+// loom profile, run as a user runs it, and the op profiler beneath it:
+// the table it writes covers the program, reads back as profiled costs,
+// and merges on a second run; --comm writes a valid cluster file.
+#include <stdlib.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/cost_table.h"
+#include "cost_model/op_cost_model.h"
+#include "executor/op_profiler.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "models/gpt.h"
+
+namespace loom {
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+// `env` ("NAME=value ...") is set for the command only.
+Result Loom(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + LOOM_BIN + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string TempDir(const char* name) {
+  std::string dir = ::testing::TempDir() + "/" + name + "XXXXXX";
+  CHECK(mkdtemp(dir.data()) != nullptr);
+  return dir;
+}
+
+// Fast settings: the test checks coverage and bookkeeping, not precision.
+constexpr char kFast[] = " --profile_samples 3 --profile_warmup 1 --profile_min_sample_ms 0.05";
+
+TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
+  const std::string table_path = TempDir("loom_profile") + "/table.pbtxt";
+  const std::string args = "profile --preset gpt-tiny --layers 1 --cost_table " +
+                           table_path + kFast;
+  Result first = Loom(args);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("[1/"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("] lookup_table fp32[128, 64] int64[8, 32] -> fp32[8, 32, 64] ..."),
+            std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("(0 skipped)"), std::string::npos) << first.out;
+
+  GptConfig config = GptPreset("gpt-tiny").value();
+  config.num_layers = 1;
+  TrainingProgram tp = BuildGptTrainingProgram(config).value();
+  const Block& block = tp.main.global_block();
+  const CostTable table = CostTable::Load(table_path).value();
+  std::set<std::string> signatures;
+  for (const Op* op : block.ops()) signatures.insert(OpSignature(*op));
+  EXPECT_EQ(table.size(), static_cast<int>(signatures.size()));
+  EXPECT_NE(first.out.find(StrCat(signatures.size(), " added, 0 replaced")),
+            std::string::npos) << first.out;
+
+  // Every op is priced by its own entry, at exactly the entry's median.
+  OpCostModel model(LoadCluster("local").value(), table);
+  for (const Op* op : block.ops()) {
+    const proto::CostEntry* e = table.Find(OpSignature(*op), "local");
+    ASSERT_NE(e, nullptr) << OpSignature(*op);
+    EXPECT_EQ(e->op_type(), op->type());
+    EXPECT_EQ(e->flops(), WorkOf(*op).flops);
+    EXPECT_EQ(e->samples(), 3);
+    OpCost c = model.EstimateOp(*op).value();
+    EXPECT_EQ(c.rule, CostRule::kProfiled) << op->Location();
+    EXPECT_EQ(c.seconds, e->median_seconds()) << op->Location();
+    EXPECT_GT(c.seconds, 0);
+  }
+
+  // A second profile replaces every entry and adds none.
+  Result second = Loom(args);
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find(StrCat("0 added, ", signatures.size(), " replaced")),
+            std::string::npos) << second.out;
+  EXPECT_EQ(CostTable::Load(table_path).value().size(), table.size());
+
+  // A larger program merges into the same file: only its new signatures
+  // are added.
+  Result two_layers = Loom("profile --preset gpt-tiny --layers 2 --cost_table " +
+                           table_path + kFast);
+  ASSERT_EQ(two_layers.code, 0) << two_layers.out;
+  EXPECT_GE(CostTable::Load(table_path).value().size(), table.size());
+}
+
+TEST(Profile, ProgramFileAndTheDefaultTableLocation) {
+  const std::string dir = TempDir("loom_profile_program");
+  ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o " + dir + "/p.pbtxt").code, 0);
+  // No --cost_table: $LOOM_COST_TABLE decides.
+  Result r = Loom("profile --program " + dir + "/p.pbtxt" + kFast,
+                  "LOOM_COST_TABLE=" + dir + "/env.pbtxt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote " + dir + "/env.pbtxt"), std::string::npos) << r.out;
+  EXPECT_GT(CostTable::Load(dir + "/env.pbtxt").value().size(), 20);
+}
+
+TEST(Profile, ErrorsNameTheCulprit) {
+  const std::string dir = TempDir("loom_profile_errors");
+  Result gpu = Loom("profile --cluster a100 --cost_table " + dir + "/t.pbtxt");
+  EXPECT_EQ(gpu.code, 1);
+  EXPECT_EQ(gpu.out, "loom profile: --cluster a100 describes GPUs, but loom profile "
+                     "measures this host's CPU (use a CPU cluster such as local)\n");
+  std::ofstream(dir + "/bad.pbtxt") << "name: \"x\"\ndevice { peak_fp32_flop: 1 }\n";
+  Result cluster = Loom("profile --cluster " + dir + "/bad.pbtxt");
+  EXPECT_EQ(cluster.code, 1);
+  EXPECT_EQ(cluster.out, "loom profile: --cluster: " + dir +
+                             "/bad.pbtxt: line 2, column 24: Message type "
+                             "\"loom.proto.Device\" has no field named "
+                             "\"peak_fp32_flop\"\n");
+  std::ofstream(dir + "/t.pbtxt") << "entry { median_seconds: -1 }\n";
+  Result table = Loom("profile --preset gpt-tiny --cost_table " + dir + "/t.pbtxt");
+  EXPECT_EQ(table.code, 1);
+  EXPECT_EQ(table.out, "loom profile: " + dir +
+                           "/t.pbtxt: entry 0 (): signature is missing\n");
+}
+
+TEST(Profile, CommWritesAValidClusterFile) {
+  const std::string dir = TempDir("loom_profile_comm");
+  // Up to 1 MiB, so that the bytes and not the noise decide β.
+  Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
+                  "--cost_table " + dir + "/table.pbtxt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("joint fit, full duplex: alpha "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  allgather n=2 16384 B"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
+  // Beside the cost table by default.
+  auto c = LoadCluster(dir + "/local.cluster.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->intra_node().measured());
+  EXPECT_GT(c->intra_node().bandwidth(), 0);
+  EXPECT_GE(c->comm_compute_slowdown(), 1.0);
+  EXPECT_EQ(c->name(), "local");
+}
+
+TEST(OpProfiler, IdsAndLabelsStayInRange) {
+  RegisterAllOps();
+  // A vocabulary shard of rows [1000, 1100): ids must fall inside it for
+  // the rows to be looked up at all; labels index 50 classes.
+  Program p;
+  Block& b = p.global_block();
+  auto var = [&](const char* name, DataType dtype, const Shape& shape) {
+    proto::VarDesc* v = b.AddVar(name);
+    SetMeta(TensorMeta{dtype, shape}, v);
+    v->set_is_data(true);
+  };
+  var("w", proto::FP32, {100, 16});
+  var("ids", proto::INT64, {4, 8});
+  var("logits", proto::FP32, {32, 50});
+  var("label", proto::INT64, {32});
+  Op* lookup = AppendOpInferShapes(
+      b, OpDescBuilder("lookup_table").Input("W", "w").Input("Ids", "ids")
+             .Output("Out", "emb").Attr("start_index", int64_t{1000})).value();
+  Op* xent = AppendOpInferShapes(
+      b, OpDescBuilder("softmax_with_cross_entropy").Input("Logits", "logits")
+             .Input("Label", "label").Output("Softmax", "sm").Output("Loss", "loss"))
+      .value();
+  OpProfileOptions fast;
+  fast.samples = 3;
+  for (Op* op : {lookup, xent}) {
+    auto t = ProfileOp(*op, fast);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_GT(t->median_seconds, 0);
+    EXPECT_EQ(t->samples, 3);
+    EXPECT_GE(t->runs_per_sample, 1);
+  }
+  // Communication is the communication model's, not the profiler's.
+  Op* ar = AppendOpInferShapes(b, OpDescBuilder("allreduce").Input("X", "w")
+                                      .Output("Out", "w")).value();
+  EXPECT_EQ(UnprofilableReason(*ar, fast),
+            "communicates (the communication model prices it)");
+  fast.max_bytes = 100;
+  EXPECT_EQ(UnprofilableReason(*lookup, fast),
+            "touches 8704 bytes, over the limit of 100");
+}
+
+}  // namespace
+}  // namespace loom
