@@ -89,6 +89,10 @@ bool OpCostModel::ComputeBound(const OpWork& work, DataType dtype) const {
 // nearer the neighbour, the less that fraction can have changed. Only the
 // part of the neighbour's time above the launch overhead scales, so a tiny
 // neighbour dominated by dispatch does not blow up a large op's estimate.
+// Scaling limits (see Scaled).
+constexpr double kMinWorkOverLaunch = 2.0;
+constexpr double kMaxScale = 64.0;
+
 std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
                                           const OpWork& work,
                                           DataType dtype) const {
@@ -114,6 +118,14 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
   if (best == nullptr) return std::nullopt;
   const double launch = cluster_.device().kernel_launch_seconds();
   const double ratio = wanted / (compute_bound ? best->flops() : best->bytes());
+  // A neighbour whose time is mostly the fixed cost of running an op says
+  // nothing about the rate of its work, and a rate carried across more than
+  // kMaxScale holds no better than the roofline: a scalar fill_constant
+  // scaled to a [vocab, hidden] one came out 400x too slow.
+  if (best->median_seconds() < kMinWorkOverLaunch * launch || ratio > kMaxScale ||
+      ratio < 1 / kMaxScale) {
+    return std::nullopt;
+  }
   OpCost cost;
   cost.seconds =
       launch + std::max(0.0, best->median_seconds() - launch) * ratio;

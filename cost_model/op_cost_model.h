@@ -6,7 +6,9 @@
 //     the entry's median, as measured.
 //  2. scaled: the table has other ops of the same type and compute dtype
 //     on this device; the nearest one is scaled by FLOPs when the op is
-//     compute-bound, by bytes when it is memory-bound (see Estimate).
+//     compute-bound, by bytes when it is memory-bound (see Estimate). Not
+//     from a neighbour whose time is under twice the launch overhead (its
+//     work does not show), nor by more than 64x either way.
 //  3. roofline: launch overhead + max(FLOPs / peak, bytes / bandwidth),
 //     the stream's share of the device (cluster.h).
 // An op with neither an entry nor any work (0 FLOPs and 0 bytes) is an

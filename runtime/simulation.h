@@ -5,6 +5,8 @@
 #ifndef LOOM_RUNTIME_SIMULATION_H_
 #define LOOM_RUNTIME_SIMULATION_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,21 +17,29 @@
 namespace loom {
 
 struct GptSimulation {
-  Plan plan;  // for timing only (PlanOptions::share_tensor_parallel_ranks)
+  Plan plan;
   ExecutionGraph graph;
+  std::unique_ptr<InstructionTimer> timer;
   SimulationResult result;
   double plan_seconds = 0;   // wall time of each phase
   double lower_seconds = 0;
   double simulate_seconds = 0;
 };
 
-// Plans, lowers and simulates one step of `config` under `strategy`, with
-// instruction times from `timer`.
+// Makes the timer once the graph exists (a cost model prices its ops).
+using TimerFactory =
+    std::function<StatusOr<std::unique_ptr<InstructionTimer>>(const ExecutionGraph&)>;
+
+// Plans one step of `config` under `strategy` for timing (one rank per
+// stage: PlanOptions::share_tensor_parallel_ranks), lowers and simulates it.
 StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConfig& optimizer,
-                                    const proto::Strategy& strategy,
-                                    const InstructionTimer& timer,
+                                    const proto::Strategy& strategy, const TimerFactory& timer,
                                     const SimulationOptions& options = {},
                                     PlanOptions plan_options = {});
+
+// Lowers and simulates a given plan (a saved one, or one that will run).
+StatusOr<GptSimulation> SimulatePlan(Plan plan, const TimerFactory& timer,
+                                     const SimulationOptions& options = {});
 
 }  // namespace loom
 

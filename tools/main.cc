@@ -28,6 +28,7 @@ Status RunRun(const std::vector<std::string>& args);
 Status RunLaunch(const std::vector<std::string>& args);
 Status RunNetcheck(const std::vector<std::string>& args);
 Status RunProfile(const std::vector<std::string>& args);
+Status RunSimulate(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -111,6 +112,26 @@ const std::vector<Command>& Commands() {
        "times each; rank 0 prints the send rate and the all-reduce bus rate\n"
        "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.",
        {"bytes", "repeats", "comm_timeout"}, RunNetcheck},
+      {"simulate", "time one step of a layout or a saved plan on a cluster's cost model",
+       "loom simulate --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
+       "              [--cluster NAME|FILE] [--cost_table FILE] [--json] [--trace FILE]\n"
+       "              [--html FILE] [--compare TRACE]\n"
+       "loom simulate --plan FILE [--cluster ...] ...\n"
+       "Plans one rank per pipeline stage (its tensor- and data-parallel peers\n"
+       "run the same ops), lowers the plan to the ExecutionGraph the executor\n"
+       "runs, and simulates one step of every rank with op times from the\n"
+       "cluster's cost model (profiled table, else a scaled neighbour, else the\n"
+       "roofline; 'loom profile' fills the table) and alpha-beta communication.\n"
+       "Prints step time, the calc stream's bubble, exposed communication per\n"
+       "kind and peak memory, overall and per rank. --json prints them as one\n"
+       "document, --trace writes the simulated step as Chrome JSON, --html a\n"
+       "timeline page, and --compare TRACE (from 'loom run --trace' of the same\n"
+       "layout) prints where the simulated and the measured step differ and\n"
+       "puts both timelines on the page.",
+       {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
+        "micro_batches", "schedule", "vpp", "plan", "cluster", "cost_table", "json",
+        "trace", "html", "compare", "fold_dp", "rank_rows", "dp_bucketing", "optimizer"},
+       RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
        "loom profile --comm [--calibrate_device] [--cluster_out FILE]\n"

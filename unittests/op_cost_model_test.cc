@@ -41,6 +41,11 @@ entry {
   op_type: "matmul" flops: 12582912 bytes: 573440
   median_seconds: 1 samples: 1 device: "a100"
 }
+entry {
+  signature: "scale fp32[1] -> fp32[1]"
+  op_type: "scale" flops: 1 bytes: 8
+  median_seconds: 1.5e-6 samples: 7 device: "local"
+}
 )pb";
 
 // One stream of this cluster: 100 GFLOP/s, 10 GB/s (a ridge of 10 FLOP per
@@ -108,6 +113,15 @@ TEST_F(OpCostModelTest, ComputeBoundNeighbourScalesByFlops) {
   EXPECT_DOUBLE_EQ(c.seconds, 1e-6 + 149e-6 * 1.5);
   EXPECT_EQ(c.basis,
             "FLOPs x1.5 of 'matmul fp32[256, 64] fp32[64, 256] -> fp32[256, 256]'");
+}
+
+// A neighbour that measured mostly the launch, or one far away, is not
+// scaled: the roofline prices the op.
+TEST_F(OpCostModelTest, NoScalingFromOverheadOrFarNeighbours) {
+  OpCost c = model_.EstimateOp(*Unary("scale", "h", "s")).value();
+  EXPECT_EQ(c.rule, CostRule::kRoofline) << c.basis;
+  // [256,256] fp32 in and out: 512 KB at 10 GB/s, plus the launch.
+  EXPECT_NEAR(c.seconds, 1e-6 + 524288 / 10e9, 1e-12);
 }
 
 TEST_F(OpCostModelTest, MemoryBoundNeighbourScalesByBytes) {

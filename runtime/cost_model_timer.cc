@@ -1,0 +1,88 @@
+#include "runtime/cost_model_timer.h"
+
+#include "cost_model/cluster.h"
+
+namespace loom {
+
+StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
+    const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
+    CommAlgorithm algorithm) {
+  std::unique_ptr<CostModelTimer> t(new CostModelTimer(cluster, algorithm));
+  std::unordered_map<std::string, int> priced;  // signature -> rule, once each
+  for (const RankGraph& g : graph.ranks) {
+    auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
+    if (!fresh) continue;
+    std::vector<double>& seconds = it->second;
+    seconds.assign(g.body->signatures.size(), -1);
+    for (const Instruction& ins : g.instructions()) {
+      if (ins.communicates() && !t->kinds_.count(ins.op_type)) {
+        auto kind = CollectiveKindOf(ins.op_type);
+        if (!kind.ok()) return kind.status().WithContext(InstructionLocation(g, ins));
+        t->kinds_[ins.op_type] = *kind;
+      }
+      // Pure communication computes nothing; an op that does both (the
+      // vocabulary-parallel cross entropy) is priced for both.
+      const bool computes = ins.kind == InstructionKind::kCompute ||
+                            (ins.kind == InstructionKind::kCollective && ins.flops > 0);
+      if (!computes || seconds[ins.signature] >= 0) continue;
+      const std::string& signature = g.body->signatures[ins.signature];
+      OpWork work;
+      work.flops = ins.flops;
+      work.bytes = ins.bytes;
+      auto cost = ops.Estimate(ins.op_type, signature, work);
+      if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
+      seconds[ins.signature] = cost->seconds;
+      if (priced.emplace(signature, static_cast<int>(cost->rule)).second) {
+        ++t->rule_counts_[static_cast<int>(cost->rule)];
+      }
+    }
+  }
+  return t;
+}
+
+StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::ForCluster(
+    const ExecutionGraph& graph, const proto::Cluster& cluster,
+    const std::string& cost_table_path) {
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(cost_table_path));
+  const OpCostModel ops(cluster, std::move(table));
+  return Create(graph, ops, cluster);
+}
+
+double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
+  double s = 0;
+  if (ins.kind == InstructionKind::kNoOp) return 0;
+  if (ins.kind == InstructionKind::kCompute ||
+      (ins.kind == InstructionKind::kCollective && ins.flops > 0)) {
+    s += compute_.at(g.body.get())[ins.signature];
+  }
+  if (ins.communicates() && ins.comm_calls > 0) {
+    const CollectiveKind kind = kinds_.at(ins.op_type);
+    std::vector<int> pair;
+    const std::vector<int>* group = &g.Group(ins);
+    if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+      pair = {g.rank, g.Peer(ins)};
+      group = &pair;
+    }
+    s += ins.comm_calls * comm_.CommSeconds(kind, algorithm_, ins.comm_bytes, *group);
+  }
+  return s;
+}
+
+int CostModelTimer::CorePool(const RankGraph& g) const {
+  const proto::Device& d = cluster_.device();
+  if (d.kind() != proto::Device::CPU || d.core_sharing() != proto::Device::TIME_SLICED) {
+    return -1;
+  }
+  // Nodes emulated on one host share its cores; otherwise a device's.
+  if (cluster_.host_cores() > 0) return 0;
+  const int per_device = cluster_.ranks_per_device();
+  return per_device == 0 ? 0 : g.rank / per_device;
+}
+
+double CostModelTimer::PoolCores(int) const {
+  return cluster_.host_cores() > 0 ? cluster_.host_cores() : cluster_.device().cores();
+}
+
+double CostModelTimer::CommSlowdown(int) const { return cluster_.comm_compute_slowdown(); }
+
+}  // namespace loom

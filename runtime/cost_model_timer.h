@@ -1,0 +1,59 @@
+// The cost model as the simulator's InstructionTimer: compute priced by the
+// op cost model (profiled table, scaled neighbour, roofline), communication
+// by the alpha-beta model over the link level its group spans, and the
+// cores ranks share taken from the cluster. Lives here, not in cost_model/,
+// so that neither the scheduler nor the cost model depends on the other.
+#ifndef LOOM_RUNTIME_COST_MODEL_TIMER_H_
+#define LOOM_RUNTIME_COST_MODEL_TIMER_H_
+
+#include <array>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cost_model/comm_model.h"
+#include "cost_model/op_cost_model.h"
+#include "scheduler/simulator.h"
+
+namespace loom {
+
+class CostModelTimer : public InstructionTimer {
+ public:
+  // Prices every distinct op of `graph` up front, so that an op the model
+  // cannot price fails here, naming it, and Seconds() only looks up.
+  static StatusOr<std::unique_ptr<CostModelTimer>> Create(
+      const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
+      CommAlgorithm algorithm = CommAlgorithm::kDirect);
+
+  // The cluster's op cost model over the cost table at `cost_table_path`
+  // (empty when the file does not exist yet: everything by roofline).
+  static StatusOr<std::unique_ptr<CostModelTimer>> ForCluster(
+      const ExecutionGraph& graph, const proto::Cluster& cluster,
+      const std::string& cost_table_path);
+
+  double Seconds(const RankGraph& rank, const Instruction& ins) const override;
+  int CorePool(const RankGraph& rank) const override;
+  double PoolCores(int pool) const override;
+  double CommSlowdown(int pool) const override;
+
+  // How many distinct signatures each rule priced (profiled, scaled,
+  // roofline), for the summary line.
+  const std::array<int, 3>& rule_counts() const { return rule_counts_; }
+
+ private:
+  CostModelTimer(const proto::Cluster& cluster, CommAlgorithm algorithm)
+      : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
+
+  CommModel comm_;
+  proto::Cluster cluster_;
+  CommAlgorithm algorithm_;
+  // Compute seconds by body and signature index.
+  std::unordered_map<const RankGraphBody*, std::vector<double>> compute_;
+  std::unordered_map<std::string, CollectiveKind> kinds_;  // by op type
+  std::array<int, 3> rule_counts_{};
+};
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_COST_MODEL_TIMER_H_

@@ -1,0 +1,206 @@
+// loom simulate: one training step of a layout and schedule, or of a saved
+// plan, timed by the cost model of a cluster: step time, bubbles, exposed
+// communication and peak memory, as a table, JSON, a trace or a page.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/cost_model_timer.h"
+#include "runtime/gpt_plan.h"
+#include "runtime/simulation.h"
+#include "scheduler/timeline_html.h"
+#include "scheduler/trace_compare.h"
+#include "tools/command.h"
+#include "tools/common_flags.h"
+
+DECLARE_bool(json);
+DECLARE_string(plan);
+DECLARE_string(trace);
+DEFINE_string(html, "", "write the timeline as one self-contained HTML page here");
+DEFINE_string(compare, "",
+              "a trace of the same plan from 'loom run --trace': show where the simulated and "
+              "the measured step differ, by op type and by stream");
+DEFINE_bool(fold_dp, true,
+            "simulate one data-parallel replica for all when they time alike (exact; off for "
+            "clusters whose ranks share cores)");
+DEFINE_int32(rank_rows, 16, "at most this many per-rank rows in the table");
+
+namespace loom {
+namespace {
+
+std::string Mb(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  return buf;
+}
+
+std::string Ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", seconds * 1e3);
+  return buf;
+}
+
+nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed) {
+  nlohmann::json j;
+  for (int c = 0; c < kNumCommCategories; ++c) {
+    j[CommCategoryName(static_cast<CommCategory>(c))] = exposed[c];
+  }
+  return j;
+}
+
+nlohmann::json ResultJson(const GptSimulation& sim) {
+  const SimulationResult& r = sim.result;
+  nlohmann::json j;
+  j["step_time_s"] = r.step_time_s;
+  j["bubble_fraction"] = r.bubble_fraction;
+  j["exposed_comm_s"] = ExposedJson(r.exposed_comm_s);
+  nlohmann::json peaks = nlohmann::json::array();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMetrics& m : r.ranks) {
+    peaks.push_back(m.peak_bytes());
+    nlohmann::json streams = nlohmann::json::object();
+    for (const StreamMetrics& s : m.streams) streams[s.name] = s.busy_s;
+    const RankCoords c = sim.graph.layout.Coords(m.rank);
+    ranks.push_back({{"rank", m.rank},
+                     {"coords", {{"dp", c.dp}, {"mp", c.mp}, {"pp", c.pp}}},
+                     {"step_time_s", m.step_time_s},
+                     {"bubble_fraction", m.bubble_fraction},
+                     {"exposed_comm_s", ExposedJson(m.exposed_comm_s)},
+                     {"busy_s", streams},
+                     {"memory_bytes",
+                      {{"parameters", m.persistent.parameters},
+                       {"gradients", m.persistent.gradients},
+                       {"optimizer_state", m.persistent.optimizer_state},
+                       {"peak_temporaries", m.peak_temporary_bytes},
+                       {"peak", m.peak_bytes()}}}});
+  }
+  j["peak_memory_bytes"] = peaks;
+  j["ranks"] = ranks;
+  return j;
+}
+
+void PrintSummary(const GptSimulation& sim, const std::string& what) {
+  const SimulationResult& r = sim.result;
+  std::printf("simulate: %s; %zu ranks (%d simulated); plan %.0f ms, lower %.0f ms, simulate %.0f ms\n",
+              what.c_str(), r.ranks.size(), r.ranks_simulated, sim.plan_seconds * 1e3,
+              sim.lower_seconds * 1e3, sim.simulate_seconds * 1e3);
+  std::printf("step time      %s ms\n", Ms(r.step_time_s).c_str());
+  std::printf("calc bubble    %.1f%% of the step (mean over ranks)\n", 100 * r.bubble_fraction);
+  std::printf("exposed comm   mp %s ms, dp %s ms, p2p %s ms, sharding %s ms (mean over ranks)\n",
+              Ms(r.exposed_comm_s[0]).c_str(), Ms(r.exposed_comm_s[1]).c_str(),
+              Ms(r.exposed_comm_s[2]).c_str(), Ms(r.exposed_comm_s[3]).c_str());
+  const RankMetrics* peak = &r.ranks.front();
+  for (const RankMetrics& m : r.ranks) {
+    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
+  }
+  std::printf("peak memory    %s on rank %d: parameters %s, gradients %s, optimizer state %s, "
+              "temporaries %s\n",
+              Mb(peak->peak_bytes()).c_str(), peak->rank, Mb(peak->persistent.parameters).c_str(),
+              Mb(peak->persistent.gradients).c_str(),
+              Mb(peak->persistent.optimizer_state).c_str(),
+              Mb(peak->peak_temporary_bytes).c_str());
+  // One row per rank; past --rank_rows, one per pipeline stage (its first
+  // rank: the others of a stage time alike on a symmetric cluster).
+  const bool per_stage = static_cast<int>(r.ranks.size()) > FLAGS_rank_rows;
+  std::printf("\n%6s %-16s %10s %7s %26s %10s\n", per_stage ? "stage" : "rank", "coords", "step ms",
+              "bubble", "exposed mp/dp/p2p ms", "peak MB");
+  int rows = 0;
+  for (const RankMetrics& m : r.ranks) {
+    const RankCoords c = sim.graph.layout.Coords(m.rank);
+    if (per_stage && (c.dp != 0 || c.mp != 0)) continue;
+    if (rows++ >= FLAGS_rank_rows) {
+      std::printf("  ... (--rank_rows=%d; --json lists every rank)\n", FLAGS_rank_rows);
+      break;
+    }
+    const std::string exposed = StrCat(Ms(m.exposed_comm_s[0]), " / ", Ms(m.exposed_comm_s[1]),
+                                       " / ", Ms(m.exposed_comm_s[2]));
+    std::printf("%6d %-16s %10s %6.1f%% %26s %10.1f\n", per_stage ? c.pp : m.rank,
+                CoordsToString(c).c_str(), Ms(m.step_time_s).c_str(), 100 * m.bubble_fraction,
+                exposed.c_str(), m.peak_bytes() / 1e6);
+  }
+}
+
+}  // namespace
+
+Status RunSimulate(const std::vector<std::string>& args) {
+  if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  const std::string table = CostTablePathFromFlags();
+  TimerFactory timer = [&](const ExecutionGraph& graph)
+      -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                          CostModelTimer::ForCluster(graph, cluster, table));
+    return std::unique_ptr<InstructionTimer>(std::move(t));
+  };
+  SimulationOptions options;
+  options.fold_data_parallel = FLAGS_fold_dp;
+  options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();
+
+  std::string what;
+  auto simulate = [&]() -> StatusOr<GptSimulation> {
+    if (!FLAGS_plan.empty()) {
+      for (const char* flag : {"preset", "dp", "mp", "pp", "micro_batches", "schedule", "vpp",
+                               "config", "layers", "batch_size", "seq_len"}) {
+        if (FlagGiven(flag)) {
+          return InvalidArgument("--", flag, " cannot be combined with --plan: the plan fixes it");
+        }
+      }
+      LOOM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(FLAGS_plan));
+      what = StrCat("plan ", FLAGS_plan, " (", plan.model_name, ", dp=", plan.layout.dp,
+                    " mp=", plan.layout.mp, " pp=", plan.layout.pp, ", ",
+                    plan.resolved.schedule_mode(), " over ", plan.resolved.micro_batches(),
+                    " micro-batches)");
+      return SimulatePlan(std::move(plan), timer, options);
+    }
+    LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+    LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
+    LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
+    const ParallelLayout l = LayoutOf(strategy);
+    what = StrCat(config.name, ", dp=", l.dp, " mp=", l.mp, " pp=", l.pp, ", ",
+                  strategy.pipeline().schedule_mode(), " over ",
+                  strategy.pipeline().micro_batches(), " micro-batches");
+    if (l.world_size() > 64) {
+      std::fprintf(stderr, "simulate: planning %d stages of %s for %d ranks...\n", l.pp,
+                   config.name.c_str(), l.world_size());
+    }
+    return SimulateGpt(config, opt, strategy, timer, options);
+  };
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, simulate());
+  const auto* cost = dynamic_cast<const CostModelTimer*>(sim.timer.get());
+  what += StrCat(", cluster ", cluster.name());
+  if (cost != nullptr) {
+    const auto& n = cost->rule_counts();
+    what += StrCat(" (ops priced: ", n[0], " profiled, ", n[1], " scaled, ", n[2], " roofline)");
+  }
+
+  if (!FLAGS_trace.empty()) {
+    LOOM_RETURN_IF_ERROR(WriteChromeTrace(sim.result.trace, FLAGS_trace));
+  }
+  std::vector<TimelinePanel> panels;
+  std::string comparison;
+  if (!FLAGS_compare.empty()) {
+    LOOM_ASSIGN_OR_RETURN(std::vector<TraceEvent> measured, ReadChromeTrace(FLAGS_compare));
+    const TraceComparison c = CompareTraces(measured, sim.result.trace);
+    comparison = TraceComparisonToString(c);
+    panels.push_back({StrCat("measured (", FLAGS_compare, ")"),
+                      StrCat("step ", Ms(c.measured_step_s), " ms"), std::move(measured)});
+  }
+  if (!FLAGS_html.empty()) {
+    panels.push_back({StrCat("simulated on ", cluster.name()),
+                      StrCat("step ", Ms(sim.result.step_time_s), " ms, calc bubble ",
+                             static_cast<int>(100 * sim.result.bubble_fraction + 0.5), "%"),
+                      sim.result.trace});
+    LOOM_RETURN_IF_ERROR(WriteTimelineHtml(FLAGS_html, what, panels));
+  }
+  if (FLAGS_json) {
+    std::cout << ResultJson(sim).dump() << "\n";
+    return Status::OK();
+  }
+  PrintSummary(sim, what);
+  if (!comparison.empty()) std::printf("\n%s", comparison.c_str());
+  return Status::OK();
+}
+
+}  // namespace loom
