@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "scheduler/trace.h"
 
 namespace {
 
@@ -304,3 +307,74 @@ TEST(Cli, BadPlanFilesGiveOneLineErrors) {
 }
 
 }  // namespace
+
+// ---- loom simulate ----------------------------------------------------------
+
+double FieldAfter(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  return at == std::string::npos ? -1 : std::atof(out.c_str() + at + label.size());
+}
+
+TEST(Cli, SimulateReportsTheStepFromTheProfiledTable) {
+  const std::string table = "/tmp/loom_cli_sim_table.pbtxt";
+  std::remove(table.c_str());
+  // The serial layout's ops are exactly the profiled program's: every one
+  // is priced from the table.
+  Result profile = Loom("profile --preset gpt-tiny --cost_table " + table);
+  ASSERT_EQ(profile.code, 0) << profile.out;
+  Result serial = Loom("simulate --preset gpt-tiny --cost_table " + table);
+  ASSERT_EQ(serial.code, 0) << serial.out;
+  EXPECT_NE(serial.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << serial.out;
+  EXPECT_GT(FieldAfter(serial.out, "step time"), 0) << serial.out;
+
+  const std::string layout = "--preset gpt-tiny --mp 2 --pp 2 --micro_batches 4 --schedule 1F1B";
+  Result json = Loom("simulate " + layout + " --json --cost_table " + table);
+  ASSERT_EQ(json.code, 0) << json.out;
+  auto doc = nlohmann::json::parse(json.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << json.out;
+  EXPECT_GT(doc["step_time_s"].get<double>(), 0);
+  EXPECT_GE(doc["bubble_fraction"].get<double>(), 0);
+  EXPECT_LT(doc["bubble_fraction"].get<double>(), 1);
+  for (const char* kind : {"mp", "dp", "p2p", "sharding"}) {
+    EXPECT_TRUE(doc["exposed_comm_s"].contains(kind)) << kind;
+  }
+  EXPECT_GT(doc["exposed_comm_s"]["mp"].get<double>(), 0);
+  // No data parallelism, but the tied embedding's gradient is all-reduced
+  // between the first and last stage once per step: gradient sync, "dp".
+  EXPECT_GT(doc["exposed_comm_s"]["dp"].get<double>(), 0);
+  EXPECT_EQ(doc["exposed_comm_s"]["sharding"].get<double>(), 0);
+  ASSERT_EQ(doc["peak_memory_bytes"].size(), 4u);
+  ASSERT_EQ(doc["ranks"].size(), 4u);
+  EXPECT_EQ(doc["ranks"][3]["coords"]["pp"].get<int>(), 1);
+
+  // A saved plan of the same layout (every rank planned, not one per stage)
+  // simulates to the same step: tensor-parallel ranks time alike.
+  const std::string plan = "/tmp/loom_cli_sim.plan";
+  ASSERT_EQ(Loom("plan " + layout + " -o " + plan).code, 0);
+  Result saved = Loom("simulate --plan " + plan + " --json --cost_table " + table);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  auto saved_doc = nlohmann::json::parse(saved.out, nullptr, false);
+  ASSERT_FALSE(saved_doc.is_discarded()) << saved.out;
+  EXPECT_DOUBLE_EQ(saved_doc["step_time_s"].get<double>(), doc["step_time_s"].get<double>());
+
+  // The trace reads back, one event per instruction of every rank.
+  const std::string trace = "/tmp/loom_cli_sim_trace.json";
+  std::remove(trace.c_str());
+  ASSERT_EQ(Loom("simulate " + layout + " --cost_table " + table + " --trace " + trace).code, 0);
+  auto events = loom::ReadChromeTrace(trace);
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_GT(events->size(), 400u);
+}
+
+TEST(Cli, SimulateErrorsAreOneLine) {
+  Result cluster = Loom("simulate --cluster nosuch");
+  EXPECT_EQ(cluster.code, 1);
+  EXPECT_EQ(Lines(cluster.out), 1) << cluster.out;
+  EXPECT_NE(cluster.out.find("nosuch"), std::string::npos) << cluster.out;
+  const std::string plan = "/tmp/loom_cli_sim_fixed.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --pp 2 --micro_batches 2 -o " + plan).code, 0);
+  Result mixed = Loom("simulate --plan " + plan + " --dp 2");
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_EQ(mixed.out,
+            "loom simulate: --dp cannot be combined with --plan: the plan fixes it\n");
+}
