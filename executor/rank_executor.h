@@ -107,7 +107,6 @@ class RankExecutor {
 
   std::mutex trace_mu_;
   std::vector<TraceEvent> trace_;
-  int64_t epoch_ns_ = 0;
 };
 
 }  // namespace loom

@@ -35,7 +35,10 @@ struct TraceEvent {
   InstructionKind kind = InstructionKind::kCompute;
   CommCategory comm = CommCategory::kNone;
   int instruction = -1;  // its id in the rank's graph; -1 when unknown
-  int64_t start_ns = 0;  // since the step's (or the executor's) epoch
+  // Measured: the host's monotonic clock (CLOCK_MONOTONIC, shared by the
+  // ranks of a host); simulated: from the step's start. Readers take the
+  // earliest start as the origin.
+  int64_t start_ns = 0;
   int64_t end_ns = 0;
 };
 

@@ -5,13 +5,22 @@
 #include <cmath>
 #include <cstdio>
 
+#include <algorithm>
+#include <vector>
+
+#include "cost_model/cluster.h"
+#include "runtime/cost_model_timer.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/serial_trainer.h"
+#include "runtime/simulation.h"
+#include "scheduler/timeline_html.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 
 DEFINE_string(demo_trace, "loom-demo-trace.json", "where loom demo writes its trace");
+DEFINE_string(demo_html, "loom-demo-timeline.html",
+              "where loom demo writes its measured and simulated timelines");
 
 namespace loom {
 
@@ -39,6 +48,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   options.comm.timeout = std::chrono::seconds(30);
   LOOM_ASSIGN_OR_RETURN(auto parallel, ParallelTrainer::Create(config, opt, strategy, options));
   std::printf("step   serial loss  parallel loss  |diff|    serial ms  parallel ms\n");
+  std::vector<double> parallel_step_ms;
   float first = 0, last = 0;
   double worst = 0, serial_ms = 0, parallel_ms = 0;
   for (int64_t step = 0; step < steps; ++step) {
@@ -51,6 +61,7 @@ Status RunDemo(const std::vector<std::string>& args) {
     const double pm = std::chrono::duration<double, std::milli>(t2 - t1).count();
     serial_ms += sm;
     parallel_ms += pm;
+    parallel_step_ms.push_back(pm);
     worst = std::max(worst, static_cast<double>(std::fabs(s - p)));
     if (step == 0) first = s;
     last = s;
@@ -60,7 +71,8 @@ Status RunDemo(const std::vector<std::string>& args) {
                   static_cast<long long>(step), s, p, std::fabs(s - p), sm, pm);
     }
   }
-  LOOM_RETURN_IF_ERROR(WriteChromeTrace(parallel->TakeTrace(), FLAGS_demo_trace));
+  std::vector<TraceEvent> measured = parallel->TakeTrace();
+  LOOM_RETURN_IF_ERROR(WriteChromeTrace(measured, FLAGS_demo_trace));
   std::printf(
       "\nloss %.4f -> %.4f (%.0f%% of the first step); largest serial/parallel "
       "difference %.1e.\n%.2f ms per serial step, %.2f ms per parallel step (4 ranks "
@@ -69,6 +81,39 @@ Status RunDemo(const std::vector<std::string>& args) {
       "stream).\n",
       first, last, 100.0f * last / first, worst, serial_ms / steps, parallel_ms / steps,
       FLAGS_demo_trace.c_str());
+
+  // The same layout simulated on this host's cluster description, and both
+  // timelines on one page.
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, LoadCluster("local"));
+  const std::string table = CostTablePathFromFlags();
+  auto timer = [&](const ExecutionGraph& graph) -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                          CostModelTimer::ForCluster(graph, cluster, table));
+    return std::unique_ptr<InstructionTimer>(std::move(t));
+  };
+  SimulationOptions sim_options;
+  sim_options.trace = true;
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulateGpt(config, opt, strategy, timer, sim_options));
+  const auto& rules = static_cast<const CostModelTimer&>(*sim.timer).rule_counts();
+  std::nth_element(parallel_step_ms.begin(),
+                   parallel_step_ms.begin() + parallel_step_ms.size() / 2, parallel_step_ms.end());
+  const double measured_ms = parallel_step_ms[parallel_step_ms.size() / 2];
+  const double simulated_ms = sim.result.step_time_s * 1e3;
+  LOOM_RETURN_IF_ERROR(WriteTimelineHtml(
+      FLAGS_demo_html, "loom demo: gpt-tiny, mp=2 x pp=2, 1F1B over 4 micro-batches",
+      {{"measured (the last step)", StrCat("median step ", measured_ms, " ms"), measured},
+       {"simulated on cluster 'local'",
+        StrCat("step ", simulated_ms, " ms; ops priced ", rules[0], " profiled, ", rules[1],
+               " scaled, ", rules[2], " by the roofline"),
+        sim.result.trace}}));
+  std::printf(
+      "\nSimulated on this host's cluster description ('local', %s): %.2f ms per step against "
+      "%.2f ms measured (median).\n%sBoth timelines are in %s: open it in a browser.\n",
+      table.c_str(), simulated_ms, measured_ms,
+      rules[0] == 0 ? "The cost table has no entries yet, so every op was priced by the "
+                      "roofline: 'loom profile --preset gpt-tiny' measures them.\n"
+                    : "",
+      FLAGS_demo_html.c_str());
   return Status::OK();
 }
 

@@ -36,8 +36,10 @@ const std::vector<Command>& Commands() {
        "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd] [--demo_trace FILE]\n"
        "Trains the gpt-tiny preset for 200 steps on the built-in synthetic\n"
        "dataset twice, serially and on 4 in-process ranks (mp=2, pp=2, 1F1B),\n"
-       "prints both losses every 20 steps and writes the parallel run's trace.",
-       {"seed", "lr", "optimizer", "demo_trace"}, RunDemo},
+       "prints both losses every 20 steps and writes the parallel run's trace;\n"
+       "then simulates the same layout on the local cluster description and\n"
+       "writes the measured and the simulated timelines on one page (--demo_html).",
+       {"seed", "lr", "optimizer", "demo_trace", "demo_html", "cost_table"}, RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"

@@ -200,11 +200,18 @@ TEST(Cli, LaunchNamesTheRankThatFails) {
 }
 
 TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
-  Result r = Loom("demo --demo_trace /tmp/loom_cli_demo_trace.json");
+  std::remove("/tmp/loom_cli_demo.html");
+  Result r = Loom("demo --demo_trace /tmp/loom_cli_demo_trace.json --demo_html "
+                  "/tmp/loom_cli_demo.html --cost_table /tmp/loom_cli_demo_table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("largest serial/parallel difference"), std::string::npos);
   EXPECT_NE(r.out.find(" 199 "), std::string::npos);
   EXPECT_FALSE(ReadFile("/tmp/loom_cli_demo_trace.json").empty());
+  // The run simulated too, both timelines on one page.
+  EXPECT_NE(r.out.find("Simulated on this host's cluster description"), std::string::npos);
+  const std::string page = ReadFile("/tmp/loom_cli_demo.html");
+  EXPECT_NE(page.find("measured (the last step)"), std::string::npos);
+  EXPECT_NE(page.find("simulated on cluster 'local'"), std::string::npos);
 }
 
 }  // namespace
