@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/op_cost_model.h"
 #include "framework/program.h"
 #include "passes/strategy.h"
 #include "passes/strategy.pb.h"
@@ -60,6 +61,12 @@ class PassContext {
   int rank() const { return rank_; }
   RankCoords coords() const { return layout().Coords(rank_); }
 
+  // What ops cost on the cluster the plan is for, for passes that choose
+  // by cost (pipeline-split balances its cut with it); null: passes fall
+  // back to FLOP counts. Not owned.
+  const OpCostEstimator* cost_model() const { return cost_model_; }
+  void set_cost_model(const OpCostEstimator* model) { cost_model_ = model; }
+
   // The rank's whole program, before it is split into job programs.
   Program& program() { return program_; }
   const Program& program() const { return program_; }
@@ -86,6 +93,7 @@ class PassContext {
   const std::vector<std::string>& remarks() const { return remarks_; }
 
  private:
+  const OpCostEstimator* cost_model_ = nullptr;
   const proto::Strategy strategy_;
   proto::ResolvedStrategy resolved_;
   int rank_;

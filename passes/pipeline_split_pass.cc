@@ -115,23 +115,30 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
                            num_layers, " layers");
   }
   // Costs: each layer's ops; unannotated forward ops count toward the end
-  // they sit at, or the layer they sit in.
+  // they sit at, or the layer they sit in. An op's cost is its time on the
+  // cluster planned for when the context has a cost model, else its FLOPs.
+  const OpCostEstimator* costs = ctx.cost_model();
+  auto cost_of = [&](const Op& op) -> StatusOr<double> {
+    if (costs == nullptr) return WorkOf(op).flops;
+    LOOM_ASSIGN_OR_RETURN(OpCost c, costs->EstimateOp(op));
+    return c.seconds;
+  };
   std::vector<double> layer_cost(num_layers, 0);
   double pre = 0, post = 0;
   int current = 0;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op* op = ops[i];
     if (!op->HasRole(role::kForward)) continue;
-    const double flops = WorkOf(*op).flops;
+    LOOM_ASSIGN_OR_RETURN(const double op_cost, cost_of(*op));
     if (op->desc().layer() >= 0) {
       current = op->desc().layer();
-      layer_cost[current] += flops;
+      layer_cost[current] += op_cost;
     } else if (i < first_layered) {
-      pre += flops;
+      pre += op_cost;
     } else if (i > last_layered) {
-      post += flops;
+      post += op_cost;
     } else {
-      layer_cost[current] += flops;
+      layer_cost[current] += op_cost;
     }
   }
   std::vector<int> starts;
@@ -150,8 +157,10 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     }
     ctx.Explain(kPassName, StrCat("virtual stage ", g, " (stage ", g % stages_,
                                   ", chunk ", g / stages_, "): layers ",
-                                  starts[g], "-", end - 1, ", ", cost / 1e9,
-                                  " GFLOP forward"));
+                                  starts[g], "-", end - 1, ", ",
+                                  costs != nullptr ? StrCat(cost * 1e3, " ms")
+                                                   : StrCat(cost / 1e9, " GFLOP"),
+                                  " forward"));
   }
 
   const Block& block = *ops.front()->block();

@@ -28,6 +28,7 @@ StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
   PassManager pm(options.pass_manager);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
   PassContext ctx(strategy, rank, main.Clone(), startup.Clone());
+  ctx.set_cost_model(options.cost_model);
   Status s = pm.Run(ctx);
   if (!s.ok()) {
     return s.WithContext(StrCat("rank ", rank, " (", CoordsToString(ctx.coords()), ")"));

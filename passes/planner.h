@@ -28,6 +28,9 @@ struct PlanOptions {
   // on. Such a plan times like the real one but does not train correctly:
   // never run it.
   bool share_tensor_parallel_ranks = false;
+  // Op costs of the cluster planned for (PassContext::cost_model); null:
+  // FLOP counts. Not owned.
+  const OpCostEstimator* cost_model = nullptr;
 };
 
 // Plans one rank from copies of `main` and `startup`.

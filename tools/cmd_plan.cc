@@ -1,5 +1,6 @@
 // loom plan: the per-rank plan a strategy gives a preset; -o saves it.
 #include <chrono>
+#include <memory>
 #include <iostream>
 
 #include "runtime/gpt_plan.h"
@@ -30,6 +31,15 @@ Status RunPlan(const std::vector<std::string>& args) {
   }
   PlanOptions options;
   options.pass_manager.verify_each = FLAGS_verify_each;
+  // With --cluster, passes that choose by cost (the pipeline cut) use that
+  // cluster's op costs; without, FLOP counts.
+  std::unique_ptr<OpCostModel> costs;
+  if (FlagGiven("cluster")) {
+    LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+    LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
+    costs = std::make_unique<OpCostModel>(cluster, std::move(table));
+    options.cost_model = costs.get();
+  }
   std::vector<std::string> remarks;
   if (FLAGS_explain) options.remarks = &remarks;
   auto start = std::chrono::steady_clock::now();

@@ -127,13 +127,19 @@ void PrintSummary(const GptSimulation& sim, const std::string& what) {
 Status RunSimulate(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  const std::string table = CostTablePathFromFlags();
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
+  const OpCostModel ops(cluster, std::move(table));
   TimerFactory timer = [&](const ExecutionGraph& graph)
       -> StatusOr<std::unique_ptr<InstructionTimer>> {
     LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::ForCluster(graph, cluster, table));
+                          CostModelTimer::Create(graph, ops, cluster));
     return std::unique_ptr<InstructionTimer>(std::move(t));
   };
+  // Given a cluster, the pipeline cut is balanced by its costs, as `loom
+  // plan --cluster` does; without one, by FLOPs, as `loom run` plans, so
+  // that a simulation and a run of the same flags have the same plan.
+  PlanOptions plan_options;
+  if (FlagGiven("cluster")) plan_options.cost_model = &ops;
   SimulationOptions options;
   options.fold_data_parallel = FLAGS_fold_dp;
   options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();
@@ -165,7 +171,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
       std::fprintf(stderr, "simulate: planning %d stages of %s for %d ranks...\n", l.pp,
                    config.name.c_str(), l.world_size());
     }
-    return SimulateGpt(config, opt, strategy, timer, options);
+    return SimulateGpt(config, opt, strategy, timer, options, plan_options);
   };
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim, simulate());
   const auto* cost = dynamic_cast<const CostModelTimer*>(sim.timer.get());

@@ -77,10 +77,13 @@ const std::vector<Command>& Commands() {
        "for every rank (or only --rank R) and prints each rank's job list and\n"
        "the op count of each job program; --json prints one document with\n"
        "every program's ops. -o saves the whole plan for 'loom run --plan'\n"
-       "(binary, or text format for a .pbtxt name).",
+       "(binary, or text format for a .pbtxt name). With --cluster the pipeline\n"
+       "cut is balanced by that cluster's op costs (the profiled table, see\n"
+       "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing", "o", "seed", "optimizer", "lr"},
+        "explain", "verify_each", "dp_bucketing", "o", "seed", "optimizer", "lr",
+        "cluster", "cost_table"},
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
        "loom run --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"

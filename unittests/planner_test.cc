@@ -218,3 +218,43 @@ TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
 
 }  // namespace
 }  // namespace loom
+
+namespace loom {
+namespace {
+
+// A cluster on which the token embedding is very slow: one second for the
+// lookup, FLOPs at 1 TFLOP/s for everything else.
+class SlowEmbeddingCosts : public OpCostEstimator {
+ public:
+  StatusOr<OpCost> Estimate(const std::string& type, const std::string&,
+                            const OpWork& w) const override {
+    return OpCost{type == "lookup_table" ? 1.0 : w.flops * 1e-12, CostRule::kRoofline, "test"};
+  }
+};
+
+// Pipeline-split balances its cut by the context's cost model: with the
+// embedding that slow, the first stage keeps one layer; by FLOPs it keeps
+// more.
+TEST(Planner, CostModelMovesThePipelineCut) {
+  TrainingProgram tp = Tiny(4);
+  const proto::Strategy s = MakeStrategy(1, 1, 2, 2, "1F1B");
+  auto first_stage_layers = [&](const OpCostEstimator* costs) {
+    std::vector<std::string> remarks;
+    PlanOptions o;
+    o.remarks = &remarks;
+    o.cost_model = costs;
+    EXPECT_TRUE(PlanRank(tp.main, tp.startup, s, 0, o).ok());
+    const std::string key = "virtual stage 0 (stage 0, chunk 0): layers ";
+    for (const std::string& r : remarks) {
+      const size_t at = r.find(key);
+      if (at != std::string::npos) return r.substr(at + key.size(), 3);
+    }
+    return std::string("?");
+  };
+  SlowEmbeddingCosts slow;
+  EXPECT_EQ(first_stage_layers(&slow), "0-0");
+  EXPECT_NE(first_stage_layers(nullptr), "0-0");
+}
+
+}  // namespace
+}  // namespace loom
