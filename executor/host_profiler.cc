@@ -143,15 +143,17 @@ std::function<bool()> For(double seconds) {
 
 }  // namespace
 
-StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
-                                              const HostProgressFn& progress) {
-  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
-  const int n = o.ranks;
+StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
+                                                    const CommProfileOptions& o,
+                                                    const HostProgressFn& progress) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  if (n < 2) return InvalidArgument("profiling communication needs 2 ranks or more, got ", n);
   // Every (op, size) once per round, and the median over rounds: a slow
   // spell of the host then spreads over all cases instead of spoiling one.
   struct Case {
     CommTiming timing;
-    std::vector<Tensor> in, out;  // per rank
+    Tensor in, out;
     std::vector<double> seconds;
   };
   std::vector<Case> cases;
@@ -160,56 +162,61 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
     for (const char* op : {"allreduce", "allgather", "send"}) {
       Case c;
       c.timing = {op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0};
-      for (int r = 0; r < n; ++r) {
-        c.in.push_back(Floats(numel, 1.0f));
-        c.out.push_back(Floats(numel * n, 0.0f));
-      }
+      c.in = Floats(numel, 1.0f);
+      c.out = Floats(numel * n, 0.0f);
       cases.push_back(std::move(c));
     }
   }
   // Half a ping-pong between ranks 0 and 1 is one message's one-way time.
-  auto call = [&](Case& c, int r) -> Status {
-    GlooCommunicator& comm = *group[r];
-    if (c.timing.op == "allreduce") return comm.AllReduce({&c.in[r]}, ReduceOp::kAvg);
-    if (c.timing.op == "allgather") return comm.AllGather(c.in[r], &c.out[r]);
+  auto call = [&](Case& c) -> Status {
+    if (c.timing.op == "allreduce") return comm.AllReduce({&c.in}, ReduceOp::kAvg);
+    if (c.timing.op == "allgather") return comm.AllGather(c.in, &c.out);
     if (r == 0) {
-      LOOM_RETURN_IF_ERROR(comm.Send(c.in[0], 1));
-      return comm.Recv(&c.in[0], 1);
+      LOOM_RETURN_IF_ERROR(comm.Send(c.in, 1));
+      return comm.Recv(&c.in, 1);
     }
     if (r == 1) {
-      LOOM_RETURN_IF_ERROR(comm.Recv(&c.in[1], 0));
-      return comm.Send(c.in[1], 0);
+      LOOM_RETURN_IF_ERROR(comm.Recv(&c.in, 0));
+      return comm.Send(c.in, 0);
     }
     return Status::OK();
   };
-  std::vector<Tensor> sync;
-  for (int r = 0; r < n; ++r) sync.push_back(Floats(1, 0.0f));
-  CoreWaker awake;
+  Tensor sync = Floats(1, 0.0f);
   const int rounds = o.warmup_runs + std::max(1, o.samples);
   for (int round = 0; round < rounds; ++round) {
     const bool timed = round >= o.warmup_runs;
-    if (progress) {
-      progress(StrCat(timed ? "round " : "warm-up round ", round + 1, "/", rounds,
-                      ": ", cases.size(), " calls on ", n, " ranks"));
+    if (progress && r == 0) {
+      progress(StrCat(timed ? "round " : "warm-up round ", round + 1, "/", rounds, ": ",
+                      cases.size(), " calls on ", n, " ranks"));
     }
-    LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
-      // Untimed: waits for every rank's thread to have started.
-      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&sync[r]}, ReduceOp::kSum));
-      for (Case& c : cases) {
-        const auto start = Clock::now();
-        LOOM_RETURN_IF_ERROR(call(c, r));
-        if (r == 0 && timed) c.seconds.push_back(Since(start));
-      }
-      return Status::OK();
-    }));
+    // Untimed: every member starts the round together.
+    LOOM_RETURN_IF_ERROR(comm.AllReduce({&sync}, ReduceOp::kSum));
+    for (Case& c : cases) {
+      const auto start = Clock::now();
+      LOOM_RETURN_IF_ERROR(call(c));
+      if (timed) c.seconds.push_back(Since(start));
+    }
   }
   std::vector<CommTiming> out;
+  if (r != 0) return out;
   for (Case& c : cases) {
     c.timing.median_seconds = Median(c.seconds);
     if (c.timing.op == "send") c.timing.median_seconds /= 2;
     out.push_back(c.timing);
   }
   return out;
+}
+
+StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
+                                              const HostProgressFn& progress) {
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
+  CoreWaker awake;
+  std::vector<std::vector<CommTiming>> timings(o.ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(timings[r], ProfileCommMember(*group[r], o, progress));
+    return Status::OK();
+  }));
+  return timings[0];
 }
 
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {

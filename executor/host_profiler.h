@@ -16,6 +16,8 @@
 
 namespace loom {
 
+class Communicator;
+
 struct CommProfileOptions {
   int ranks = 2;
   // Bytes per member, as OpWork counts them: the allreduce buffer, one
@@ -43,6 +45,14 @@ using HostProgressFn = std::function<void(const std::string& what)>;
 // the timed rounds. The cores are kept awake meanwhile (see the .cc).
 StatusOr<std::vector<CommTiming>> ProfileComm(
     const CommProfileOptions& options, const HostProgressFn& progress = nullptr);
+
+// The same measurement from one member of `comm` (options.ranks is
+// comm's size): every member calls it, in its own thread or process (under
+// `loom launch`, over the network between them). Group rank 0 returns the
+// timings; the others return none.
+StatusOr<std::vector<CommTiming>> ProfileCommMember(
+    Communicator& comm, const CommProfileOptions& options,
+    const HostProgressFn& progress = nullptr);
 
 struct InterferenceOptions {
   int64_t matmul_dim = 256;        // square fp32 sgemm, one OpenBLAS thread

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
@@ -14,8 +15,10 @@
 #include "executor/host_profiler.h"
 #include "executor/op_profiler.h"
 #include "framework/serialization.h"
+#include "executor/comm/comm_world.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/launch_env.h"
 
 DEFINE_string(program, "", "profile this program file instead of --preset's");
 DEFINE_bool(comm, false,
@@ -199,17 +202,47 @@ StatusOr<CommFit> PrintFit(const std::string& title,
   return fit;
 }
 
-Status MeasureComm(proto::Cluster* cluster) {
+// Under `loom launch` the ranks are processes (on the emulated network
+// with --net_rate) and the link measured is the one between them; else
+// in-process ranks on loopback. Sets `*rank` to this process's rank.
+StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& options,
+                                                  const std::optional<LaunchEnv>& env,
+                                                  int* rank) {
+  auto progress = [](const std::string& what) {
+    std::fprintf(stderr, "timing %s ...\n", what.c_str());
+  };
+  *rank = 0;
+  if (!env.has_value()) return ProfileComm(options, progress);
+  if (env->world_size < 2) {
+    return FailedPrecondition("--comm under loom launch needs 2 ranks or more");
+  }
+  ParallelLayout layout;
+  layout.dp = env->world_size;
+  CommWorldOptions comm;
+  comm.host = env->host;
+  comm.file_store_dir = env->store_dir;
+  comm.job = "profile";
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
+                        CommWorld::Create(layout, env->rank, comm));
+  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
+  *rank = env->rank;
+  return ProfileCommMember(*all, options, progress);
+}
+
+// Fits the link the measured ranks span and writes it into `cluster`;
+// `*link` is that link, or null on the ranks of a launch other than 0
+// (they only take part, and write nothing).
+Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
+  LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());
   CommProfileOptions options;
-  options.ranks = FLAGS_comm_ranks;
+  options.ranks = env.has_value() ? env->world_size : FLAGS_comm_ranks;
   options.sizes.clear();
   for (int64_t b = 4 << 10; b <= FLAGS_comm_max_bytes; b *= 4) options.sizes.push_back(b);
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
-  LOOM_ASSIGN_OR_RETURN(
-      std::vector<CommTiming> timings,
-      ProfileComm(options, [](const std::string& what) {
-        std::fprintf(stderr, "timing %s ...\n", what.c_str());
-      }));
+  int rank = 0;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, TimeCollectives(options, env, &rank));
+  *link_out = nullptr;
+  if (rank != 0) return Status::OK();
   // Loom's Gloo communicator runs the direct algorithm: fit its terms.
   std::vector<CommSample> all;
   std::map<std::string, std::vector<CommSample>> by_op;
@@ -238,18 +271,33 @@ Status MeasureComm(proto::Cluster* cluster) {
       PrintFit(StrCat("kept: ", half_duplex ? "half" : "full",
                       " duplex (direct algorithm)"),
                all, half_duplex, true));
-  proto::Link* link = cluster->mutable_intra_node();
+  // The link the measured ranks span in this cluster: intra-node for the
+  // ranks of one host, inter-node for the one-rank nodes of `emulated`.
+  std::vector<int> ranks(options.ranks);
+  for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
+  const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
+  proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
+  *link_out = link;
   link->set_bandwidth(fit.bandwidth);
   link->set_latency_seconds(fit.latency_seconds);
   link->set_half_duplex(half_duplex);
   link->set_measured(true);
   char source[160];
   std::snprintf(source, sizeof(source),
-                "loom profile --comm, %s: Gloo on loopback, %d ranks, %zu "
+                "loom profile --comm, %s: Gloo %s, %d ranks, %zu "
                 "samples, rms residual %.1f%%",
-                Today().c_str(), options.ranks, all.size(),
-                100 * fit.rms_relative_residual);
+                Today().c_str(),
+                env.has_value() ? (env->host.empty() || env->host == "127.0.0.1"
+                                       ? "between processes on loopback"
+                                       : "between launched ranks (loom launch)")
+                                : "on loopback",
+                options.ranks, all.size(), 100 * fit.rms_relative_residual);
   link->set_source(source);
+  if (env.has_value()) {
+    // The interference loop runs in-process ranks; a launch measures links.
+    std::printf("interference: not measured under loom launch (run --comm without launch)\n");
+    return Status::OK();
+  }
 
   InterferenceOptions io;
   io.ranks = FLAGS_comm_ranks;
@@ -310,14 +358,15 @@ Status ProfileHost() {
   }
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
-  if (FLAGS_comm) LOOM_RETURN_IF_ERROR(MeasureComm(&cluster));
+  proto::Link* link = nullptr;
+  if (FLAGS_comm) {
+    LOOM_RETURN_IF_ERROR(MeasureComm(&cluster, &link));
+    if (link == nullptr) return Status::OK();  // a launch's rank other than 0
+  }
   const std::string note = PressureNote(pressure_before);
   if (!note.empty()) {
     std::printf("%s\n", note.c_str());
-    if (FLAGS_comm) {
-      cluster.mutable_intra_node()->set_source(
-          cluster.intra_node().source() + "; " + note);
-    }
+    if (link != nullptr) link->set_source(link->source() + "; " + note);
   }
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, out));

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cost_model/cluster.h"
+
 namespace loom {
 namespace {
 
@@ -253,6 +255,28 @@ TEST(EmulatedNetwork, TrainingOverItComputesTheSameLosses) {
             std::string::npos) << shaped.out;
   EXPECT_NE(shaped.out.find("network " + prefix + " removed"), std::string::npos);
   EXPECT_EQ(Leftovers(prefix), "");
+}
+
+// `loom profile --comm` under a launch measures the link between the
+// ranks: on the emulated cluster, whose nodes hold one rank each, that is
+// the inter-node link, and its fitted bandwidth is the tbf rate's.
+TEST(EmulatedNetwork, ProfileCommFitsTheEmulatedLink) {
+  SKIP_WITHOUT_NETWORK();
+  const std::string out = testing::TempDir() + "/loom_emulated.cluster.pbtxt";
+  std::remove(out.c_str());
+  Result r = Loom("launch --nproc 2 --net_rate 200mbit -- " + std::string(LOOM_BIN) +
+                  " profile --comm --cluster emulated --comm_max_bytes 1048576 "
+                  "--profile_samples 3 --cluster_out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto cluster = LoadCluster(out);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE(cluster->inter_node().measured()) << r.out;
+  EXPECT_NE(cluster->inter_node().source().find("between launched ranks"), std::string::npos);
+  // 200 Mbit/s is 25e6 bytes/s of wire; TCP payload a little less. The fit
+  // of all collectives and sizes is rough (see cost_model/comm_fit.h), so
+  // only the order of magnitude is held to.
+  EXPECT_GT(cluster->inter_node().bandwidth(), 10e6) << r.out;
+  EXPECT_LT(cluster->inter_node().bandwidth(), 60e6) << r.out;
 }
 
 TEST(EmulatedNetwork, EachRankBindsToItsOwnAddress) {
