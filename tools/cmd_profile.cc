@@ -7,6 +7,8 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <set>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
@@ -14,10 +16,12 @@
 #include "executor/host_profiler.h"
 #include "executor/op_profiler.h"
 #include "framework/serialization.h"
+#include "runtime/gpt_plan.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 
 DEFINE_string(program, "", "profile this program file instead of --preset's");
+DECLARE_string(plan);
 DEFINE_bool(comm, false,
             "measure Gloo collectives on loopback and the communication/"
             "compute interference, and write them into --cluster_out");
@@ -96,7 +100,24 @@ Status CheckCpu(const proto::Cluster& cluster) {
                          "host's CPU (use a CPU cluster such as local)");
 }
 
-StatusOr<Program> ProgramToProfile(std::string* what) {
+// Flags that make profile plan a layout, as loom plan does.
+constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
+                                        "schedule", "vpp", "dp_bucketing"};
+
+// The programs whose ops are timed: the serial training program, a program
+// file, or every job program of a plan (what `loom run` runs for that
+// layout: micro-batch slices, tensor-parallel shards, accumulation). Each
+// rank's step, op by op in job order, is kept for the summary line; ranks
+// sharing a program set appear once.
+struct ProfileTarget {
+  std::string what;
+  Program program;  // the serial program or the file's, when not a plan
+  Plan plan;
+  std::vector<const Block*> blocks;
+  std::vector<std::pair<std::string, std::vector<const Op*>>> steps;
+};
+
+StatusOr<Program> SerialProgram(std::string* what) {
   if (!FLAGS_program.empty()) {
     *what = FLAGS_program;
     return LoadProgram(FLAGS_program);
@@ -109,14 +130,66 @@ StatusOr<Program> ProgramToProfile(std::string* what) {
   return std::move(tp.main);
 }
 
+StatusOr<Plan> PlanToProfile(std::string* what) {
+  if (!FLAGS_plan.empty()) {
+    LOOM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(FLAGS_plan));
+    *what = StrCat("plan ", FLAGS_plan);
+    return plan;
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
+  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
+  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, strategy));
+  *what = StrCat(config.name, " (", config.num_layers,
+                 config.num_layers == 1 ? " layer" : " layers", ") at dp=", plan.layout.dp,
+                 " mp=", plan.layout.mp, " pp=", plan.layout.pp, ", ",
+                 plan.resolved.schedule_mode(), " over ", plan.resolved.micro_batches(),
+                 " micro-batches");
+  return plan;
+}
+
+StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
+  bool layout = !FLAGS_plan.empty();
+  for (const char* flag : kLayoutFlags) layout |= FlagGiven(flag);
+  if (layout && !FLAGS_program.empty()) {
+    return InvalidArgument("--program times one program; --plan and the layout flags "
+                           "(--dp, --mp, --pp, ...) plan a preset instead");
+  }
+  auto t = std::make_unique<ProfileTarget>();
+  if (!layout) {
+    LOOM_ASSIGN_OR_RETURN(t->program, SerialProgram(&t->what));
+    t->blocks.push_back(&t->program.global_block());
+    std::vector<const Op*> ops;
+    for (const Op* op : t->program.global_block().ops()) ops.push_back(op);
+    t->steps.emplace_back("the program's", std::move(ops));
+    return t;
+  }
+  LOOM_ASSIGN_OR_RETURN(t->plan, PlanToProfile(&t->what));
+  std::set<const void*> seen;
+  for (const RankPlan& rank : t->plan.ranks) {
+    if (!seen.insert(rank.programs_key()).second) continue;
+    for (const auto& [key, program] : rank.programs()) {
+      t->blocks.push_back(&program.global_block());
+    }
+    std::vector<const Op*> ops;
+    for (const Job& job : rank.jobs) {
+      const Program* program = rank.ProgramFor(job);
+      if (program == nullptr) continue;
+      for (const Op* op : program->global_block().ops()) ops.push_back(op);
+    }
+    t->steps.emplace_back(StrCat("rank ", rank.rank, "'s (", CoordsToString(rank.coords), ")"),
+                          std::move(ops));
+  }
+  return t;
+}
+
 Status ProfileOps() {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   const std::string path = CostTablePathFromFlags();
   // Read first, so that a malformed table fails before minutes of timing.
   LOOM_RETURN_IF_ERROR(CostTable::LoadOrEmpty(path).status());
-  std::string what;
-  LOOM_ASSIGN_OR_RETURN(Program program, ProgramToProfile(&what));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ProfileTarget> target, TargetFromFlags());
 
   OpProfileOptions options;
   options.warmup_runs = FLAGS_profile_warmup;
@@ -129,11 +202,11 @@ Status ProfileOps() {
   const auto start = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(
       BlockProfile profile,
-      ProfileBlock(program.global_block(), options,
-                   [](int i, int total, const std::string& signature) {
-                     std::fprintf(stderr, "[%d/%d] %s ...\n", i, total,
-                                  signature.c_str());
-                   }));
+      ProfileBlocks(target->blocks, options,
+                    [](int i, int total, const std::string& signature) {
+                      std::fprintf(stderr, "[%d/%d] %s ...\n", i, total,
+                                   signature.c_str());
+                    }));
   const double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start).count();
   for (const SkippedOp& s : profile.skipped) {
@@ -159,22 +232,23 @@ Status ProfileOps() {
   LOOM_RETURN_IF_ERROR(table.Save(path));
   std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu skipped): "
               "%d added, %d replaced\nwrote %s (%d entries)\n",
-              profile.timed.size(), what.c_str(), cluster.name().c_str(), seconds,
+              profile.timed.size(), target->what.c_str(), cluster.name().c_str(), seconds,
               profile.skipped.size(), counts.added, counts.replaced, path.c_str(),
               table.size());
-  // The program run op after op at the table's medians: comparable with a
-  // serial step (loom train's time_ms) when nothing was skipped.
-  double serial = 0;
-  int priced = 0;
-  for (const Op* op : program.global_block().ops()) {
-    if (const proto::CostEntry* e = table.Find(OpSignature(*op), cluster.name())) {
-      serial += e->median_seconds();
-      ++priced;
+  // Each step run op after op at the table's medians: for the serial
+  // program comparable with loom train's time_ms when nothing was skipped.
+  for (const auto& [who, ops] : target->steps) {
+    double serial = 0;
+    int priced = 0;
+    for (const Op* op : ops) {
+      if (const proto::CostEntry* e = table.Find(OpSignature(*op), cluster.name())) {
+        serial += e->median_seconds();
+        ++priced;
+      }
     }
+    std::printf("sum of medians over %s %zu ops: %s (%d priced)\n", who.c_str(), ops.size(),
+                Time(serial).c_str(), priced);
   }
-  std::printf("sum of medians over the program's %d ops: %s (%d priced)\n",
-              static_cast<int>(program.global_block().num_ops()),
-              Time(serial).c_str(), priced);
   const std::string note = PressureNote(pressure_before);
   if (!note.empty()) std::printf("%s\n", note.c_str());
   return Status::OK();
@@ -330,9 +404,9 @@ Status ProfileHost() {
 Status RunProfile(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   if (FLAGS_comm || FLAGS_calibrate_device) {
-    if (!FLAGS_program.empty()) {
-      return InvalidArgument("--program times ops; it does not go with --comm "
-                             "or --calibrate_device");
+    if (!FLAGS_program.empty() || !FLAGS_plan.empty()) {
+      return InvalidArgument(FLAGS_program.empty() ? "--plan" : "--program",
+                             " times ops; it does not go with --comm or --calibrate_device");
     }
     return ProfileHost();
   }

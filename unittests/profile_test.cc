@@ -98,6 +98,48 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
   EXPECT_GE(CostTable::Load(table_path).value().size(), table.size());
 }
 
+// A layout runs shapes the serial program does not have (micro-batch
+// slices, tensor-parallel shards, accumulation): profiling the layout's
+// plan covers every op its simulation prices, the vocabulary-parallel cross
+// entropy's compute included; only pure communication is left out.
+TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
+  const std::string table = TempDir("loom_profile_layout") + "/table.pbtxt";
+  const std::string layout =
+      "--preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 --schedule 1F1B";
+  Result profile = Loom("profile " + layout + " --cost_table " + table + kFast);
+  ASSERT_EQ(profile.code, 0) << profile.out;
+  EXPECT_NE(profile.out.find("at dp=1 mp=2 pp=2, 1F1B over 2 micro-batches"),
+            std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("] c_softmax_with_cross_entropy "), std::string::npos)
+      << profile.out;
+  EXPECT_NE(profile.out.find("sum of medians over rank 3's (dp=0 mp=1 pp=1) "),
+            std::string::npos) << profile.out;
+  // Every skipped op only communicates.
+  for (size_t at = profile.out.find("skipped "); at != std::string::npos;
+       at = profile.out.find("skipped ", at + 1)) {
+    const std::string line = profile.out.substr(at, profile.out.find('\n', at) - at);
+    if (line.find("skipped)") != std::string::npos) continue;  // the summary
+    EXPECT_NE(line.find(": communicates"), std::string::npos) << line;
+    EXPECT_TRUE(line.find("skipped allreduce ") == 0 || line.find("skipped send ") == 0 ||
+                line.find("skipped recv ") == 0) << line;
+  }
+  Result sim = Loom("simulate " + layout + " --cost_table " + table);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
+
+  // A saved plan profiles to the same signatures: nothing new is added.
+  const std::string plan = TempDir("loom_profile_plan") + "/p.plan";
+  ASSERT_EQ(Loom("plan " + layout + " -o " + plan).code, 0);
+  Result saved = Loom("profile --plan " + plan + " --cost_table " + table + kFast);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  EXPECT_NE(saved.out.find(" 0 added, "), std::string::npos) << saved.out;
+
+  Result mixed = Loom("profile --program x.pbtxt --dp 2 --cost_table " + table);
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_EQ(mixed.out, "loom profile: --program times one program; --plan and the layout "
+                       "flags (--dp, --mp, --pp, ...) plan a preset instead\n");
+}
+
 TEST(Profile, ProgramFileAndTheDefaultTableLocation) {
   const std::string dir = TempDir("loom_profile_program");
   ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o " + dir + "/p.pbtxt").code, 0);
