@@ -40,7 +40,6 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
   }
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
-  exec->epoch_ns_ = NowNs();
   for (const Stream& stream : graph.streams()) {
     if (stream.queue.empty()) continue;
     exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue);
@@ -178,7 +177,9 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue) {
         break;
       }
       if (options_.trace) {
-        TraceEvent e = TraceEventOf(graph_, *b.ins, start - epoch_ns_, NowNs() - epoch_ns_);
+        // Monotonic clock time, the same for every rank and process of a
+        // run, so that the ranks' timelines line up.
+        TraceEvent e = TraceEventOf(graph_, *b.ins, start, NowNs());
         std::lock_guard<std::mutex> lock(trace_mu_);
         trace_.push_back(std::move(e));
       }

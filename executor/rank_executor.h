@@ -56,7 +56,8 @@ class RankExecutor {
 
   Scope* micro_batch_scope(int m) { return micro_scopes_.at(m).get(); }
   int micro_batches() const { return static_cast<int>(micro_scopes_.size()); }
-  // Events of the last step, when tracing.
+  // Events of the last step, when tracing; times are CLOCK_MONOTONIC
+  // nanoseconds, comparable across ranks and processes.
   std::vector<TraceEvent> TakeTrace();
   size_t num_instructions() const { return bound_.size(); }
 
@@ -107,7 +108,6 @@ class RankExecutor {
 
   std::mutex trace_mu_;
   std::vector<TraceEvent> trace_;
-  int64_t epoch_ns_ = 0;
 };
 
 }  // namespace loom

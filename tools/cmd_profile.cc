@@ -223,7 +223,7 @@ Status ProfileOps() {
     e.set_median_seconds(t.median_seconds);
     e.set_samples(t.samples);
     e.set_runs_per_sample(t.runs_per_sample);
-    e.set_device(cluster.name());
+    e.set_device(TableDevice(cluster));
     entries.push_back(std::move(e));
   }
   // Re-read: another profile may have written the file meanwhile.
@@ -232,7 +232,7 @@ Status ProfileOps() {
   LOOM_RETURN_IF_ERROR(table.Save(path));
   std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu skipped): "
               "%d added, %d replaced\nwrote %s (%d entries)\n",
-              profile.timed.size(), target->what.c_str(), cluster.name().c_str(), seconds,
+              profile.timed.size(), target->what.c_str(), TableDevice(cluster).c_str(), seconds,
               profile.skipped.size(), counts.added, counts.replaced, path.c_str(),
               table.size());
   // Each step run op after op at the table's medians: for the serial
@@ -241,7 +241,7 @@ Status ProfileOps() {
     double serial = 0;
     int priced = 0;
     for (const Op* op : ops) {
-      if (const proto::CostEntry* e = table.Find(OpSignature(*op), cluster.name())) {
+      if (const proto::CostEntry* e = table.Find(OpSignature(*op), TableDevice(cluster))) {
         serial += e->median_seconds();
         ++priced;
       }
