@@ -237,8 +237,13 @@ StatusOr<OpTiming> ProfileOp(const Op& op, const OpProfileOptions& options) {
 StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
                                      const OpProfileOptions& options,
                                      const ProfileProgressFn& progress) {
+  return ProfileOps(DistinctSignatureOps(blocks), options, progress);
+}
+
+StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
+                                  const OpProfileOptions& options,
+                                  const ProfileProgressFn& progress) {
   BlockProfile out;
-  const std::vector<const Op*> ops = DistinctSignatureOps(blocks);
   const int total = static_cast<int>(ops.size());
   for (int i = 0; i < total; ++i) {
     const Op& op = *ops[i];

@@ -69,7 +69,12 @@ struct BlockProfile {
 using ProfileProgressFn =
     std::function<void(int index, int total, const std::string& signature)>;
 
-// Every distinct signature of `blocks`: timed, or skipped with its reason.
+// Every op of `ops` (distinct signatures): timed, or skipped with its
+// reason.
+StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
+                                  const OpProfileOptions& options,
+                                  const ProfileProgressFn& progress = nullptr);
+// ProfileOps over DistinctSignatureOps(blocks).
 StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
                                      const OpProfileOptions& options,
                                      const ProfileProgressFn& progress = nullptr);

@@ -7,20 +7,16 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
-#include <memory>
-#include <set>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
 #include "cost_model/cost_table.h"
 #include "executor/host_profiler.h"
-#include "executor/op_profiler.h"
-#include "framework/serialization.h"
-#include "runtime/gpt_plan.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/profile_util.h"
 
-DEFINE_string(program, "", "profile this program file instead of --preset's");
+DECLARE_string(program);
 DECLARE_string(plan);
 DEFINE_bool(comm, false,
             "measure Gloo collectives on loopback and the communication/"
@@ -31,12 +27,6 @@ DEFINE_bool(calibrate_device, false,
 DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
-DEFINE_int32(profile_samples, 7, "timed samples per op; the median is kept");
-DEFINE_int32(profile_warmup, 2, "untimed runs before an op's samples");
-DEFINE_double(profile_min_sample_ms, 0.2,
-              "each sample repeats a fast op until it lasts this long");
-DEFINE_int64(profile_max_bytes, int64_t{4} << 30,
-             "skip ops whose tensors total more bytes than this");
 DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
@@ -44,7 +34,6 @@ DEFINE_double(interference_seconds, 1.0,
               "seconds the interference measurement computes alone (and about as long beside the allreduces)");
 
 namespace loom {
-namespace {
 
 std::string Time(double s) {
   char buf[32];
@@ -58,23 +47,6 @@ std::string Time(double s) {
   return buf;
 }
 
-std::string Rate(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-std::string Today() {
-  char buf[16];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
-// The share of the last 10 s in which some runnable task waited for a CPU
-// (Linux PSI), or -1 where the kernel does not report it. Read before
-// measuring (the measurement's own threads raise it): on a shared host a
-// busy neighbour slows every measurement, so the value is reported.
 double CpuPressure() {
   std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
   if (f == nullptr) return -1;
@@ -100,159 +72,21 @@ Status CheckCpu(const proto::Cluster& cluster) {
                          "host's CPU (use a CPU cluster such as local)");
 }
 
-// Flags that make profile plan a layout, as loom plan does.
-constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
-                                        "schedule", "vpp", "dp_bucketing"};
+namespace {
 
-// The programs whose ops are timed: the serial training program, a program
-// file, or every job program of a plan (what `loom run` runs for that
-// layout: micro-batch slices, tensor-parallel shards, accumulation). Each
-// rank's step, op by op in job order, is kept for the summary line; ranks
-// sharing a program set appear once.
-struct ProfileTarget {
-  std::string what;
-  Program program;  // the serial program or the file's, when not a plan
-  Plan plan;
-  std::vector<const Block*> blocks;
-  std::vector<std::pair<std::string, std::vector<const Op*>>> steps;
-};
-
-StatusOr<Program> SerialProgram(std::string* what) {
-  if (!FLAGS_program.empty()) {
-    *what = FLAGS_program;
-    return LoadProgram(FLAGS_program);
-  }
-  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, opt));
-  *what = StrCat(config.name, " (", config.num_layers,
-                 config.num_layers == 1 ? " layer)" : " layers)");
-  return std::move(tp.main);
+std::string Rate(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
+  return buf;
 }
 
-StatusOr<Plan> PlanToProfile(std::string* what) {
-  if (!FLAGS_plan.empty()) {
-    LOOM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(FLAGS_plan));
-    *what = StrCat("plan ", FLAGS_plan);
-    return plan;
-  }
-  LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
-  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, strategy));
-  *what = StrCat(config.name, " (", config.num_layers,
-                 config.num_layers == 1 ? " layer" : " layers", ") at dp=", plan.layout.dp,
-                 " mp=", plan.layout.mp, " pp=", plan.layout.pp, ", ",
-                 plan.resolved.schedule_mode(), " over ", plan.resolved.micro_batches(),
-                 " micro-batches");
-  return plan;
+std::string Today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
+  return buf;
 }
 
-StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
-  bool layout = !FLAGS_plan.empty();
-  for (const char* flag : kLayoutFlags) layout |= FlagGiven(flag);
-  if (layout && !FLAGS_program.empty()) {
-    return InvalidArgument("--program times one program; --plan and the layout flags "
-                           "(--dp, --mp, --pp, ...) plan a preset instead");
-  }
-  auto t = std::make_unique<ProfileTarget>();
-  if (!layout) {
-    LOOM_ASSIGN_OR_RETURN(t->program, SerialProgram(&t->what));
-    t->blocks.push_back(&t->program.global_block());
-    std::vector<const Op*> ops;
-    for (const Op* op : t->program.global_block().ops()) ops.push_back(op);
-    t->steps.emplace_back("the program's", std::move(ops));
-    return t;
-  }
-  LOOM_ASSIGN_OR_RETURN(t->plan, PlanToProfile(&t->what));
-  std::set<const void*> seen;
-  for (const RankPlan& rank : t->plan.ranks) {
-    if (!seen.insert(rank.programs_key()).second) continue;
-    for (const auto& [key, program] : rank.programs()) {
-      t->blocks.push_back(&program.global_block());
-    }
-    std::vector<const Op*> ops;
-    for (const Job& job : rank.jobs) {
-      const Program* program = rank.ProgramFor(job);
-      if (program == nullptr) continue;
-      for (const Op* op : program->global_block().ops()) ops.push_back(op);
-    }
-    t->steps.emplace_back(StrCat("rank ", rank.rank, "'s (", CoordsToString(rank.coords), ")"),
-                          std::move(ops));
-  }
-  return t;
-}
-
-Status ProfileOps() {
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
-  const std::string path = CostTablePathFromFlags();
-  // Read first, so that a malformed table fails before minutes of timing.
-  LOOM_RETURN_IF_ERROR(CostTable::LoadOrEmpty(path).status());
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ProfileTarget> target, TargetFromFlags());
-
-  OpProfileOptions options;
-  options.warmup_runs = FLAGS_profile_warmup;
-  options.samples = FLAGS_profile_samples;
-  options.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
-  options.max_bytes = FLAGS_profile_max_bytes;
-  options.seed = static_cast<uint64_t>(FLAGS_seed);
-  if (options.samples < 1) return InvalidArgument("--profile_samples must be at least 1");
-  const double pressure_before = CpuPressure();
-  const auto start = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(
-      BlockProfile profile,
-      ProfileBlocks(target->blocks, options,
-                    [](int i, int total, const std::string& signature) {
-                      std::fprintf(stderr, "[%d/%d] %s ...\n", i, total,
-                                   signature.c_str());
-                    }));
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start).count();
-  for (const SkippedOp& s : profile.skipped) {
-    std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
-  }
-
-  std::vector<proto::CostEntry> entries;
-  for (const OpTiming& t : profile.timed) {
-    proto::CostEntry e;
-    e.set_signature(t.signature);
-    e.set_op_type(t.type);
-    e.set_flops(t.work.flops);
-    e.set_bytes(t.work.bytes);
-    e.set_median_seconds(t.median_seconds);
-    e.set_samples(t.samples);
-    e.set_runs_per_sample(t.runs_per_sample);
-    e.set_device(TableDevice(cluster));
-    entries.push_back(std::move(e));
-  }
-  // Re-read: another profile may have written the file meanwhile.
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
-  const CostTable::MergeCounts counts = table.Merge(entries);
-  LOOM_RETURN_IF_ERROR(table.Save(path));
-  std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu skipped): "
-              "%d added, %d replaced\nwrote %s (%d entries)\n",
-              profile.timed.size(), target->what.c_str(), TableDevice(cluster).c_str(), seconds,
-              profile.skipped.size(), counts.added, counts.replaced, path.c_str(),
-              table.size());
-  // Each step run op after op at the table's medians: for the serial
-  // program comparable with loom train's time_ms when nothing was skipped.
-  for (const auto& [who, ops] : target->steps) {
-    double serial = 0;
-    int priced = 0;
-    for (const Op* op : ops) {
-      if (const proto::CostEntry* e = table.Find(OpSignature(*op), TableDevice(cluster))) {
-        serial += e->median_seconds();
-        ++priced;
-      }
-    }
-    std::printf("sum of medians over %s %zu ops: %s (%d priced)\n", who.c_str(), ops.size(),
-                Time(serial).c_str(), priced);
-  }
-  const std::string note = PressureNote(pressure_before);
-  if (!note.empty()) std::printf("%s\n", note.c_str());
-  return Status::OK();
-}
 
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title,
