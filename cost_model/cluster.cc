@@ -147,6 +147,10 @@ Status SaveCluster(const proto::Cluster& cluster, const std::string& path) {
   return WriteFileAtomically(path, TextProtoToString(cluster));
 }
 
+const std::string& TableDevice(const proto::Cluster& cluster) {
+  return cluster.cost_table_device().empty() ? cluster.name() : cluster.cost_table_device();
+}
+
 int RanksPerNode(const proto::Cluster& c) {
   return c.devices_per_node() * c.ranks_per_device();
 }

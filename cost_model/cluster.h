@@ -32,6 +32,10 @@ Status ValidateCluster(const proto::Cluster& cluster);
 // Writes text format atomically.
 Status SaveCluster(const proto::Cluster& cluster, const std::string& path);
 
+// The device name whose cost-table entries price the cluster's ops:
+// cost_table_device, else the cluster's name.
+const std::string& TableDevice(const proto::Cluster& cluster);
+
 // Ranks one node holds; 0 when every rank is on one node.
 int RanksPerNode(const proto::Cluster& cluster);
 // Consecutive ranks fill a node.

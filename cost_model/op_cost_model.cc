@@ -101,7 +101,7 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
   if (wanted <= 0) return std::nullopt;
   const proto::CostEntry* best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
-  for (const proto::CostEntry* e : table_.OfType(type, cluster_.name())) {
+  for (const proto::CostEntry* e : table_.OfType(type, TableDevice(cluster_))) {
     if (ComputeDtypeOf(e->signature()) != dtype) continue;
     const double have = compute_bound ? e->flops() : e->bytes();
     if (have <= 0) continue;
@@ -138,7 +138,7 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
 StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                                        const std::string& signature,
                                        const OpWork& work) const {
-  if (const proto::CostEntry* e = table_.Find(signature, cluster_.name())) {
+  if (const proto::CostEntry* e = table_.Find(signature, TableDevice(cluster_))) {
     return OpCost{e->median_seconds(), CostRule::kProfiled, signature};
   }
   if (CommKindOf(type) != CommKind::kNone && work.flops <= 0) {

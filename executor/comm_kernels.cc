@@ -1,5 +1,8 @@
 #include "executor/comm_kernels.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
 
 namespace loom {
@@ -49,6 +52,48 @@ CommKernelFn MakeCommKernels(CommWorld* world) {
           });
     }
     return Unimplemented("no communication kernel for ", type);
+  };
+}
+
+CommKernelFn MakeLocalCommKernels() {
+  return [](const Instruction& ins, const KernelContext& ctx) -> Status {
+    const std::string& type = ins.op_type;
+    auto copy = [&](const Tensor& in, Tensor* out) {
+      if (&in != out) out->CopyFrom(in);
+    };
+    if (type == "allreduce") {
+      for (int i = 0; i < ctx.OutputCount("Out"); ++i) copy(ctx.Input("X", i), ctx.Output("Out", i));
+      return Status::OK();
+    }
+    if (type == "broadcast") {
+      copy(ctx.Input("X"), ctx.Output("Out"));
+      return Status::OK();
+    }
+    if (type == "allgather" || type == "reduce_scatter") {
+      const Tensor& in = ctx.Input("X");
+      Tensor* out = ctx.Output("Out");
+      const bool gather = type == "allgather";
+      const size_t part = gather ? in.bytes() : out->bytes();
+      const auto* src = static_cast<const char*>(in.raw_data());
+      auto* dst = static_cast<char*>(out->raw_data());
+      for (size_t at = 0; at < out->bytes(); at += part) {
+        std::memcpy(dst + at, src + (gather ? 0 : at), std::min(part, out->bytes() - at));
+        if (!gather) break;
+      }
+      return Status::OK();
+    }
+    if (type == "send") return Status::OK();
+    if (type == "recv") {
+      Tensor* out = ctx.Output("Out");
+      std::memset(out->raw_data(), 0, out->bytes());
+      return Status::OK();
+    }
+    if (type == "c_softmax_with_cross_entropy") {
+      return VocabParallelCrossEntropy(ctx, [](const std::vector<Tensor*>&, bool) {
+        return Status::OK();
+      });
+    }
+    return Unimplemented("no local kernel for communication op ", type);
   };
 }
 

@@ -23,6 +23,15 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A communicating op whose kernel computes its own shard and reduces across
+// the `nranks` shards (the vocabulary-parallel cross entropy): its compute
+// can be timed as a single shard.
+bool IsShardedCompute(const Op& op) {
+  return CommKindOf(op.type()) == CommKind::kCollective &&
+         FindAttrOrDefault(op.desc(), "nranks") != nullptr &&
+         FindAttrOrDefault(op.desc(), "rank") != nullptr;
+}
+
 // The op alone: its vars declared as in its program (inputs fed as data
 // unless persistable), its pass annotations (stream, events, stage)
 // dropped, since one op runs on no schedule.
@@ -47,6 +56,14 @@ StatusOr<Program> OneOpProgram(const Op& op) {
   *desc.mutable_outputs() = op.desc().outputs();
   *desc.mutable_attrs() = op.desc().attrs();
   desc.set_role(op.desc().role());
+  if (IsShardedCompute(op)) {
+    // One shard of the vocabulary: the same arithmetic on the same shapes,
+    // with its reductions across shards the identity.
+    for (proto::Attr& a : *desc.mutable_attrs()) {
+      if (a.name() == "nranks") a.set_i(1);
+      if (a.name() == "rank") a.set_i(0);
+    }
+  }
   block.AppendOp(std::move(desc));
   return p;
 }
@@ -143,8 +160,10 @@ StatusOr<OpTiming> TimeOp(const Op& op, const OpProfileOptions& options) {
   std::mt19937_64 rng(options.seed ^ std::hash<std::string>()(signature));
   Scope scope;
   const Block& block = program.global_block();
+  // Ranges from the op as it runs (one shard of a sharded op).
+  const Op& alone = **block.ops().begin();
   for (const auto& slot : op.desc().inputs()) {
-    const IdRange ids = IntRangeOf(op, slot.name());
+    const IdRange ids = IntRangeOf(alone, slot.name());
     for (const std::string& name : slot.vars()) {
       if (name.empty() || scope.FindLocal(name) != nullptr) continue;
       Tensor* t = scope.Var(name);
@@ -181,21 +200,24 @@ StatusOr<OpTiming> TimeOp(const Op& op, const OpProfileOptions& options) {
 
 }  // namespace
 
-std::vector<const Op*> DistinctSignatureOps(const Block& block) {
+std::vector<const Op*> DistinctSignatureOps(const std::vector<const Block*>& blocks) {
   std::vector<const Op*> ops;
   std::unordered_set<std::string> seen;
-  for (const Op* op : block.ops()) {
-    if (seen.insert(OpSignature(*op)).second) ops.push_back(op);
+  for (const Block* block : blocks) {
+    for (const Op* op : block->ops()) {
+      if (seen.insert(OpSignature(*op)).second) ops.push_back(op);
+    }
   }
   return ops;
 }
 
 std::string UnprofilableReason(const Op& op, const OpProfileOptions& options) {
   RegisterAllCpuKernels();
-  if (CommKindOf(op.type()) != CommKind::kNone) {
+  const bool has_kernel = KernelRegistry::Cpu().Find(op.type()) != nullptr;
+  if (CommKindOf(op.type()) != CommKind::kNone && !(has_kernel && IsShardedCompute(op))) {
     return "communicates (the communication model prices it)";
   }
-  if (KernelRegistry::Cpu().Find(op.type()) == nullptr) return "no CPU kernel";
+  if (!has_kernel) return "no CPU kernel";
   const OpWork work = WorkOf(op);
   if (work.bytes > static_cast<double>(options.max_bytes)) {
     return StrCat("touches ", static_cast<int64_t>(work.bytes),
@@ -212,11 +234,16 @@ StatusOr<OpTiming> ProfileOp(const Op& op, const OpProfileOptions& options) {
   return t;
 }
 
-StatusOr<BlockProfile> ProfileBlock(const Block& block,
-                                    const OpProfileOptions& options,
-                                    const ProfileProgressFn& progress) {
+StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
+                                     const OpProfileOptions& options,
+                                     const ProfileProgressFn& progress) {
+  return ProfileOps(DistinctSignatureOps(blocks), options, progress);
+}
+
+StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
+                                  const OpProfileOptions& options,
+                                  const ProfileProgressFn& progress) {
   BlockProfile out;
-  const std::vector<const Op*> ops = DistinctSignatureOps(block);
   const int total = static_cast<int>(ops.size());
   for (int i = 0; i < total; ++i) {
     const Op& op = *ops[i];

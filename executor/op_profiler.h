@@ -40,11 +40,16 @@ struct OpTiming {
   int runs_per_sample = 0;
 };
 
-// The first op of each distinct OpSignature in `block`, in program order.
-std::vector<const Op*> DistinctSignatureOps(const Block& block);
+// The first op of each distinct OpSignature over `blocks`, in order: the
+// serial program's block, or every job program of a plan.
+std::vector<const Op*> DistinctSignatureOps(const std::vector<const Block*>& blocks);
 
-// Why `op` cannot be timed here, or "" when it can: it communicates (the
-// communication model prices it), has no CPU kernel, or is over max_bytes.
+// Why `op` cannot be timed here, or "" when it can: it only communicates
+// (the communication model prices it), has no CPU kernel, or is over
+// max_bytes. An op that communicates and computes, and whose CPU kernel
+// computes one shard (the vocabulary-parallel cross entropy), is timed as
+// one shard: its compute without its reductions, which the communication
+// model prices.
 std::string UnprofilableReason(const Op& op, const OpProfileOptions& options);
 
 // Times one op. Errors (a kernel rejecting its inputs) carry the op's
@@ -64,10 +69,15 @@ struct BlockProfile {
 using ProfileProgressFn =
     std::function<void(int index, int total, const std::string& signature)>;
 
-// Every distinct signature of `block`: timed, or skipped with its reason.
-StatusOr<BlockProfile> ProfileBlock(const Block& block,
-                                    const OpProfileOptions& options,
-                                    const ProfileProgressFn& progress = nullptr);
+// Every op of `ops` (distinct signatures): timed, or skipped with its
+// reason.
+StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
+                                  const OpProfileOptions& options,
+                                  const ProfileProgressFn& progress = nullptr);
+// ProfileOps over DistinctSignatureOps(blocks).
+StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
+                                     const OpProfileOptions& options,
+                                     const ProfileProgressFn& progress = nullptr);
 
 }  // namespace loom
 

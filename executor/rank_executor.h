@@ -56,7 +56,8 @@ class RankExecutor {
 
   Scope* micro_batch_scope(int m) { return micro_scopes_.at(m).get(); }
   int micro_batches() const { return static_cast<int>(micro_scopes_.size()); }
-  // Events of the last step, when tracing.
+  // Events of the last step, when tracing; times are CLOCK_MONOTONIC
+  // nanoseconds, comparable across ranks and processes.
   std::vector<TraceEvent> TakeTrace();
   size_t num_instructions() const { return bound_.size(); }
 

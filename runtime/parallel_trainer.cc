@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   t->worlds_.resize(world);
   t->scopes_.resize(world);
   t->executors_.resize(world);
-  if (world > 1) {
+  if (world > 1 && !options.local_communication) {
     // Stores refuse a key twice: each in-process trainer is its own job.
     static std::atomic<int> trainers{0};
     CommWorldOptions comm = options.comm;
@@ -95,7 +95,11 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar};
     exec_options.trace = options.trace;
-    if (world > 1) exec_options.comm = MakeCommKernels(t->worlds_[r].get());
+    if (options.local_communication) {
+      exec_options.comm = MakeLocalCommKernels();
+    } else if (world > 1) {
+      exec_options.comm = MakeCommKernels(t->worlds_[r].get());
+    }
     LOOM_ASSIGN_OR_RETURN(
         t->executors_[r], RankExecutor::Create(t->graph_.ranks[r], t->plan_.ranks[r],
                                                t->scopes_[r].get(), std::move(exec_options)));
@@ -145,7 +149,7 @@ StatusOr<float> ParallelTrainer::RunRank(int rank) {
     sum += loss->data<float>()[0];
   }
   mean.data<float>()[0] = static_cast<float>(sum / exec.micro_batches());
-  if (plan_.layout.dp > 1) {
+  if (plan_.layout.dp > 1 && !options_.local_communication) {
     LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
     LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
   }

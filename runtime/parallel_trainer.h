@@ -30,6 +30,11 @@ class ParallelTrainer {
     std::vector<int> local_ranks;
     // Record every executed instruction (TakeTrace).
     bool trace = false;
+    // No communicators: every communication op runs its local part alone
+    // (MakeLocalCommKernels) and the loss is not averaged over replicas.
+    // The losses are not training's; for timing one rank's ops in the
+    // context of its step (`loom profile`).
+    bool local_communication = false;
     // Test-only fault injection: this rank's labels are made out of range,
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;
@@ -57,6 +62,7 @@ class ParallelTrainer {
   StatusOr<float> Step(int64_t step);
 
   const Plan& plan() const { return plan_; }
+  const ExecutionGraph& graph() const { return graph_; }
   const std::vector<int>& local_ranks() const { return local_; }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
   std::vector<TraceEvent> TakeTrace();

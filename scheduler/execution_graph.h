@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "scheduler/plan.h"
@@ -157,6 +158,23 @@ struct ExecutionGraph {
 // whatever streams they sit on.
 StatusOr<ExecutionGraph> LowerPlan(const Plan& plan);
 StatusOr<RankGraph> LowerRank(const RankPlan& rank, const ParallelLayout& layout);
+
+// Names the call a communicating instruction takes part in, the same on
+// every party: a collective by (ring, its group's first rank, sequence
+// number), a transfer by (0, sender, receiver, sequence number).
+struct RendezvousId {
+  int ring = 0;
+  int a = 0, b = 0;
+  int64_t seq = 0;
+  bool operator==(const RendezvousId& o) const {
+    return ring == o.ring && a == o.a && b == o.b && seq == o.seq;
+  }
+  bool operator<(const RendezvousId& o) const {
+    return std::tie(ring, a, b, seq) < std::tie(o.ring, o.a, o.b, o.seq);
+  }
+};
+// `ins` must communicate, its group be resolved and its peer stage valid.
+RendezvousId RendezvousOf(const RankGraph& graph, const Instruction& ins);
 
 // "calc: F0:lookup_table F0:elementwise_add ...", one line per stream.
 std::string RankGraphToString(const RankGraph& graph);

@@ -373,6 +373,15 @@ StatusOr<ExecutionGraph> LowerPlan(const Plan& plan) {
   return graph;
 }
 
+RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
+  if (ins.kind == InstructionKind::kCollective) {
+    return RendezvousId{static_cast<int>(ins.ring), g.Group(ins).front(), 0, ins.comm_seq};
+  }
+  const bool send = ins.kind == InstructionKind::kSend;
+  return RendezvousId{0, send ? g.rank : g.Peer(ins), send ? g.Peer(ins) : g.rank,
+                      ins.comm_seq};
+}
+
 std::string RankGraphToString(const RankGraph& g) {
   std::string out;
   for (const Stream& s : g.streams()) {

@@ -23,16 +23,7 @@ struct Event {
   }
 };
 
-// Names a collective call (ring, the group's first rank, sequence number)
-// or a transfer (sender, receiver, sequence number).
-struct RendezvousKey {
-  int ring = 0;  // 0 for a transfer
-  int a = 0, b = 0;
-  int64_t seq = 0;
-  bool operator==(const RendezvousKey& o) const {
-    return ring == o.ring && a == o.a && b == o.b && seq == o.seq;
-  }
-};
+using RendezvousKey = RendezvousId;
 
 struct RendezvousKeyHash {
   size_t operator()(const RendezvousKey& k) const {
@@ -220,17 +211,15 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
       }
     }
     *size = static_cast<int>(group.size());
-    return RendezvousKey{static_cast<int>(ins.ring), group.front(), 0, ins.comm_seq};
+    return RendezvousOf(g, ins);
   }
   if (ins.peer_stage < 0 || ins.peer_stage >= static_cast<int>(g.stage_ranks.size()) ||
       IndexOfRank(g.Peer(ins)) < 0) {
     return InvalidArgument(InstructionLocation(g, ins), ": peer stage ", ins.peer_stage,
                            " is not a rank of the graph");
   }
-  const bool send = ins.kind == InstructionKind::kSend;
   *size = 2;
-  return RendezvousKey{0, send ? g.rank : g.Peer(ins), send ? g.Peer(ins) : g.rank,
-                       ins.comm_seq};
+  return RendezvousOf(g, ins);
 }
 
 void Simulation::Count(RankState& st, const Instruction& ins, double t, int delta) {

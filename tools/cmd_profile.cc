@@ -13,14 +13,14 @@
 #include "cost_model/comm_fit.h"
 #include "cost_model/cost_table.h"
 #include "executor/host_profiler.h"
-#include "executor/op_profiler.h"
-#include "framework/serialization.h"
 #include "executor/comm/comm_world.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/launch_env.h"
+#include "tools/profile_util.h"
 
-DEFINE_string(program, "", "profile this program file instead of --preset's");
+DECLARE_string(program);
+DECLARE_string(plan);
 DEFINE_bool(comm, false,
             "measure Gloo collectives on loopback and the communication/"
             "compute interference, and write them into --cluster_out");
@@ -30,12 +30,6 @@ DEFINE_bool(calibrate_device, false,
 DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
-DEFINE_int32(profile_samples, 7, "timed samples per op; the median is kept");
-DEFINE_int32(profile_warmup, 2, "untimed runs before an op's samples");
-DEFINE_double(profile_min_sample_ms, 0.2,
-              "each sample repeats a fast op until it lasts this long");
-DEFINE_int64(profile_max_bytes, int64_t{4} << 30,
-             "skip ops whose tensors total more bytes than this");
 DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
@@ -43,7 +37,6 @@ DEFINE_double(interference_seconds, 1.0,
               "seconds the interference measurement computes alone (and about as long beside the allreduces)");
 
 namespace loom {
-namespace {
 
 std::string Time(double s) {
   char buf[32];
@@ -57,23 +50,6 @@ std::string Time(double s) {
   return buf;
 }
 
-std::string Rate(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-std::string Today() {
-  char buf[16];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
-// The share of the last 10 s in which some runnable task waited for a CPU
-// (Linux PSI), or -1 where the kernel does not report it. Read before
-// measuring (the measurement's own threads raise it): on a shared host a
-// busy neighbour slows every measurement, so the value is reported.
 double CpuPressure() {
   std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
   if (f == nullptr) return -1;
@@ -99,89 +75,21 @@ Status CheckCpu(const proto::Cluster& cluster) {
                          "host's CPU (use a CPU cluster such as local)");
 }
 
-StatusOr<Program> ProgramToProfile(std::string* what) {
-  if (!FLAGS_program.empty()) {
-    *what = FLAGS_program;
-    return LoadProgram(FLAGS_program);
-  }
-  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, opt));
-  *what = StrCat(config.name, " (", config.num_layers,
-                 config.num_layers == 1 ? " layer)" : " layers)");
-  return std::move(tp.main);
+namespace {
+
+std::string Rate(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
+  return buf;
 }
 
-Status ProfileOps() {
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
-  const std::string path = CostTablePathFromFlags();
-  // Read first, so that a malformed table fails before minutes of timing.
-  LOOM_RETURN_IF_ERROR(CostTable::LoadOrEmpty(path).status());
-  std::string what;
-  LOOM_ASSIGN_OR_RETURN(Program program, ProgramToProfile(&what));
-
-  OpProfileOptions options;
-  options.warmup_runs = FLAGS_profile_warmup;
-  options.samples = FLAGS_profile_samples;
-  options.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
-  options.max_bytes = FLAGS_profile_max_bytes;
-  options.seed = static_cast<uint64_t>(FLAGS_seed);
-  if (options.samples < 1) return InvalidArgument("--profile_samples must be at least 1");
-  const double pressure_before = CpuPressure();
-  const auto start = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(
-      BlockProfile profile,
-      ProfileBlock(program.global_block(), options,
-                   [](int i, int total, const std::string& signature) {
-                     std::fprintf(stderr, "[%d/%d] %s ...\n", i, total,
-                                  signature.c_str());
-                   }));
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start).count();
-  for (const SkippedOp& s : profile.skipped) {
-    std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
-  }
-
-  std::vector<proto::CostEntry> entries;
-  for (const OpTiming& t : profile.timed) {
-    proto::CostEntry e;
-    e.set_signature(t.signature);
-    e.set_op_type(t.type);
-    e.set_flops(t.work.flops);
-    e.set_bytes(t.work.bytes);
-    e.set_median_seconds(t.median_seconds);
-    e.set_samples(t.samples);
-    e.set_runs_per_sample(t.runs_per_sample);
-    e.set_device(cluster.name());
-    entries.push_back(std::move(e));
-  }
-  // Re-read: another profile may have written the file meanwhile.
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
-  const CostTable::MergeCounts counts = table.Merge(entries);
-  LOOM_RETURN_IF_ERROR(table.Save(path));
-  std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu skipped): "
-              "%d added, %d replaced\nwrote %s (%d entries)\n",
-              profile.timed.size(), what.c_str(), cluster.name().c_str(), seconds,
-              profile.skipped.size(), counts.added, counts.replaced, path.c_str(),
-              table.size());
-  // The program run op after op at the table's medians: comparable with a
-  // serial step (loom train's time_ms) when nothing was skipped.
-  double serial = 0;
-  int priced = 0;
-  for (const Op* op : program.global_block().ops()) {
-    if (const proto::CostEntry* e = table.Find(OpSignature(*op), cluster.name())) {
-      serial += e->median_seconds();
-      ++priced;
-    }
-  }
-  std::printf("sum of medians over the program's %d ops: %s (%d priced)\n",
-              static_cast<int>(program.global_block().num_ops()),
-              Time(serial).c_str(), priced);
-  const std::string note = PressureNote(pressure_before);
-  if (!note.empty()) std::printf("%s\n", note.c_str());
-  return Status::OK();
+std::string Today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
+  return buf;
 }
+
 
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title,
@@ -379,9 +287,9 @@ Status ProfileHost() {
 Status RunProfile(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   if (FLAGS_comm || FLAGS_calibrate_device) {
-    if (!FLAGS_program.empty()) {
-      return InvalidArgument("--program times ops; it does not go with --comm "
-                             "or --calibrate_device");
+    if (!FLAGS_program.empty() || !FLAGS_plan.empty()) {
+      return InvalidArgument(FLAGS_program.empty() ? "--plan" : "--program",
+                             " times ops; it does not go with --comm or --calibrate_device");
     }
     return ProfileHost();
   }

@@ -20,8 +20,10 @@ DECLARE_string(plan);
 DECLARE_string(trace);
 DEFINE_string(html, "", "write the timeline as one self-contained HTML page here");
 DEFINE_string(compare, "",
-              "a trace of the same plan from 'loom run --trace': show where the simulated and "
-              "the measured step differ, by op type and by stream");
+              "a trace of the same plan from 'loom run --trace' (or the rank files of a launch, "
+              "comma-separated): show where the simulated and the measured step differ, by op "
+              "type, stream and instruction, with measured communication counted from its last "
+              "party's arrival");
 DEFINE_bool(fold_dp, true,
             "simulate one data-parallel replica for all when they time alike (exact; off for "
             "clusters whose ranks share cores)");
@@ -40,6 +42,16 @@ std::string Ms(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f", seconds * 1e3);
   return buf;
+}
+
+std::vector<std::string> CommaList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (size_t at; (at = s.find(',', from)) != std::string::npos; from = at + 1) {
+    out.push_back(s.substr(from, at - from));
+  }
+  out.push_back(s.substr(from));
+  return out;
 }
 
 nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed) {
@@ -187,11 +199,17 @@ Status RunSimulate(const std::vector<std::string>& args) {
   std::vector<TimelinePanel> panels;
   std::string comparison;
   if (!FLAGS_compare.empty()) {
-    LOOM_ASSIGN_OR_RETURN(std::vector<TraceEvent> measured, ReadChromeTrace(FLAGS_compare));
-    const TraceComparison c = CompareTraces(measured, sim.result.trace);
-    comparison = TraceComparisonToString(c);
+    // One file, or one per rank of a launch (comma-separated).
+    std::vector<TraceEvent> measured;
+    for (const std::string& file : CommaList(FLAGS_compare)) {
+      LOOM_ASSIGN_OR_RETURN(std::vector<TraceEvent> part, ReadChromeTrace(file));
+      measured.insert(measured.end(), part.begin(), part.end());
+    }
+    StatusOr<TraceComparison> c = CompareTraces(measured, sim.result.trace, sim.graph);
+    if (!c.ok()) return c.status().WithContext(FLAGS_compare);
+    comparison = TraceComparisonToString(*c);
     panels.push_back({StrCat("measured (", FLAGS_compare, ")"),
-                      StrCat("step ", Ms(c.measured_step_s), " ms"), std::move(measured)});
+                      StrCat("step ", Ms(c->measured_step_s), " ms"), std::move(measured)});
   }
   if (!FLAGS_html.empty()) {
     panels.push_back({StrCat("simulated on ", cluster.name()),

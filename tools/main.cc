@@ -139,16 +139,23 @@ const std::vector<Command>& Commands() {
        RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
+       "loom profile --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
+       "             [--vpp V] [--config FILE] [--cost_table FILE]\n"
+       "loom profile --plan FILE [--cost_table FILE]\n"
        "loom profile --comm [--calibrate_device] [--cluster_out FILE]\n"
-       "Times every distinct op signature of the program on this host's CPU\n"
-       "kernels (warm-up, then the median of the samples) and merges the\n"
-       "results into the cost table: an entry with the same signature and\n"
-       "device is replaced. --comm times Gloo allreduce, allgather and\n"
+       "Times every distinct op signature of the serial training program, or,\n"
+       "given a layout or a saved plan, of every job program of the plan (the\n"
+       "micro-batch slices, tensor-parallel shards and accumulation ops a\n"
+       "parallel run executes; communication is left to the communication\n"
+       "model), on this host's CPU kernels (warm-up, then the median of the\n"
+       "samples) and merges the results into the cost table: an entry with the\n"
+       "same signature and device is replaced. --comm times Gloo allreduce, allgather and\n"
        "send/recv on loopback, fits the link's alpha and beta, measures how\n"
        "much communication slows a matmul loop, and writes a cluster file;\n"
        "--calibrate_device adds the CPU's sgemm rate, copy bandwidth and\n"
        "per-op overhead to it.",
-       {"preset", "program", "batch_size", "seq_len", "layers", "cluster",
+       {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
+        "pp", "micro_batches", "schedule", "vpp", "dp_bucketing", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "cluster_out", "comm_ranks", "comm_max_bytes",

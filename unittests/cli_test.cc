@@ -347,8 +347,9 @@ TEST(Cli, SimulateReportsTheStepFromTheProfiledTable) {
   }
   EXPECT_GT(doc["exposed_comm_s"]["mp"].get<double>(), 0);
   // No data parallelism, but the tied embedding's gradient is all-reduced
-  // between the first and last stage once per step: gradient sync, "dp".
-  EXPECT_GT(doc["exposed_comm_s"]["dp"].get<double>(), 0);
+  // between the first and last stage once per step, on the dp stream
+  // (whether compute hides it depends on the profiled times).
+  EXPECT_GT(doc["ranks"][0]["busy_s"]["dp"].get<double>(), 0);
   EXPECT_EQ(doc["exposed_comm_s"]["sharding"].get<double>(), 0);
   ASSERT_EQ(doc["peak_memory_bytes"].size(), 4u);
   ASSERT_EQ(doc["ranks"].size(), 4u);

@@ -53,10 +53,10 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
                            table_path + kFast;
   Result first = Loom(args);
   ASSERT_EQ(first.code, 0) << first.out;
-  EXPECT_NE(first.out.find("[1/"), std::string::npos) << first.out;
-  EXPECT_NE(first.out.find("] lookup_table fp32[128, 64] int64[8, 32] -> fp32[8, 32, 64] ..."),
-            std::string::npos) << first.out;
-  EXPECT_NE(first.out.find("(0 skipped)"), std::string::npos) << first.out;
+  // The serial layout is one rank, timed in its steps: every op computes.
+  EXPECT_NE(first.out.find("[1/1] rank 0 (dp=0 mp=0 pp=0): 1 + 3 steps ..."), std::string::npos)
+      << first.out;
+  EXPECT_NE(first.out.find(" alone, 0 skipped)"), std::string::npos) << first.out;
 
   GptConfig config = GptPreset("gpt-tiny").value();
   config.num_layers = 1;
@@ -77,6 +77,7 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
     EXPECT_EQ(e->op_type(), op->type());
     EXPECT_EQ(e->flops(), WorkOf(*op).flops);
     EXPECT_EQ(e->samples(), 3);
+    EXPECT_EQ(e->context(), "step");
     OpCost c = model.EstimateOp(*op).value();
     EXPECT_EQ(c.rule, CostRule::kProfiled) << op->Location();
     EXPECT_EQ(c.seconds, e->median_seconds()) << op->Location();
@@ -96,6 +97,76 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
                            table_path + kFast);
   ASSERT_EQ(two_layers.code, 0) << two_layers.out;
   EXPECT_GE(CostTable::Load(table_path).value().size(), table.size());
+}
+
+// A layout runs shapes the serial program does not have (micro-batch
+// slices, tensor-parallel shards, accumulation): profiling the layout's
+// plan covers every op its simulation prices, the vocabulary-parallel cross
+// entropy's compute included; only pure communication is left out.
+TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
+  const std::string table = TempDir("loom_profile_layout") + "/table.pbtxt";
+  const std::string layout =
+      "--preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 --schedule 1F1B";
+  Result profile = Loom("profile " + layout + " --cost_table " + table + kFast);
+  ASSERT_EQ(profile.code, 0) << profile.out;
+  EXPECT_NE(profile.out.find("at dp=1 mp=2 pp=2, 1F1B over 2 micro-batches"),
+            std::string::npos) << profile.out;
+
+  EXPECT_NE(profile.out.find("sum of medians over rank 3's (dp=0 mp=1 pp=1) "),
+            std::string::npos) << profile.out;
+  // Every skipped op only communicates.
+  for (size_t at = profile.out.find("skipped "); at != std::string::npos;
+       at = profile.out.find("skipped ", at + 1)) {
+    const std::string line = profile.out.substr(at, profile.out.find('\n', at) - at);
+    if (line.find("skipped)") != std::string::npos) continue;  // the summary
+    EXPECT_NE(line.find(": communicates"), std::string::npos) << line;
+    EXPECT_TRUE(line.find("skipped allreduce ") == 0 || line.find("skipped send ") == 0 ||
+                line.find("skipped recv ") == 0) << line;
+  }
+  // The vocabulary-parallel cross entropy computes too: timed in the step,
+  // without its reductions.
+  {
+    const CostTable t = CostTable::Load(table).value();
+    int found = 0;
+    for (const proto::CostEntry& e : t.proto().entry()) {
+      if (e.op_type() != "c_softmax_with_cross_entropy") continue;
+      ++found;
+      EXPECT_EQ(e.context(), "step");
+      EXPECT_GT(e.median_seconds(), 0);
+    }
+    EXPECT_EQ(found, 2);  // one signature per tensor-parallel rank (its `rank` attribute)
+  }
+  Result sim = Loom("simulate " + layout + " --cost_table " + table);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
+
+  // A saved plan profiles to the same signatures: nothing new is added.
+  const std::string plan = TempDir("loom_profile_plan") + "/p.plan";
+  ASSERT_EQ(Loom("plan " + layout + " -o " + plan).code, 0);
+  Result saved = Loom("profile --plan " + plan + " --cost_table " + table + kFast);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  EXPECT_NE(saved.out.find(" 0 added, "), std::string::npos) << saved.out;
+
+  Result mixed = Loom("profile --program x.pbtxt --dp 2 --cost_table " + table);
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_EQ(mixed.out, "loom profile: --program times one program; --plan and the layout "
+                       "flags (--dp, --mp, --pp, ...) plan a preset instead\n");
+}
+
+// --in_step=false times the same signatures one op at a time; a program
+// file has no plan to run, so its ops are always timed alone.
+TEST(Profile, AloneTimesEachOpInALoop) {
+  const std::string dir = TempDir("loom_profile_alone");
+  Result r = Loom("profile --preset gpt-tiny --layers 1 --in_step=false --cost_table " + dir +
+                  "/t.pbtxt" + kFast);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("] lookup_table fp32[128, 64] int64[8, 32] -> fp32[8, 32, 64] ..."),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(0 in steps, "), std::string::npos) << r.out;
+  const CostTable table = CostTable::Load(dir + "/t.pbtxt").value();
+  for (const proto::CostEntry& e : table.proto().entry()) {
+    EXPECT_EQ(e.context(), "alone") << e.signature();
+  }
 }
 
 TEST(Profile, ProgramFileAndTheDefaultTableLocation) {

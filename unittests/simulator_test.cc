@@ -359,6 +359,68 @@ TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {
   EXPECT_NE(TraceComparisonToString(c).find("matmul_grad"), std::string::npos);
 }
 
+// A measured communication starts when its stream reaches it and waits
+// there for its parties; aligned, it starts at the last arrival, as the
+// simulator's does, and the wait is reported apart.
+TEST(Simulator, MeasuredCommunicationIsComparedFromItsRendezvous) {
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  FixedTimer timer(1e-4, 2e-4);
+  SimulationOptions o;
+  o.trace = true;
+  o.timer = &timer;
+  auto sim = Simulate(graph, o);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  // Every rank reaches each of its calls earlier than the rendezvous, rank
+  // r by (r + 1) us: the latest party, the lowest rank, comes 1 us early.
+  std::vector<TraceEvent> measured = sim->trace;
+  int64_t calls = 0;
+  for (TraceEvent& e : measured) {
+    if (e.comm == CommCategory::kNone) continue;
+    e.start_ns -= 1000 * (e.rank + 1);
+    ++calls;
+  }
+  ASSERT_GT(calls, 0);
+  std::vector<int64_t> waits;
+  auto aligned = StartAtRendezvous(measured, graph, &waits);
+  ASSERT_TRUE(aligned.ok()) << aligned.status();
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const TraceEvent& e = sim->trace[i];
+    if (e.comm == CommCategory::kNone) {
+      EXPECT_EQ((*aligned)[i].start_ns, e.start_ns);
+      EXPECT_EQ(waits[i], 0);
+      continue;
+    }
+    const RankGraph& g = graph.ranks[e.rank];
+    const Instruction& ins = g.instructions()[e.instruction];
+    const int first = ins.kind == InstructionKind::kCollective
+                          ? g.Group(ins).front()
+                          : std::min(e.rank, g.Peer(ins));
+    EXPECT_EQ((*aligned)[i].start_ns, e.start_ns - 1000 * (first + 1)) << e.op;
+    EXPECT_EQ(waits[i], 1000 * (e.rank - first)) << e.op;
+  }
+  auto c = CompareTraces(measured, sim->trace, graph);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->aligned);
+  for (const TraceDifference& d : c->by_op) {
+    if (d.key == "matmul") {
+      EXPECT_NEAR(d.difference_s(), 0, 1e-9);
+      EXPECT_EQ(d.measured_wait_s, 0);
+    }
+    if (d.key == "send") {
+      EXPECT_GT(d.measured_wait_s, 0);
+    }
+  }
+  ASSERT_FALSE(c->by_instruction.empty());
+  EXPECT_NE(TraceComparisonToString(*c).find("wait ms"), std::string::npos);
+
+  measured[0].instruction = 100000;
+  measured[0].kind = InstructionKind::kCollective;
+  auto bad = StartAtRendezvous(measured, graph);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("trace event 0 (rank "), std::string::npos)
+      << bad.status();
+}
+
 // Memory: parameters are counted once per rank (the tied embedding on both
 // ends of the pipeline), and FThenB keeps every micro-batch's activations
 // where 1F1B keeps p - s.

@@ -1,0 +1,98 @@
+#include "runtime/step_profiler.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "runtime/parallel_trainer.h"
+
+namespace loom {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// An instruction whose time is compute: a kernel, or the vocabulary-
+// parallel cross entropy, whose reductions are the communication model's.
+bool Computes(const Instruction& ins) {
+  return ins.kind == InstructionKind::kCompute ||
+         (ins.kind == InstructionKind::kCollective && ins.flops > 0);
+}
+
+struct Samples {
+  OpTiming timing;
+  std::vector<double> step_means;
+  int runs_per_step = 0;
+};
+
+}  // namespace
+
+StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                              const StepProfileOptions& options,
+                                              const StepProgressFn& progress) {
+  if (options.steps < 1) return InvalidArgument("in-step profiling needs at least 1 timed step");
+  // One rank per program set: the others run the same ops.
+  std::vector<int> ranks;
+  std::set<const void*> seen;
+  for (const RankPlan& r : plan.ranks) {
+    if (seen.insert(r.programs_key()).second) ranks.push_back(r.rank);
+  }
+  std::map<std::string, Samples> by_signature;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int rank = ranks[i];
+    if (progress) progress(plan.ranks[rank], static_cast<int>(i), static_cast<int>(ranks.size()));
+    ParallelTrainer::Options o;
+    o.local_ranks = {rank};
+    o.local_communication = true;
+    o.trace = true;
+    LOOM_ASSIGN_OR_RETURN(
+        std::unique_ptr<ParallelTrainer> trainer,
+        ParallelTrainer::CreateFromPlan(config, plan, StrCat("in-step profile of rank ", rank), o));
+    const RankGraph* graph = nullptr;
+    for (const RankGraph& g : trainer->graph().ranks) {
+      if (g.rank == rank) graph = &g;
+    }
+    if (graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
+    for (int step = 0; step < options.warmup_steps + options.steps; ++step) {
+      LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
+      std::vector<TraceEvent> events = trainer->TakeTrace();
+      if (step < options.warmup_steps) continue;
+      // This step's time and runs of each signature.
+      std::map<std::string, std::pair<double, int>> step_sum;
+      for (const TraceEvent& e : events) {
+        if (e.instruction < 0) continue;
+        const Instruction& ins = graph->instructions()[e.instruction];
+        if (!Computes(ins)) continue;
+        const std::string& signature = graph->body->signatures[ins.signature];
+        auto& [seconds, runs] = step_sum[signature];
+        seconds += (e.end_ns - e.start_ns) * 1e-9;
+        ++runs;
+        Samples& s = by_signature[signature];
+        if (s.timing.signature.empty()) {
+          s.timing.type = ins.op_type;
+          s.timing.signature = signature;
+          s.timing.work.flops = ins.flops;
+          s.timing.work.bytes = ins.bytes;
+        }
+      }
+      for (const auto& [signature, sum] : step_sum) {
+        Samples& s = by_signature[signature];
+        s.step_means.push_back(sum.first / sum.second);
+        s.runs_per_step = sum.second;
+      }
+    }
+  }
+  std::vector<OpTiming> out;
+  for (auto& [signature, s] : by_signature) {
+    s.timing.median_seconds = Median(s.step_means);
+    s.timing.samples = static_cast<int>(s.step_means.size());
+    s.timing.runs_per_sample = s.runs_per_step;
+    out.push_back(std::move(s.timing));
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,41 @@
+// Times a plan's ops where they run: inside training steps of each rank,
+// one rank at a time, with communication reduced to its local part
+// (ParallelTrainer::Options::local_communication). An op timed alone in a
+// loop finds its inputs in cache and its allocations recycled; inside a
+// step it follows other ops, as it will when the plan runs, and small ops
+// take up to twice as long there (gpt-tiny's micro-batch slices on this
+// host). `loom profile` fills the cost table from it.
+#ifndef LOOM_RUNTIME_STEP_PROFILER_H_
+#define LOOM_RUNTIME_STEP_PROFILER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/op_profiler.h"
+#include "models/gpt.h"
+#include "scheduler/plan.h"
+
+namespace loom {
+
+struct StepProfileOptions {
+  int warmup_steps = 2;  // untimed: allocations, caches, OpenBLAS buffers
+  int steps = 7;         // timed; one sample per step
+};
+
+// Called before each rank is timed: the rank and how many are timed.
+using StepProgressFn = std::function<void(const RankPlan& rank, int index, int total)>;
+
+// Every signature that computes in the steps of `plan` (a plan of every
+// rank of `config`'s model): per timed step, the mean over the op's runs in
+// that step, and the median over the steps (OpTiming::samples steps of
+// runs_per_sample runs, the runs of one step). Ranks that share a program
+// set are timed once. Pure communication is not timed (it has no compute);
+// the vocabulary-parallel cross entropy is, without its reductions.
+StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                              const StepProfileOptions& options,
+                                              const StepProgressFn& progress = nullptr);
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_STEP_PROFILER_H_

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# How close `loom simulate` comes to measured step times on this host.
+#
+# For every run of the list below: profile the layout's ops into a fresh
+# cost table (once per layout), train it for real (`loom run`, median step
+# time after the warm-up steps), simulate it (`loom simulate --json`), and
+# write one row per run into docs/simulator_accuracy.md with the mean and
+# the largest |error| per network, the commands, the host and its load.
+#
+# Loopback runs are in-process `loom run` with the cluster `local`;
+# emulated runs are `loom launch --nproc N --net_rate RATE -- loom run`
+# (root only: they are skipped with a note otherwise) with the cluster
+# `emulated`. Not run by CI: it takes minutes and wants a quiet host, so
+# before each measurement it waits (up to --quiet_wait seconds) until other
+# processes keep fewer than --quiet_cores cores busy, and it reports how
+# busy they kept the host during each row's runs.
+#
+#   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
+#       [--repeats R] [--networks loopback,emulated] [--net_rate 200mbit]
+#       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX]
+#       [--quiet_cores C] [--quiet_wait S]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=docs/simulator_accuracy.md
+STEPS=12          # steps per run; the first WARMUP are not counted
+WARMUP=2
+REPEATS=3         # runs of each layout; the median of their medians counts
+NETWORKS=loopback,emulated
+NET_RATE=200mbit
+LOCAL_CLUSTER=local
+EMULATED_CLUSTER=emulated
+ONLY=""
+QUIET_CORES=0.1  # other processes' load under which the host counts as quiet
+QUIET_WAIT=300
+LOOM=build/bin/loom
+
+while (($#)); do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --networks) NETWORKS=$2; shift 2 ;;
+    --net_rate) NET_RATE=$2; shift 2 ;;
+    --cluster) LOCAL_CLUSTER=$2; shift 2 ;;
+    --emulated_cluster) EMULATED_CLUSTER=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --quiet_cores) QUIET_CORES=$2; shift 2 ;;
+    --quiet_wait) QUIET_WAIT=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -x "$LOOM" ] || { echo "simulator_accuracy.sh: $LOOM is missing; build first" >&2; exit 1; }
+LOOM=$(realpath "$LOOM")
+
+# The runs: networks | model flags | layout flags. Every schedule runs on
+# the pipelined layouts; a layout without a pipeline has no schedule.
+# gpt-tiny has 4 layers so that VPP can give each of 2 stages 2 chunks;
+# gpt-small keeps its width and vocabulary but 2 layers and 128 tokens, so
+# that a step takes a fraction of a second here. Its pipelined layout is
+# not run on the emulated network: the tied embedding's gradient (154 MB,
+# all-reduced between the first and last stage) alone would take 6 s a
+# step at 200 Mbit/s.
+TINY="--preset gpt-tiny --layers 4"
+SMALL="--preset gpt-small --layers 2 --batch_size 4 --seq_len 32"
+BOTH=loopback,emulated
+RUNS=(
+  "$BOTH|$TINY|--dp 2"
+  "$BOTH|$TINY|--mp 2"
+  "$BOTH|$TINY|--pp 2 --micro_batches 4 --schedule FThenB"
+  "$BOTH|$TINY|--pp 2 --micro_batches 4 --schedule 1F1B"
+  "$BOTH|$TINY|--pp 2 --micro_batches 4 --schedule Eager1F1B"
+  "$BOTH|$TINY|--pp 2 --micro_batches 4 --schedule VPP --vpp 2"
+  "$BOTH|$TINY|--pp 2 --micro_batches 4 --schedule ZBH1"
+  "$BOTH|$TINY|--mp 2 --pp 2 --micro_batches 4 --schedule FThenB"
+  "$BOTH|$TINY|--mp 2 --pp 2 --micro_batches 4 --schedule 1F1B"
+  "$BOTH|$TINY|--mp 2 --pp 2 --micro_batches 4 --schedule Eager1F1B"
+  "$BOTH|$TINY|--mp 2 --pp 2 --micro_batches 4 --schedule VPP --vpp 2"
+  "$BOTH|$TINY|--mp 2 --pp 2 --micro_batches 4 --schedule ZBH1"
+  "$BOTH|$TINY|--dp 2 --pp 2 --micro_batches 2 --schedule 1F1B"
+  "$BOTH|$SMALL|--mp 2"
+  "loopback|$SMALL|--pp 2 --micro_batches 2 --schedule 1F1B"
+)
+
+WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+TABLE=$WORK/cost_table.pbtxt
+ROWS=$WORK/rows
+
+# Busy and total jiffies of all cores so far (/proc/stat).
+cpu_jiffies() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# CPU seconds this shell's finished children have used. `times` runs in
+# this shell, not in a $(...) subshell, whose children would be its own.
+children_cpu() {
+  times > "$WORK/times"
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$WORK/times"
+}
+# Cores other processes kept busy over the last `seconds` (we are idle).
+others_busy() {
+  local b0 t0 b1 t1
+  read -r b0 t0 < <(cpu_jiffies)
+  sleep "$1"
+  read -r b1 t1 < <(cpu_jiffies)
+  awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) -v n="$(nproc)" 'BEGIN { printf "%.2f\n", t ? n * b / t : 0 }'
+}
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
+# Waits until other processes leave the cores alone (under QUIET_CORES
+# busy over a second), or QUIET_WAIT seconds pass.
+wait_quiet() {
+  local waited=0
+  while awk -v b="$(others_busy 1)" -v q="$QUIET_CORES" 'BEGIN { exit !(b >= q) }'; do
+    ((waited >= QUIET_WAIT)) && return 0
+    waited=$((waited + 1))
+  done
+}
+
+# Runs "$@" and sets OTHERS to the cores other processes used meanwhile:
+# all busy time over the wall time, less what the command itself used.
+JIFFY=$(getconf CLK_TCK)
+timed_run() {
+  local b0 t0 b1 t1 c0 c1 w0 w1
+  read -r b0 t0 < <(cpu_jiffies)
+  children_cpu > "$WORK/c0"
+  w0=$(date +%s.%N)
+  "$@"
+  w1=$(date +%s.%N)
+  children_cpu > "$WORK/c1"
+  c0=$(< "$WORK/c0")
+  c1=$(< "$WORK/c1")
+  read -r b1 t1 < <(cpu_jiffies)
+  OTHERS=$(awk -v b=$((b1 - b0)) -v hz="$JIFFY" -v c0="$c0" -v c1="$c1" -v w0="$w0" -v w1="$w1" \
+    'BEGIN { o = (b / hz - (c1 - c0)) / (w1 - w0); printf "%.2f", o < 0 ? 0 : o }')
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The median step time (ms) of `loom run` output on stdin, after WARMUP.
+step_median() { awk -v w="$WARMUP" '$1 == "step" && $2 >= w { print $6 }' | median; }
+
+# step_time_s of `loom simulate --json`: the largest of the document's
+# step_time_s fields (the whole step's is the maximum over its ranks).
+sim_seconds() { grep -o '"step_time_s":[0-9.eE+-]*' | cut -d: -f2 | sort -g | tail -1; }
+
+world_size() {
+  local dp=1 mp=1 pp=1
+  set -- $1
+  while (($#)); do
+    case "$1" in
+      --dp) dp=$2 ;; --mp) mp=$2 ;; --pp) pp=$2 ;;
+    esac
+    shift
+  done
+  echo $((dp * mp * pp))
+}
+
+can_emulate() {
+  [ "$(id -u)" -eq 0 ] && command -v ip > /dev/null && command -v tc > /dev/null
+}
+
+# ---- profile each layout once ------------------------------------------------
+echo "profiling into $TABLE" >&2
+for run in "${RUNS[@]}"; do
+  [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$run" && continue
+  IFS='|' read -r nets model layout <<< "$run"
+  wait_quiet
+  "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
+    { cat "$WORK/profile.log" >&2; exit 1; }
+  grep '^profiled' "$WORK/profile.log" >&2
+done
+
+# ---- measure and simulate ---------------------------------------------------
+: > "$ROWS"
+NOTES=()
+START_LOAD=$(load1)
+for network in ${NETWORKS//,/ }; do
+  if [ "$network" = emulated ] && ! can_emulate; then
+    NOTES+=("Emulated runs were skipped: they need root and iproute2 (\`ip\`, \`tc\`); ran as uid $(id -u).")
+    continue
+  fi
+  for run in "${RUNS[@]}"; do
+    [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$run" && continue
+    IFS='|' read -r nets model layout <<< "$run"
+    [[ ",$nets," == *",$network,"* ]] || continue
+    if [ "$network" = loopback ]; then
+      cluster=$LOCAL_CLUSTER
+      runcmd="$LOOM run $model $layout --steps $STEPS"
+    else
+      cluster=$EMULATED_CLUSTER
+      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run $model $layout --steps $STEPS"
+    fi
+    medians=()
+    others=()
+    for ((r = 0; r < REPEATS; ++r)); do
+      wait_quiet
+      timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
+        { cat "$WORK/run.err" >&2; exit 1; }
+      medians+=("$(step_median < "$WORK/run.log")")
+      others+=("$OTHERS")
+    done
+    measured=$(printf '%s\n' "${medians[@]}" | median)
+    busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
+    simulated=$("$LOOM" simulate $model $layout --cluster "$cluster" --cost_table "$TABLE" --json |
+                sim_seconds)
+    row=$(awk -v m="$measured" -v s="$simulated" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, 100 * (s * 1e3 - m) / m }')
+    name=$(awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$model")
+    echo "$name|$model|$layout|$network|$row|$busy" | tee -a "$ROWS" >&2
+  done
+done
+
+# ---- the page ---------------------------------------------------------------
+{
+  echo "# Simulator accuracy"
+  echo
+  echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
+  echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
+  echo "of steps $WARMUP to $((STEPS - 1)), the median over $REPEATS runs; simulated: \`loom"
+  echo "simulate --json\`'s step_time_s with ops priced from a cost table profiled"
+  echo "on this host by \`loom profile\` of each layout just before. Error ="
+  echo "(simulated - measured) / measured."
+  echo
+  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | others' load |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
+  while IFS='|' read -r name model layout network measured simulated error busy; do
+    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $busy |"
+  done < "$ROWS"
+  echo
+  echo "| network | runs | mean \\|error\\| % | max \\|error\\| % |"
+  echo "| --- | ---: | ---: | ---: |"
+  for network in ${NETWORKS//,/ }; do
+    awk -F'|' -v n="$network" '$4 == n { e = $7 < 0 ? -$7 : $7; s += e; if (e > m) m = e; ++c }
+      END { if (c) printf "| %s | %d | %.1f | %.1f |\n", n, c, s / c, m }' "$ROWS"
+  done
+  for note in "${NOTES[@]+"${NOTES[@]}"}"; do
+    echo
+    echo "$note"
+  done
+  echo
+  echo "## How it was measured"
+  echo
+  echo "Host: $(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"
+  echo "load average $START_LOAD at the start and $(load1) at the end. Before each run"
+  echo "the script waited (up to $QUIET_WAIT s) until other processes kept under $QUIET_CORES"
+  echo "cores busy over a second; the last column is the most cores other processes used"
+  echo "during any of a row's runs (all busy CPU time less the run's own, over its wall time)."
+  echo
+  echo "Commands, for each row (MODEL and LAYOUT are its flags, N the product of its degrees):"
+  echo
+  echo '```sh'
+  echo "loom profile MODEL LAYOUT --cost_table TABLE          # once per layout, before any run"
+  echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback, $REPEATS times"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated, $REPEATS times"
+  echo "loom simulate MODEL LAYOUT --cluster $LOCAL_CLUSTER --cost_table TABLE --json    # loopback"
+  echo "loom simulate MODEL LAYOUT --cluster $EMULATED_CLUSTER --cost_table TABLE --json  # emulated"
+  echo '```'
+} > "$OUT.tmp"
+mv "$OUT.tmp" "$OUT"
+echo "wrote $OUT" >&2

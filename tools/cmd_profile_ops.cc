@@ -1,0 +1,213 @@
+// loom profile (ops): times every distinct op signature of the programs a
+// step runs into the cost table. The programs are a plan's (a layout, a
+// saved plan, or the serial layout of a preset: the micro-batch slices,
+// tensor-parallel shards and accumulation a run executes), or a program
+// file's. A plan's ops are timed inside its ranks' steps (step_profiler.h);
+// what no step computes, and a program file's ops, one op at a time.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <set>
+
+#include "cost_model/cluster.h"
+#include "cost_model/cost_table.h"
+#include "executor/op_profiler.h"
+#include "framework/serialization.h"
+#include "runtime/gpt_plan.h"
+#include "runtime/step_profiler.h"
+#include "tools/common_flags.h"
+#include "tools/profile_util.h"
+
+DEFINE_string(program, "", "profile this program file instead of --preset's");
+DECLARE_string(plan);
+DEFINE_bool(in_step, true,
+            "time a plan's ops inside training steps of each of its ranks (communication "
+            "reduced to its local part); off: each op alone in a loop");
+DEFINE_int32(profile_samples, 7,
+             "timed samples per op (in steps: timed steps); the median is kept");
+DEFINE_int32(profile_warmup, 2, "untimed runs (in steps: steps) before an op's samples");
+DEFINE_double(profile_min_sample_ms, 0.2,
+              "alone: each sample repeats a fast op until it lasts this long");
+DEFINE_int64(profile_max_bytes, int64_t{4} << 30,
+             "skip ops whose tensors total more bytes than this");
+
+namespace loom {
+namespace {
+
+// Flags that make profile plan a layout, as loom plan does.
+constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
+                                        "schedule", "vpp", "dp_bucketing"};
+
+// The programs whose ops are timed. Each rank's step, op by op in job
+// order, is kept for the summary line; ranks sharing a program set appear
+// once.
+struct ProfileTarget {
+  std::string what;
+  bool has_plan = false;
+  GptConfig config;  // the plan's model
+  Plan plan;
+  Program program;  // a program file's, without a plan
+  std::vector<const Block*> blocks;
+  std::vector<std::pair<std::string, std::vector<const Op*>>> steps;
+};
+
+// --plan's plan, or the preset's planned under the layout flags (every
+// rank; with none, the serial layout of one rank).
+Status PlanTarget(ProfileTarget* t) {
+  if (!FLAGS_plan.empty()) {
+    LOOM_ASSIGN_OR_RETURN(t->plan, LoadPlan(FLAGS_plan));
+    StatusOr<GptConfig> config = GptConfigOfPlan(t->plan);
+    if (!config.ok()) return config.status().WithContext(FLAGS_plan);
+    t->config = *config;
+    t->what = StrCat("plan ", FLAGS_plan);
+  } else {
+    LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+    LOOM_ASSIGN_OR_RETURN(t->config, GptConfigFromFlags());
+    LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
+    LOOM_ASSIGN_OR_RETURN(t->plan, PlanGpt(t->config, opt, strategy));
+    const Plan& p = t->plan;
+    t->what = StrCat(t->config.name, " (", t->config.num_layers,
+                     t->config.num_layers == 1 ? " layer" : " layers", ") at dp=", p.layout.dp,
+                     " mp=", p.layout.mp, " pp=", p.layout.pp, ", ", p.resolved.schedule_mode(),
+                     " over ", p.resolved.micro_batches(), " micro-batches");
+  }
+  t->has_plan = true;
+  std::set<const void*> seen;
+  for (const RankPlan& rank : t->plan.ranks) {
+    if (!seen.insert(rank.programs_key()).second) continue;
+    for (const auto& [key, program] : rank.programs()) {
+      t->blocks.push_back(&program.global_block());
+    }
+    std::vector<const Op*> ops;
+    for (const Job& job : rank.jobs) {
+      const Program* program = rank.ProgramFor(job);
+      if (program == nullptr) continue;
+      for (const Op* op : program->global_block().ops()) ops.push_back(op);
+    }
+    t->steps.emplace_back(StrCat("rank ", rank.rank, "'s (", CoordsToString(rank.coords), ")"),
+                          std::move(ops));
+  }
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
+  bool layout = !FLAGS_plan.empty();
+  for (const char* flag : kLayoutFlags) layout |= FlagGiven(flag);
+  if (layout && !FLAGS_program.empty()) {
+    return InvalidArgument("--program times one program; --plan and the layout flags "
+                           "(--dp, --mp, --pp, ...) plan a preset instead");
+  }
+  auto t = std::make_unique<ProfileTarget>();
+  if (FLAGS_program.empty()) {
+    LOOM_RETURN_IF_ERROR(PlanTarget(t.get()));
+    return t;
+  }
+  LOOM_ASSIGN_OR_RETURN(t->program, LoadProgram(FLAGS_program));
+  t->what = FLAGS_program;
+  t->blocks.push_back(&t->program.global_block());
+  std::vector<const Op*> ops;
+  for (const Op* op : t->program.global_block().ops()) ops.push_back(op);
+  t->steps.emplace_back("the program's", std::move(ops));
+  return t;
+}
+
+proto::CostEntry EntryOf(const OpTiming& t, const std::string& device, const char* context) {
+  proto::CostEntry e;
+  e.set_signature(t.signature);
+  e.set_op_type(t.type);
+  e.set_flops(t.work.flops);
+  e.set_bytes(t.work.bytes);
+  e.set_median_seconds(t.median_seconds);
+  e.set_samples(t.samples);
+  e.set_runs_per_sample(t.runs_per_sample);
+  e.set_device(device);
+  e.set_context(context);
+  return e;
+}
+
+}  // namespace
+
+Status ProfileOps() {
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  const std::string& device = TableDevice(cluster);
+  const std::string path = CostTablePathFromFlags();
+  // Read first, so that a malformed table fails before minutes of timing.
+  LOOM_RETURN_IF_ERROR(CostTable::LoadOrEmpty(path).status());
+  if (FLAGS_profile_samples < 1) return InvalidArgument("--profile_samples must be at least 1");
+  if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ProfileTarget> target, TargetFromFlags());
+
+  const double pressure_before = CpuPressure();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<proto::CostEntry> entries;
+  std::set<std::string> timed;
+  if (FLAGS_in_step && target->has_plan) {
+    StepProfileOptions so;
+    so.warmup_steps = FLAGS_profile_warmup;
+    so.steps = FLAGS_profile_samples;
+    LOOM_ASSIGN_OR_RETURN(
+        std::vector<OpTiming> in_step,
+        ProfileInStep(target->config, target->plan, so,
+                      [&](const RankPlan& rank, int i, int total) {
+                        std::fprintf(stderr, "[%d/%d] rank %d (%s): %d + %d steps ...\n", i + 1,
+                                     total, rank.rank, CoordsToString(rank.coords).c_str(),
+                                     so.warmup_steps, so.steps);
+                      }));
+    for (const OpTiming& t : in_step) {
+      timed.insert(t.signature);
+      entries.push_back(EntryOf(t, device, "step"));
+    }
+  }
+  // Whatever no step timed, one op at a time (pure communication is
+  // skipped there, with its reason).
+  std::vector<const Op*> alone;
+  for (const Op* op : DistinctSignatureOps(target->blocks)) {
+    if (!timed.count(OpSignature(*op))) alone.push_back(op);
+  }
+  OpProfileOptions options;
+  options.warmup_runs = FLAGS_profile_warmup;
+  options.samples = FLAGS_profile_samples;
+  options.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
+  options.max_bytes = FLAGS_profile_max_bytes;
+  options.seed = static_cast<uint64_t>(FLAGS_seed);
+  LOOM_ASSIGN_OR_RETURN(BlockProfile profile,
+                        ProfileOps(alone, options, [](int i, int total, const std::string& sig) {
+                          std::fprintf(stderr, "[alone %d/%d] %s ...\n", i, total, sig.c_str());
+                        }));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const SkippedOp& s : profile.skipped) {
+    std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
+  }
+  for (const OpTiming& t : profile.timed) entries.push_back(EntryOf(t, device, "alone"));
+
+  // Re-read: another profile may have written the file meanwhile.
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
+  const CostTable::MergeCounts counts = table.Merge(entries);
+  LOOM_RETURN_IF_ERROR(table.Save(path));
+  std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu in steps, %zu alone, %zu "
+              "skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
+              entries.size(), target->what.c_str(), device.c_str(), seconds, timed.size(),
+              profile.timed.size(), profile.skipped.size(), counts.added, counts.replaced,
+              path.c_str(), table.size());
+  // Each step run op after op at the table's medians: for the serial
+  // layout comparable with loom train's time_ms when nothing was skipped.
+  for (const auto& [who, ops] : target->steps) {
+    double serial = 0;
+    int priced = 0;
+    for (const Op* op : ops) {
+      if (const proto::CostEntry* e = table.Find(OpSignature(*op), device)) {
+        serial += e->median_seconds();
+        ++priced;
+      }
+    }
+    std::printf("sum of medians over %s %zu ops: %s (%d priced)\n", who.c_str(), ops.size(),
+                Time(serial).c_str(), priced);
+  }
+  const std::string note = PressureNote(pressure_before);
+  if (!note.empty()) std::printf("%s\n", note.c_str());
+  return Status::OK();
+}
+
+}  // namespace loom

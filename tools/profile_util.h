@@ -1,0 +1,33 @@
+// What the two halves of `loom profile` share: timing ops
+// (cmd_profile_ops.cc) and measuring the host (cmd_profile.cc).
+#ifndef LOOM_TOOLS_PROFILE_UTIL_H_
+#define LOOM_TOOLS_PROFILE_UTIL_H_
+
+#include <string>
+
+#include "cost_model/cluster.pb.h"
+#include "framework/status.h"
+
+namespace loom {
+
+// "12.34 us", "5.678 ms", "1.234 s".
+std::string Time(double seconds);
+
+// The share of the last 10 s in which some runnable task waited for a CPU
+// (Linux PSI), or -1 where the kernel does not report it. Read before
+// measuring (the measurement's own threads raise it): on a shared host a
+// busy neighbour slows every measurement, so the value is reported.
+double CpuPressure();
+// "CPU pressure 3% before measuring", with a warning when it is high; ""
+// when unknown.
+std::string PressureNote(double pressure);
+
+// OK for a CPU cluster: loom profile measures this host's CPU.
+Status CheckCpu(const proto::Cluster& cluster);
+
+// The op-timing half: `loom profile` without --comm or --calibrate_device.
+Status ProfileOps();
+
+}  // namespace loom
+
+#endif  // LOOM_TOOLS_PROFILE_UTIL_H_
