@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <gloo/rendezvous/hash_store.h>
@@ -141,6 +142,44 @@ std::function<bool()> For(double seconds) {
   return [start, seconds] { return Since(start) >= seconds; };
 }
 
+// One (op, size) of the communication profile, with each rank's buffers.
+struct CommCase {
+  CommTiming timing;
+  std::vector<Tensor> in, out;  // per rank
+  std::vector<double> seconds;
+};
+
+// The calls of ProfileComm with compute between them (CommProfileOptions).
+StatusOr<std::vector<CommTiming>> ProfileBetweenCompute(const CommProfileOptions& o,
+                                                        Group& group,
+                                                        const std::vector<CommCase>& cases,
+                                                        const HostProgressFn& progress) {
+  std::vector<StepCall> calls;
+  for (const CommCase& c : cases) calls.push_back({c.timing.op, c.timing.bytes});
+  StepCallOptions so;
+  so.min_seconds = o.between_calls_min_seconds;
+  so.max_seconds = o.between_calls_max_seconds;
+  so.warmup_rounds = o.warmup_runs;
+  so.rounds = o.warmup_runs + std::max(1, o.samples);
+  if (progress) {
+    progress(StrCat(so.rounds, " rounds of ", calls.size(), " calls on ", o.ranks,
+                    " ranks, each after ", so.min_seconds * 1e3, "-", so.max_seconds * 1e3,
+                    " ms of compute"));
+  }
+  std::vector<StepCallTimes> times(o.ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(times[r], TimeStepCalls(*group[r], calls, so));
+    return Status::OK();
+  }));
+  const std::vector<double> means = MeanStepCallSeconds(times, calls, so);
+  std::vector<CommTiming> out;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    out.push_back(cases[i].timing);
+    out.back().median_seconds = means[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
@@ -149,16 +188,11 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
   const int n = o.ranks;
   // Every (op, size) once per round, and the median over rounds: a slow
   // spell of the host then spreads over all cases instead of spoiling one.
-  struct Case {
-    CommTiming timing;
-    std::vector<Tensor> in, out;  // per rank
-    std::vector<double> seconds;
-  };
-  std::vector<Case> cases;
+  std::vector<CommCase> cases;
   for (int64_t size : o.sizes) {
     const int64_t numel = std::max<int64_t>(1, size / 4);
     for (const char* op : {"allreduce", "allgather", "send"}) {
-      Case c;
+      CommCase c;
       c.timing = {op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0};
       for (int r = 0; r < n; ++r) {
         c.in.push_back(Floats(numel, 1.0f));
@@ -168,7 +202,7 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
     }
   }
   // Half a ping-pong between ranks 0 and 1 is one message's one-way time.
-  auto call = [&](Case& c, int r) -> Status {
+  auto call = [&](CommCase& c, int r) -> Status {
     GlooCommunicator& comm = *group[r];
     if (c.timing.op == "allreduce") return comm.AllReduce({&c.in[r]}, ReduceOp::kAvg);
     if (c.timing.op == "allgather") return comm.AllGather(c.in[r], &c.out[r]);
@@ -184,6 +218,7 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
   };
   std::vector<Tensor> sync;
   for (int r = 0; r < n; ++r) sync.push_back(Floats(1, 0.0f));
+  if (o.between_calls_max_seconds > 0) return ProfileBetweenCompute(o, group, cases, progress);
   CoreWaker awake;
   const int rounds = o.warmup_runs + std::max(1, o.samples);
   for (int round = 0; round < rounds; ++round) {
@@ -195,7 +230,7 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
     LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
       // Untimed: waits for every rank's thread to have started.
       LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&sync[r]}, ReduceOp::kSum));
-      for (Case& c : cases) {
+      for (CommCase& c : cases) {
         const auto start = Clock::now();
         LOOM_RETURN_IF_ERROR(call(c, r));
         if (r == 0 && timed) c.seconds.push_back(Since(start));
@@ -204,12 +239,76 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
     }));
   }
   std::vector<CommTiming> out;
-  for (Case& c : cases) {
+  for (CommCase& c : cases) {
     c.timing.median_seconds = Median(c.seconds);
     if (c.timing.op == "send") c.timing.median_seconds /= 2;
     out.push_back(c.timing);
   }
   return out;
+}
+
+StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<StepCall>& calls,
+                                      const StepCallOptions& o) {
+  const int me = comm.rank();
+  std::vector<Tensor> in, out;
+  for (const StepCall& c : calls) {
+    const int64_t numel = std::max<int64_t>(1, c.bytes / 4);
+    in.push_back(Floats(numel, 1.0f));
+    out.push_back(Floats(numel * comm.size(), 0.0f));
+  }
+  const int total = o.rounds * static_cast<int>(calls.size());
+  StepCallTimes t;
+  openblas_set_num_threads(1);
+  Sgemm mm(48);
+  std::mt19937_64 rng(1234 + me);
+  std::uniform_real_distribution<double> gap(o.min_seconds, o.max_seconds);
+  const auto seconds = [] {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
+  for (int k = 0; k < total; ++k) {
+    const auto until = For(gap(rng));
+    do {
+      mm.Run();
+    } while (!until());
+    t.arrive.push_back(seconds());
+    const size_t i = k % calls.size();
+    const StepCall& c = calls[i];
+    if (c.op == "allreduce") {
+      LOOM_RETURN_IF_ERROR(comm.AllReduce({&in[i]}, ReduceOp::kAvg));
+    } else if (c.op == "allgather") {
+      LOOM_RETURN_IF_ERROR(comm.AllGather(in[i], &out[i]));
+    } else if (me == 0) {
+      LOOM_RETURN_IF_ERROR(comm.Send(in[i], 1));
+    } else if (me == 1) {
+      LOOM_RETURN_IF_ERROR(comm.Recv(&in[i], 0));
+    }
+    t.end.push_back(seconds());
+  }
+  return t;
+}
+
+std::vector<double> MeanStepCallSeconds(const std::vector<StepCallTimes>& members,
+                                        const std::vector<StepCall>& calls,
+                                        const StepCallOptions& o) {
+  std::vector<double> means;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const int parties =
+        calls[i].op == "send" ? 2 : static_cast<int>(members.size());
+    double sum = 0;
+    int count = 0;
+    for (int round = o.warmup_rounds; round < o.rounds; ++round) {
+      const size_t k = round * calls.size() + i;
+      double arrive = 0, end = 0;
+      for (int r = 0; r < parties; ++r) {
+        arrive = std::max(arrive, members[r].arrive[k]);
+        end = std::max(end, members[r].end[k]);
+      }
+      sum += end - arrive;
+      ++count;
+    }
+    means.push_back(count > 0 ? sum / count : 0);
+  }
+  return means;
 }
 
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {

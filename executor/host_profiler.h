@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/comm/communicator.h"
 #include "framework/status.h"
 
 namespace loom {
@@ -25,12 +26,19 @@ struct CommProfileOptions {
   int warmup_runs = 2;
   int samples = 7;
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // Compute between calls, as in a training step (TimeStepCalls with
+  // these bounds; `samples` rounds): a call's time is then the mean over
+  // rounds (a step pays for every slow call). 0: calls back to back with
+  // the cores kept awake, the median.
+  double between_calls_min_seconds = 0;
+  double between_calls_max_seconds = 0;
 };
 
 struct CommTiming {
   std::string op;  // "allreduce", "allgather", "send"
   int ranks = 0;
   int64_t bytes = 0;
+  // The median back to back; the mean with compute between calls.
   double median_seconds = 0;
 };
 
@@ -38,11 +46,45 @@ struct CommTiming {
 using HostProgressFn = std::function<void(const std::string& what)>;
 
 // Times AllReduce and AllGather among options.ranks in-process ranks, and
-// one-way Send (half a ping-pong between two ranks), at every size: each
-// round makes every call once, and a call's time is rank 0's median over
-// the timed rounds. The cores are kept awake meanwhile (see the .cc).
+// one-way Send, at every size: each round makes every call once. Back to
+// back, a call's time is rank 0's median over the timed rounds (a send's is
+// half a ping-pong between ranks 0 and 1) and the cores are kept awake
+// meanwhile (see the .cc); with compute between calls, see
+// CommProfileOptions.
 StatusOr<std::vector<CommTiming>> ProfileComm(
     const CommProfileOptions& options, const HostProgressFn& progress = nullptr);
+
+// Calls made the way a training step makes them, for calibrating the
+// communication model in the regime runs see: before each call the rank
+// runs a small matmul loop for a random time in [min_seconds,
+// max_seconds], so that the parties arrive apart and wait for each other
+// as in a step, with the cores idle or computing meanwhile (they are not
+// kept awake). A call's time is from its last party's arrival to its last
+// party's return: in a step it is several times the time of calls made
+// back to back on this host (threads that waited must be woken).
+struct StepCallOptions {
+  double min_seconds = 1e-4;
+  double max_seconds = 1e-3;
+  int rounds = 33;  // each call once per round
+  int warmup_rounds = 2;
+};
+struct StepCall {
+  std::string op;  // "allreduce", "allgather" (every member) or "send" (0 -> 1)
+  int64_t bytes = 0;
+};
+// One rank's arrival and return times (seconds on the monotonic clock,
+// comparable across the processes of a host) for every round of `calls`,
+// round after round. Collective over `comm`'s members.
+struct StepCallTimes {
+  std::vector<double> arrive, end;
+};
+StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<StepCall>& calls,
+                                      const StepCallOptions& options);
+// The mean time of each call over the timed rounds, from every member's
+// times (in group-rank order); a send counts ranks 0 and 1.
+std::vector<double> MeanStepCallSeconds(const std::vector<StepCallTimes>& members,
+                                        const std::vector<StepCall>& calls,
+                                        const StepCallOptions& options);
 
 struct InterferenceOptions {
   int64_t matmul_dim = 256;        // square fp32 sgemm, one OpenBLAS thread

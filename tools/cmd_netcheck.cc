@@ -4,16 +4,87 @@
 #include <cstdio>
 #include <optional>
 
+#include "cost_model/cluster.h"
 #include "executor/comm/comm_world.h"
+#include "executor/host_profiler.h"
 #include "runtime/net_probe.h"
 #include "tools/command.h"
+#include "tools/common_flags.h"
 #include "tools/launch_env.h"
+#include "tools/profile_util.h"
 
 DECLARE_int32(comm_timeout);
+DECLARE_string(cluster_out);
+DECLARE_string(comm_between_ms);
+DEFINE_int32(calibrate_rounds, 81, "--cluster_out: timed rounds of every call");
+DEFINE_int64(calibrate_max_bytes, 1 << 20,
+             "--cluster_out: largest message (sizes go from 4 KiB by x4)");
 DEFINE_int64(bytes, 16 << 20, "bytes per transfer (a multiple of 4)");
 DEFINE_int32(repeats, 3, "transfers per phase");
 
 namespace loom {
+namespace {
+
+// Times allreduce, allgather and send between the launch's ranks the way
+// a training step makes them (TimeStepCalls), and on rank 0 fits the link
+// their group spans in --cluster and writes the cluster to --cluster_out.
+Status Calibrate(Communicator& comm, const LaunchEnv& env) {
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  StepCallOptions so;
+  LOOM_RETURN_IF_ERROR(ParseBetween(FLAGS_comm_between_ms, &so.min_seconds, &so.max_seconds));
+  if (so.max_seconds <= 0) {
+    return InvalidArgument("--comm_between_ms must give compute between calls for --cluster_out");
+  }
+  so.rounds = so.warmup_rounds + FLAGS_calibrate_rounds;
+  std::vector<StepCall> calls;
+  for (int64_t b = 4 << 10; b <= FLAGS_calibrate_max_bytes; b *= 4) {
+    for (const char* op : {"allreduce", "allgather", "send"}) calls.push_back({op, b});
+  }
+  if (calls.empty()) return InvalidArgument("--calibrate_max_bytes must be at least 4096");
+  if (env.rank == 0) {
+    std::fprintf(stderr, "netcheck: timing %zu calls x %d rounds on %d ranks, each after %s ms "
+                 "of compute ...\n", calls.size(), so.rounds, comm.size(),
+                 FLAGS_comm_between_ms.c_str());
+  }
+  LOOM_ASSIGN_OR_RETURN(StepCallTimes mine, TimeStepCalls(comm, calls, so));
+  // Every member's times, in group-rank order.
+  const int64_t total = static_cast<int64_t>(mine.arrive.size());
+  Tensor local(TensorMeta{proto::FP64, {1, 2 * total}});
+  std::copy(mine.arrive.begin(), mine.arrive.end(), local.data<double>());
+  std::copy(mine.end.begin(), mine.end.end(), local.data<double>() + total);
+  Tensor gathered;
+  LOOM_RETURN_IF_ERROR(comm.AllGather(local, &gathered));
+  if (env.rank != 0) return Status::OK();
+  std::vector<StepCallTimes> members(comm.size());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* row = gathered.data<double>() + r * 2 * total;
+    members[r].arrive.assign(row, row + total);
+    members[r].end.assign(row + total, row + 2 * total);
+  }
+  const std::vector<double> means = MeanStepCallSeconds(members, calls, so);
+  std::vector<CommTiming> timings;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    timings.push_back({calls[i].op, calls[i].op == "send" ? 2 : comm.size(), calls[i].bytes,
+                       means[i]});
+  }
+  // The link the group of every rank spans.
+  bool one_node = true;
+  for (int r = 1; r < comm.size(); ++r) one_node &= NodeOf(cluster, r) == NodeOf(cluster, 0);
+  proto::Link* link = one_node ? cluster.mutable_intra_node() : cluster.mutable_inter_node();
+  LOOM_RETURN_IF_ERROR(FitLink(
+      timings,
+      StrCat("loom netcheck --cluster_out, ", Today(), ": ", comm.size(), " ranks of a launch",
+             env.host.empty() ? " on loopback" : StrCat(" on an emulated network, host ", env.host),
+             ", means after ", FLAGS_comm_between_ms, " ms of compute"),
+      link));
+  LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(FLAGS_cluster_out));
+  LOOM_RETURN_IF_ERROR(SaveCluster(cluster, FLAGS_cluster_out));
+  std::printf("wrote %s (%s link of cluster '%s')\n", FLAGS_cluster_out.c_str(),
+              one_node ? "intra_node" : "inter_node", cluster.name().c_str());
+  return Status::OK();
+}
+
+}  // namespace
 
 Status RunNetcheck(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
@@ -34,6 +105,7 @@ Status RunNetcheck(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
                         CommWorld::Create(layout, env->rank, comm));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
+  if (!FLAGS_cluster_out.empty()) return Calibrate(*all, *env);
   NetProbeOptions options;
   options.bytes = FLAGS_bytes;
   options.repeats = FLAGS_repeats;

@@ -28,6 +28,10 @@ DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
 DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
+DEFINE_string(comm_between_ms, "0.1,1",
+              "--comm: before each call every rank computes for a random time in this range "
+              "(ms, 'MIN,MAX'), as in a training step, and a call's time is the mean from its "
+              "last party's arrival; '0': calls back to back with the cores kept awake, the median");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
 DEFINE_double(interference_seconds, 1.0,
@@ -80,13 +84,6 @@ std::string Rate(double bytes_per_second) {
   return buf;
 }
 
-std::string Today() {
-  char buf[16];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
 
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title,
@@ -110,6 +107,11 @@ StatusOr<CommFit> PrintFit(const std::string& title,
 Status MeasureComm(proto::Cluster* cluster) {
   CommProfileOptions options;
   options.ranks = FLAGS_comm_ranks;
+  LOOM_RETURN_IF_ERROR(ParseBetween(FLAGS_comm_between_ms, &options.between_calls_min_seconds,
+                                    &options.between_calls_max_seconds));
+  // Means of calls that wait on the scheduler are noisier than medians of
+  // calls back to back: more rounds.
+  if (options.between_calls_max_seconds > 0) options.samples = 101;
   options.sizes.clear();
   for (int64_t b = 4 << 10; b <= FLAGS_comm_max_bytes; b *= 4) options.sizes.push_back(b);
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
@@ -118,46 +120,13 @@ Status MeasureComm(proto::Cluster* cluster) {
       ProfileComm(options, [](const std::string& what) {
         std::fprintf(stderr, "timing %s ...\n", what.c_str());
       }));
-  // Loom's Gloo communicator runs the direct algorithm: fit its terms.
-  std::vector<CommSample> all;
-  std::map<std::string, std::vector<CommSample>> by_op;
-  for (const CommTiming& t : timings) {
-    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
-    CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
-                 TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
-                 static_cast<double>(t.bytes), t.median_seconds};
-    all.push_back(s);
-    by_op[t.op].push_back(s);
-  }
-  // Each collective's own fit shows how well one link describes them all;
-  // it is for reading only, so a failure is printed, not fatal.
-  for (const auto& [op, samples] : by_op) {
-    auto fit = PrintFit(op + " alone", samples, false, false);
-    if (!fit.ok()) std::printf("%s\n", fit.status().message().c_str());
-  }
-  // Full or half duplex: the data decide, by the smaller residual.
-  LOOM_ASSIGN_OR_RETURN(CommFit full,
-                        PrintFit("joint fit, full duplex", all, false, false));
-  LOOM_ASSIGN_OR_RETURN(CommFit half,
-                        PrintFit("joint fit, half duplex", all, true, false));
-  const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
-  LOOM_ASSIGN_OR_RETURN(
-      CommFit fit,
-      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full",
-                      " duplex (direct algorithm)"),
-               all, half_duplex, true));
-  proto::Link* link = cluster->mutable_intra_node();
-  link->set_bandwidth(fit.bandwidth);
-  link->set_latency_seconds(fit.latency_seconds);
-  link->set_half_duplex(half_duplex);
-  link->set_measured(true);
-  char source[160];
-  std::snprintf(source, sizeof(source),
-                "loom profile --comm, %s: Gloo on loopback, %d ranks, %zu "
-                "samples, rms residual %.1f%%",
-                Today().c_str(), options.ranks, all.size(),
-                100 * fit.rms_relative_residual);
-  link->set_source(source);
+  const std::string regime = options.between_calls_max_seconds > 0
+                                 ? StrCat("means after ", FLAGS_comm_between_ms, " ms of compute")
+                                 : "medians back to back";
+  LOOM_RETURN_IF_ERROR(FitLink(timings,
+                               StrCat("loom profile --comm, ", Today(), ": Gloo on loopback, ",
+                                      options.ranks, " ranks, ", regime),
+                               cluster->mutable_intra_node()));
 
   InterferenceOptions io;
   io.ranks = FLAGS_comm_ranks;
@@ -234,6 +203,66 @@ Status ProfileHost() {
 }
 
 }  // namespace
+
+Status FitLink(const std::vector<CommTiming>& timings, const std::string& source,
+               proto::Link* link) {
+  // Loom's Gloo communicator runs the direct algorithm: fit its terms.
+  std::vector<CommSample> all;
+  std::map<std::string, std::vector<CommSample>> by_op;
+  for (const CommTiming& t : timings) {
+    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
+    CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
+                 TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
+                 static_cast<double>(t.bytes), t.median_seconds};
+    all.push_back(s);
+    by_op[t.op].push_back(s);
+  }
+  // Each collective's own fit shows how well one link describes them all;
+  // it is for reading only, so a failure is printed, not fatal.
+  for (const auto& [op, samples] : by_op) {
+    auto fit = PrintFit(op + " alone", samples, false, false);
+    if (!fit.ok()) std::printf("%s\n", fit.status().message().c_str());
+  }
+  // Full or half duplex: the data decide, by the smaller residual.
+  LOOM_ASSIGN_OR_RETURN(CommFit full, PrintFit("joint fit, full duplex", all, false, false));
+  LOOM_ASSIGN_OR_RETURN(CommFit half, PrintFit("joint fit, half duplex", all, true, false));
+  const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
+  LOOM_ASSIGN_OR_RETURN(
+      CommFit fit,
+      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full", " duplex (direct algorithm)"), all,
+               half_duplex, true));
+  link->set_bandwidth(fit.bandwidth);
+  link->set_latency_seconds(fit.latency_seconds);
+  link->set_half_duplex(half_duplex);
+  link->set_measured(true);
+  char residual[64];
+  std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
+                100 * fit.rms_relative_residual);
+  link->set_source(StrCat(source, ", ", residual));
+  return Status::OK();
+}
+
+// "MIN,MAX" milliseconds, or "0".
+Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds) {
+  double lo = 0, hi = 0;
+  char rest = 0;
+  if (flag == "0") return Status::OK();
+  if (std::sscanf(flag.c_str(), "%lf,%lf%c", &lo, &hi, &rest) != 2 || lo < 0 || hi < lo ||
+      hi <= 0) {
+    return InvalidArgument("--comm_between_ms must be 'MIN,MAX' with 0 <= MIN <= MAX and MAX > 0, "
+                           "or '0'; got '", flag, "'");
+  }
+  *min_seconds = lo * 1e-3;
+  *max_seconds = hi * 1e-3;
+  return Status::OK();
+}
+
+std::string Today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
+  return buf;
+}
 
 Status RunProfile(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
