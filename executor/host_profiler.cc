@@ -159,12 +159,13 @@ StatusOr<std::vector<CommTiming>> ProfileBetweenCompute(const CommProfileOptions
   StepCallOptions so;
   so.min_seconds = o.between_calls_min_seconds;
   so.max_seconds = o.between_calls_max_seconds;
+  so.together = o.together;
   so.warmup_rounds = o.warmup_runs;
   so.rounds = o.warmup_runs + std::max(1, o.samples);
   if (progress) {
     progress(StrCat(so.rounds, " rounds of ", calls.size(), " calls on ", o.ranks,
                     " ranks, each after ", so.min_seconds * 1e3, "-", so.max_seconds * 1e3,
-                    " ms of compute"));
+                    " ms of compute", so.together ? " (the same on every rank)" : ""));
   }
   std::vector<StepCallTimes> times(o.ranks);
   LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
@@ -260,7 +261,7 @@ StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<Step
   StepCallTimes t;
   openblas_set_num_threads(1);
   Sgemm mm(48);
-  std::mt19937_64 rng(1234 + me);
+  std::mt19937_64 rng(1234 + (o.together ? 0 : me));
   std::uniform_real_distribution<double> gap(o.min_seconds, o.max_seconds);
   const auto seconds = [] {
     return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();

@@ -27,11 +27,12 @@ struct CommProfileOptions {
   int samples = 7;
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Compute between calls, as in a training step (TimeStepCalls with
-  // these bounds; `samples` rounds): a call's time is then the mean over
-  // rounds (a step pays for every slow call). 0: calls back to back with
-  // the cores kept awake, the median.
+  // these bounds and `together`; `samples` rounds): a call's time is then
+  // the mean over rounds (a step pays for every slow call). 0: calls back
+  // to back with the cores kept awake, the median.
   double between_calls_min_seconds = 0;
   double between_calls_max_seconds = 0;
+  bool together = false;
 };
 
 struct CommTiming {
@@ -58,13 +59,17 @@ StatusOr<std::vector<CommTiming>> ProfileComm(
 // communication model in the regime runs see: before each call the rank
 // runs a small matmul loop for a random time in [min_seconds,
 // max_seconds], so that the parties arrive apart and wait for each other
-// as in a step, with the cores idle or computing meanwhile (they are not
-// kept awake). A call's time is from its last party's arrival to its last
-// party's return: in a step it is several times the time of calls made
-// back to back on this host (threads that waited must be woken).
+// as in a step (or, `together`, all at once), with the cores idle or
+// computing meanwhile (they are not kept awake), and a rank done with a
+// call computes on while a slower party finishes its side, as in a step.
+// A call's time is from its last party's arrival to its last party's
+// return: on this host several times that of calls made back to back.
 struct StepCallOptions {
   double min_seconds = 1e-4;
   double max_seconds = 1e-3;
+  // Every rank draws the same times, so that the parties arrive together
+  // (nobody waits); otherwise each draws its own and they arrive apart.
+  bool together = false;
   int rounds = 33;  // each call once per round
   int warmup_rounds = 2;
 };

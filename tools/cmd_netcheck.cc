@@ -25,6 +25,35 @@ DEFINE_int32(repeats, 3, "transfers per phase");
 namespace loom {
 namespace {
 
+// The mean time of each call, the way a step makes them, gathered from
+// every member (meaningful on group rank 0, empty elsewhere).
+StatusOr<std::vector<CommTiming>> TimeAcrossRanks(Communicator& comm,
+                                                  const std::vector<StepCall>& calls,
+                                                  const StepCallOptions& so) {
+  LOOM_ASSIGN_OR_RETURN(StepCallTimes mine, TimeStepCalls(comm, calls, so));
+  // Every member's times, in group-rank order.
+  const int64_t total = static_cast<int64_t>(mine.arrive.size());
+  Tensor local(TensorMeta{proto::FP64, {1, 2 * total}});
+  std::copy(mine.arrive.begin(), mine.arrive.end(), local.data<double>());
+  std::copy(mine.end.begin(), mine.end.end(), local.data<double>() + total);
+  Tensor gathered;
+  LOOM_RETURN_IF_ERROR(comm.AllGather(local, &gathered));
+  if (comm.rank() != 0) return std::vector<CommTiming>();
+  std::vector<StepCallTimes> members(comm.size());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* row = gathered.data<double>() + r * 2 * total;
+    members[r].arrive.assign(row, row + total);
+    members[r].end.assign(row + total, row + 2 * total);
+  }
+  const std::vector<double> means = MeanStepCallSeconds(members, calls, so);
+  std::vector<CommTiming> timings;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    timings.push_back({calls[i].op, calls[i].op == "send" ? 2 : comm.size(), calls[i].bytes,
+                       means[i]});
+  }
+  return timings;
+}
+
 // Times allreduce, allgather and send between the launch's ranks the way
 // a training step makes them (TimeStepCalls), and on rank 0 fits the link
 // their group spans in --cluster and writes the cluster to --cluster_out.
@@ -46,36 +75,20 @@ Status Calibrate(Communicator& comm, const LaunchEnv& env) {
                  "of compute ...\n", calls.size(), so.rounds, comm.size(),
                  FLAGS_comm_between_ms.c_str());
   }
-  LOOM_ASSIGN_OR_RETURN(StepCallTimes mine, TimeStepCalls(comm, calls, so));
-  // Every member's times, in group-rank order.
-  const int64_t total = static_cast<int64_t>(mine.arrive.size());
-  Tensor local(TensorMeta{proto::FP64, {1, 2 * total}});
-  std::copy(mine.arrive.begin(), mine.arrive.end(), local.data<double>());
-  std::copy(mine.end.begin(), mine.end.end(), local.data<double>() + total);
-  Tensor gathered;
-  LOOM_RETURN_IF_ERROR(comm.AllGather(local, &gathered));
+  so.together = true;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> together, TimeAcrossRanks(comm, calls, so));
+  so.together = false;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> waited, TimeAcrossRanks(comm, calls, so));
   if (env.rank != 0) return Status::OK();
-  std::vector<StepCallTimes> members(comm.size());
-  for (int r = 0; r < comm.size(); ++r) {
-    const double* row = gathered.data<double>() + r * 2 * total;
-    members[r].arrive.assign(row, row + total);
-    members[r].end.assign(row + total, row + 2 * total);
-  }
-  const std::vector<double> means = MeanStepCallSeconds(members, calls, so);
-  std::vector<CommTiming> timings;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    timings.push_back({calls[i].op, calls[i].op == "send" ? 2 : comm.size(), calls[i].bytes,
-                       means[i]});
-  }
   // The link the group of every rank spans.
   bool one_node = true;
   for (int r = 1; r < comm.size(); ++r) one_node &= NodeOf(cluster, r) == NodeOf(cluster, 0);
   proto::Link* link = one_node ? cluster.mutable_intra_node() : cluster.mutable_inter_node();
   LOOM_RETURN_IF_ERROR(FitLink(
-      timings,
+      together, waited,
       StrCat("loom netcheck --cluster_out, ", Today(), ": ", comm.size(), " ranks of a launch",
              env.host.empty() ? " on loopback" : StrCat(" on an emulated network, host ", env.host),
-             ", means after ", FLAGS_comm_between_ms, " ms of compute"),
+             ", means after ", FLAGS_comm_between_ms, " ms of compute (min,max)"),
       link));
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(FLAGS_cluster_out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, FLAGS_cluster_out));

@@ -32,6 +32,7 @@ DEFINE_string(comm_between_ms, "0.1,1",
               "--comm: before each call every rank computes for a random time in this range "
               "(ms, 'MIN,MAX'), as in a training step, and a call's time is the mean from its "
               "last party's arrival; '0': calls back to back with the cores kept awake, the median");
+DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
 DEFINE_double(interference_seconds, 1.0,
@@ -111,19 +112,26 @@ Status MeasureComm(proto::Cluster* cluster) {
                                     &options.between_calls_max_seconds));
   // Means of calls that wait on the scheduler are noisier than medians of
   // calls back to back: more rounds.
-  if (options.between_calls_max_seconds > 0) options.samples = 101;
+  if (options.between_calls_max_seconds > 0) options.samples = FLAGS_comm_rounds;
   options.sizes.clear();
   for (int64_t b = 4 << 10; b <= FLAGS_comm_max_bytes; b *= 4) options.sizes.push_back(b);
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
-  LOOM_ASSIGN_OR_RETURN(
-      std::vector<CommTiming> timings,
-      ProfileComm(options, [](const std::string& what) {
-        std::fprintf(stderr, "timing %s ...\n", what.c_str());
-      }));
-  const std::string regime = options.between_calls_max_seconds > 0
-                                 ? StrCat("means after ", FLAGS_comm_between_ms, " ms of compute")
-                                 : "medians back to back";
-  LOOM_RETURN_IF_ERROR(FitLink(timings,
+  const auto progress = [](const std::string& what) {
+    std::fprintf(stderr, "timing %s ...\n", what.c_str());
+  };
+  // In the step regime, twice: the parties arriving together, and apart.
+  options.together = options.between_calls_max_seconds > 0;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, ProfileComm(options, progress));
+  std::vector<CommTiming> waited;
+  if (options.between_calls_max_seconds > 0) {
+    options.together = false;
+    LOOM_ASSIGN_OR_RETURN(waited, ProfileComm(options, progress));
+  }
+  const std::string regime =
+      options.between_calls_max_seconds > 0
+          ? StrCat("means after ", FLAGS_comm_between_ms, " ms of compute (min,max)")
+          : "medians back to back";
+  LOOM_RETURN_IF_ERROR(FitLink(timings, waited,
                                StrCat("loom profile --comm, ", Today(), ": Gloo on loopback, ",
                                       options.ranks, " ranks, ", regime),
                                cluster->mutable_intra_node()));
@@ -145,10 +153,13 @@ Status MeasureComm(proto::Cluster* cluster) {
               static_cast<long long>(io.allreduce_bytes), io.ranks, r.slowdown,
               io.cycles,
               r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
-  std::printf("  (the other way: one allreduce %s alone, %s beside the matmuls)\n",
+  std::printf("the other way: one allreduce %s alone, %s beside the matmuls: slowdown %.2f\n",
               Time(r.allreduce_alone_seconds).c_str(),
-              Time(r.allreduce_with_compute_seconds).c_str());
+              Time(r.allreduce_with_compute_seconds).c_str(),
+              r.allreduce_with_compute_seconds / r.allreduce_alone_seconds);
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
+  cluster->set_compute_comm_slowdown(
+      std::max(1.0, r.allreduce_with_compute_seconds / r.allreduce_alone_seconds));
   return Status::OK();
 }
 
@@ -204,26 +215,47 @@ Status ProfileHost() {
 
 }  // namespace
 
-Status FitLink(const std::vector<CommTiming>& timings, const std::string& source,
-               proto::Link* link) {
-  // Loom's Gloo communicator runs the direct algorithm: fit its terms.
+namespace {
+
+// The samples of `timings` under Loom's direct algorithms, all and by op.
+StatusOr<std::vector<CommSample>> SamplesOf(const std::vector<CommTiming>& timings,
+                                            std::map<std::string, std::vector<CommSample>>* by_op) {
   std::vector<CommSample> all;
-  std::map<std::string, std::vector<CommSample>> by_op;
   for (const CommTiming& t : timings) {
     LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
     CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
                  TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
                  static_cast<double>(t.bytes), t.median_seconds};
     all.push_back(s);
-    by_op[t.op].push_back(s);
+    (*by_op)[t.op].push_back(s);
   }
-  // Each collective's own fit shows how well one link describes them all;
-  // it is for reading only, so a failure is printed, not fatal.
+  return all;
+}
+
+// Each collective's own fit on a link of the kind kept; a collective whose
+// samples cannot determine one is left to the link's values.
+template <typename Costs>
+void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op,
+                    bool half_duplex, Costs* out) {
+  out->clear_collective();
   for (const auto& [op, samples] : by_op) {
-    auto fit = PrintFit(op + " alone", samples, false, false);
-    if (!fit.ok()) std::printf("%s\n", fit.status().message().c_str());
+    auto own = PrintFit(StrCat("  ", op), samples, half_duplex, false);
+    if (!own.ok()) continue;
+    proto::CollectiveCost* c = out->add_collective();
+    c->set_kind(op);
+    c->set_latency_seconds(own->latency_seconds);
+    c->set_bandwidth(own->bandwidth);
   }
+}
+
+}  // namespace
+
+Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
+               const std::string& source, proto::Link* link) {
+  std::map<std::string, std::vector<CommSample>> by_op;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
   // Full or half duplex: the data decide, by the smaller residual.
+  std::printf("parties arriving together:\n");
   LOOM_ASSIGN_OR_RETURN(CommFit full, PrintFit("joint fit, full duplex", all, false, false));
   LOOM_ASSIGN_OR_RETURN(CommFit half, PrintFit("joint fit, half duplex", all, true, false));
   const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
@@ -235,14 +267,38 @@ Status FitLink(const std::vector<CommTiming>& timings, const std::string& source
   link->set_latency_seconds(fit.latency_seconds);
   link->set_half_duplex(half_duplex);
   link->set_measured(true);
-  char residual[64];
+  // And each collective's own: one α-β does not describe them all here
+  // (an all-reduce's two exchanges cost more than two sends' latencies).
+  FitCollectives(by_op, half_duplex, link);
+  char residual[96];
   std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
                 100 * fit.rms_relative_residual);
-  link->set_source(StrCat(source, ", ", residual));
+  std::string note = StrCat(source, ", ", residual);
+  link->clear_after_wait();
+  if (!waited.empty()) {
+    std::map<std::string, std::vector<CommSample>> waited_by_op;
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> w, SamplesOf(waited, &waited_by_op));
+    std::printf("parties arriving apart (the first waits for the last):\n");
+    StatusOr<CommFit> waited_fit = PrintFit("joint fit", w, half_duplex, true);
+    if (!waited_fit.ok()) {
+      // The link's values then price waited calls too.
+      std::printf("%s; no after_wait costs recorded\n", waited_fit.status().message().c_str());
+      link->set_source(note);
+      return Status::OK();
+    }
+    const CommFit& wf = *waited_fit;
+    proto::WaitedCosts* after = link->mutable_after_wait();
+    after->set_latency_seconds(wf.latency_seconds);
+    after->set_bandwidth(wf.bandwidth);
+    FitCollectives(waited_by_op, half_duplex, after);
+    std::snprintf(residual, sizeof(residual), "; arriving apart: rms residual %.1f%%",
+                  100 * wf.rms_relative_residual);
+    note += residual;
+  }
+  link->set_source(note);
   return Status::OK();
 }
 
-// "MIN,MAX" milliseconds, or "0".
 Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds) {
   double lo = 0, hi = 0;
   char rest = 0;

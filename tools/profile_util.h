@@ -34,10 +34,13 @@ Status ParseBetween(const std::string& flag, double* min_seconds, double* max_se
 std::string Today();
 
 // Fits the link's α and β (and half or full duplex, by the smaller
-// residual) to `timings` of Loom's direct algorithms, printing the fits,
-// and records them in `link` as measured, with `source` and the residual.
-Status FitLink(const std::vector<CommTiming>& timings, const std::string& source,
-               proto::Link* link);
+// residual) and each collective's own to `together` (calls whose parties
+// arrived together) of Loom's direct algorithms, and, when `waited` is not
+// empty, the after_wait costs to it (parties that arrived apart); prints
+// the fits and records them in `link` as measured, with `source` and the
+// residuals.
+Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
+               const std::string& source, proto::Link* link);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -21,6 +21,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cost_model/cluster.h"
+
 namespace loom {
 namespace {
 
@@ -151,6 +153,29 @@ TEST(EmulatedNetwork, NetcheckNeedsALaunchOfTwoRanks) {
   Result one = Loom(StrCat("launch --nproc 1 -- ", LOOM_BIN, " netcheck"));
   EXPECT_EQ(one.code, 1);
   EXPECT_EQ(one.out.rfind(error, 0), 0u) << one.out;
+}
+
+// netcheck --cluster_out measures the link between the launch's ranks the
+// way steps use it and writes the cluster (here over loopback, which needs
+// no root: two one-rank nodes of the emulated cluster, so the inter-node
+// link is the one measured).
+TEST(EmulatedNetwork, NetcheckWritesTheMeasuredLink) {
+  const std::string out = ::testing::TempDir() + "/netcheck_cluster.pbtxt";
+  std::remove(out.c_str());
+  Result r = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, " netcheck --cluster emulated ",
+                         "--cluster_out ", out, " --calibrate_rounds 5 --calibrate_max_bytes 262144"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + out + " (inter_node link of cluster 'emulated')"),
+            std::string::npos) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->inter_node().measured());
+  EXPECT_NE(c->inter_node().source().find("loom netcheck --cluster_out"), std::string::npos);
+  // (Unless a loaded host made the few samples unfit, which it says.)
+  EXPECT_TRUE(c->inter_node().has_after_wait() ||
+              r.out.find("no after_wait costs recorded") != std::string::npos) << r.out;
+  EXPECT_EQ(c->cost_table_device(), "local");
 }
 
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
