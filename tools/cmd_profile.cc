@@ -256,9 +256,12 @@ Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTi
   LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
   // Full or half duplex: the data decide, by the smaller residual.
   std::printf("parties arriving together:\n");
-  LOOM_ASSIGN_OR_RETURN(CommFit full, PrintFit("joint fit, full duplex", all, false, false));
-  LOOM_ASSIGN_OR_RETURN(CommFit half, PrintFit("joint fit, half duplex", all, true, false));
-  const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
+  // (A duplex whose fit the samples cannot determine loses.)
+  StatusOr<CommFit> full = PrintFit("joint fit, full duplex", all, false, false);
+  StatusOr<CommFit> half = PrintFit("joint fit, half duplex", all, true, false);
+  if (!full.ok() && !half.ok()) return full.status();
+  const bool half_duplex =
+      !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
   LOOM_ASSIGN_OR_RETURN(
       CommFit fit,
       PrintFit(StrCat("kept: ", half_duplex ? "half" : "full", " duplex (direct algorithm)"), all,

@@ -163,7 +163,7 @@ TEST(EmulatedNetwork, NetcheckWritesTheMeasuredLink) {
   const std::string out = ::testing::TempDir() + "/netcheck_cluster.pbtxt";
   std::remove(out.c_str());
   Result r = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, " netcheck --cluster emulated ",
-                         "--cluster_out ", out, " --calibrate_rounds 5 --calibrate_max_bytes 262144"));
+                         "--cluster_out ", out, " --calibrate_rounds 9 --calibrate_max_bytes 262144"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + out + " (inter_node link of cluster 'emulated')"),
