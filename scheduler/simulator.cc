@@ -241,9 +241,12 @@ void Simulation::Count(RankState& st, const Instruction& ins, double t, int delt
 void Simulation::Start(int r, int id, double now, double waited) {
   RankState& st = ranks_[r];
   const Instruction& ins = st.graph->instructions()[id];
-  const double seconds = ins.kind == InstructionKind::kNoOp ? 0
-                         : ins.communicates()           ? timer_->CommSeconds(*st.graph, ins, waited)
-                                                        : timer_->Seconds(*st.graph, ins);
+  double seconds = 0;
+  if (ins.communicates()) {
+    seconds = timer_->CommSeconds(*st.graph, ins, waited);
+  } else if (ins.kind != InstructionKind::kNoOp) {
+    seconds = timer_->Seconds(*st.graph, ins);
+  }
   Count(st, ins, now, +1);
   st.streams[ins.stream].start = now;
   if (options_.metrics) {

@@ -193,7 +193,7 @@ if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_em
 fi
 LINKS=""
 for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do
-  [ -f "$c" ] && LINKS+="$(grep -h 'source:' "$c" | sed 's/^ *source: //')"$'\n'
+  [ -f "$c" ] && LINKS+="$(basename "$c"): $(grep -h 'source:' "$c" | sed 's/^ *source: "//; s/"$//')"$'\n'
 done
 
 # ---- measure and simulate ---------------------------------------------------
@@ -242,8 +242,12 @@ for network in ${NETWORKS//,/ }; do
 done
 
 # ---- the page ---------------------------------------------------------------
+# The generated part goes between two markers; what the file holds around
+# them (the analysis, written by people) is kept.
+BEGIN_MARK="<!-- scripts/simulator_accuracy.sh: generated from here -->"
+END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
 {
-  echo "# Simulator accuracy"
+  echo "$BEGIN_MARK"
   echo
   echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
   echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
@@ -292,6 +296,16 @@ done
   echo "loom simulate MODEL LAYOUT --cluster LOCAL --cost_table TABLE --json     # loopback"
   echo "loom simulate MODEL LAYOUT --cluster EMULATED --cost_table TABLE --json  # emulated"
   echo '```'
-} > "$OUT.tmp"
+  echo
+  echo "$END_MARK"
+} > "$WORK/generated.md"
+if [ -f "$OUT" ] && grep -qF "$BEGIN_MARK" "$OUT" && grep -qF "$END_MARK" "$OUT"; then
+  awk -v b="$BEGIN_MARK" -v e="$END_MARK" -v gen="$WORK/generated.md" '
+    $0 == b { while ((getline line < gen) > 0) print line; skip = 1; next }
+    $0 == e { skip = 0; next }
+    !skip { print }' "$OUT" > "$OUT.tmp"
+else
+  { echo "# Simulator accuracy"; echo; cat "$WORK/generated.md"; } > "$OUT.tmp"
+fi
 mv "$OUT.tmp" "$OUT"
 echo "wrote $OUT" >&2

@@ -71,9 +71,9 @@ Status Calibrate(Communicator& comm, const LaunchEnv& env) {
   }
   if (calls.empty()) return InvalidArgument("--calibrate_max_bytes must be at least 4096");
   if (env.rank == 0) {
-    std::fprintf(stderr, "netcheck: timing %zu calls x %d rounds on %d ranks, each after %s ms "
-                 "of compute ...\n", calls.size(), so.rounds, comm.size(),
-                 FLAGS_comm_between_ms.c_str());
+    std::fprintf(stderr, "netcheck: timing %zu calls x %d rounds on %d ranks, each after %g-%g ms "
+                 "of compute ...\n", calls.size(), so.rounds, comm.size(), so.min_seconds * 1e3,
+                 so.max_seconds * 1e3);
   }
   so.together = true;
   LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> together, TimeAcrossRanks(comm, calls, so));
@@ -88,7 +88,8 @@ Status Calibrate(Communicator& comm, const LaunchEnv& env) {
       together, waited,
       StrCat("loom netcheck --cluster_out, ", Today(), ": ", comm.size(), " ranks of a launch",
              env.host.empty() ? " on loopback" : StrCat(" on an emulated network, host ", env.host),
-             ", means after ", FLAGS_comm_between_ms, " ms of compute (min,max)"),
+             ", means after ", so.min_seconds * 1e3, "-", so.max_seconds * 1e3,
+             " ms of compute"),
       link));
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(FLAGS_cluster_out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, FLAGS_cluster_out));

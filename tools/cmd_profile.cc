@@ -31,7 +31,8 @@ DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
 DEFINE_string(comm_between_ms, "0.1,1",
               "--comm: before each call every rank computes for a random time in this range "
               "(ms, 'MIN,MAX'), as in a training step, and a call's time is the mean from its "
-              "last party's arrival; '0': calls back to back with the cores kept awake, the median");
+              "last party's arrival; '0': calls back to back with the cores kept awake, the "
+              "median");
 DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
@@ -129,7 +130,8 @@ Status MeasureComm(proto::Cluster* cluster) {
   }
   const std::string regime =
       options.between_calls_max_seconds > 0
-          ? StrCat("means after ", FLAGS_comm_between_ms, " ms of compute (min,max)")
+          ? StrCat("means after ", options.between_calls_min_seconds * 1e3, "-",
+                   options.between_calls_max_seconds * 1e3, " ms of compute")
           : "medians back to back";
   LOOM_RETURN_IF_ERROR(FitLink(timings, waited,
                                StrCat("loom profile --comm, ", Today(), ": Gloo on loopback, ",

@@ -108,10 +108,17 @@ const std::vector<Command>& Commands() {
        {"nproc", "net_rate", "net_burst", "net_queue"}, RunLaunch},
       {"netcheck", "measure the network between the ranks of a launch",
        "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"
+       "loom launch --nproc N [--net_rate RATE] -- loom netcheck --cluster C --cluster_out FILE\n"
        "Rank 0 sends B bytes to rank 1, then all ranks all-reduce B bytes, K\n"
        "times each; rank 0 prints the send rate and the all-reduce bus rate\n"
-       "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.",
-       {"bytes", "repeats", "comm_timeout"}, RunNetcheck},
+       "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.\n"
+       "With --cluster_out, times all-reduce, all-gather and send the way a\n"
+       "training step makes them (compute between calls, the parties arriving\n"
+       "together and apart), fits the link the ranks span in cluster C, and\n"
+       "rank 0 writes the cluster to FILE.",
+       {"bytes", "repeats", "comm_timeout", "cluster", "cluster_out", "comm_between_ms",
+        "calibrate_rounds", "calibrate_max_bytes"},
+       RunNetcheck},
       {"simulate", "time one step of a layout or a saved plan on a cluster's cost model",
        "loom simulate --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
        "              [--cluster NAME|FILE] [--cost_table FILE] [--json] [--trace FILE]\n"
