@@ -19,7 +19,14 @@ Status Positive(const std::string& field, double v) {
   return InvalidArgument(field, " must be positive, got ", v);
 }
 
+Status CheckCollectives(const std::string& field,
+                        const google::protobuf::RepeatedPtrField<proto::CollectiveCost>& all);
+Status CheckWaited(const std::string& field, const proto::WaitedCosts& w);
+
 Status CheckLink(const std::string& field, const proto::Link& link) {
+  if (link.has_after_wait()) {
+    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
+  }
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
   if (!link.has_latency_seconds()) {
@@ -29,6 +36,35 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   if (!std::isfinite(link.latency_seconds()) || link.latency_seconds() < 0) {
     return InvalidArgument(field, ".latency_seconds must not be negative, got ",
                            link.latency_seconds());
+  }
+  return CheckCollectives(field, link.collective());
+}
+
+Status CheckWaited(const std::string& field, const proto::WaitedCosts& w) {
+  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", w.bandwidth()));
+  if (!std::isfinite(w.latency_seconds()) || w.latency_seconds() < 0) {
+    return InvalidArgument(field, ".latency_seconds must not be negative, got ",
+                           w.latency_seconds());
+  }
+  return CheckCollectives(field, w.collective());
+}
+
+Status CheckCollectives(const std::string& field,
+                        const google::protobuf::RepeatedPtrField<proto::CollectiveCost>& all) {
+  for (int i = 0; i < all.size(); ++i) {
+    const proto::CollectiveCost& c = all.Get(i);
+    const std::string f = StrCat(field, ".collective[", i, "]");
+    static const char* const kKinds[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                         "send"};
+    if (std::find(std::begin(kKinds), std::end(kKinds), c.kind()) == std::end(kKinds)) {
+      return InvalidArgument(f, ".kind '", c.kind(),
+                             "' is not allreduce, allgather, reduce_scatter, broadcast or send");
+    }
+    LOOM_RETURN_IF_ERROR(Positive(f + ".bandwidth", c.bandwidth()));
+    if (!std::isfinite(c.latency_seconds()) || c.latency_seconds() < 0) {
+      return InvalidArgument(f, ".latency_seconds must not be negative, got ",
+                             c.latency_seconds());
+    }
   }
   return Status::OK();
 }
@@ -139,6 +175,10 @@ Status ValidateCluster(const proto::Cluster& c) {
   if (!std::isfinite(c.comm_compute_slowdown()) || c.comm_compute_slowdown() < 1) {
     return InvalidArgument("comm_compute_slowdown must be at least 1, got ",
                            c.comm_compute_slowdown());
+  }
+  if (!std::isfinite(c.compute_comm_slowdown()) || c.compute_comm_slowdown() < 1) {
+    return InvalidArgument("compute_comm_slowdown must be at least 1, got ",
+                           c.compute_comm_slowdown());
   }
   return Status::OK();
 }

@@ -128,15 +128,27 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
 }
 
 double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
-                              int64_t bytes,
-                              const std::vector<int>& group_ranks) const {
+                              int64_t bytes, const std::vector<int>& group_ranks,
+                              bool after_wait) const {
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
   const CommTerms t = TermsOf(kind, algorithm, n);
   const proto::Link& link = LinkAt(LevelOf(group_ranks));
-  return t.latency_steps * link.latency_seconds() +
-         LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes) /
-             link.bandwidth();
+  const bool waited = after_wait && link.has_after_wait();
+  double alpha = waited ? link.after_wait().latency_seconds() : link.latency_seconds();
+  double beta = waited ? link.after_wait().bandwidth() : link.bandwidth();
+  // A recv is its send's other end.
+  const char* name =
+      CollectiveKindName(kind == CollectiveKind::kRecv ? CollectiveKind::kSend : kind);
+  for (const proto::CollectiveCost& c :
+       waited ? link.after_wait().collective() : link.collective()) {
+    if (c.kind() == name) {
+      alpha = c.latency_seconds();
+      beta = c.bandwidth();
+    }
+  }
+  return t.latency_steps * alpha +
+         LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes) / beta;
 }
 
 StatusOr<double> CommModel::OpCommSeconds(

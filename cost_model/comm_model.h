@@ -27,7 +27,8 @@
 //   reduce_scatter  α + (n-1)/n · bytes/β
 //   broadcast       α + (n-1) · bytes/β   (the root sends every copy)
 //
-// A group of one member costs nothing. A group whose ranks span nodes pays
+// α and β are the link's, or a collective's own where the link lists one
+// (Link.collective). A group of one member costs nothing. A group whose ranks span nodes pays
 // the inter-node link for every step: a ring is as slow as its slowest
 // link. On a half-duplex link (Link.half_duplex) the byte term doubles for
 // the collectives whose steps send and receive at once: every ring and
@@ -95,9 +96,11 @@ class CommModel {
   const proto::Link& LinkAt(LinkLevel level) const;
 
   // One call among `group_ranks` (global ranks; for send and recv the two
-  // ends).
+  // ends). `after_wait`: some party waited for the last to arrive, so the
+  // link's after_wait costs apply where it has them.
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
-                     int64_t bytes, const std::vector<int>& group_ranks) const;
+                     int64_t bytes, const std::vector<int>& group_ranks,
+                     bool after_wait = false) const;
 
   // Every call an op makes: comm_calls x CommSeconds(its collective,
   // comm_bytes). An error names the op type if it does not communicate.

@@ -62,7 +62,9 @@ CommKernelFn MakeLocalCommKernels() {
       if (&in != out) out->CopyFrom(in);
     };
     if (type == "allreduce") {
-      for (int i = 0; i < ctx.OutputCount("Out"); ++i) copy(ctx.Input("X", i), ctx.Output("Out", i));
+      for (int i = 0; i < ctx.OutputCount("Out"); ++i) {
+        copy(ctx.Input("X", i), ctx.Output("Out", i));
+      }
       return Status::OK();
     }
     if (type == "broadcast") {

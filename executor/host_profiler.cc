@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <thread>
 
 #include <gloo/rendezvous/hash_store.h>
@@ -141,6 +143,58 @@ std::function<bool()> For(double seconds) {
   return [start, seconds] { return Since(start) >= seconds; };
 }
 
+// Every member's step-call times, in group-rank order, on group rank 0
+// (empty elsewhere).
+StatusOr<std::vector<StepCallTimes>> GatherStepCallTimes(Communicator& comm,
+                                                         const StepCallTimes& mine) {
+  const int64_t total = static_cast<int64_t>(mine.arrive.size());
+  Tensor local(TensorMeta{proto::FP64, {1, 2 * total}});
+  std::copy(mine.arrive.begin(), mine.arrive.end(), local.data<double>());
+  std::copy(mine.end.begin(), mine.end.end(), local.data<double>() + total);
+  Tensor gathered;
+  LOOM_RETURN_IF_ERROR(comm.AllGather(local, &gathered));
+  std::vector<StepCallTimes> members;
+  if (comm.rank() != 0) return members;
+  members.resize(comm.size());
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* row = gathered.data<double>() + r * 2 * total;
+    members[r].arrive.assign(row, row + total);
+    members[r].end.assign(row + total, row + 2 * total);
+  }
+  return members;
+}
+
+// The calls of ProfileCommMember with compute between them: the mean of
+// each from its last party's arrival, on group rank 0.
+StatusOr<std::vector<CommTiming>> ProfileBetweenCompute(Communicator& comm,
+                                                        const CommProfileOptions& o,
+                                                        const std::vector<CommTiming>& cases,
+                                                        const HostProgressFn& progress) {
+  std::vector<StepCall> calls;
+  for (const CommTiming& c : cases) calls.push_back({c.op, c.bytes});
+  StepCallOptions so;
+  so.min_seconds = o.between_calls_min_seconds;
+  so.max_seconds = o.between_calls_max_seconds;
+  so.together = o.together;
+  so.warmup_rounds = o.warmup_runs;
+  so.rounds = o.warmup_runs + std::max(1, o.samples);
+  if (progress && comm.rank() == 0) {
+    progress(StrCat(so.rounds, " rounds of ", calls.size(), " calls on ", comm.size(),
+                    " ranks, each after ", so.min_seconds * 1e3, "-", so.max_seconds * 1e3,
+                    " ms of compute", so.together ? " (the same on every rank)" : ""));
+  }
+  LOOM_ASSIGN_OR_RETURN(StepCallTimes mine, TimeStepCalls(comm, calls, so));
+  LOOM_ASSIGN_OR_RETURN(std::vector<StepCallTimes> members, GatherStepCallTimes(comm, mine));
+  std::vector<CommTiming> out;
+  if (comm.rank() != 0) return out;
+  const std::vector<double> means = MeanStepCallSeconds(members, calls, so);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    out.push_back(cases[i]);
+    out.back().median_seconds = means[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
@@ -149,38 +203,39 @@ StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
   const int n = comm.size();
   const int r = comm.rank();
   if (n < 2) return InvalidArgument("profiling communication needs 2 ranks or more, got ", n);
-  // Every (op, size) once per round, and the median over rounds: a slow
-  // spell of the host then spreads over all cases instead of spoiling one.
-  struct Case {
-    CommTiming timing;
-    Tensor in, out;
-    std::vector<double> seconds;
-  };
-  std::vector<Case> cases;
+  std::vector<CommTiming> cases;
   for (int64_t size : o.sizes) {
     const int64_t numel = std::max<int64_t>(1, size / 4);
     for (const char* op : {"allreduce", "allgather", "send"}) {
-      Case c;
-      c.timing = {op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0};
-      c.in = Floats(numel, 1.0f);
-      c.out = Floats(numel * n, 0.0f);
-      cases.push_back(std::move(c));
+      cases.push_back({op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0});
     }
   }
+  if (o.between_calls_max_seconds > 0) return ProfileBetweenCompute(comm, o, cases, progress);
+  // Back to back: every (op, size) once per round, and the median over
+  // rounds: a slow spell of the host then spreads over all cases instead
+  // of spoiling one.
+  std::vector<Tensor> in, out;
+  for (const CommTiming& c : cases) {
+    const int64_t numel = c.bytes / 4;
+    in.push_back(Floats(numel, 1.0f));
+    out.push_back(Floats(numel * n, 0.0f));
+  }
   // Half a ping-pong between ranks 0 and 1 is one message's one-way time.
-  auto call = [&](Case& c) -> Status {
-    if (c.timing.op == "allreduce") return comm.AllReduce({&c.in}, ReduceOp::kAvg);
-    if (c.timing.op == "allgather") return comm.AllGather(c.in, &c.out);
+  auto call = [&](size_t i) -> Status {
+    const std::string& op = cases[i].op;
+    if (op == "allreduce") return comm.AllReduce({&in[i]}, ReduceOp::kAvg);
+    if (op == "allgather") return comm.AllGather(in[i], &out[i]);
     if (r == 0) {
-      LOOM_RETURN_IF_ERROR(comm.Send(c.in, 1));
-      return comm.Recv(&c.in, 1);
+      LOOM_RETURN_IF_ERROR(comm.Send(in[i], 1));
+      return comm.Recv(&in[i], 1);
     }
     if (r == 1) {
-      LOOM_RETURN_IF_ERROR(comm.Recv(&c.in, 0));
-      return comm.Send(c.in, 0);
+      LOOM_RETURN_IF_ERROR(comm.Recv(&in[i], 0));
+      return comm.Send(in[i], 0);
     }
     return Status::OK();
   };
+  std::vector<std::vector<double>> seconds(cases.size());
   Tensor sync = Floats(1, 0.0f);
   const int rounds = o.warmup_runs + std::max(1, o.samples);
   for (int round = 0; round < rounds; ++round) {
@@ -191,32 +246,97 @@ StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
     }
     // Untimed: every member starts the round together.
     LOOM_RETURN_IF_ERROR(comm.AllReduce({&sync}, ReduceOp::kSum));
-    for (Case& c : cases) {
+    for (size_t i = 0; i < cases.size(); ++i) {
       const auto start = Clock::now();
-      LOOM_RETURN_IF_ERROR(call(c));
-      if (timed) c.seconds.push_back(Since(start));
+      LOOM_RETURN_IF_ERROR(call(i));
+      if (timed) seconds[i].push_back(Since(start));
     }
   }
-  std::vector<CommTiming> out;
-  if (r != 0) return out;
-  for (Case& c : cases) {
-    c.timing.median_seconds = Median(c.seconds);
-    if (c.timing.op == "send") c.timing.median_seconds /= 2;
-    out.push_back(c.timing);
+  if (r != 0) return std::vector<CommTiming>();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].median_seconds = Median(seconds[i]);
+    if (cases[i].op == "send") cases[i].median_seconds /= 2;
   }
-  return out;
+  return cases;
 }
 
 StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
                                               const HostProgressFn& progress) {
   LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
-  CoreWaker awake;
+  // Back to back, the cores are kept awake; in the step regime they idle
+  // or compute as in a step.
+  std::optional<CoreWaker> awake;
+  if (o.between_calls_max_seconds <= 0) awake.emplace();
   std::vector<std::vector<CommTiming>> timings(o.ranks);
   LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
     LOOM_ASSIGN_OR_RETURN(timings[r], ProfileCommMember(*group[r], o, progress));
     return Status::OK();
   }));
   return timings[0];
+}
+
+StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<StepCall>& calls,
+                                      const StepCallOptions& o) {
+  const int me = comm.rank();
+  std::vector<Tensor> in, out;
+  for (const StepCall& c : calls) {
+    const int64_t numel = std::max<int64_t>(1, c.bytes / 4);
+    in.push_back(Floats(numel, 1.0f));
+    out.push_back(Floats(numel * comm.size(), 0.0f));
+  }
+  const int total = o.rounds * static_cast<int>(calls.size());
+  StepCallTimes t;
+  openblas_set_num_threads(1);
+  Sgemm mm(48);
+  std::mt19937_64 rng(1234 + (o.together ? 0 : me));
+  std::uniform_real_distribution<double> gap(o.min_seconds, o.max_seconds);
+  const auto seconds = [] {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
+  for (int k = 0; k < total; ++k) {
+    const auto until = For(gap(rng));
+    do {
+      mm.Run();
+    } while (!until());
+    t.arrive.push_back(seconds());
+    const size_t i = k % calls.size();
+    const StepCall& c = calls[i];
+    if (c.op == "allreduce") {
+      LOOM_RETURN_IF_ERROR(comm.AllReduce({&in[i]}, ReduceOp::kAvg));
+    } else if (c.op == "allgather") {
+      LOOM_RETURN_IF_ERROR(comm.AllGather(in[i], &out[i]));
+    } else if (me == 0) {
+      LOOM_RETURN_IF_ERROR(comm.Send(in[i], 1));
+    } else if (me == 1) {
+      LOOM_RETURN_IF_ERROR(comm.Recv(&in[i], 0));
+    }
+    t.end.push_back(seconds());
+  }
+  return t;
+}
+
+std::vector<double> MeanStepCallSeconds(const std::vector<StepCallTimes>& members,
+                                        const std::vector<StepCall>& calls,
+                                        const StepCallOptions& o) {
+  std::vector<double> means;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const int parties =
+        calls[i].op == "send" ? 2 : static_cast<int>(members.size());
+    double sum = 0;
+    int count = 0;
+    for (int round = o.warmup_rounds; round < o.rounds; ++round) {
+      const size_t k = round * calls.size() + i;
+      double arrive = 0, end = 0;
+      for (int r = 0; r < parties; ++r) {
+        arrive = std::max(arrive, members[r].arrive[k]);
+        end = std::max(end, members[r].end[k]);
+      }
+      sum += end - arrive;
+      ++count;
+    }
+    means.push_back(count > 0 ? sum / count : 0);
+  }
+  return means;
 }
 
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {

@@ -12,11 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "executor/comm/communicator.h"
 #include "framework/status.h"
 
 namespace loom {
-
-class Communicator;
 
 struct CommProfileOptions {
   int ranks = 2;
@@ -27,12 +26,20 @@ struct CommProfileOptions {
   int warmup_runs = 2;
   int samples = 7;
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
+  // Compute between calls, as in a training step (TimeStepCalls with
+  // these bounds and `together`; `samples` rounds): a call's time is then
+  // the mean over rounds (a step pays for every slow call). 0: calls back
+  // to back with the cores kept awake, the median.
+  double between_calls_min_seconds = 0;
+  double between_calls_max_seconds = 0;
+  bool together = false;
 };
 
 struct CommTiming {
   std::string op;  // "allreduce", "allgather", "send"
   int ranks = 0;
   int64_t bytes = 0;
+  // The median back to back; the mean with compute between calls.
   double median_seconds = 0;
 };
 
@@ -40,19 +47,56 @@ struct CommTiming {
 using HostProgressFn = std::function<void(const std::string& what)>;
 
 // Times AllReduce and AllGather among options.ranks in-process ranks, and
-// one-way Send (half a ping-pong between two ranks), at every size: each
-// round makes every call once, and a call's time is rank 0's median over
-// the timed rounds. The cores are kept awake meanwhile (see the .cc).
+// one-way Send, at every size: each round makes every call once. Back to
+// back (no compute between calls), a call's time is rank 0's median over
+// the timed rounds with the cores kept awake (see the .cc); with compute
+// between calls, the mean from the last party's arrival (TimeStepCalls).
 StatusOr<std::vector<CommTiming>> ProfileComm(
     const CommProfileOptions& options, const HostProgressFn& progress = nullptr);
 
 // The same measurement from one member of `comm` (options.ranks is
-// comm's size): every member calls it, in its own thread or process (under
-// `loom launch`, over the network between them). Group rank 0 returns the
-// timings; the others return none.
+// ignored: comm's size counts): every member calls it, in its own thread
+// or process (under `loom launch`, over the network between them). Group
+// rank 0 returns the timings; the others return none.
 StatusOr<std::vector<CommTiming>> ProfileCommMember(
     Communicator& comm, const CommProfileOptions& options,
     const HostProgressFn& progress = nullptr);
+
+// Calls made the way a training step makes them, for calibrating the
+// communication model in the regime runs see: before each call the rank
+// runs a small matmul loop for a random time in [min_seconds,
+// max_seconds], so that the parties arrive apart and wait for each other
+// as in a step (or, `together`, all at once), with the cores idle or
+// computing meanwhile (they are not kept awake), and a rank done with a
+// call computes on while a slower party finishes its side, as in a step.
+// A call's time is from its last party's arrival to its last party's
+// return: on this host several times that of calls made back to back.
+struct StepCallOptions {
+  double min_seconds = 1e-4;
+  double max_seconds = 1e-3;
+  // Every rank draws the same times, so that the parties arrive together
+  // (nobody waits); otherwise each draws its own and they arrive apart.
+  bool together = false;
+  int rounds = 33;  // each call once per round
+  int warmup_rounds = 2;
+};
+struct StepCall {
+  std::string op;  // "allreduce", "allgather" (every member) or "send" (0 -> 1)
+  int64_t bytes = 0;
+};
+// One rank's arrival and return times (seconds on the monotonic clock,
+// comparable across the processes of a host) for every round of `calls`,
+// round after round. Collective over `comm`'s members.
+struct StepCallTimes {
+  std::vector<double> arrive, end;
+};
+StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<StepCall>& calls,
+                                      const StepCallOptions& options);
+// The mean time of each call over the timed rounds, from every member's
+// times (in group-rank order); a send counts ranks 0 and 1.
+std::vector<double> MeanStepCallSeconds(const std::vector<StepCallTimes>& members,
+                                        const std::vector<StepCall>& calls,
+                                        const StepCallOptions& options);
 
 struct InterferenceOptions {
   int64_t matmul_dim = 256;        // square fp32 sgemm, one OpenBLAS thread

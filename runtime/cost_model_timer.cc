@@ -49,6 +49,15 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::ForCluster(
 }
 
 double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
+  return Price(g, ins, false);
+}
+
+double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
+                                   double waited) const {
+  return Price(g, ins, waited > kSleptSeconds);
+}
+
+double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool after_wait) const {
   double s = 0;
   if (ins.kind == InstructionKind::kNoOp) return 0;
   if (ins.kind == InstructionKind::kCompute ||
@@ -63,7 +72,7 @@ double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const
       pair = {g.rank, g.Peer(ins)};
       group = &pair;
     }
-    s += ins.comm_calls * comm_.CommSeconds(kind, algorithm_, ins.comm_bytes, *group);
+    s += ins.comm_calls * comm_.CommSeconds(kind, algorithm_, ins.comm_bytes, *group, after_wait);
   }
   return s;
 }
@@ -84,5 +93,9 @@ double CostModelTimer::PoolCores(int) const {
 }
 
 double CostModelTimer::CommSlowdown(int) const { return cluster_.comm_compute_slowdown(); }
+
+double CostModelTimer::ComputeCommSlowdown(int) const {
+  return cluster_.compute_comm_slowdown();
+}
 
 }  // namespace loom

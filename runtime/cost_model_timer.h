@@ -33,9 +33,17 @@ class CostModelTimer : public InstructionTimer {
       const std::string& cost_table_path);
 
   double Seconds(const RankGraph& rank, const Instruction& ins) const override;
+  // A call whose first party waited longer than kSleptSeconds for the last
+  // is priced at the link's after_wait costs: that party slept.
+  double CommSeconds(const RankGraph& rank, const Instruction& ins, double waited) const override;
+  // Gloo waits on a condition variable without spinning, so a party that
+  // waits at all sleeps; parties that start a call together arrive within
+  // tens of microseconds of each other. Above this wait, one slept.
+  static constexpr double kSleptSeconds = 50e-6;
   int CorePool(const RankGraph& rank) const override;
   double PoolCores(int pool) const override;
   double CommSlowdown(int pool) const override;
+  double ComputeCommSlowdown(int pool) const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.
@@ -44,6 +52,8 @@ class CostModelTimer : public InstructionTimer {
  private:
   CostModelTimer(const proto::Cluster& cluster, CommAlgorithm algorithm)
       : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
+
+  double Price(const RankGraph& rank, const Instruction& ins, bool after_wait) const;
 
   CommModel comm_;
   proto::Cluster cluster_;

@@ -22,6 +22,38 @@ bool Computes(const Instruction& ins) {
          (ins.kind == InstructionKind::kCollective && ins.flops > 0);
 }
 
+// The step's events by instruction id (null where none ran).
+std::vector<const TraceEvent*> ById(const RankGraph& graph, const std::vector<TraceEvent>& events) {
+  std::vector<const TraceEvent*> by_id(graph.instructions().size(), nullptr);
+  for (const TraceEvent& e : events) {
+    if (e.instruction >= 0 && e.instruction < static_cast<int>(by_id.size())) {
+      by_id[e.instruction] = &e;
+    }
+  }
+  return by_id;
+}
+
+// The instruction before each on its stream, or -1.
+std::vector<int> PreviousOnStream(const RankGraph& graph) {
+  std::vector<int> prev(graph.instructions().size(), -1);
+  for (const Stream& stream : graph.streams()) {
+    for (size_t i = 1; i < stream.queue.size(); ++i) prev[stream.queue[i]] = stream.queue[i - 1];
+  }
+  return prev;
+}
+
+// When `ins` had its stream to itself: the end of the instruction before
+// it on its stream if it waits for nothing else (the gap is the executor's
+// dispatch, which the op pays wherever it runs), else its own start (a wait
+// for another stream or rank depends on the layout, and the simulator
+// models it).
+int64_t StreamStartNs(const std::vector<int>& prev, const std::vector<const TraceEvent*>& by_id,
+                      const Instruction& ins) {
+  const int64_t start = by_id[ins.id]->start_ns;
+  if (!ins.deps.empty() || prev[ins.id] < 0 || by_id[prev[ins.id]] == nullptr) return start;
+  return std::min(start, by_id[prev[ins.id]]->end_ns);
+}
+
 struct Samples {
   OpTiming timing;
   std::vector<double> step_means;
@@ -56,11 +88,13 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
       if (g.rank == rank) graph = &g;
     }
     if (graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
+    const std::vector<int> prev = PreviousOnStream(*graph);
     for (int step = 0; step < options.warmup_steps + options.steps; ++step) {
       LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
       std::vector<TraceEvent> events = trainer->TakeTrace();
       if (step < options.warmup_steps) continue;
-      // This step's time and runs of each signature.
+      // Each instruction's time on its stream, dispatch included.
+      const std::vector<const TraceEvent*> by_id = ById(*graph, events);
       std::map<std::string, std::pair<double, int>> step_sum;
       for (const TraceEvent& e : events) {
         if (e.instruction < 0) continue;
@@ -68,7 +102,7 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
         if (!Computes(ins)) continue;
         const std::string& signature = graph->body->signatures[ins.signature];
         auto& [seconds, runs] = step_sum[signature];
-        seconds += (e.end_ns - e.start_ns) * 1e-9;
+        seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
         ++runs;
         Samples& s = by_signature[signature];
         if (s.timing.signature.empty()) {

@@ -38,6 +38,7 @@ struct RendezvousKeyHash {
 struct Rendezvous {
   int size = 0;
   std::vector<std::pair<int, int>> arrived;  // (rank index, instruction)
+  double first = 0;  // when the first party arrived
 };
 
 struct StreamState {
@@ -58,9 +59,11 @@ struct StreamState {
 // Cores shared by the compute of several ranks.
 struct Pool {
   double cores = 1;
-  double slowdown = 1;
+  double slowdown = 1;          // of compute, while communication runs
+  double comm_slowdown = 1;     // of communication, while compute fills the cores
   int communicating = 0;
-  std::vector<std::pair<int, int>> tasks;  // (rank index, stream), running
+  std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
+  std::vector<std::pair<int, int>> comms;  // (rank index, stream), communicating
 };
 
 struct RankState {
@@ -94,7 +97,8 @@ class Simulation {
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
   Status Arrive(int r, int s, const Instruction& ins, double now);
-  void Start(int r, int ins, double now);
+  // `waited`: for a communication, how long its first party waited.
+  void Start(int r, int ins, double now, double waited = 0);
   // Gives the pool's running compute its rates from `now` and reschedules
   // their ends.
   void Reprice(int pool, double now);
@@ -161,10 +165,11 @@ Status Simulation::Init() {
         Pool p;
         p.cores = timer_->PoolCores(pool);
         p.slowdown = timer_->CommSlowdown(pool);
-        if (!(p.cores > 0) || !(p.slowdown >= 1)) {
+        p.comm_slowdown = timer_->ComputeCommSlowdown(pool);
+        if (!(p.cores > 0) || !(p.slowdown >= 1) || !(p.comm_slowdown >= 1)) {
           return InvalidArgument("simulator: core pool ", pool, " of rank ", g.rank, " has ",
-                                 p.cores, " cores and a slowdown of ", p.slowdown,
-                                 "; need cores > 0 and slowdown >= 1");
+                                 p.cores, " cores and slowdowns of ", p.slowdown, " and ",
+                                 p.comm_slowdown, "; need cores > 0 and slowdowns >= 1");
         }
         pools_.push_back(p);
       }
@@ -233,11 +238,15 @@ void Simulation::Count(RankState& st, const Instruction& ins, double t, int delt
   }
 }
 
-void Simulation::Start(int r, int id, double now) {
+void Simulation::Start(int r, int id, double now, double waited) {
   RankState& st = ranks_[r];
   const Instruction& ins = st.graph->instructions()[id];
-  const double seconds =
-      ins.kind == InstructionKind::kNoOp ? 0 : timer_->Seconds(*st.graph, ins);
+  double seconds = 0;
+  if (ins.communicates()) {
+    seconds = timer_->CommSeconds(*st.graph, ins, waited);
+  } else if (ins.kind != InstructionKind::kNoOp) {
+    seconds = timer_->Seconds(*st.graph, ins);
+  }
   Count(st, ins, now, +1);
   st.streams[ins.stream].start = now;
   if (options_.metrics) {
@@ -257,8 +266,17 @@ void Simulation::Start(int r, int id, double now) {
     return;
   }
   if (st.pool >= 0 && ins.communicates()) {
-    ++pools_[st.pool].communicating;
+    Pool& pool = pools_[st.pool];
+    ++pool.communicating;
+    if (pool.comm_slowdown > 1) {
+      // Its end depends on the pool's compute: priced by Reprice.
+      ss.remaining = seconds;
+      ss.since = now;
+      ss.rate = 0;
+      pool.comms.emplace_back(r, ins.stream);
+    }
     Reprice(st.pool, now);
+    if (pool.comm_slowdown > 1) return;
   }
   events_.push(Event{now + seconds, seq_++, r, id, ++ss.version});
 }
@@ -298,6 +316,17 @@ void Simulation::Reprice(int p, double now) {
     }
     i = j;
   }
+  // Communication waits for cores while compute takes them all.
+  const double comm_rate =
+      static_cast<double>(pool.tasks.size()) >= pool.cores ? 1.0 / pool.comm_slowdown : 1.0;
+  for (const auto& [r, s] : pool.comms) {
+    StreamState& ss = ranks_[r].streams[s];
+    ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate);
+    ss.since = now;
+    ss.rate = comm_rate;
+    const int id = ranks_[r].graph->streams()[s].queue[ss.pos];
+    events_.push(Event{now + ss.remaining / ss.rate, seq_++, r, id, ++ss.version});
+  }
 }
 
 Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
@@ -312,6 +341,7 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   LOOM_ASSIGN_OR_RETURN(RendezvousKey key, KeyOf(r, ins, &size));
   Rendezvous& rv = rendezvous_[key];
   rv.size = size;
+  if (rv.arrived.empty()) rv.first = now;
   rv.arrived.emplace_back(r, ins.id);
   ss.in_rendezvous = true;
   ss.rendezvous = key;
@@ -321,7 +351,7 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   for (const auto& [pr, pid] : rv.arrived) {
     RankState& p = ranks_[pr];
     p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;
-    Start(pr, pid, now);
+    Start(pr, pid, now, now - rv.first);
   }
   rendezvous_.erase(key);
   return Status::OK();
@@ -352,6 +382,11 @@ void Simulation::Finish(const Event& e) {
   if (st.pool >= 0 && ins.kind == InstructionKind::kCompute) {
     auto& tasks = pools_[st.pool].tasks;
     tasks.erase(std::find(tasks.begin(), tasks.end(), std::make_pair(e.rank, ins.stream)));
+  }
+  if (st.pool >= 0 && ins.communicates()) {
+    auto& comms = pools_[st.pool].comms;
+    auto it = std::find(comms.begin(), comms.end(), std::make_pair(e.rank, ins.stream));
+    if (it != comms.end()) comms.erase(it);
   }
   st.done[e.ins] = 1;
   ss.busy = false;

@@ -10,13 +10,17 @@
 //     start together, when both have arrived (Gloo's unbound-buffer send
 //     waits for the receiver); the stream is held while it waits, as a
 //     blocked communicator call holds the executor's stream thread;
-//   - an instruction ends `timer.Seconds()` after it starts, unless it
+//   - an instruction ends `timer.Seconds()` after it starts (a
+//     communication: `timer.CommSeconds()`, told how long its first party
+//     waited for the last), unless it
 //     computes on cores its rank shares with others (InstructionTimer::
 //     CorePool): then the pool's cores go to its running compute
 //     instructions in stream-priority order, equal priorities sharing
 //     equally, no instruction faster than one core, all of them slowed by
-//     CommSlowdown while communication runs in the pool; an instruction
-//     ends when its work is done at the rates it got.
+//     CommSlowdown while communication runs in the pool; communication in
+//     the pool is slowed by ComputeCommSlowdown while its compute takes
+//     every core; an instruction ends when its work is done at the rates
+//     it got.
 //
 // One event queue of (time, sequence) with a deterministic tie-break, so
 // two runs give the same trace. With the zero timer the simulation is the
@@ -62,6 +66,12 @@ class InstructionTimer {
   // Seconds `ins` of `rank` runs once it starts (a collective or a
   // transfer: once every party has arrived), alone on its device.
   virtual double Seconds(const RankGraph& rank, const Instruction& ins) const = 0;
+  // The same for a collective or transfer whose first party arrived
+  // `waited` seconds before the last: a timer may price the wake-up of
+  // parties that slept. By default the wait changes nothing.
+  virtual double CommSeconds(const RankGraph& rank, const Instruction& ins, double waited) const {
+    return Seconds(rank, ins);
+  }
 
   // Shared cores. Ranks whose compute draws on one pool of cores (ranks
   // emulated on one CPU host) name the same pool; -1: the rank's streams
@@ -72,6 +82,10 @@ class InstructionTimer {
   // this many times slower (>= 1): on a CPU host the communication threads
   // take cycles from the kernels.
   virtual double CommSlowdown(int pool) const { return 1; }
+  // The other way: while every core of the pool computes, its ranks'
+  // communication runs this many times slower (>= 1): its threads wait for
+  // a core.
+  virtual double ComputeCommSlowdown(int pool) const { return 1; }
 };
 
 // Every instruction takes no time: the deadlock proof.

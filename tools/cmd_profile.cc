@@ -12,8 +12,8 @@
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
 #include "cost_model/cost_table.h"
-#include "executor/host_profiler.h"
 #include "executor/comm/comm_world.h"
+#include "executor/host_profiler.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/launch_env.h"
@@ -23,7 +23,8 @@ DECLARE_string(program);
 DECLARE_string(plan);
 DEFINE_bool(comm, false,
             "measure Gloo collectives on loopback and the communication/"
-            "compute interference, and write them into --cluster_out");
+            "compute interference, and write them into --cluster_out; under "
+            "loom launch, the link between the launched ranks");
 DEFINE_bool(calibrate_device, false,
             "measure this CPU's sgemm rate, copy bandwidth and per-op "
             "overhead, and write them into --cluster_out");
@@ -31,6 +32,12 @@ DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
 DEFINE_int32(comm_ranks, 2, "in-process ranks for --comm");
+DEFINE_string(comm_between_ms, "0.1,1",
+              "--comm: before each call every rank computes for a random time in this range "
+              "(ms, 'MIN,MAX'), as in a training step, and a call's time is the mean from its "
+              "last party's arrival; '0': calls back to back with the cores kept awake, the "
+              "median");
+DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
 DEFINE_double(interference_seconds, 1.0,
@@ -83,13 +90,6 @@ std::string Rate(double bytes_per_second) {
   return buf;
 }
 
-std::string Today() {
-  char buf[16];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
-  return buf;
-}
-
 
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title,
@@ -112,95 +112,74 @@ StatusOr<CommFit> PrintFit(const std::string& title,
 
 // Under `loom launch` the ranks are processes (on the emulated network
 // with --net_rate) and the link measured is the one between them; else
-// in-process ranks on loopback. Sets `*rank` to this process's rank.
+// in-process ranks on loopback. Rank 0 gets the timings, the others none.
 StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& options,
-                                                  const std::optional<LaunchEnv>& env,
-                                                  int* rank) {
+                                                  const std::optional<LaunchEnv>& env) {
   auto progress = [](const std::string& what) {
     std::fprintf(stderr, "timing %s ...\n", what.c_str());
   };
-  *rank = 0;
   if (!env.has_value()) return ProfileComm(options, progress);
-  if (env->world_size < 2) {
-    return FailedPrecondition("--comm under loom launch needs 2 ranks or more");
-  }
   ParallelLayout layout;
   layout.dp = env->world_size;
   CommWorldOptions comm;
   comm.host = env->host;
   comm.file_store_dir = env->store_dir;
-  comm.job = "profile";
+  comm.job = StrCat("profile", options.together ? "-together" : "-apart");
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
                         CommWorld::Create(layout, env->rank, comm));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  *rank = env->rank;
   return ProfileCommMember(*all, options, progress);
 }
 
-// Fits the link the measured ranks span and writes it into `cluster`;
-// `*link` is that link, or null on the ranks of a launch other than 0
-// (they only take part, and write nothing).
+// Fits the link the measured ranks span into `cluster`; `*link_out` is
+// that link, or null on the ranks of a launch other than 0 (they only take
+// part, and write nothing).
 Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
+  *link_out = nullptr;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());
+  if (env.has_value() && env->world_size < 2) {
+    return FailedPrecondition("--comm under loom launch needs 2 ranks or more");
+  }
   CommProfileOptions options;
   options.ranks = env.has_value() ? env->world_size : FLAGS_comm_ranks;
+  LOOM_RETURN_IF_ERROR(ParseBetween(FLAGS_comm_between_ms, &options.between_calls_min_seconds,
+                                    &options.between_calls_max_seconds));
+  // Means of calls that wait on the scheduler are noisier than medians of
+  // calls back to back: more rounds.
+  if (options.between_calls_max_seconds > 0) options.samples = FLAGS_comm_rounds;
   options.sizes.clear();
   for (int64_t b = 4 << 10; b <= FLAGS_comm_max_bytes; b *= 4) options.sizes.push_back(b);
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
-  int rank = 0;
-  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, TimeCollectives(options, env, &rank));
-  *link_out = nullptr;
-  if (rank != 0) return Status::OK();
-  // Loom's Gloo communicator runs the direct algorithm: fit its terms.
-  std::vector<CommSample> all;
-  std::map<std::string, std::vector<CommSample>> by_op;
-  for (const CommTiming& t : timings) {
-    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
-    CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
-                 TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
-                 static_cast<double>(t.bytes), t.median_seconds};
-    all.push_back(s);
-    by_op[t.op].push_back(s);
+  // In the step regime, twice: the parties arriving together, and apart.
+  options.together = options.between_calls_max_seconds > 0;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, TimeCollectives(options, env));
+  std::vector<CommTiming> waited;
+  if (options.between_calls_max_seconds > 0) {
+    options.together = false;
+    LOOM_ASSIGN_OR_RETURN(waited, TimeCollectives(options, env));
   }
-  // Each collective's own fit shows how well one link describes them all;
-  // it is for reading only, so a failure is printed, not fatal.
-  for (const auto& [op, samples] : by_op) {
-    auto fit = PrintFit(op + " alone", samples, false, false);
-    if (!fit.ok()) std::printf("%s\n", fit.status().message().c_str());
-  }
-  // Full or half duplex: the data decide, by the smaller residual.
-  LOOM_ASSIGN_OR_RETURN(CommFit full,
-                        PrintFit("joint fit, full duplex", all, false, false));
-  LOOM_ASSIGN_OR_RETURN(CommFit half,
-                        PrintFit("joint fit, half duplex", all, true, false));
-  const bool half_duplex = half.rms_relative_residual < full.rms_relative_residual;
-  LOOM_ASSIGN_OR_RETURN(
-      CommFit fit,
-      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full",
-                      " duplex (direct algorithm)"),
-               all, half_duplex, true));
+  if (env.has_value() && env->rank != 0) return Status::OK();
+  const std::string regime =
+      options.between_calls_max_seconds > 0
+          ? StrCat("means after ", options.between_calls_min_seconds * 1e3, "-",
+                   options.between_calls_max_seconds * 1e3, " ms of compute")
+          : "medians back to back";
+  const std::string where =
+      !env.has_value() ? "on loopback"
+      : env->host.empty() || env->host == "127.0.0.1"
+          ? "between processes on loopback"
+          : StrCat("between launched ranks on an emulated network, host ", env->host);
   // The link the measured ranks span in this cluster: intra-node for the
   // ranks of one host, inter-node for the one-rank nodes of `emulated`.
   std::vector<int> ranks(options.ranks);
   for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
   const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
   proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
+  LOOM_RETURN_IF_ERROR(FitLink(timings, waited,
+                               StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
+                                      options.ranks, " ranks, ", regime),
+                               link));
   *link_out = link;
-  link->set_bandwidth(fit.bandwidth);
-  link->set_latency_seconds(fit.latency_seconds);
-  link->set_half_duplex(half_duplex);
-  link->set_measured(true);
-  char source[160];
-  std::snprintf(source, sizeof(source),
-                "loom profile --comm, %s: Gloo %s, %d ranks, %zu "
-                "samples, rms residual %.1f%%",
-                Today().c_str(),
-                env.has_value() ? (env->host.empty() || env->host == "127.0.0.1"
-                                       ? "between processes on loopback"
-                                       : "between launched ranks (loom launch)")
-                                : "on loopback",
-                options.ranks, all.size(), 100 * fit.rms_relative_residual);
-  link->set_source(source);
   if (env.has_value()) {
     // The interference loop runs in-process ranks; a launch measures links.
     std::printf("interference: not measured under loom launch (run --comm without launch)\n");
@@ -224,10 +203,13 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               static_cast<long long>(io.allreduce_bytes), io.ranks, r.slowdown,
               io.cycles,
               r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
-  std::printf("  (the other way: one allreduce %s alone, %s beside the matmuls)\n",
+  std::printf("the other way: one allreduce %s alone, %s beside the matmuls: slowdown %.2f\n",
               Time(r.allreduce_alone_seconds).c_str(),
-              Time(r.allreduce_with_compute_seconds).c_str());
+              Time(r.allreduce_with_compute_seconds).c_str(),
+              r.allreduce_with_compute_seconds / r.allreduce_alone_seconds);
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
+  cluster->set_compute_comm_slowdown(
+      std::max(1.0, r.allreduce_with_compute_seconds / r.allreduce_alone_seconds));
   return Status::OK();
 }
 
@@ -283,6 +265,114 @@ Status ProfileHost() {
 }
 
 }  // namespace
+
+namespace {
+
+// The samples of `timings` under Loom's direct algorithms, all and by op.
+StatusOr<std::vector<CommSample>> SamplesOf(const std::vector<CommTiming>& timings,
+                                            std::map<std::string, std::vector<CommSample>>* by_op) {
+  std::vector<CommSample> all;
+  for (const CommTiming& t : timings) {
+    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
+    CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
+                 TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
+                 static_cast<double>(t.bytes), t.median_seconds};
+    all.push_back(s);
+    (*by_op)[t.op].push_back(s);
+  }
+  return all;
+}
+
+// Each collective's own fit on a link of the kind kept; a collective whose
+// samples cannot determine one is left to the link's values.
+template <typename Costs>
+void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op,
+                    bool half_duplex, Costs* out) {
+  out->clear_collective();
+  for (const auto& [op, samples] : by_op) {
+    auto own = PrintFit(StrCat("  ", op), samples, half_duplex, false);
+    if (!own.ok()) continue;
+    proto::CollectiveCost* c = out->add_collective();
+    c->set_kind(op);
+    c->set_latency_seconds(own->latency_seconds);
+    c->set_bandwidth(own->bandwidth);
+  }
+}
+
+}  // namespace
+
+Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
+               const std::string& source, proto::Link* link) {
+  std::map<std::string, std::vector<CommSample>> by_op;
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
+  // Full or half duplex: the data decide, by the smaller residual.
+  std::printf("parties arriving together:\n");
+  // (A duplex whose fit the samples cannot determine loses.)
+  StatusOr<CommFit> full = PrintFit("joint fit, full duplex", all, false, false);
+  StatusOr<CommFit> half = PrintFit("joint fit, half duplex", all, true, false);
+  if (!full.ok() && !half.ok()) return full.status();
+  const bool half_duplex =
+      !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
+  LOOM_ASSIGN_OR_RETURN(
+      CommFit fit,
+      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full", " duplex (direct algorithm)"), all,
+               half_duplex, true));
+  link->set_bandwidth(fit.bandwidth);
+  link->set_latency_seconds(fit.latency_seconds);
+  link->set_half_duplex(half_duplex);
+  link->set_measured(true);
+  // And each collective's own: one α-β does not describe them all here
+  // (an all-reduce's two exchanges cost more than two sends' latencies).
+  FitCollectives(by_op, half_duplex, link);
+  char residual[96];
+  std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
+                100 * fit.rms_relative_residual);
+  std::string note = StrCat(source, ", ", residual);
+  link->clear_after_wait();
+  if (!waited.empty()) {
+    std::map<std::string, std::vector<CommSample>> waited_by_op;
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> w, SamplesOf(waited, &waited_by_op));
+    std::printf("parties arriving apart (the first waits for the last):\n");
+    StatusOr<CommFit> waited_fit = PrintFit("joint fit", w, half_duplex, true);
+    if (!waited_fit.ok()) {
+      // The link's values then price waited calls too.
+      std::printf("%s; no after_wait costs recorded\n", waited_fit.status().message().c_str());
+      link->set_source(note);
+      return Status::OK();
+    }
+    const CommFit& wf = *waited_fit;
+    proto::WaitedCosts* after = link->mutable_after_wait();
+    after->set_latency_seconds(wf.latency_seconds);
+    after->set_bandwidth(wf.bandwidth);
+    FitCollectives(waited_by_op, half_duplex, after);
+    std::snprintf(residual, sizeof(residual), "; arriving apart: rms residual %.1f%%",
+                  100 * wf.rms_relative_residual);
+    note += residual;
+  }
+  link->set_source(note);
+  return Status::OK();
+}
+
+Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds) {
+  double lo = 0, hi = 0;
+  char rest = 0;
+  if (flag == "0") return Status::OK();
+  if (std::sscanf(flag.c_str(), "%lf,%lf%c", &lo, &hi, &rest) != 2 || lo < 0 || hi < lo ||
+      hi <= 0) {
+    return InvalidArgument("--comm_between_ms must be 'MIN,MAX' with 0 <= MIN <= MAX and MAX > 0, "
+                           "or '0'; got '", flag, "'");
+  }
+  *min_seconds = lo * 1e-3;
+  *max_seconds = hi * 1e-3;
+  return Status::OK();
+}
+
+std::string Today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
+  return buf;
+}
 
 Status RunProfile(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");

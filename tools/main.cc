@@ -115,8 +115,11 @@ const std::vector<Command>& Commands() {
        "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"
        "Rank 0 sends B bytes to rank 1, then all ranks all-reduce B bytes, K\n"
        "times each; rank 0 prints the send rate and the all-reduce bus rate\n"
-       "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.",
-       {"bytes", "repeats", "comm_timeout"}, RunNetcheck},
+       "(MB/s, 1e6 bytes) and each rank's CPU and wall seconds over both phases.\n"
+       "To fit the link into a cluster file, run loom profile --comm under the\n"
+       "same launch.",
+       {"bytes", "repeats", "comm_timeout"},
+       RunNetcheck},
       {"simulate", "time one step of a layout or a saved plan on a cluster's cost model",
        "loom simulate --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
        "              [--cluster NAME|FILE] [--cost_table FILE] [--json] [--trace FILE]\n"
@@ -143,6 +146,7 @@ const std::vector<Command>& Commands() {
        "             [--vpp V] [--config FILE] [--cost_table FILE]\n"
        "loom profile --plan FILE [--cost_table FILE]\n"
        "loom profile --comm [--calibrate_device] [--cluster_out FILE]\n"
+       "loom launch --nproc N [--net_rate R] -- loom profile --comm --cluster C --cluster_out FILE\n"
        "Times every distinct op signature of the serial training program, or,\n"
        "given a layout or a saved plan, of every job program of the plan (the\n"
        "micro-batch slices, tensor-parallel shards and accumulation ops a\n"
@@ -150,15 +154,20 @@ const std::vector<Command>& Commands() {
        "model), on this host's CPU kernels (warm-up, then the median of the\n"
        "samples) and merges the results into the cost table: an entry with the\n"
        "same signature and device is replaced. --comm times Gloo allreduce, allgather and\n"
-       "send/recv on loopback, fits the link's alpha and beta, measures how\n"
-       "much communication slows a matmul loop, and writes a cluster file;\n"
+       "send/recv on loopback the way a step makes them (--comm_between_ms of\n"
+       "compute before each call, the parties arriving together and apart),\n"
+       "fits the link's alpha and beta, measures how much communication and\n"
+       "compute slow each other, and writes a cluster file; under loom launch\n"
+       "it fits the link between the launched ranks instead (on the emulated\n"
+       "network, its inter-node link);\n"
        "--calibrate_device adds the CPU's sgemm rate, copy bandwidth and\n"
        "per-op overhead to it.",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
         "pp", "micro_batches", "schedule", "vpp", "dp_bucketing", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
-        "calibrate_device", "cluster_out", "comm_ranks", "comm_max_bytes",
+        "calibrate_device", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
+        "comm_max_bytes",
         "interference_seconds"},
        RunProfile},
       {"passes", "list the registered passes and their options",

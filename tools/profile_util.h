@@ -4,8 +4,10 @@
 #define LOOM_TOOLS_PROFILE_UTIL_H_
 
 #include <string>
+#include <vector>
 
 #include "cost_model/cluster.pb.h"
+#include "executor/host_profiler.h"
 #include "framework/status.h"
 
 namespace loom {
@@ -24,6 +26,21 @@ std::string PressureNote(double pressure);
 
 // OK for a CPU cluster: loom profile measures this host's CPU.
 Status CheckCpu(const proto::Cluster& cluster);
+
+// --comm_between_ms: "MIN,MAX" milliseconds into seconds, or "0" (both 0).
+Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds);
+
+// "2026-11-23".
+std::string Today();
+
+// Fits the link's α and β (and half or full duplex, by the smaller
+// residual) and each collective's own to `together` (calls whose parties
+// arrived together) of Loom's direct algorithms, and, when `waited` is not
+// empty, the after_wait costs to it (parties that arrived apart); prints
+// the fits and records them in `link` as measured, with `source` and the
+// residuals.
+Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
+               const std::string& source, proto::Link* link);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -85,6 +85,20 @@ TEST(Cluster, ValidationNamesTheField) {
             "device.cores must be at least 1 for a CPU, got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_comm_compute_slowdown(0.5); }),
             "comm_compute_slowdown must be at least 1, got 0.5");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_compute_comm_slowdown(0.9); }),
+            "compute_comm_slowdown must be at least 1, got 0.9");
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.mutable_intra_node()->clear_collective();
+              proto::CollectiveCost* k = c.mutable_intra_node()->add_collective();
+              k->set_kind("alltoall");
+              k->set_bandwidth(1);
+            }),
+            "intra_node.collective[0].kind 'alltoall' is not allreduce, allgather, "
+            "reduce_scatter, broadcast or send");
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.mutable_intra_node()->mutable_after_wait()->set_bandwidth(0);
+            }),
+            "intra_node.after_wait.bandwidth must be positive, got 0");
   // One rank per node: groups of two cross nodes, so the inter-node link
   // is needed.
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_ranks_per_device(1); }),

@@ -104,6 +104,36 @@ TEST(CommModel, HalfDuplexDoublesTheBytesOfExchanges) {
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kRing, gb, kAcross), 60e-6 + 0.15);
 }
 
+// A collective's own α-β replaces the link's; a call whose parties waited
+// uses the after_wait costs where the link has them.
+TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
+  proto::Cluster c = TestCluster();
+  proto::CollectiveCost* ar = c.mutable_intra_node()->add_collective();
+  ar->set_kind("allreduce");
+  ar->set_latency_seconds(3e-6);
+  ar->set_bandwidth(50e9);
+  proto::CollectiveCost* send = c.mutable_intra_node()->mutable_after_wait()->add_collective();
+  send->set_kind("send");
+  send->set_latency_seconds(7e-6);
+  send->set_bandwidth(20e9);
+  c.mutable_intra_node()->mutable_after_wait()->set_latency_seconds(5e-6);
+  c.mutable_intra_node()->mutable_after_wait()->set_bandwidth(25e9);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const int64_t mb = 1000000;
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}), 6e-6 + 2e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllGather, kDirect, mb, {0, 1}), 1e-6 + 1e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}), 1e-6 + 1e-5);
+  // After a wait: send (and recv, its other end) have their own; the
+  // others take the after_wait link values.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, true), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, true), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, true), 10e-6 + 4e-5);
+  // The inter-node link has no after_wait: waiting changes nothing there.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, true),
+                   m.CommSeconds(kSend, kDirect, mb, {3, 4}));
+}
+
 TEST(CommModel, OpTypesAsCollectives) {
   EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
   EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);

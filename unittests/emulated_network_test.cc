@@ -155,6 +155,29 @@ TEST(EmulatedNetwork, NetcheckNeedsALaunchOfTwoRanks) {
   EXPECT_EQ(one.out.rfind(error, 0), 0u) << one.out;
 }
 
+// profile --comm under a launch measures the link between the launch's
+// ranks the way steps use it and writes the cluster (here over loopback,
+// which needs no root: two one-rank nodes of the emulated cluster, so the
+// inter-node link is the one measured).
+TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
+  const std::string out = ::testing::TempDir() + "/launch_comm_cluster.pbtxt";
+  std::remove(out.c_str());
+  Result r = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, " profile --comm --cluster emulated ",
+                         "--cluster_out ", out, " --comm_rounds 9 --comm_max_bytes 262144"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + out), std::string::npos) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->inter_node().measured());
+  EXPECT_NE(c->inter_node().source().find("between processes on loopback"), std::string::npos)
+      << c->inter_node().source();
+  // (Unless a loaded host made the few samples unfit, which it says.)
+  EXPECT_TRUE(c->inter_node().has_after_wait() ||
+              r.out.find("no after_wait costs recorded") != std::string::npos) << r.out;
+  EXPECT_EQ(c->cost_table_device(), "local");
+}
+
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
   // A real unprivileged process: this one if it is, else root dropped to
   // nobody.
@@ -266,7 +289,7 @@ TEST(EmulatedNetwork, ProfileCommFitsTheEmulatedLink) {
   std::remove(out.c_str());
   Result r = Loom("launch --nproc 2 --net_rate 200mbit -- " + std::string(LOOM_BIN) +
                   " profile --comm --cluster emulated --comm_max_bytes 1048576 "
-                  "--profile_samples 3 --cluster_out " + out);
+                  "--comm_rounds 9 --cluster_out " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   auto cluster = LoadCluster(out);
   ASSERT_TRUE(cluster.ok()) << cluster.status();

@@ -204,7 +204,7 @@ TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = TempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
-                  "--cost_table " + dir + "/table.pbtxt");
+                  "--comm_rounds 11 --cost_table " + dir + "/table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("joint fit, full duplex: alpha "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
@@ -215,6 +215,14 @@ TEST(Profile, CommWritesAValidClusterFile) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->intra_node().measured());
   EXPECT_GT(c->intra_node().bandwidth(), 0);
+  // Calls timed the way steps make them: parties arriving together, and
+  // apart (after_wait), each collective with its own fit.
+  EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
+  EXPECT_TRUE(c->intra_node().has_after_wait());
+  // (A collective whose few samples cannot determine its own fit on a
+  // loaded host keeps the link's values.)
+  EXPECT_GE(c->intra_node().collective_size(), 1);
+  EXPECT_GE(c->intra_node().after_wait().collective_size(), 1);
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
 }

@@ -327,6 +327,55 @@ TEST(Simulator, RanksSharingCoresComputeAtTheirShare) {
   EXPECT_GE(slowed, comm - 1e-12);
 }
 
+// Communication on a shared host waits for cores while compute takes them
+// all (ComputeCommSlowdown): with cores to spare, or free compute, nothing
+// changes; with one core it can only lengthen the step.
+TEST(Simulator, CommunicationSlowsWhileComputeFillsTheCores) {
+  class Timer : public SharedHostTimer {
+   public:
+    Timer(double compute, double cores, double comm_slowdown)
+        : SharedHostTimer(compute, 5e-4, cores, 1), comm_slowdown_(comm_slowdown) {}
+    double ComputeCommSlowdown(int) const override { return comm_slowdown_; }
+
+   private:
+    double comm_slowdown_;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
+  auto run = [&](const InstructionTimer& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    return Simulate(graph, o).value().step_time_s;
+  };
+  EXPECT_NEAR(run(Timer(1e-4, 8, 3)), run(Timer(1e-4, 8, 1)), 1e-12);
+  EXPECT_NEAR(run(Timer(0, 1, 3)), run(Timer(0, 1, 1)), 1e-12);
+  EXPECT_GT(run(Timer(1e-4, 1, 3)), run(Timer(1e-4, 1, 1)) + 1e-6);
+}
+
+// The timer learns how long a call's first party waited for its last: a
+// receiver that posts early waits for its sender's forward; the tensor-
+// parallel pair, running the same ops, arrives together.
+TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaited) {
+  class Recording : public FixedTimer {
+   public:
+    Recording() : FixedTimer(1e-4, 2e-4) {}
+    double CommSeconds(const RankGraph& g, const Instruction& ins, double waited) const override {
+      double& most = ins.kind == InstructionKind::kCollective && ins.ring == kMpRing
+                         ? mp_
+                         : ins.kind == InstructionKind::kRecv ? recv_ : other_;
+      most = std::max(most, waited);
+      return Seconds(g, ins);
+    }
+    mutable double mp_ = 0, recv_ = 0, other_ = 0;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  Recording timer;
+  SimulationOptions o;
+  o.timer = &timer;
+  ASSERT_TRUE(Simulate(graph, o).ok());
+  EXPECT_GT(timer.recv_, 1e-4);
+  EXPECT_EQ(timer.mp_, 0);
+}
+
 // The comparison points at the op type that the two timelines price
 // differently, by exactly the time it adds.
 TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {
