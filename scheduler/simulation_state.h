@@ -1,0 +1,140 @@
+// The simulator's state, shared by its event loop (simulator.cc) and its
+// deadlock report (simulator_deadlock.cc). Internal to scheduler/.
+#ifndef LOOM_SCHEDULER_SIMULATION_STATE_H_
+#define LOOM_SCHEDULER_SIMULATION_STATE_H_
+
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "scheduler/simulator.h"
+
+namespace loom {
+namespace simulator_internal {
+
+// How many (rank, stream) steps a deadlock message follows.
+constexpr int kMaxReportedWaits = 4;
+
+constexpr double kNsPerSecond = 1e9;
+
+struct Event {
+  double time;
+  uint64_t seq;  // tie-break: the order events were made
+  int rank;      // index into graph.ranks
+  int ins;
+  uint32_t version;  // stale when the stream's version moved on
+  bool operator>(const Event& o) const {
+    return time != o.time ? time > o.time : seq > o.seq;
+  }
+};
+
+using RendezvousKey = RendezvousId;
+
+struct RendezvousKeyHash {
+  size_t operator()(const RendezvousKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.seq) * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<uint64_t>(k.a) << 32 | static_cast<uint32_t>(k.b)) + 0x7F4A7C15ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.ring) + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+
+// A collective call or a transfer, until every party has arrived.
+struct Rendezvous {
+  int size = 0;
+  std::vector<std::pair<int, int>> arrived;  // (rank index, instruction)
+  double first = 0;  // when the first party arrived
+};
+
+struct StreamState {
+  size_t pos = 0;          // next instruction in the queue
+  bool busy = false;       // an instruction has arrived and not ended
+  int waiting_on = -1;     // an unfinished dependency of the head
+  bool in_rendezvous = false;  // the head waits for its other parties
+  RendezvousKey rendezvous;
+  double start = 0;        // when the instruction in flight started
+  // Shared cores: the work left (seconds at one core's rate), the rate
+  // since `since`, and the version of its pending finish event.
+  double remaining = 0;
+  double rate = 1;
+  double since = 0;
+  uint32_t version = 0;
+};
+
+// Cores shared by the compute of several ranks.
+struct Pool {
+  double cores = 1;
+  double slowdown = 1;          // of compute, while communication runs
+  double comm_slowdown = 1;     // of communication, while compute fills the cores
+  int communicating = 0;
+  std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
+  std::vector<std::pair<int, int>> comms;  // (rank index, stream), communicating
+};
+
+struct RankState {
+  const RankGraph* graph = nullptr;
+  int pool = -1;  // index into Simulation::pools_, or -1
+  std::vector<StreamState> streams;
+  std::vector<char> done;
+  int calc = -1;  // index of the calc stream
+  // Metrics, accumulated as events pass.
+  RankAccounting accounting;
+  // Memory: touches left per temporary, and the bytes live now.
+  std::vector<int> touches_left;
+  int64_t live_bytes = 0;
+  RankMetrics metrics;
+};
+
+class Simulation {
+ public:
+  Simulation(const ExecutionGraph& graph, const SimulationOptions& options)
+      : graph_(graph), options_(options) {
+    static const ZeroTimer zero;
+    timer_ = options.timer != nullptr ? options.timer : &zero;
+  }
+
+  StatusOr<SimulationResult> Run();
+
+ private:
+  // True when every dp replica shares its dp=0 peer's body.
+  bool CanFold() const;
+  Status Init();
+  // Starts what the head of stream `s` of rank `r` can start at `now`.
+  Status Advance(int r, int s, double now);
+  Status Arrive(int r, int s, const Instruction& ins, double now);
+  // `waited`: for a communication, how long its first party waited.
+  void Start(int r, int ins, double now, double waited = 0);
+  // Gives the pool's running compute its rates from `now` and reschedules
+  // their ends.
+  void Reprice(int pool, double now);
+  void Finish(const Event& e);
+  // An instruction starts (delta +1) or ends (-1) at t, for the metrics.
+  void Count(RankState& st, const Instruction& ins, double t, int delta);
+  // The rendezvous `ins` of rank `r` joins, and its number of parties.
+  StatusOr<RendezvousKey> KeyOf(int r, const Instruction& ins, int* size) const;
+  Status Deadlock() const;
+  std::string DescribeWait(int r, int s, int* next_r, int* next_s) const;
+  int IndexOfRank(int global) const {
+    auto it = index_of_.find(global);
+    return it == index_of_.end() ? -1 : it->second;
+  }
+
+  const ExecutionGraph& graph_;
+  const SimulationOptions& options_;
+  const InstructionTimer* timer_;
+  bool folded_ = false;  // only dp=0 replicas are simulated
+  std::vector<Pool> pools_;
+  std::vector<RankState> ranks_;
+  std::unordered_map<int, int> index_of_;  // global rank -> index
+  std::unordered_map<RendezvousKey, Rendezvous, RendezvousKeyHash> rendezvous_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  SimulationResult result_;
+};
+
+}  // namespace simulator_internal
+}  // namespace loom
+
+#endif  // LOOM_SCHEDULER_SIMULATION_STATE_H_
