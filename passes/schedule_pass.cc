@@ -1,11 +1,29 @@
 // schedule: the rank's job list, from the strategy's pipeline schedule.
+#include "framework/op_registry.h"
 #include "passes/parallel_passes.h"
+#include "scheduler/layout.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
 
 constexpr const char* kPassName = "schedule";
+
+// Where an overlap schedule cuts `program` into parts: after each
+// tensor-parallel collective off the calc stream, so that the part after
+// it starts with what waits for it.
+std::vector<int> CutsAfterMpCollectives(const Program& program) {
+  std::vector<int> cuts;
+  const std::vector<Op*> ops = program.global_block().OpVector();
+  for (int k = 0; k + 1 < static_cast<int>(ops.size()); ++k) {
+    const Op& op = *ops[k];
+    if (CommKindOf(op.type()) != CommKind::kCollective) continue;
+    if (op.desc().stream().empty() || op.desc().stream() == stream::kCalc) continue;
+    if (op.GetAttr<int32_t>("ring_id") != kMpRing) continue;
+    cuts.push_back(k + 1);
+  }
+  return cuts;
+}
 
 class SchedulePass : public Pass {
  public:
@@ -42,6 +60,22 @@ StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
   }
   ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()),
                         static_cast<int>(micro_batches_), plan.num_chunks};
+  if (schedule->splits_jobs) {
+    for (auto [type, cuts] : {std::make_pair(JobType::kForward, &params.forward_cuts),
+                              std::make_pair(JobType::kBackward, &params.backward_cuts)}) {
+      auto it = plan.programs.find({type, 0});
+      if (it == plan.programs.end()) {
+        return FailedPrecondition("schedule ", mode_, " needs the ", JobTypeName(type),
+                                  " program: run job-split first");
+      }
+      *cuts = CutsAfterMpCollectives(it->second);
+      std::string at;
+      for (int c : *cuts) at += StrCat(at.empty() ? "" : ",", c);
+      ctx.Explain(kPassName, StrCat(JobTypeName(type), " cut into ", cuts->size() + 1,
+                                    " parts after its tensor-parallel all-reduces (parts start "
+                                    "at ops ", at.empty() ? "-" : at, ")"));
+    }
+  }
   LOOM_ASSIGN_OR_RETURN(plan.jobs, schedule->fn(params));
   ctx.Explain(kPassName, StrCat(mode_, " over ", micro_batches_,
                                 " micro-batches: ", plan.jobs.size(), " jobs"));
@@ -54,7 +88,7 @@ PassInfo SchedulePassInfo() {
   PassInfo info;
   info.name = kPassName;
   info.summary = "orders the rank's jobs by the pipeline schedule";
-  info.options = {{"mode", "", "FThenB, 1F1B, Eager1F1B, VPP or ZBH1 (default: pipeline.schedule_mode)"},
+  info.options = {{"mode", "", "FThenB, 1F1B, Eager1F1B, VPP, ZBH1 or 1F1B-overlap (default: pipeline.schedule_mode)"},
                   {"micro-batches", "", "default: pipeline.micro_batches"}};
   info.requires_passes = {"job-split"};
   info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {

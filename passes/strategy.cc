@@ -86,6 +86,11 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
                            " but pipeline.schedule_mode ", pp.schedule_mode(),
                            " has no chunks (use VPP)");
   }
+  if (schedule->splits_jobs && s.mp().degree() <= 1) {
+    return InvalidArgument("pipeline.schedule_mode ", pp.schedule_mode(),
+                           " overlaps tensor-parallel all-reduces with compute, but mp.degree is ",
+                           s.mp().degree(), " (there are none; use 1F1B)");
+  }
   // The schedule checks its own needs (micro-batches per stage, chunks).
   ScheduleParams params{0, pp.degree(), pp.micro_batches(), pp.vpp_degree()};
   auto jobs = schedule->fn(params);

@@ -32,6 +32,7 @@ std::string JobToString(const Job& job, bool with_chunk) {
   }
   std::string s = StrCat(letter, job.micro_batch);
   if (with_chunk) s += StrCat(".", job.chunk);
+  if (!job.whole()) s += StrCat("#", job.part);
   return s;
 }
 
@@ -50,8 +51,12 @@ StatusOr<Job> ParseJob(const std::string& text) {
     job.type = JobType::kOptimizer;
     return job;
   }
-  auto bad = [&] { return InvalidArgument("'", text, "' is not a job (F3, B3, b3, w3, F3.1 or O)"); };
+  auto bad = [&] {
+    return InvalidArgument("'", text, "' is not a job (F3, B3, b3, w3, F3.1, B3#2 or O)");
+  };
   if (text.size() < 2) return bad();
+  const size_t hash = text.find('#');
+  const std::string name = text.substr(0, hash);
   switch (text[0]) {
     case 'F': job.type = JobType::kForward; break;
     case 'B': job.type = JobType::kBackward; break;
@@ -59,9 +64,9 @@ StatusOr<Job> ParseJob(const std::string& text) {
     case 'w': job.type = JobType::kBackwardW; break;
     default: return bad();
   }
-  const size_t dot = text.find('.');
-  const std::string mb = text.substr(1, dot == std::string::npos ? std::string::npos : dot - 1);
-  const std::string chunk = dot == std::string::npos ? "0" : text.substr(dot + 1);
+  const size_t dot = name.find('.');
+  const std::string mb = name.substr(1, dot == std::string::npos ? std::string::npos : dot - 1);
+  const std::string chunk = dot == std::string::npos ? "0" : name.substr(dot + 1);
   auto number = [](const std::string& s, int* out) {
     if (s.empty() || s.size() > 9) return false;
     for (char c : s) {
@@ -71,7 +76,23 @@ StatusOr<Job> ParseJob(const std::string& text) {
     return true;
   };
   if (!number(mb, &job.micro_batch) || !number(chunk, &job.chunk)) return bad();
+  if (hash != std::string::npos && !number(text.substr(hash + 1), &job.part)) return bad();
   return job;
+}
+
+std::vector<Job> SplitJob(const Job& job, const std::vector<int>& cuts) {
+  if (cuts.empty()) return {job};
+  std::vector<Job> parts;
+  int begin = 0;
+  for (size_t i = 0; i <= cuts.size(); ++i) {
+    Job part = job;
+    part.part = static_cast<int>(i);
+    part.op_begin = begin;
+    part.op_end = i < cuts.size() ? cuts[i] : -1;
+    parts.push_back(part);
+    begin = part.op_end;
+  }
+  return parts;
 }
 
 }  // namespace loom

@@ -218,7 +218,13 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
     const std::vector<OpFacts>& ops = FactsOf(*plan_.ProgramFor(job));
     const bool last_mb = job.micro_batch == g.micro_batches - 1 ||
                          job.type == JobType::kOptimizer;
-    for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
+    const int size = static_cast<int>(ops.size());
+    const int end = job.op_end < 0 ? size : job.op_end;
+    if (job.op_begin < 0 || job.op_begin > end || end > size) {
+      return InvalidArgument(JobWhere(ji), ": ops ", job.op_begin, "-", end,
+                             " are outside its program's ", size, " ops");
+    }
+    for (int k = job.op_begin; k < end; ++k) {
       const OpFacts& f = ops[k];
       Instruction ins;
       ins.id = static_cast<int>(g.instructions.size());

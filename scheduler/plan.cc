@@ -58,6 +58,16 @@ int CountProgramSets(const Plan& plan) {
   return static_cast<int>(sets.size());
 }
 
+void JobToDesc(const Job& job, proto::JobDesc* desc) {
+  desc->set_type(JobTypeName(job.type));
+  desc->set_micro_batch(job.micro_batch);
+  desc->set_chunk(job.chunk);
+  if (job.whole()) return;
+  desc->set_part(job.part);
+  desc->set_op_begin(job.op_begin);
+  if (job.op_end >= 0) desc->set_op_end(job.op_end);
+}
+
 std::string PlanToJson(const Plan& plan) {
   namespace pb = google::protobuf;
   proto::PlanListing listing;
@@ -68,10 +78,7 @@ std::string PlanToJson(const Plan& plan) {
     r->mutable_coords()->set_mp(rp.coords.mp);
     r->mutable_coords()->set_pp(rp.coords.pp);
     for (const Job& job : rp.jobs) {
-      proto::JobDesc* j = r->add_jobs();
-      j->set_type(JobTypeName(job.type));
-      j->set_micro_batch(job.micro_batch);
-      j->set_chunk(job.chunk);
+      JobToDesc(job, r->add_jobs());
     }
     for (const auto& [key, program] : rp.programs()) {
       pb::ListValue& ops =

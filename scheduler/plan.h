@@ -98,6 +98,9 @@ int CountProgramSets(const Plan& plan);
 // Program names are JobProgramName's; keys are sorted, so the output is
 // deterministic.
 std::string PlanToJson(const Plan& plan);
+
+// A job as the plan artifact and the plan listing write it.
+void JobToDesc(const Job& job, proto::JobDesc* desc);
 // One block per rank: its coordinates, the job list in compact form and
 // each program's op count.
 std::string PlanToText(const Plan& plan);

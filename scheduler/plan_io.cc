@@ -107,7 +107,10 @@ Status RankFromProto(const proto::RankPlanDesc& desc, int index, const ParallelL
     const proto::JobDesc& jd = desc.jobs(j);
     StatusOr<JobType> type = ParseJobType(jd.type());
     if (!type.ok()) return type.status().WithContext(StrCat(where, ", job ", j));
-    const Job job{*type, jd.micro_batch(), jd.chunk()};
+    Job job{*type, jd.micro_batch(), jd.chunk()};
+    job.part = jd.part();
+    job.op_begin = jd.op_begin();
+    job.op_end = jd.has_op_end() ? jd.op_end() : -1;
     const bool with_chunk = rp->num_chunks > 1 || job.chunk != 0;
     const std::string at = StrCat(where, ", job ", j, " (", JobToString(job, with_chunk), ")");
     if (job.micro_batch < 0) return InvalidArgument(at, ": negative micro_batch");
@@ -118,6 +121,12 @@ Status RankFromProto(const proto::RankPlanDesc& desc, int index, const ParallelL
     if (rp->ProgramFor(job) == nullptr) {
       return NotFound(at, ": program set ", desc.program_set(), " has no ",
                       JobProgramName({job.type, job.chunk}, rp->num_chunks > 1), " program");
+    }
+    const int ops = rp->ProgramFor(job)->global_block().num_ops();
+    if (job.part < 0 || job.op_begin < 0 || job.op_begin > ops ||
+        (job.op_end >= 0 && (job.op_end <= job.op_begin || job.op_end > ops))) {
+      return InvalidArgument(at, ": part ", job.part, " with ops ", job.op_begin, "-",
+                             job.op_end, " does not fit its program's ", ops, " ops");
     }
     rp->jobs.push_back(job);
   }
@@ -149,10 +158,7 @@ proto::PlanDesc PlanToProto(const Plan& plan) {
     SetCoords(rp.coords, r->mutable_coords());
     r->set_num_chunks(rp.num_chunks);
     for (const Job& job : rp.jobs) {
-      proto::JobDesc* j = r->add_jobs();
-      j->set_type(JobTypeName(job.type));
-      j->set_micro_batch(job.micro_batch);
-      j->set_chunk(job.chunk);
+      JobToDesc(job, r->add_jobs());
     }
     r->set_program_set(it->second);
   }

@@ -148,6 +148,13 @@ Status PlanVerifier::CheckJobs(int r) {
       it = programs_.emplace(program, std::move(pi)).first;
     }
     info.jobs.push_back(it->second.get());
+    const Job& jb = rp.jobs[j];
+    const int size = static_cast<int>(it->second->ops.size());
+    if (jb.op_begin < 0 || jb.op_begin > size ||
+        (jb.op_end >= 0 && (jb.op_end <= jb.op_begin || jb.op_end > size))) {
+      return InvalidArgument(Where(r, j), ": runs ops ", jb.op_begin, "-", jb.op_end,
+                             ", outside its program's ", size, " ops");
+    }
   }
   return Status::OK();
 }
@@ -247,7 +254,7 @@ Status PlanVerifier::AnalyzeProgram(int r, int j, const Program& program,
       for (const std::string& v : slot.vars()) {
         if (v.empty()) continue;
         settled.insert(v);
-        if (written.insert(v).second) pi->writes.push_back(v);
+        if (written.insert(v).second) pi->writes.push_back({k, v});
       }
     }
     for (const std::string& e : op->desc().record_events()) {
@@ -272,6 +279,7 @@ Status PlanVerifier::CheckEvents(int r) const {
   for (int j = 0; j < static_cast<int>(info.jobs.size()); ++j) {
     const Job& jb = job(r, j);
     for (const EventUse& e : info.jobs[j]->records) {
+      if (!Runs(r, j, e.op)) continue;
       anywhere.insert(e.event);
       if (jb.type == JobType::kOptimizer) {
         by_optimizer.insert(e.event);
@@ -283,6 +291,7 @@ Status PlanVerifier::CheckEvents(int r) const {
   for (int j = 0; j < static_cast<int>(info.jobs.size()); ++j) {
     const Job& jb = job(r, j);
     for (const EventUse& e : info.jobs[j]->waits) {
+      if (!Runs(r, j, e.op)) continue;
       if (jb.type == JobType::kOptimizer) {
         if (anywhere.count(e.event)) continue;
         return NotFound(Where({r, j, e.op}), ": waits on event '", e.event,
@@ -310,6 +319,7 @@ Status PlanVerifier::CheckDataFlow(int r) const {
     const ProgramInfo& pi = *info.jobs[j];
     const bool optimizer = jb.type == JobType::kOptimizer;
     for (const VarRead& read : pi.external_reads) {
+      if (!Runs(r, j, read.op)) continue;
       if (produced.count({read.var, jb.micro_batch})) continue;
       if (optimizer && by_backward.count(read.var)) continue;
       return NotFound(Where({r, j, read.op}), ": reads var '", read.var,
@@ -320,9 +330,10 @@ Status PlanVerifier::CheckDataFlow(int r) const {
                       " on this rank");
     }
     const bool backward = IsBackwardType(jb.type);
-    for (std::string_view w : pi.writes) {
-      produced.insert({w, jb.micro_batch});
-      if (backward) by_backward.insert(w);
+    for (const VarRead& w : pi.writes) {
+      if (!Runs(r, j, w.op)) continue;
+      produced.insert({w.var, jb.micro_batch});
+      if (backward) by_backward.insert(w.var);
     }
   }
   return Status::OK();

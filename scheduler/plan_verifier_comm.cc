@@ -95,7 +95,8 @@ void PlanVerifier::CollectCommunication() {
     const RankInfo& info = ranks_[r];
     for (int j = 0; j < static_cast<int>(info.jobs.size()); ++j) {
       const std::vector<OpInfo>& ops = info.jobs[j]->ops;
-      for (int k = 0; k < static_cast<int>(ops.size()); ++k) {
+      const auto [begin, end] = OpsOf(r, j);
+      for (int k = begin; k < end; ++k) {
         const OpInfo& oi = ops[k];
         switch (oi.kind) {
           case OpKind::kSend:

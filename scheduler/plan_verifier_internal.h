@@ -52,7 +52,7 @@ struct ProgramInfo {
   // The first read of each var that the program neither wrote before nor
   // declares persistable or data: it must come from an earlier job.
   std::vector<VarRead> external_reads;
-  std::vector<std::string_view> writes;  // each var once
+  std::vector<VarRead> writes;  // each var once, at its first write
   std::vector<EventUse> records;
   std::vector<EventUse> waits;
 };
@@ -86,6 +86,16 @@ class PlanVerifier {
   int world() const { return layout_.world_size(); }
   const RankPlan& rank(int r) const { return plan_.ranks[r]; }
   const Job& job(int r, int j) const { return plan_.ranks[r].jobs[j]; }
+  // The ops [begin, end) job j of rank r runs (its part of the program).
+  std::pair<int, int> OpsOf(int r, int j) const {
+    const Job& jb = job(r, j);
+    const int size = static_cast<int>(ranks_[r].jobs[j]->ops.size());
+    return {jb.op_begin, jb.op_end < 0 ? size : jb.op_end};
+  }
+  bool Runs(int r, int j, int op) const {
+    const auto [begin, end] = OpsOf(r, j);
+    return op >= begin && op < end;
+  }
   const OpInfo& op(const OpRef& ref) const {
     return ranks_[ref.rank].jobs[ref.job]->ops[ref.op];
   }

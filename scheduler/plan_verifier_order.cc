@@ -25,8 +25,9 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
     if (program == nullptr) continue;
     const Block& block = program->global_block();
     const bool accumulates = IsBackwardType(job(r, j).type);
-    int index = 0;
-    for (Op* op : block.ops()) {
+    const auto [begin, end] = OpsOf(r, j);
+    for (int index = begin; index < end; ++index) {
+      const Op* op = ranks_[r].jobs[j]->ops[index].op;
       if (accumulates && CommKindOf(op->type()) != CommKind::kCollective) {
         for (const std::string& out : op->OutputVars()) {
           const proto::VarDesc* v = block.FindVar(out);
@@ -34,7 +35,6 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
         }
       }
       ++position;
-      ++index;
     }
   }
   position = 0;
@@ -44,8 +44,9 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
     const Block& block = program->global_block();
     const bool runs_all = job(r, j).micro_batch == last_mb ||
                           job(r, j).type == JobType::kOptimizer;
-    int index = 0;
-    for (Op* op : block.ops()) {
+    const auto [begin, end] = OpsOf(r, j);
+    for (int index = begin; index < end; ++index) {
+      const Op* op = ranks_[r].jobs[j]->ops[index].op;
       const bool runs = !op->desc().last_micro_batch_only() || runs_all;
       if (runs && CommKindOf(op->type()) == CommKind::kCollective) {
         for (const std::string& in : op->InputVars()) {
@@ -61,7 +62,6 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
         }
       }
       ++position;
-      ++index;
     }
   }
   return Status::OK();

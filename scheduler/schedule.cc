@@ -8,7 +8,7 @@
 namespace loom {
 
 const std::vector<ScheduleInfo>& Schedules() {
-  // name, function, splits_backward, uses_chunks, summary.
+  // name, function, splits_backward, uses_chunks, summary[, splits_jobs].
   static const std::vector<ScheduleInfo>* const schedules =
       new std::vector<ScheduleInfo>{
           {"FThenB", ScheduleFThenB, false, false,
@@ -21,6 +21,11 @@ const std::vector<ScheduleInfo>& Schedules() {
            "interleaved 1F1B over pipeline.vpp_degree model chunks per stage"},
           {"ZBH1", ScheduleZBH1, true, false,
            "zero-bubble H1: backward split into B and W, W fills the bubble"},
+          {"1F1B-overlap", Schedule1F1BOverlap, false, false,
+           "1F1B whose steady state interleaves each backward with a forward, part by part "
+           "between tensor-parallel all-reduces, so each all-reduce runs under the other's "
+           "compute",
+           /*splits_jobs=*/true},
       };
   return *schedules;
 }
@@ -35,9 +40,15 @@ StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name) {
 }
 
 Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
-  // Position of each job kind per (micro-batch, chunk).
+  // Per (micro-batch, chunk) and job kind: where its first part is, the
+  // last part seen, and whether that part ended the program.
+  struct Progress {
+    int first = -1;
+    const Job* last = nullptr;
+    bool complete() const { return last != nullptr && last->op_end < 0; }
+  };
   struct Seen {
-    int forward = -1, backward = -1, b = -1, w = -1;
+    Progress forward, backward, b, w;
   };
   std::map<std::pair<int, int>, Seen> seen;
   int optimizer = -1;
@@ -51,6 +62,7 @@ Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
       return InvalidArgument(where(i), ": comes after the optimizer job");
     }
     if (j.type == JobType::kOptimizer) {
+      if (!j.whole()) return InvalidArgument(where(i), ": the optimizer job is not split");
       optimizer = i;
       continue;
     }
@@ -61,7 +73,7 @@ Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
                              " chunks)");
     }
     Seen& s = seen[{j.micro_batch, j.chunk}];
-    int* slot = nullptr;
+    Progress* slot = nullptr;
     switch (j.type) {
       case JobType::kForward: slot = &s.forward; break;
       case JobType::kBackward: slot = &s.backward; break;
@@ -69,12 +81,27 @@ Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
       case JobType::kBackwardW: slot = &s.w; break;
       case JobType::kOptimizer: break;
     }
-    if (*slot >= 0) return InvalidArgument(where(i), ": appears twice");
-    *slot = i;
-    if (j.type != JobType::kForward && s.forward < 0) {
+    if (slot->complete()) return InvalidArgument(where(i), ": appears twice");
+    if (slot->last == nullptr) {
+      if (j.part != 0 || j.op_begin != 0) {
+        return InvalidArgument(where(i), ": the job's first part must be part 0 from op 0");
+      }
+      slot->first = i;
+    } else if (j.part != slot->last->part + 1 || j.op_begin != slot->last->op_end) {
+      return InvalidArgument(where(i), ": does not continue part ", slot->last->part,
+                             " (ops ", slot->last->op_begin, "-", slot->last->op_end,
+                             "): expected part ", slot->last->part + 1, " from op ",
+                             slot->last->op_end);
+    }
+    if (j.op_end >= 0 && j.op_end <= j.op_begin) {
+      return InvalidArgument(where(i), ": empty op range [", j.op_begin, ", ", j.op_end, ")");
+    }
+    slot->last = &j;
+    if (slot->first != i) continue;
+    if (j.type != JobType::kForward && !s.forward.complete()) {
       return InvalidArgument(where(i), ": runs before its forward");
     }
-    if (j.type == JobType::kBackwardW && s.b < 0) {
+    if (j.type == JobType::kBackwardW && !s.b.complete()) {
       return InvalidArgument(where(i), ": runs before its B half");
     }
   }
@@ -84,16 +111,16 @@ Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
   for (int mb = 0; mb < p.micro_batches; ++mb) {
     for (int c = 0; c < p.chunks; ++c) {
       auto it = seen.find({mb, c});
-      const bool complete = it != seen.end() && it->second.forward >= 0 &&
-                            (it->second.backward >= 0 ||
-                             (it->second.b >= 0 && it->second.w >= 0));
-      const bool mixed = it != seen.end() && it->second.backward >= 0 &&
-                         (it->second.b >= 0 || it->second.w >= 0);
+      const bool complete = it != seen.end() && it->second.forward.complete() &&
+                            (it->second.backward.complete() ||
+                             (it->second.b.complete() && it->second.w.complete()));
+      const bool mixed = it != seen.end() && it->second.backward.last != nullptr &&
+                         (it->second.b.last != nullptr || it->second.w.last != nullptr);
       if (!complete || mixed) {
         return InvalidArgument("stage ", p.stage, ": micro-batch ", mb,
                                ", chunk ", c,
                                " lacks a forward and exactly one backward "
-                               "(whole, or B and W)");
+                               "(whole, or B and W), each with all its parts");
       }
     }
   }

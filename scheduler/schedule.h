@@ -19,9 +19,11 @@ struct ScheduleInfo {
   bool splits_backward;  // uses backward_b / backward_w jobs
   bool uses_chunks;      // VPP
   const char* summary;
+  // Interleaves parts of jobs: needs ScheduleParams' cuts.
+  bool splits_jobs = false;
 };
 
-// FThenB, 1F1B, Eager1F1B, VPP, ZBH1.
+// FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap.
 const std::vector<ScheduleInfo>& Schedules();
 // Error lists the known names.
 StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name);

@@ -26,6 +26,7 @@ StatusOr<std::vector<Job>> Schedule1F1B(const ScheduleParams& p);
 StatusOr<std::vector<Job>> ScheduleEager1F1B(const ScheduleParams& p);
 StatusOr<std::vector<Job>> ScheduleVPP(const ScheduleParams& p);
 StatusOr<std::vector<Job>> ScheduleZBH1(const ScheduleParams& p);
+StatusOr<std::vector<Job>> Schedule1F1BOverlap(const ScheduleParams& p);
 
 namespace schedule_internal {
 

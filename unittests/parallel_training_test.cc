@@ -56,13 +56,15 @@ GptConfig EightLayers() {
 }
 
 // Every schedule on the layouts: dp x mp x pp = 2x2x2, 1x2x4 and
-// 4x1x2, 8 micro-batches (VPP with 2 chunks per stage).
+// 4x1x2, 8 micro-batches (VPP with 2 chunks per stage; 1F1B-overlap, which
+// overlaps tensor-parallel all-reduces, where mp > 1).
 TEST(ParallelTraining, EveryScheduleOnEveryLayoutMatchesSerial) {
   const GptConfig c = EightLayers();
   const auto serial = SerialLosses(c, 3);
   double worst = 0;
   for (const Layout& l : {Layout{2, 2, 2}, Layout{1, 2, 4}, Layout{4, 1, 2}}) {
-    for (const char* schedule : {"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1"}) {
+    for (const char* schedule : {"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "1F1B-overlap"}) {
+      if (std::string(schedule) == "1F1B-overlap" && l.mp == 1) continue;
       SCOPED_TRACE(StrCat(schedule, " dp=", l.dp, " mp=", l.mp, " pp=", l.pp));
       const int vpp = std::string(schedule) == "VPP" ? 2 : 1;
       ParallelTrainer::Options options;
@@ -81,26 +83,30 @@ TEST(ParallelTraining, EveryScheduleOnEveryLayoutMatchesSerial) {
   std::cout << "largest relative loss difference from serial: " << worst << "\n";
 }
 
-TEST(ParallelTraining, FinalParametersMatchSerial) {
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
+  }
+  // Parameters move by ~lr = 3e-3 per step; 1e-5 absolute is well below
+  // one step of a wrong gradient.
+  EXPECT_LT(worst, 1e-5);
+}
+
+class FinalParameters : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FinalParameters, MatchSerial) {
   const GptConfig c = EightLayers();
   auto serial = SerialTrainer::Create(c, {}).value();
   ParallelTrainer::Options options;
   options.comm.timeout = std::chrono::seconds(30);
-  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, "1F1B"), options).value();
+  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, GetParam()), options).value();
   for (int s = 0; s < 3; ++s) {
     ASSERT_TRUE(serial->Step(s).ok());
     ASSERT_TRUE(t->Step(s).ok());
   }
-  auto compare = [](const std::vector<float>& got, const std::vector<float>& want) {
-    ASSERT_EQ(got.size(), want.size());
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
-    }
-    // Parameters move by ~lr = 3e-3 per step; 1e-5 absolute is well below
-    // one step of a wrong gradient.
-    EXPECT_LT(worst, 1e-5);
-  };
+  auto compare = ExpectClose;
   // Rank 0 (dp 0, mp 0, stage 0): the first half of layer 0's QKV columns.
   const int64_t h = c.hidden;
   auto full = serial->scope().Find("layers.0.attn.qkv.weight")->ToFloatVector();
@@ -119,14 +125,54 @@ TEST(ParallelTraining, FinalParametersMatchSerial) {
           std::vector<float>(wte.begin() + wte.size() / 2, wte.end()));
 }
 
+INSTANTIATE_TEST_SUITE_P(ParallelTraining, FinalParameters,
+                         ::testing::Values("1F1B", "1F1B-overlap"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return "Schedule" + name;
+                         });
+
+// 1F1B-overlap without a pipeline: gradient accumulation over 8
+// micro-batches, each backward interleaved with the next forward, on
+// mp = 2. Losses and both ranks' shards of a column-parallel weight match.
+TEST(ParallelTraining, OverlapWithoutPipelineMatchesSerial) {
+  GptConfig c = EightLayers();
+  c.num_layers = 2;
+  auto serial = SerialTrainer::Create(c, {}).value();
+  auto t = ParallelTrainer::Create(c, {}, MakeStrategy(1, 2, 1, 8, "1F1B-overlap"), {}).value();
+  for (int s = 0; s < 3; ++s) {
+    const float want = serial->Step(s).value();
+    auto loss = t->Step(s);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR(*loss, want, kRelTol * want) << "step " << s;
+  }
+  const int64_t h = c.hidden;
+  auto full = serial->scope().Find("layers.1.mlp.up.weight")->ToFloatVector();
+  const int64_t cols = full.size() / h;
+  for (int mp = 0; mp < 2; ++mp) {
+    SCOPED_TRACE(StrCat("mp rank ", mp));
+    std::vector<float> want;
+    for (int64_t row = 0; row < h; ++row) {
+      for (int64_t col = mp * cols / 2; col < (mp + 1) * cols / 2; ++col) {
+        want.push_back(full[row * cols + col]);
+      }
+    }
+    ExpectClose(t->rank_scope(mp).Find("layers.1.mlp.up.weight")->ToFloatVector(), want);
+  }
+}
+
 TEST(ParallelTraining, TwoRunsAreBitIdentical) {
   const GptConfig c = EightLayers();
-  std::vector<float> runs[2];
-  for (auto& losses : runs) {
-    auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, "1F1B"), {}).value();
-    for (int s = 0; s < 3; ++s) losses.push_back(t->Step(s).value());
+  for (const char* schedule : {"1F1B", "1F1B-overlap"}) {
+    SCOPED_TRACE(schedule);
+    std::vector<float> runs[2];
+    for (auto& losses : runs) {
+      auto t = ParallelTrainer::Create(c, {}, MakeStrategy(2, 2, 2, 4, schedule), {}).value();
+      for (int s = 0; s < 3; ++s) losses.push_back(t->Step(s).value());
+    }
+    EXPECT_EQ(runs[0], runs[1]);
   }
-  EXPECT_EQ(runs[0], runs[1]);
 }
 
 // Tensor-parallel backward: the input gradient's all-reduce (mp stream)

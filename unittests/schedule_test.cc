@@ -154,6 +154,37 @@ TEST(ScheduleGolden, ZBH1) {
 // One stage: every schedule degenerates to forward, backward per micro-batch
 // (ZBH1: forward, B, W) or all forwards then all backwards; VPP keeps its
 // chunks.
+// 1F1B-overlap (schedule_1f1b_overlap.cc): 2(p - s - 1) + 1 warm-up
+// forwards, then each backward interleaved part by part with a forward;
+// here the forward is cut into 3 parts and the backward into 2.
+TEST(ScheduleGolden, OneFOneBOverlap) {
+  std::vector<std::string> lists;
+  for (int s = 0; s < 2; ++s) {
+    ScheduleParams params{s, 2, 5, 1};
+    params.forward_cuts = {4, 9};
+    params.backward_cuts = {6};
+    auto jobs = Get("1F1B-overlap").fn(params);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    EXPECT_TRUE(ValidateJobList(params, *jobs).ok()) << ValidateJobList(params, *jobs);
+    lists.push_back(JobListToString(*jobs));
+  }
+  EXPECT_EQ(lists, (std::vector<std::string>{
+                       "F0 F1 F2 F3#0 B0#0 F3#1 B0#1 F3#2 F4#0 B1#0 F4#1 B1#1 F4#2 B2 B3 B4 O",
+                       "F0 F1#0 B0#0 F1#1 B0#1 F1#2 F2#0 B1#0 F2#1 B1#1 F2#2 F3#0 B2#0 F3#1 "
+                       "B2#1 F3#2 F4#0 B3#0 F4#1 B3#1 F4#2 B4 O",
+                   }));
+  // Parts carry their op ranges; the last runs to the program's end.
+  ScheduleParams params{1, 2, 5, 1};
+  params.forward_cuts = {4, 9};
+  auto jobs = Get("1F1B-overlap").fn(params).value();
+  EXPECT_EQ(jobs[1].op_begin, 0);
+  EXPECT_EQ(jobs[1].op_end, 4);
+  EXPECT_EQ(jobs[3].op_begin, 4);
+  EXPECT_EQ(jobs[3].op_end, 9);
+  EXPECT_EQ(jobs[4].op_begin, 9);
+  EXPECT_EQ(jobs[4].op_end, -1);
+}
+
 TEST(ScheduleGolden, SingleStage) {
   EXPECT_EQ(Lists("1F1B", 1, 3),
             (std::vector<std::string>{"F0 B0 F1 B1 F2 B2 O"}));
@@ -177,15 +208,16 @@ TEST(ScheduleTable, NamesAndFlags) {
     EXPECT_NE(std::string(s.summary), "") << s.name;
     EXPECT_EQ(s.splits_backward, names.back() == "ZBH1") << s.name;
     EXPECT_EQ(s.uses_chunks, names.back() == "VPP") << s.name;
+    EXPECT_EQ(s.splits_jobs, names.back() == "1F1B-overlap") << s.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"FThenB", "1F1B", "Eager1F1B",
-                                             "VPP", "ZBH1"}));
+                                             "VPP", "ZBH1", "1F1B-overlap"}));
   auto unknown = FindSchedule("2F2B");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(unknown.status().message(),
             "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, "
-            "ZBH1)");
+            "ZBH1, 1F1B-overlap)");
 }
 
 // ---------------------------------------------------------------------------
@@ -195,7 +227,7 @@ bool Accepts(const std::string& name, int p, int m, int c) {
   if (name == "VPP") return c >= 2 && m % p == 0;
   if (c != 1) return false;
   if (name == "FThenB") return m >= 1;
-  if (name == "1F1B" || name == "ZBH1") return m >= p;
+  if (name == "1F1B" || name == "ZBH1" || name == "1F1B-overlap") return m >= p;
   if (name == "Eager1F1B") return m >= 2 * p - 1;
   LOG(FATAL) << "no rule for " << name;
   return false;
@@ -454,6 +486,8 @@ TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
         // in-flight micro-batches"), 1F1B's worst case; see the next test
         // for how many of them hold full activations.
         if (name == "ZBH1") expected = p;
+        // Its warm-up, plus the forward each backward is interleaved with.
+        if (name == "1F1B-overlap") expected = std::min(m, 2 * (p - st));
         // Megatron: warm-up + 1 (its max_outstanding_backprops).
         if (name == "VPP") {
           expected = std::min(2 * (p - st - 1) + (c - 1) * p + 1, m * c);
@@ -556,19 +590,43 @@ TEST(ValidateJobList, RejectsBrokenLists) {
             "stage 1, job 5 (O): comes after the optimizer job");
   EXPECT_EQ(Validate("F0 F1 B0 O"),
             "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
-            "backward (whole, or B and W)");
+            "backward (whole, or B and W), each with all its parts");
   EXPECT_EQ(Validate("F0 F1 B0 b1 O"),
             "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
-            "backward (whole, or B and W)");
+            "backward (whole, or B and W), each with all its parts");
   EXPECT_EQ(Validate("F0 F1 B0 B1 b1 w1 O"),
             "stage 1: micro-batch 1, chunk 0 lacks a forward and exactly one "
-            "backward (whole, or B and W)");
+            "backward (whole, or B and W), each with all its parts");
   EXPECT_EQ(Validate("F0 F2 B0 B2 O"),
             "stage 1, job 1 (F2): micro-batch or chunk out of range (2 "
             "micro-batches, 1 chunks)");
   EXPECT_EQ(Validate("F0.0 F0.2 B0.0 O", 1, 2),
             "stage 1, job 1 (F0.2): micro-batch or chunk out of range (1 "
             "micro-batches, 2 chunks)");
+}
+
+// Parts of a job come in order, each from where the last ended, and the
+// job is complete only with its last part.
+TEST(ValidateJobList, ChecksParts) {
+  const ScheduleParams p{0, 1, 1, 1};
+  auto check = [&](std::vector<Job> jobs) {
+    Status s = ValidateJobList(p, jobs);
+    return s.ok() ? std::string("OK") : s.message();
+  };
+  const Job f{JobType::kForward, 0, 0};
+  const Job b{JobType::kBackward, 0, 0};
+  const Job o{JobType::kOptimizer, 0, 0};
+  const std::vector<Job> fp = SplitJob(f, {3, 7});
+  EXPECT_EQ(check({fp[0], fp[1], fp[2], b, o}), "OK");
+  EXPECT_EQ(check({fp[0], fp[2], b, o}),
+            "stage 0, job 1 (F0#2): does not continue part 0 (ops 0-3): expected part 1 from "
+            "op 3");
+  EXPECT_EQ(check({fp[1], fp[2], b, o}),
+            "stage 0, job 0 (F0#1): the job's first part must be part 0 from op 0");
+  EXPECT_EQ(check({fp[0], fp[1], b, fp[2], o}),
+            "stage 0, job 2 (B0): runs before its forward");
+  EXPECT_EQ(check({fp[0], fp[1], fp[2], fp[2], b, o}), "stage 0, job 3 (F0#2): appears twice");
+  EXPECT_EQ(check({fp[0], fp[1], b, o}).substr(0, 40), "stage 0, job 2 (B0): runs before its for");
 }
 
 // Breaking a real schedule's list is caught too.
@@ -581,7 +639,7 @@ TEST(ValidateJobList, RejectsBrokenScheduleOutput) {
   no_w.erase(no_w.end() - 2);
   EXPECT_EQ(ValidateJobList(p, no_w).message(),
             "stage 3: micro-batch 7, chunk 0 lacks a forward and exactly one "
-            "backward (whole, or B and W)");
+            "backward (whole, or B and W), each with all its parts");
   // Move the first forward behind its B half.
   std::vector<Job> late_f(jobs.begin(), jobs.end());
   std::swap(late_f[0], late_f[1]);

@@ -38,7 +38,7 @@ TEST(Strategy, ValidationNamesTheField) {
   };
   EXPECT_EQ(check("mp { degree: 0 }"), "mp.degree must be at least 1, got 0");
   EXPECT_EQ(check("pipeline { schedule_mode: \"GPipe\" }"),
-            "unknown schedule 'GPipe' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1)");
+            "unknown schedule 'GPipe' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap)");
   EXPECT_EQ(check("pipeline { vpp_degree: 2 }"),
             "pipeline.vpp_degree is 2 but pipeline.schedule_mode 1F1B has no "
             "chunks (use VPP)");
