@@ -102,7 +102,8 @@ std::string PlanToJson(const Plan& plan) {
       "type.googleapis.com", pb::DescriptorPool::generated_pool());
   pb::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
+  // Fields set are printed (proto2 presence), zeros included; a whole
+  // job's absent part fields are not.
   std::string json;
   const auto status = pb::util::BinaryToJsonString(
       resolver, "type.googleapis.com/" + listing.GetDescriptor()->full_name(), binary,

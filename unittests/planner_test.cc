@@ -1,6 +1,8 @@
 // The default pipeline end to end: strategies in, per-rank plans out.
 #include <gtest/gtest.h>
 
+#include "framework/op_registry.h"
+
 #include "framework/verifier.h"
 #include "models/gpt.h"
 #include "passes/planner.h"
@@ -26,6 +28,8 @@ PlanOptions Verified() {
 TEST(Planner, EveryScheduleAtPp4With8MicroBatches) {
   TrainingProgram tp = Tiny(8);
   for (const ScheduleInfo& schedule : Schedules()) {
+    // (1F1B-overlap needs mp > 1: OverlapCutsAtEveryMpAllReduce.)
+    if (schedule.splits_jobs) continue;
     SCOPED_TRACE(schedule.name);
     const int chunks = schedule.uses_chunks ? 2 : 1;
     auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 4, 8, schedule.name, chunks),
@@ -189,13 +193,48 @@ TEST(Planner, ImpossibleStrategiesNameTheField) {
             "rank 0 (dp=0 mp=0 pp=0): data-parallel: dp.degree (3) does not divide "
             "the batch dim of data var labels [8, 32]");
   EXPECT_EQ(fail(MakeStrategy(1, 1, 1, 1, "2F2B")),
-            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1)");
+            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap)");
   proto::Strategy off = MakeStrategy(1, 1, 2, 2, "1F1B");
   off.mutable_pipeline()->set_enable(false);
   EXPECT_EQ(fail(off), "pipeline.degree is 2 but pipeline.enable is false");
   EXPECT_EQ(ValidateStrategy(MakeStrategy(2, 2, 2, 2, "1F1B"), 6).message(),
             "dp.degree x mp.degree x pipeline.degree = 2 x 2 x 2 = 8, but the "
             "world has 6 ranks");
+}
+
+// 1F1B-overlap cuts each job after every tensor-parallel all-reduce off
+// the calc stream, so that every part but the last ends with one; the plan
+// verifies after each pass, the parts cover the program, and --explain
+// says where it cut.
+TEST(Planner, OverlapCutsAtEveryMpAllReduce) {
+  TrainingProgram tp = Tiny(2);
+  std::vector<std::string> remarks;
+  PlanOptions o = Verified();
+  o.remarks = &remarks;
+  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, 2, 4, "1F1B-overlap"), {}, o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const RankPlan& rp : plan->ranks) {
+    SCOPED_TRACE(StrCat("rank ", rp.rank));
+    int parts = 0;
+    for (const Job& job : rp.jobs) {
+      if (job.whole() || job.op_end < 0) continue;
+      ++parts;
+      const std::vector<Op*> ops = rp.ProgramFor(job)->global_block().OpVector();
+      const Op& last = *ops[job.op_end - 1];
+      EXPECT_EQ(CommKindOf(last.type()), CommKind::kCollective) << JobToString(job);
+      EXPECT_EQ(last.desc().stream(), stream::kMp) << JobToString(job);
+    }
+    EXPECT_GT(parts, 0);
+  }
+  bool explained = false;
+  for (const std::string& r : remarks) {
+    explained |= r.find("backward cut into") != std::string::npos;
+  }
+  EXPECT_TRUE(explained);
+  // mp = 1 has nothing to overlap: the error names the field.
+  EXPECT_EQ(ValidateStrategy(MakeStrategy(1, 1, 2, 4, "1F1B-overlap"), 2).message(),
+            "pipeline.schedule_mode 1F1B-overlap overlaps tensor-parallel all-reduces with "
+            "compute, but mp.degree is 1 (there are none; use 1F1B)");
 }
 
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
