@@ -53,8 +53,14 @@ TraceComparison Compare(const std::vector<TraceEvent>& measured,
                         const std::vector<int64_t>& waits,
                         const std::vector<TraceEvent>& simulated) {
   TraceComparison c;
-  c.measured_step_s = AnalyzeTrace(measured).step_time_s;
-  c.simulated_step_s = AnalyzeTrace(simulated).step_time_s;
+  const TimelineMetrics m = AnalyzeTrace(measured);
+  const TimelineMetrics s = AnalyzeTrace(simulated);
+  c.measured_step_s = m.step_time_s;
+  c.simulated_step_s = s.step_time_s;
+  c.measured_bubble = m.bubble_fraction;
+  c.simulated_bubble = s.bubble_fraction;
+  c.measured_exposed_s = m.exposed_comm_s;
+  c.simulated_exposed_s = s.exposed_comm_s;
   c.by_op = Table(measured, waits, simulated, [](const TraceEvent& e) { return e.op; });
   c.by_stream = Table(measured, waits, simulated, [](const TraceEvent& e) { return e.stream; });
   const auto has_ids = [](const std::vector<TraceEvent>& t) {
@@ -156,7 +162,18 @@ std::string TraceComparisonToString(const TraceComparison& c, int rows) {
   std::snprintf(head, sizeof(head), "step: measured %.3f ms, simulated %.3f ms (%+.1f%%)%s\n",
                 c.measured_step_s * 1e3, c.simulated_step_s * 1e3, err,
                 c.aligned ? "; measured communication from its last party's arrival" : "");
-  std::string out = head + Print("by op type (time summed over ranks):", c.by_op, rows, c.aligned) +
+  std::string out = head;
+  std::snprintf(head, sizeof(head), "calc bubble: measured %.1f%%, simulated %.1f%%\n",
+                100 * c.measured_bubble, 100 * c.simulated_bubble);
+  out += head;
+  out += "exposed comm (ms, mean over ranks):";
+  for (int k = 0; k < kNumCommCategories; ++k) {
+    std::snprintf(head, sizeof(head), " %s measured %.3f simulated %.3f%s",
+                  CommCategoryName(static_cast<CommCategory>(k)), c.measured_exposed_s[k] * 1e3,
+                  c.simulated_exposed_s[k] * 1e3, k + 1 < kNumCommCategories ? ";" : "\n");
+    out += head;
+  }
+  out += Print("by op type (time summed over ranks):", c.by_op, rows, c.aligned) +
                     Print("by stream:", c.by_stream, rows, c.aligned);
   if (!c.by_instruction.empty()) {
     out += Print("by instruction:", c.by_instruction, rows, c.aligned);

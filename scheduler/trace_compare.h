@@ -12,6 +12,7 @@
 #ifndef LOOM_SCHEDULER_TRACE_COMPARE_H_
 #define LOOM_SCHEDULER_TRACE_COMPARE_H_
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct TraceDifference {
 struct TraceComparison {
   double measured_step_s = 0;
   double simulated_step_s = 0;
+  // The step's calc bubble and exposed communication by category (mean
+  // over ranks), as AnalyzeTrace accounts them on each side.
+  double measured_bubble = 0, simulated_bubble = 0;
+  std::array<double, kNumCommCategories> measured_exposed_s{}, simulated_exposed_s{};
   bool aligned = false;  // measured communication starts at the rendezvous
   std::vector<TraceDifference> by_op;      // largest |difference| first
   std::vector<TraceDifference> by_stream;  // same

@@ -405,6 +405,17 @@ TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {
   EXPECT_EQ(c.by_stream[0].key, "calc");
   EXPECT_GT(c.measured_step_s, c.simulated_step_s);
   EXPECT_NE(TraceComparisonToString(c).find("matmul_grad"), std::string::npos);
+  // Each side's bubble and exposed communication, as its simulation
+  // accounted them.
+  EXPECT_NEAR(c.measured_bubble, measured->bubble_fraction, 1e-6);  // ns rounding
+  EXPECT_NEAR(c.simulated_bubble, simulated->bubble_fraction, 1e-6);
+  for (int k = 0; k < kNumCommCategories; ++k) {
+    EXPECT_NEAR(c.measured_exposed_s[k], measured->exposed_comm_s[k], 1e-8) << k;
+    EXPECT_NEAR(c.simulated_exposed_s[k], simulated->exposed_comm_s[k], 1e-8) << k;
+  }
+  EXPECT_GT(c.measured_exposed_s[0] + c.simulated_exposed_s[0], 0);
+  EXPECT_NE(TraceComparisonToString(c).find("exposed comm (ms, mean over ranks): mp measured"),
+            std::string::npos);
 }
 
 // A measured communication starts when its stream reaches it and waits
