@@ -146,6 +146,10 @@ StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                               "' only communicates: the communication model "
                               "prices it");
   }
+  const OpSchema* schema = OpRegistry::Global().Find(type);
+  if (schema != nullptr && !schema->view_of().empty()) {
+    return OpCost{0, CostRule::kRoofline, "a view of its input: no work"};
+  }
   if (work.flops <= 0 && work.bytes <= 0) {
     return NotFound("no cost for '", signature, "': no entry on device '",
                     cluster_.name(), "' and no work to price (0 FLOPs, 0 bytes)");

@@ -111,13 +111,21 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     }
     b.inputs = bind(op->desc().inputs());
     b.outputs = bind(op->desc().outputs());
-    for (const std::string& out : op->OutputVars()) {
-      b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
+    if (ins.kind == InstructionKind::kCompute && !schema->view_of().empty()) {
+      b.viewed = tensor_of(op->Input(schema->view_of()));
+      b.view_out = tensor_of(op->Output(schema->outputs().front().name));
+    } else {
+      for (const std::string& out : op->OutputVars()) {
+        b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
+      }
     }
     // Temporaries, as lowering counted them: freed after their last toucher.
     for (int i = 0; i < ins.touches_count; ++i) {
       const int t = body.touches[ins.touches_begin + i];
-      if (!keep.count(body.temporaries[t].var)) b.touches.push_back(t);
+      const Temporary& temp = body.temporaries[t];
+      bool kept = keep.count(temp.var) > 0;
+      for (const std::string& v : temp.views) kept |= keep.count(v) > 0;
+      if (!kept) b.touches.push_back(t);
     }
     bound_.push_back(std::move(b));
   }
@@ -126,6 +134,9 @@ Status RankExecutor::Bind(const RankPlan& plan) {
   for (size_t i = 0; i < num_uses_; ++i) {
     const Temporary& t = body.temporaries[i];
     uses_[i].tensor = micro_scopes_.at(t.micro_batch)->Var(t.var);
+    for (const std::string& v : t.views) {
+      uses_[i].views.push_back(micro_scopes_.at(t.micro_batch)->Var(v));
+    }
     uses_[i].total = t.touched_by;
     uses_[i].left.store(t.touched_by);
   }
@@ -144,6 +155,13 @@ void RankExecutor::Fail(Status s) {
 Status RankExecutor::RunInstruction(Bound& b) {
   const Instruction& ins = *b.ins;
   if (ins.kind == InstructionKind::kNoOp) return Status::OK();
+  if (b.view_out != nullptr) {
+    if (!b.viewed->initialized()) {
+      return FailedPrecondition("views '", b.op->InputVars().front(), "', which holds no data");
+    }
+    *b.view_out = b.viewed->View(0, b.viewed->shape());
+    return Status::OK();
+  }
   for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
   KernelContext ctx(b.op->desc(), b.inputs, b.outputs);
   if (b.kernel != nullptr) return b.kernel(ctx);
@@ -186,6 +204,7 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue) {
       for (int u : b.touches) {
         if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
           uses_[u].tensor->Free();
+          for (Tensor* v : uses_[u].views) v->Free();
         }
       }
       done_.MarkDone(id, seen);

@@ -69,6 +69,9 @@ class RankExecutor {
     std::vector<BoundSlot> inputs, outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<int> touches;  // indices into uses_, released when done
+    // A view op (OpSchema::ViewOf): `view_out` becomes a view of `viewed`.
+    const Tensor* viewed = nullptr;
+    Tensor* view_out = nullptr;
   };
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);
@@ -86,6 +89,7 @@ class RankExecutor {
   // left in the current step.
   struct Use {
     Tensor* tensor;
+    std::vector<Tensor*> views;  // freed with it
     int total;
     std::atomic<int> left;
   };

@@ -112,6 +112,14 @@ class OpSchema {
     doc_ = std::move(doc);
     return *this;
   }
+  // The op's one output is its input `slot`'s data under the same meta: the
+  // executor makes it a view, which copies and allocates nothing, and the
+  // cost model prices no work for it. For ops whose output is never
+  // written in place (programs write each var once per micro-batch).
+  OpSchema& ViewOf(std::string slot) {
+    view_of_ = std::move(slot);
+    return *this;
+  }
 
   const std::string& type() const { return type_; }
   const std::vector<SlotSpec>& inputs() const { return inputs_; }
@@ -123,6 +131,8 @@ class OpSchema {
   bool communication() const { return communication_; }
   CommKind comm_kind() const { return comm_kind_; }
   const std::string& doc() const { return doc_; }
+  // The input slot the output views, or empty.
+  const std::string& view_of() const { return view_of_; }
 
   const SlotSpec* FindInput(const std::string& name) const;
   const SlotSpec* FindOutput(const std::string& name) const;
@@ -130,6 +140,7 @@ class OpSchema {
 
  private:
   std::string type_;
+  std::string view_of_;
   std::vector<SlotSpec> inputs_;
   std::vector<SlotSpec> outputs_;
   std::vector<AttrSpec> attrs_;

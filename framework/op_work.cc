@@ -77,6 +77,7 @@ OpWork WorkOf(const Op& op) {
     for (const std::string& v : slot.vars()) w.bytes += VarBytes(op, v);
   }
   for (const std::string& v : op.OutputVars()) w.bytes += VarBytes(op, v);
+  if (schema != nullptr && !schema->view_of().empty()) return OpWork{};  // a view: no work
 
   switch (schema == nullptr ? CommKind::kNone : schema->comm_kind()) {
     case CommKind::kNone:

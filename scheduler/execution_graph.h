@@ -99,6 +99,10 @@ struct Temporary {
   int touched_by = 0;  // instructions that touch it in a step
   // Read before any instruction writes it: fed before the step (data).
   bool fed = false;
+  // Vars of the micro-batch that view this one's data (outputs of view ops,
+  // OpSchema::ViewOf): they share its buffer, so it lives until the last
+  // toucher of any of them, and they are freed with it.
+  std::vector<std::string> views;
 };
 
 // Bytes of the persistable vars: they live for the whole run.

@@ -26,6 +26,9 @@ struct OpFacts {
   std::vector<std::pair<int, bool>> inputs, outputs;
   // Inputs whose buffer it reads (not only the meta), for memory.
   std::vector<std::pair<int, bool>> buffer_inputs;
+  // A view op (OpSchema::ViewOf): the input whose data its output views.
+  bool view = false;
+  std::pair<int, bool> viewed{-1, false};
   const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
 };
@@ -156,6 +159,11 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
       }
     }
     for (const std::string& out : op->OutputVars()) f.outputs.push_back(var(out));
+    if (schema != nullptr && !schema->view_of().empty() && f.comm == CommKind::kNone &&
+        f.outputs.size() == 1) {
+      f.view = true;
+      f.viewed = var(op->Input(schema->view_of()));
+    }
     f.record_events = &op->desc().record_events();
     f.wait_events = &op->desc().wait_events();
     it->second.push_back(std::move(f));
@@ -176,10 +184,27 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
     touches.push_back(t);
     ++body_->temporaries[t].touched_by;
   };
+  // A view's output shares the viewed temporary: one buffer, freed after
+  // the last toucher of either.
+  if (f.view && !f.viewed.second && !f.outputs.front().second) {
+    const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_names_[f.viewed.first],
+                                   var_bytes_[f.viewed.first]);
+    const int out = f.outputs.front().first;
+    std::vector<int>& ids = temp_ids_[micro_batch];
+    if (static_cast<int>(ids.size()) <= out) ids.resize(var_ids_.size(), -1);
+    if (ids[out] < 0) {
+      ids[out] = viewed;
+      body_->temporaries[viewed].views.push_back(var_names_[out]);
+    }
+  }
+  if (f.view && f.viewed.second && !f.outputs.front().second) {
+    const int out = f.outputs.front().first;
+    TemporaryOf(micro_batch, out, var_names_[out], 0);  // views persistent memory
+  }
   // Outputs first: those written here for the first time are allocated
-  // here, and lead the list.
+  // here, and lead the list (a view allocates nothing).
   for (const auto& out : f.outputs) {
-    const bool first = !out.second && State(micro_batch, out).writer < 0 &&
+    const bool first = !f.view && !out.second && State(micro_batch, out).writer < 0 &&
                        State(micro_batch, out).readers.empty();
     const size_t before = touches.size();
     add(out);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,10 @@ DEFINE_bool(fold_dp, true,
             "simulate one data-parallel replica for all when they time alike (exact; off for "
             "clusters whose ranks share cores)");
 DEFINE_int32(rank_rows, 16, "at most this many per-rank rows in the table");
+DEFINE_string(against, "",
+              "also simulate the same layout under this schedule (e.g. 1F1B against "
+              "--schedule 1F1B-overlap) and report the step-time gain, the exposed "
+              "communication and the peak memory of both; --html draws both timelines");
 
 namespace loom {
 namespace {
@@ -93,6 +98,36 @@ nlohmann::json ResultJson(const GptSimulation& sim) {
   return j;
 }
 
+const RankMetrics& PeakRank(const SimulationResult& r) {
+  const RankMetrics* peak = &r.ranks.front();
+  for (const RankMetrics& m : r.ranks) {
+    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
+  }
+  return *peak;
+}
+
+// This schedule's figures against `base`'s (the --against schedule).
+void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
+                  const std::string& schedule, const std::string& base_schedule) {
+  auto percent = [](double part, double whole) { return whole > 0 ? 100 * part / whole : 0.0; };
+  std::printf("\nagainst %s:\n", base_schedule.c_str());
+  std::printf("  step time      %s -> %s ms (%.2f%% faster)\n", Ms(base.step_time_s).c_str(),
+              Ms(r.step_time_s).c_str(),
+              percent(base.step_time_s - r.step_time_s, base.step_time_s));
+  for (int c = 0; c < kNumCommCategories; ++c) {
+    if (base.exposed_comm_s[c] == 0 && r.exposed_comm_s[c] == 0) continue;
+    std::printf("  exposed %-8s %s -> %s ms (%.1f%% of %s's; %.2f%% of its step)\n",
+                CommCategoryName(static_cast<CommCategory>(c)),
+                Ms(base.exposed_comm_s[c]).c_str(), Ms(r.exposed_comm_s[c]).c_str(),
+                percent(r.exposed_comm_s[c], base.exposed_comm_s[c]), base_schedule.c_str(),
+                percent(base.exposed_comm_s[c], base.step_time_s));
+  }
+  const int64_t peak = PeakRank(r).peak_bytes(), base_peak = PeakRank(base).peak_bytes();
+  std::printf("  peak memory    %s -> %s (%+.1f%%)\n", Mb(base_peak).c_str(), Mb(peak).c_str(),
+              percent(static_cast<double>(peak - base_peak), static_cast<double>(base_peak)));
+  (void)schedule;
+}
+
 void PrintSummary(const GptSimulation& sim, const std::string& what) {
   const SimulationResult& r = sim.result;
   std::printf("simulate: %s; %zu ranks (%d simulated); plan %.0f ms, lower %.0f ms, simulate %.0f ms\n",
@@ -103,10 +138,7 @@ void PrintSummary(const GptSimulation& sim, const std::string& what) {
   std::printf("exposed comm   mp %s ms, dp %s ms, p2p %s ms, sharding %s ms (mean over ranks)\n",
               Ms(r.exposed_comm_s[0]).c_str(), Ms(r.exposed_comm_s[1]).c_str(),
               Ms(r.exposed_comm_s[2]).c_str(), Ms(r.exposed_comm_s[3]).c_str());
-  const RankMetrics* peak = &r.ranks.front();
-  for (const RankMetrics& m : r.ranks) {
-    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
-  }
+  const RankMetrics* peak = &PeakRank(r);
   std::printf("peak memory    %s on rank %d: parameters %s, gradients %s, optimizer state %s, "
               "temporaries %s\n",
               Mb(peak->peak_bytes()).c_str(), peak->rank, Mb(peak->persistent.parameters).c_str(),
@@ -156,8 +188,14 @@ Status RunSimulate(const std::vector<std::string>& args) {
   options.fold_data_parallel = FLAGS_fold_dp;
   options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();
 
+  if (!FLAGS_against.empty() && !FLAGS_plan.empty()) {
+    return InvalidArgument("--against simulates another schedule of a layout; a --plan fixes its "
+                           "schedule");
+  }
   std::string what;
-  auto simulate = [&]() -> StatusOr<GptSimulation> {
+  std::string sim_schedule;  // of the last simulation
+  // `schedule`: instead of the strategy's (for --against).
+  auto simulate = [&](const std::string& schedule) -> StatusOr<GptSimulation> {
     if (!FLAGS_plan.empty()) {
       for (const char* flag : {"preset", "dp", "mp", "pp", "micro_batches", "schedule", "vpp",
                                "config", "layers", "batch_size", "seq_len"}) {
@@ -173,9 +211,14 @@ Status RunSimulate(const std::vector<std::string>& args) {
       return SimulatePlan(std::move(plan), timer, options);
     }
     LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+    if (!schedule.empty()) {
+      strategy.mutable_pipeline()->set_schedule_mode(schedule);
+      LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, 0).WithContext("--against"));
+    }
     LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
     LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
     const ParallelLayout l = LayoutOf(strategy);
+    sim_schedule = strategy.pipeline().schedule_mode();
     what = StrCat(config.name, ", dp=", l.dp, " mp=", l.mp, " pp=", l.pp, ", ",
                   strategy.pipeline().schedule_mode(), " over ",
                   strategy.pipeline().micro_batches(), " micro-batches");
@@ -185,7 +228,13 @@ Status RunSimulate(const std::vector<std::string>& args) {
     }
     return SimulateGpt(config, opt, strategy, timer, options, plan_options);
   };
-  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, simulate());
+  std::optional<GptSimulation> base;
+  std::string base_what;
+  if (!FLAGS_against.empty()) {
+    LOOM_ASSIGN_OR_RETURN(base, simulate(FLAGS_against));
+    base_what = what;
+  }
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, simulate(""));
   const auto* cost = dynamic_cast<const CostModelTimer*>(sim.timer.get());
   what += StrCat(", cluster ", cluster.name());
   if (cost != nullptr) {
@@ -212,17 +261,31 @@ Status RunSimulate(const std::vector<std::string>& args) {
                       StrCat("step ", Ms(c->measured_step_s), " ms"), std::move(measured)});
   }
   if (!FLAGS_html.empty()) {
-    panels.push_back({StrCat("simulated on ", cluster.name()),
+    if (base.has_value()) {
+      panels.push_back({StrCat(FLAGS_against, ", simulated on ", cluster.name()),
+                        StrCat("step ", Ms(base->result.step_time_s), " ms, calc bubble ",
+                               static_cast<int>(100 * base->result.bubble_fraction + 0.5),
+                               "%, exposed mp ", Ms(base->result.exposed_comm_s[0]), " ms"),
+                        base->result.trace});
+    }
+    panels.push_back({StrCat(base.has_value() ? StrCat(sim_schedule, ", ") : std::string(),
+                             "simulated on ", cluster.name()),
                       StrCat("step ", Ms(sim.result.step_time_s), " ms, calc bubble ",
-                             static_cast<int>(100 * sim.result.bubble_fraction + 0.5), "%"),
+                             static_cast<int>(100 * sim.result.bubble_fraction + 0.5), "%",
+                             base.has_value()
+                                 ? StrCat(", exposed mp ", Ms(sim.result.exposed_comm_s[0]), " ms")
+                                 : std::string()),
                       sim.result.trace});
     LOOM_RETURN_IF_ERROR(WriteTimelineHtml(FLAGS_html, what, panels));
   }
   if (FLAGS_json) {
-    std::cout << ResultJson(sim).dump() << "\n";
+    nlohmann::json j = ResultJson(sim);
+    if (base.has_value()) j["against"] = {{"schedule", FLAGS_against}, {"result", ResultJson(*base)}};
+    std::cout << j.dump() << "\n";
     return Status::OK();
   }
   PrintSummary(sim, what);
+  if (base.has_value()) PrintAgainst(sim.result, base->result, sim_schedule, FLAGS_against);
   if (!comparison.empty()) std::printf("\n%s", comparison.c_str());
   return Status::OK();
 }

@@ -123,7 +123,7 @@ const std::vector<Command>& Commands() {
       {"simulate", "time one step of a layout or a saved plan on a cluster's cost model",
        "loom simulate --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
        "              [--cluster NAME|FILE] [--cost_table FILE] [--json] [--trace FILE]\n"
-       "              [--html FILE] [--compare TRACE]\n"
+       "              [--html FILE] [--compare TRACE] [--against SCHEDULE]\n"
        "loom simulate --plan FILE [--cluster ...] ...\n"
        "Plans one rank per pipeline stage (its tensor- and data-parallel peers\n"
        "run the same ops), lowers the plan to the ExecutionGraph the executor\n"
@@ -135,10 +135,14 @@ const std::vector<Command>& Commands() {
        "document, --trace writes the simulated step as Chrome JSON, --html a\n"
        "timeline page, and --compare TRACE (from 'loom run --trace' of the same\n"
        "layout) prints where the simulated and the measured step differ and\n"
-       "puts both timelines on the page.",
+       "puts both timelines on the page. --against SCHEDULE simulates the same\n"
+       "layout under SCHEDULE too and prints the gain, the exposed communication\n"
+       "and the peak memory of both (e.g. --schedule 1F1B-overlap --against 1F1B);\n"
+       "the page then draws both timelines, one above the other.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "plan", "cluster", "cost_table", "json",
-        "trace", "html", "compare", "fold_dp", "rank_rows", "dp_bucketing", "optimizer"},
+        "trace", "html", "compare", "against", "fold_dp", "rank_rows", "dp_bucketing",
+        "optimizer"},
        RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"

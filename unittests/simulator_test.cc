@@ -97,6 +97,32 @@ ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int batch 
 // free communication: (p-1)/(m+p-1) for FThenB, 1F1B and Eager1F1B; VPP
 // with c chunks, per-chunk costs: (p-1)/(mc+p-1); ZB-H1, whose bubble is
 // (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W): (p-1)/(3m+p-1).
+// The tensor-parallel f (identity) is a view: it copies, allocates and
+// costs nothing, runs on calc beside its consumer, and its output shares
+// the viewed temporary, which lives until the last toucher of either.
+TEST(Simulator, TensorParallelInputsEnterThroughViews) {
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 1, 1, "1F1B"), 2);
+  for (const RankGraph& g : graph.ranks) {
+    int views = 0, copies = 0;
+    for (const Instruction& ins : g.instructions()) {
+      if (ins.op_type != "identity" || ins.kind != InstructionKind::kCompute) continue;
+      const bool view = ins.bytes == 0 && ins.flops == 0 && ins.allocs == 0;
+      (view ? views : copies) += 1;
+      EXPECT_EQ(g.streams()[ins.stream].name, "calc") << InstructionLocation(g, ins);
+    }
+    EXPECT_GT(views, 0) << "rank " << g.rank;
+    EXPECT_EQ(copies, 0) << "rank " << g.rank;
+    int shared = 0;
+    for (const Temporary& t : g.body->temporaries) {
+      for (const std::string& v : t.views) {
+        EXPECT_NE(v.find("@MP_IN"), std::string::npos) << v << " views " << t.var;
+        ++shared;
+      }
+    }
+    EXPECT_EQ(shared, views) << "rank " << g.rank;
+  }
+}
+
 TEST(Simulator, BubbleOfEveryScheduleIsTheTextbookFormula) {
   const int p = 4, m = 8;
   for (const ScheduleInfo& schedule : Schedules()) {

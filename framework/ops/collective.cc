@@ -92,8 +92,10 @@ void RegisterCollectiveOps() {
           .SetGradMaker(MirrorGrad("allreduce",
                                    {MakeAttr<std::string>("reduce_op", "sum")}))
           .SetCommunication(CommKind::kNone)
-          .Doc("Out = X. Marks where a replicated value enters rank-local "
-               "compute; its gradient is a sum allreduce over ring_id."));
+          .ViewOf("X")
+          .Doc("Out = X, as a view of X's data (no copy). Marks where a "
+               "replicated value enters rank-local compute; its gradient is a "
+               "sum allreduce over ring_id."));
   OpRegistry::Global().Register(
       OpSchema("allgather")
           .Input("X")

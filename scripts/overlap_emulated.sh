@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# 1F1B against 1F1B-overlap for real, on the emulated network, beside what
+# the simulator predicted for the same runs.
+#
+# For each layout: profile its ops into a fresh cost table (`loom profile`),
+# then for each schedule train it under `loom launch --net_rate RATE` (one
+# process and one shaped link per rank), take the median step time after
+# the first step, and read the last step's trace with `loom simulate
+# --compare`, which gives the measured and the simulated exposed mp
+# communication (the shared accounting, scheduler/timeline_metrics.h) and
+# the simulated step. Writes the table between the markers of OUT.
+#
+# Needs root (network namespaces, tc); not run by CI: it takes minutes.
+#
+#   scripts/overlap_emulated.sh [--out FILE] [--steps K] [--net_rate 200mbit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=docs/overlap_emulated.md
+STEPS=6
+NET_RATE=200mbit
+LOOM=build/bin/loom
+MODEL="--preset gpt-small --layers 12 --batch_size 8 --seq_len 32"
+LAYOUTS=("--mp 2 --micro_batches 8" "--mp 2 --pp 2 --micro_batches 8")
+SCHEDULES=(1F1B 1F1B-overlap)
+
+while (($#)); do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --net_rate) NET_RATE=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "overlap_emulated.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -x "$LOOM" ] || { echo "overlap_emulated.sh: $LOOM is missing; build first" >&2; exit 1; }
+if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
+  echo "overlap_emulated.sh: SKIPPED: needs root and iproute2 (ip, tc) for loom launch --net_rate" >&2
+  exit 0
+fi
+LOOM=$(realpath "$LOOM")
+WORK=$(mktemp -d /tmp/loom-overlap.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+world_size() {
+  local mp=1 pp=1
+  set -- $1
+  while (($#)); do
+    case "$1" in --mp) mp=$2 ;; --pp) pp=$2 ;; esac
+    shift
+  done
+  echo $((mp * pp))
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+ROWS=$WORK/rows
+: > "$ROWS"
+for layout in "${LAYOUTS[@]}"; do
+  table=$WORK/table.pbtxt
+  echo "profiling $layout ..." >&2
+  "$LOOM" profile $MODEL $layout --schedule 1F1B-overlap --cost_table "$table" > "$WORK/profile.log" 2>&1 ||
+    { cat "$WORK/profile.log" >&2; exit 1; }
+  n=$(world_size "$layout")
+  for schedule in "${SCHEDULES[@]}"; do
+    echo "running $layout --schedule $schedule on $n ranks at $NET_RATE ..." >&2
+    # One plan for the run and the simulation (a simulation given a
+    # cluster would balance the pipeline by its costs, a run by FLOPs).
+    plan=$WORK/plan.pb
+    "$LOOM" plan $MODEL $layout --schedule "$schedule" -o "$plan" > /dev/null
+    trace=$WORK/trace.json
+    rm -f "$trace".rank*.json
+    "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
+      "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" \
+      > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; exit 1; }
+    measured=$(awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median)
+    traces=$(ls "$trace".rank*.json | paste -sd, -)
+    "$LOOM" simulate --plan "$plan" --cluster emulated \
+      --cost_table "$table" --compare "$traces" > "$WORK/compare.log" 2>&1 ||
+      { cat "$WORK/compare.log" >&2; exit 1; }
+    simulated=$(awk '$1 == "step" && $2 == "time" { print $3 }' "$WORK/compare.log")
+    exposed=$(sed -n 's/^exposed comm (ms, mean over ranks): mp measured \([0-9.]*\) simulated \([0-9.]*\);.*/\1 \2/p' \
+      "$WORK/compare.log")
+    echo "$layout|$schedule|$measured|$simulated|$exposed" | tee -a "$ROWS" >&2
+  done
+done
+
+BEGIN_MARK="<!-- scripts/overlap_emulated.sh: generated from here -->"
+END_MARK="<!-- scripts/overlap_emulated.sh: generated up to here -->"
+{
+  echo "$BEGIN_MARK"
+  echo
+  echo "Written by \`scripts/overlap_emulated.sh\` on $(date -u +%Y-%m-%d): \`$MODEL\`, each"
+  echo "rank a process of \`loom launch --net_rate $NET_RATE\`; measured step: the median of"
+  echo "steps 1 to $((STEPS - 1)); exposed mp: time in which mp communication runs and"
+  echo "calc does not (mean over ranks), measured from the last step's trace and"
+  echo "simulated on \`--cluster emulated\` with the layout's ops profiled just before."
+  echo
+  echo "| layout | schedule | measured step ms | simulated step ms | exposed mp measured ms | exposed mp simulated ms |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: |"
+  while IFS='|' read -r layout schedule measured simulated exposed; do
+    read -r em es <<< "$exposed"
+    echo "| \`$layout\` | $schedule | $measured | $simulated | $em | $es |"
+  done < "$ROWS"
+  echo
+  echo "| layout | measured gain % | predicted gain % | measured exposed mp, overlap / 1F1B |"
+  echo "| --- | ---: | ---: | ---: |"
+  awk -F'|' '{ split($5, e, " "); k = $1; if ($2 == "1F1B") { m0[k] = $3; s0[k] = $4; e0[k] = e[1]; order[++n] = k }
+               else { m1[k] = $3; s1[k] = $4; e1[k] = e[1] } }
+       END { for (i = 1; i <= n; ++i) { k = order[i];
+               printf "| `%s` | %.1f | %.1f | %.0f%% |\n", k, 100 * (m0[k] - m1[k]) / m0[k],
+                      100 * (s0[k] - s1[k]) / s0[k], e0[k] > 0 ? 100 * e1[k] / e0[k] : 0 } }' "$ROWS"
+  echo
+  echo "$END_MARK"
+} > "$WORK/generated"
+if [ -f "$OUT" ] && grep -qF "$BEGIN_MARK" "$OUT"; then
+  awk -v gen="$WORK/generated" -v b="$BEGIN_MARK" -v e="$END_MARK" '
+    $0 == b { while ((getline line < gen) > 0) print line; skip = 1; next }
+    $0 == e { skip = 0; next }
+    !skip' "$OUT" > "$WORK/out"
+else
+  { echo "# 1F1B-overlap on the emulated network"; echo; cat "$WORK/generated"; } > "$WORK/out"
+fi
+mkdir -p "$(dirname "$OUT")"
+mv "$WORK/out" "$OUT"
+echo "wrote $OUT" >&2
