@@ -104,11 +104,12 @@ END_MARK="<!-- scripts/overlap_emulated.sh: generated up to here -->"
   echo
   echo "| layout | measured gain % | predicted gain % | measured exposed mp, overlap / 1F1B |"
   echo "| --- | ---: | ---: | ---: |"
-  awk -F'|' '{ split($5, e, " "); k = $1; if ($2 == "1F1B") { m0[k] = $3; s0[k] = $4; e0[k] = e[1]; order[++n] = k }
-               else { m1[k] = $3; s1[k] = $4; e1[k] = e[1] } }
+  awk -F'|' '{ split($5, e, " "); k = $1 }
+       $2 == "1F1B" { m0[k] = $3; s0[k] = $4; e0[k] = e[1]; order[++n] = k }
+       $2 != "1F1B" { m1[k] = $3; s1[k] = $4; e1[k] = e[1] }
        END { for (i = 1; i <= n; ++i) { k = order[i];
                printf "| `%s` | %.1f | %.1f | %.0f%% |\n", k, 100 * (m0[k] - m1[k]) / m0[k],
-                      100 * (s0[k] - s1[k]) / s0[k], e0[k] > 0 ? 100 * e1[k] / e0[k] : 0 } }' "$ROWS"
+                      100 * (s0[k] - s1[k]) / s0[k], (e0[k] > 0 ? 100 * e1[k] / e0[k] : 0) } }' "$ROWS"
   echo
   echo "$END_MARK"
 } > "$WORK/generated"

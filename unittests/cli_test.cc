@@ -374,6 +374,42 @@ TEST(Cli, SimulateReportsTheStepFromTheProfiledTable) {
   EXPECT_GT(events->size(), 400u);
 }
 
+// --against simulates the layout under a second schedule and reports both:
+// 1F1B-overlap hides tensor-parallel all-reduces that 1F1B leaves exposed.
+TEST(Cli, SimulateAgainstAnotherSchedule) {
+  // A table that does not exist: every op by roofline, the same anywhere.
+  const std::string none = "/tmp/loom_cli_against_no_table.pbtxt";
+  std::remove(none.c_str());
+  const std::string layout =
+      "simulate --preset gpt-small --layers 2 --batch_size 4 --seq_len 32 --mp 2 "
+      "--micro_batches 4 --cluster emulated --schedule 1F1B-overlap --against 1F1B "
+      "--cost_table " + none;
+  Result r = Loom(layout);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t against = r.out.find("\nagainst 1F1B:\n");
+  ASSERT_NE(against, std::string::npos) << r.out;
+  const std::string tail = r.out.substr(against);
+  EXPECT_NE(tail.find("  step time"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("  peak memory"), std::string::npos) << tail;
+  // "exposed mp  BASE -> OURS ms (P% of 1F1B's; ...)": less than all of it.
+  const size_t mp = tail.find("exposed mp");
+  ASSERT_NE(mp, std::string::npos) << tail;
+  const size_t of = tail.find("% of 1F1B's", mp);
+  ASSERT_NE(of, std::string::npos) << tail;
+  const size_t open = tail.rfind('(', of);
+  const double percent = std::stod(tail.substr(open + 1, of - open - 1));
+  EXPECT_LT(percent, 70) << tail;  // 55% when written
+  EXPECT_GT(percent, 0) << tail;
+  Result json = Loom(layout + " --json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  EXPECT_NE(json.out.find("\"against\":{\"result\":"), std::string::npos) << json.out.substr(0, 300);
+  Result bad = Loom("simulate --preset gpt-tiny --schedule 1F1B --against 1F1B-overlap");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(Lines(bad.out), 1) << bad.out;
+  EXPECT_NE(bad.out.find("--against: pipeline.schedule_mode 1F1B-overlap"), std::string::npos)
+      << bad.out;
+}
+
 TEST(Cli, SimulateErrorsAreOneLine) {
   Result cluster = Loom("simulate --cluster nosuch");
   EXPECT_EQ(cluster.code, 1);
