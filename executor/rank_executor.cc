@@ -1,11 +1,15 @@
 #include "executor/rank_executor.h"
 
-#include <chrono>
+#include <cblas.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <map>
 #include <set>
-
-#include <cblas.h>
 
 #include "framework/shape_inference.h"
 
@@ -40,9 +44,24 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
   }
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
-  for (const Stream& stream : graph.streams()) {
+  // A stream's priority is its instructions' highest.
+  std::vector<int> priority(graph.streams().size(), std::numeric_limits<int>::min());
+  int top = std::numeric_limits<int>::min();
+  for (size_t i = 0; i < graph.streams().size(); ++i) {
+    for (int id : graph.streams()[i].queue) {
+      priority[i] = std::max(priority[i], graph.instructions()[id].stream_priority);
+    }
+    top = std::max(top, priority[i]);
+  }
+  for (size_t i = 0; i < graph.streams().size(); ++i) {
+    const Stream& stream = graph.streams()[i];
     if (stream.queue.empty()) continue;
-    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue);
+    const int nice = priority[i] < top ? exec->options_.low_priority_nice : 0;
+    if (exec->options_.low_priority_nice != 0 && priority[i] == top &&
+        *std::min_element(priority.begin(), priority.end()) < top) {
+      exec->outranking_.insert(&stream.queue);
+    }
+    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue, nice);
   }
   return exec;
 }
@@ -171,7 +190,12 @@ Status RankExecutor::RunInstruction(Bound& b) {
   return options_.comm(ins, ctx);
 }
 
-void RankExecutor::StreamLoop(const std::vector<int>* queue) {
+void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice) {
+  // Per thread on Linux (a thread is a schedulable entity of its own).
+  // Best effort: where it fails, the stream runs at normal priority.
+  if (nice != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+  // Some other stream of the rank runs below this one.
+  const bool outranks = outranking_.count(queue) > 0;
   int64_t seen = 0;
   while (true) {
     {
@@ -185,7 +209,7 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue) {
       bool ok = !abort_.load();
       for (int d : b.ins->deps) {
         if (!ok) break;
-        ok = done_.Wait(d, seen, abort_);
+        ok = done_.Wait(d, seen, abort_, /*yield=*/!outranks);
       }
       if (!ok) break;
       const int64_t start = options_.trace ? NowNs() : 0;

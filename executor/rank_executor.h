@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <set>
 #include <vector>
 
 #include "executor/kernel.h"
@@ -41,6 +42,14 @@ struct RankExecutorOptions {
   std::vector<std::string> keep;
   CommKernelFn comm;  // empty: communication ops are an error
   bool trace = false;
+  // Stream priorities on CPU threads: a stream whose instructions rank
+  // below the rank's highest runs its thread at this nice value (raising
+  // nice needs no privilege), so that a woken communication thread takes
+  // a core from computation at once instead of at the next tick, and the
+  // outranking streams block rather than yield while they wait. 0: all
+  // threads alike. Set by the runtime, which knows how many ranks share
+  // the host's cores (runtime/parallel_trainer.cc).
+  int low_priority_nice = 0;
 };
 
 class RankExecutor {
@@ -76,7 +85,7 @@ class RankExecutor {
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);
   Status Bind(const RankPlan& plan);
-  void StreamLoop(const std::vector<int>* queue);
+  void StreamLoop(const std::vector<int>* queue, int nice);
   Status RunInstruction(Bound& b);
   void Fail(Status s);
 
@@ -93,6 +102,9 @@ class RankExecutor {
     int total;
     std::atomic<int> left;
   };
+  // Queues of streams that outrank another of the rank (they block
+  // rather than yield while waiting).
+  std::set<const std::vector<int>*> outranking_;
   std::unique_ptr<Use[]> uses_;
   size_t num_uses_ = 0;
 

@@ -23,29 +23,35 @@ class CompletionFlags {
   }
 
   void MarkDone(int id, int64_t step) {
-    done_[id].store(step, std::memory_order_release);
-    if (waiters_.load(std::memory_order_acquire) > 0) {
+    // The store, then the load of waiters_; a waiter increments waiters_,
+    // then loads the flag. Both pairs must stay in order (seq_cst), or each
+    // side may miss the other's write and the waiter sleeps forever.
+    done_[id].store(step, std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       cv_.notify_all();
     }
   }
 
   bool IsDone(int id, int64_t step) const {
-    return done_[id].load(std::memory_order_acquire) >= step;
+    return done_[id].load(std::memory_order_seq_cst) >= step;
   }
 
   // Waits until `id` is done in `step` or `abort` is set; false on abort.
-  bool Wait(int id, int64_t step, const std::atomic<bool>& abort) {
+  // Without `yield`, the waiter spins briefly and then blocks: a thread
+  // that outranks others (a communication stream above calc) would
+  // otherwise win the core back at every yield and starve them.
+  bool Wait(int id, int64_t step, const std::atomic<bool>& abort, bool yield = true) {
     for (int spin = 0; spin < 64; ++spin) {
       if (IsDone(id, step)) return true;
       if (abort.load(std::memory_order_relaxed)) return false;
     }
-    for (int round = 0; round < kYieldRounds; ++round) {
+    for (int round = 0; yield && round < kYieldRounds; ++round) {
       std::this_thread::yield();
       if (IsDone(id, step)) return true;
       if (abort.load(std::memory_order_relaxed)) return false;
     }
-    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return IsDone(id, step) || abort.load(); });
     waiters_.fetch_sub(1, std::memory_order_acq_rel);

@@ -35,6 +35,13 @@ class ParallelTrainer {
     // The losses are not training's; for timing one rank's ops in the
     // context of its step (`loom profile`).
     bool local_communication = false;
+    // Communication streams outrank calc on the CPU (calc threads at nice
+    // 5, waiting communication threads block instead of yielding), where
+    // every rank of the host can have a core. Off by default: on this
+    // 2-core host it took gpt-tiny mp=2 from 25 to 18-22 ms a step and the
+    // emulated 1F1B-overlap run of docs/overlap_emulated.md from 4421 to
+    // 4321 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a wakeup).
+    bool stream_priorities = false;
     // Test-only fault injection: this rank's labels are made out of range,
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;

@@ -136,7 +136,8 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     f.comm = CommKindOf(f.type);
     const std::string& s = op->desc().stream();
     f.stream = stream_index_.at(s.empty() ? std::string(stream::kCalc) : s);
-    f.priority = op->desc().stream_priority();
+    f.priority = op->desc().has_stream_priority() ? op->desc().stream_priority()
+                                                  : stream::DefaultPriority(s);
     f.last_micro_batch_only = op->desc().last_micro_batch_only();
     f.work = WorkOf(*op);
     auto [sig, added] = signature_index_.emplace(

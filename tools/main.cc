@@ -98,7 +98,7 @@ const std::vector<Command>& Commands() {
        "thread per stream; open it in Perfetto).",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "trace",
-        "comm_timeout", "optimizer", "lr", "dp_bucketing", "plan"},
+        "comm_timeout", "stream_priorities", "optimizer", "lr", "dp_bucketing", "plan"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"
