@@ -44,23 +44,25 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
   }
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
-  // A stream's priority is its instructions' highest.
+  // A stream's priority is its instructions' highest; over the streams
+  // that run anything, the highest and the lowest.
   std::vector<int> priority(graph.streams().size(), std::numeric_limits<int>::min());
-  int top = std::numeric_limits<int>::min();
+  int top = std::numeric_limits<int>::min(), bottom = std::numeric_limits<int>::max();
   for (size_t i = 0; i < graph.streams().size(); ++i) {
-    for (int id : graph.streams()[i].queue) {
+    const std::vector<int>& queue = graph.streams()[i].queue;
+    if (queue.empty()) continue;
+    for (int id : queue) {
       priority[i] = std::max(priority[i], graph.instructions()[id].stream_priority);
     }
     top = std::max(top, priority[i]);
+    bottom = std::min(bottom, priority[i]);
   }
   for (size_t i = 0; i < graph.streams().size(); ++i) {
     const Stream& stream = graph.streams()[i];
     if (stream.queue.empty()) continue;
-    const int nice = priority[i] < top ? exec->options_.low_priority_nice : 0;
-    if (exec->options_.low_priority_nice != 0 && priority[i] == top &&
-        *std::min_element(priority.begin(), priority.end()) < top) {
-      exec->outranking_.insert(&stream.queue);
-    }
+    const bool ranked = exec->options_.low_priority_nice != 0 && bottom < top;
+    const int nice = ranked && priority[i] < top ? exec->options_.low_priority_nice : 0;
+    if (ranked && priority[i] == top) exec->outranking_.insert(&stream.queue);
     exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue, nice);
   }
   return exec;

@@ -108,7 +108,7 @@ const RankMetrics& PeakRank(const SimulationResult& r) {
 
 // This schedule's figures against `base`'s (the --against schedule).
 void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
-                  const std::string& schedule, const std::string& base_schedule) {
+                  const std::string& base_schedule) {
   auto percent = [](double part, double whole) { return whole > 0 ? 100 * part / whole : 0.0; };
   std::printf("\nagainst %s:\n", base_schedule.c_str());
   std::printf("  step time      %s -> %s ms (%.2f%% faster)\n", Ms(base.step_time_s).c_str(),
@@ -125,7 +125,6 @@ void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
   const int64_t peak = PeakRank(r).peak_bytes(), base_peak = PeakRank(base).peak_bytes();
   std::printf("  peak memory    %s -> %s (%+.1f%%)\n", Mb(base_peak).c_str(), Mb(peak).c_str(),
               percent(static_cast<double>(peak - base_peak), static_cast<double>(base_peak)));
-  (void)schedule;
 }
 
 void PrintSummary(const GptSimulation& sim, const std::string& what) {
@@ -285,7 +284,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     return Status::OK();
   }
   PrintSummary(sim, what);
-  if (base.has_value()) PrintAgainst(sim.result, base->result, sim_schedule, FLAGS_against);
+  if (base.has_value()) PrintAgainst(sim.result, base->result, FLAGS_against);
   if (!comparison.empty()) std::printf("\n%s", comparison.c_str());
   return Status::OK();
 }

@@ -199,6 +199,12 @@ TEST(Cli, LaunchNamesTheRankThatFails) {
       << r.out;
 }
 
+// The number printed right after `label` in `out`, or -1.
+double FieldAfter(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  return at == std::string::npos ? -1 : std::atof(out.c_str() + at + label.size());
+}
+
 TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
   std::remove("/tmp/loom_cli_demo.html");
   Result r = Loom("demo --demo_trace /tmp/loom_cli_demo_trace.json --demo_html "
@@ -210,8 +216,14 @@ TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
   // The run simulated too, both timelines on one page.
   EXPECT_NE(r.out.find("Simulated on this host's cluster description"), std::string::npos);
   const std::string page = ReadFile("/tmp/loom_cli_demo.html");
-  EXPECT_NE(page.find("measured (the last step)"), std::string::npos);
-  EXPECT_NE(page.find("simulated on cluster 'local'"), std::string::npos);
+  EXPECT_NE(page.find("1F1B-overlap, measured (the last step)"), std::string::npos);
+  EXPECT_NE(page.find("1F1B-overlap, simulated on cluster 'local'"), std::string::npos);
+  EXPECT_NE(page.find("1F1B, simulated on cluster 'local'"), std::string::npos);
+  // The overlap against plain 1F1B, both simulated: less exposed mp.
+  const double overlap = FieldAfter(r.out, "ms measured and ");
+  const double plain = FieldAfter(r.out, "simulated under 1F1B-overlap; ");
+  EXPECT_GT(plain, 0) << r.out;
+  EXPECT_LT(overlap, plain) << r.out;
 }
 
 }  // namespace
@@ -316,11 +328,6 @@ TEST(Cli, BadPlanFilesGiveOneLineErrors) {
 }  // namespace
 
 // ---- loom simulate ----------------------------------------------------------
-
-double FieldAfter(const std::string& out, const std::string& label) {
-  const size_t at = out.find(label);
-  return at == std::string::npos ? -1 : std::atof(out.c_str() + at + label.size());
-}
 
 TEST(Cli, SimulateReportsTheStepFromTheProfiledTable) {
   const std::string table = "/tmp/loom_cli_sim_table.pbtxt";
