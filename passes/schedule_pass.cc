@@ -60,6 +60,7 @@ StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
   }
   ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()),
                         static_cast<int>(micro_batches_), plan.num_chunks};
+  params.max_in_flight = ctx.strategy().pipeline().max_in_flight();
   if (schedule->splits_jobs) {
     for (auto [type, cuts] : {std::make_pair(JobType::kForward, &params.forward_cuts),
                               std::make_pair(JobType::kBackward, &params.backward_cuts)}) {

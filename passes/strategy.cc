@@ -91,8 +91,14 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
                            " overlaps tensor-parallel all-reduces with compute, but mp.degree is ",
                            s.mp().degree(), " (there are none; use 1F1B)");
   }
+  if (pp.max_in_flight() != 0 && !schedule->splits_jobs) {
+    return InvalidArgument("pipeline.max_in_flight is ", pp.max_in_flight(),
+                           " but pipeline.schedule_mode ", pp.schedule_mode(),
+                           " does not take it (1F1B-overlap does)");
+  }
   // The schedule checks its own needs (micro-batches per stage, chunks).
   ScheduleParams params{0, pp.degree(), pp.micro_batches(), pp.vpp_degree()};
+  params.max_in_flight = pp.max_in_flight();
   auto jobs = schedule->fn(params);
   if (!jobs.ok()) return jobs.status();
   return Status::OK();

@@ -1,8 +1,10 @@
 #include "runtime/simulation.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/gpt_plan.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
@@ -39,6 +41,72 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulatePlan(std::move(plan), timer, options));
   sim.plan_seconds = plan_seconds;
   return sim;
+}
+
+namespace {
+
+// The rank with the highest simulated peak memory.
+const RankMetrics& PeakRank(const SimulationResult& r) {
+  const RankMetrics* peak = &r.ranks.front();
+  for (const RankMetrics& m : r.ranks) {
+    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
+  }
+  return *peak;
+}
+
+std::string Megabytes(int64_t bytes) { return StrCat(bytes / 1000000, " MB"); }
+
+}  // namespace
+
+StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
+                                                const OptimizerConfig& optimizer,
+                                                proto::Strategy strategy,
+                                                const TimerFactory& timer, int64_t limit_bytes,
+                                                std::string* explain,
+                                                const SimulationOptions& options,
+                                                PlanOptions plan_options) {
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
+                        SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
+  const RankMetrics& first = PeakRank(sim.result);
+  if (first.peak_bytes() <= limit_bytes) {
+    *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": the plan fits (peak ",
+                      Megabytes(first.peak_bytes()), " on rank ", first.rank, ")");
+    return sim;
+  }
+  const int64_t uncapped = first.peak_bytes();
+  const int uncapped_rank = first.rank;
+  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
+                        FindSchedule(strategy.pipeline().schedule_mode()));
+  if (!schedule->splits_jobs) {
+    return FailedPrecondition("rank ", uncapped_rank, " peaks at ", Megabytes(uncapped),
+                             ", above the memory limit of ", Megabytes(limit_bytes), "; ",
+                             schedule->name, " has no overlap to give up for memory");
+  }
+  // Fewer micro-batches in flight, from one below the schedule's own
+  // deepest (2p on stage 0) down to 2, until the peak fits.
+  const int deepest = strategy.pipeline().max_in_flight() > 0
+                          ? strategy.pipeline().max_in_flight()
+                          : 2 * std::max(1, strategy.pipeline().degree());
+  int64_t smallest = uncapped;
+  for (int cap = deepest - 1; cap >= 2; --cap) {
+    strategy.mutable_pipeline()->set_max_in_flight(cap);
+    LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(config, optimizer, strategy, timer, options,
+                                           plan_options));
+    const RankMetrics& peak = PeakRank(sim.result);
+    smallest = peak.peak_bytes();
+    if (smallest <= limit_bytes) {
+      *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": ", schedule->name,
+                        " keeps at most ", cap, " micro-batches in flight per stage (peak ",
+                        Megabytes(smallest), " on rank ", peak.rank, "; its own depth peaks at ",
+                        Megabytes(uncapped), " on rank ", uncapped_rank,
+                        "), giving up overlap for memory");
+      return sim;
+    }
+  }
+  return FailedPrecondition("even at 2 micro-batches in flight the plan peaks at ",
+                           Megabytes(smallest), ", above the memory limit of ",
+                           Megabytes(limit_bytes), " (rank ", uncapped_rank, " peaks at ",
+                           Megabytes(uncapped), " uncapped)");
 }
 
 }  // namespace loom

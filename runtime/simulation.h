@@ -37,6 +37,19 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
                                     const SimulationOptions& options = {},
                                     PlanOptions plan_options = {});
 
+// SimulateGpt under a hard cap on every rank's simulated peak memory. When
+// the strategy's plan peaks above `limit_bytes` and its schedule takes
+// pipeline.max_in_flight (1F1B-overlap), the most micro-batches in flight
+// that fit are chosen (less overlap, more bubble); `*explain` says what was
+// chosen and why. An error names the rank and its peak when nothing fits.
+StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
+                                                const OptimizerConfig& optimizer,
+                                                proto::Strategy strategy,
+                                                const TimerFactory& timer, int64_t limit_bytes,
+                                                std::string* explain,
+                                                const SimulationOptions& options = {},
+                                                PlanOptions plan_options = {});
+
 // Lowers and simulates a given plan (a saved one, or one that will run).
 StatusOr<GptSimulation> SimulatePlan(Plan plan, const TimerFactory& timer,
                                      const SimulationOptions& options = {});

@@ -67,6 +67,9 @@ struct ScheduleParams {
   // Overlap schedules: the op indices where the forward and the backward
   // program are cut into parts (ascending, each in (0, program size)).
   std::vector<int> forward_cuts, backward_cuts;
+  // Overlap schedules: at most this many micro-batches in flight on a
+  // stage (0: the schedule's own).
+  int max_in_flight = 0;
 };
 
 // `job` split at `cuts` (ascending op indices): one part per range, in

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <limits>
 
 #include "scheduler/schedules_impl.h"
 
@@ -14,7 +15,7 @@ using schedule_internal::Optimizer;
 // tensor-parallel all-reduce (ScheduleParams::forward_cuts, backward_cuts),
 // so that the all-reduce ending one job's part runs on the mp stream while
 // the other job's next part computes. With p stages, m micro-batches,
-// stage s, and w = min(m, 2(p - s - 1) + 1):
+// stage s, and w = min(m, 2(p - s - 1) + 1) (see max_in_flight below):
 //   warm-up       w forwards;
 //   steady state  B_i interleaved with F_{i+w}, for i = 0, 1, ...;
 //   cool-down     the backwards still in flight; then O.
@@ -31,6 +32,12 @@ using schedule_internal::Optimizer;
 // (unittests/simulator_test.cc). The price is activations: stage s keeps up
 // to w + 1 micro-batches live, 2p on stage 0 against 1F1B's p. With p = 1
 // (gradient accumulation) w is 1: each backward overlaps the next forward.
+//
+// pipeline.max_in_flight c caps the warm-ups at c - 1, stage by stage
+// from the first, but never below p - s: adjacent stages' warm-ups must
+// stay at least one apart, or a pair waits on its neighbour's pair that
+// waits on it. So stage s holds at most max(c, p - s + 1) micro-batches;
+// the bubble grows as the cap bites.
 //
 // Needs: pipeline.micro_batches >= pipeline.degree, and the cuts (the
 // schedule pass makes them; tensor-parallel degree above 1).
@@ -51,8 +58,23 @@ StatusOr<std::vector<Job>> Schedule1F1BOverlap(const ScheduleParams& p) {
                            ") must be at least pipeline.degree (", p.num_stages,
                            ") for 1F1B-overlap");
   }
+  if (p.max_in_flight != 0 && p.max_in_flight < 2) {
+    return InvalidArgument("pipeline.max_in_flight (", p.max_in_flight,
+                           ") must be at least 2 for 1F1B-overlap (a backward and the forward "
+                           "beside it), or 0");
+  }
   const int m = p.micro_batches;
-  const int warmup = std::min(m, 2 * (p.num_stages - 1 - p.stage) + 1);
+  // Stage by stage from the first: the full warm-up 2(p - s - 1) + 1, or
+  // under max_in_flight at most the cap less one and at most one below
+  // the previous stage's, but never below p - s (each stage's warm-up
+  // must exceed the next one's, or a pair waits on its neighbour's pair
+  // that waits on it).
+  const int cap = p.max_in_flight > 0 ? p.max_in_flight - 1 : std::numeric_limits<int>::max();
+  int warmup = std::min(2 * p.num_stages - 1, std::max(p.num_stages, cap));
+  for (int s = 1; s <= p.stage; ++s) {
+    warmup = std::max(p.num_stages - s, std::min(2 * (p.num_stages - s - 1) + 1, warmup - 1));
+  }
+  warmup = std::min(m, warmup);
   std::vector<Job> jobs;
   for (int mb = 0; mb < warmup; ++mb) jobs.push_back(Forward(mb));
   for (int mb = warmup; mb < m; ++mb) {

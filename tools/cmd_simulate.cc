@@ -2,6 +2,7 @@
 // plan, timed by the cost model of a cluster: step time, bubbles, exposed
 // communication and peak memory, as a table, JSON, a trace or a page.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -29,6 +30,9 @@ DEFINE_bool(fold_dp, true,
             "simulate one data-parallel replica for all when they time alike (exact; off for "
             "clusters whose ranks share cores)");
 DEFINE_int32(rank_rows, 16, "at most this many per-rank rows in the table");
+DEFINE_int64(memory_limit, 0,
+             "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap keeps "
+             "fewer micro-batches in flight until the plan fits, and says so; 0: none");
 DEFINE_string(against, "",
               "also simulate the same layout under this schedule (e.g. 1F1B against "
               "--schedule 1F1B-overlap) and report the step-time gain, the exposed "
@@ -111,9 +115,9 @@ void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
                   const std::string& base_schedule) {
   auto percent = [](double part, double whole) { return whole > 0 ? 100 * part / whole : 0.0; };
   std::printf("\nagainst %s:\n", base_schedule.c_str());
-  std::printf("  step time      %s -> %s ms (%.2f%% faster)\n", Ms(base.step_time_s).c_str(),
-              Ms(r.step_time_s).c_str(),
-              percent(base.step_time_s - r.step_time_s, base.step_time_s));
+  const double gain = percent(base.step_time_s - r.step_time_s, base.step_time_s);
+  std::printf("  step time      %s -> %s ms (%.2f%% %s)\n", Ms(base.step_time_s).c_str(),
+              Ms(r.step_time_s).c_str(), std::fabs(gain), gain >= 0 ? "faster" : "slower");
   for (int c = 0; c < kNumCommCategories; ++c) {
     if (base.exposed_comm_s[c] == 0 && r.exposed_comm_s[c] == 0) continue;
     std::printf("  exposed %-8s %s -> %s ms (%.1f%% of %s's; %.2f%% of its step)\n",
@@ -187,11 +191,16 @@ Status RunSimulate(const std::vector<std::string>& args) {
   options.fold_data_parallel = FLAGS_fold_dp;
   options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();
 
+  if (FLAGS_memory_limit > 0 && !FLAGS_plan.empty()) {
+    return InvalidArgument("--memory_limit chooses how a layout is planned; a --plan is fixed");
+  }
   if (!FLAGS_against.empty() && !FLAGS_plan.empty()) {
     return InvalidArgument("--against simulates another schedule of a layout; a --plan fixes its "
                            "schedule");
   }
+  if (FLAGS_memory_limit < 0) return InvalidArgument("--memory_limit must be positive, or 0");
   std::string what;
+  std::string memory_note;   // what --memory_limit chose
   std::string sim_schedule;  // of the last simulation
   // `schedule`: instead of the strategy's (for --against).
   auto simulate = [&](const std::string& schedule) -> StatusOr<GptSimulation> {
@@ -224,6 +233,10 @@ Status RunSimulate(const std::vector<std::string>& args) {
     if (l.world_size() > 64) {
       std::fprintf(stderr, "simulate: planning %d stages of %s for %d ranks...\n", l.pp,
                    config.name.c_str(), l.world_size());
+    }
+    if (FLAGS_memory_limit > 0) {
+      return SimulateGptWithinMemory(config, opt, strategy, timer, FLAGS_memory_limit,
+                                     &memory_note, options, plan_options);
     }
     return SimulateGpt(config, opt, strategy, timer, options, plan_options);
   };
@@ -284,6 +297,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     return Status::OK();
   }
   PrintSummary(sim, what);
+  if (!memory_note.empty()) std::printf("\n%s\n", memory_note.c_str());
   if (base.has_value()) PrintAgainst(sim.result, base->result, FLAGS_against);
   if (!comparison.empty()) std::printf("\n%s", comparison.c_str());
   return Status::OK();

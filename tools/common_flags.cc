@@ -23,6 +23,9 @@ DEFINE_int32(pp, 0, "pipeline stages (0: the config's)");
 DEFINE_int32(micro_batches, 0, "pipeline micro-batches per step (0: the config's)");
 DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1 (empty: the config's)");
 DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
+DEFINE_int32(max_in_flight, 0,
+             "1F1B-overlap: at most this many micro-batches in flight per stage (0: the "
+             "config's, else the schedule's own)");
 DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
 DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
 DEFINE_string(cluster, "local",
@@ -81,6 +84,7 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   }
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
+  if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   // A switch overrides the config only when it was given explicitly.
   if (FlagGiven("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));

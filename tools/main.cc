@@ -81,7 +81,7 @@ const std::vector<Command>& Commands() {
        "cut is balanced by that cluster's op costs (the profiled table, see\n"
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "rank", "all_ranks", "json",
+        "micro_batches", "schedule", "vpp", "max_in_flight", "rank", "all_ranks", "json",
         "explain", "verify_each", "dp_bucketing", "o", "seed", "optimizer", "lr",
         "cluster", "cost_table"},
        RunPlan},
@@ -97,7 +97,7 @@ const std::vector<Command>& Commands() {
        "writes the last step as Chrome trace JSON (one process per rank, one\n"
        "thread per stream; open it in Perfetto).",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
-        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "trace",
+        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
         "comm_timeout", "stream_priorities", "optimizer", "lr", "dp_bucketing", "plan"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
@@ -140,8 +140,8 @@ const std::vector<Command>& Commands() {
        "and the peak memory of both (e.g. --schedule 1F1B-overlap --against 1F1B);\n"
        "the page then draws both timelines, one above the other.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "plan", "cluster", "cost_table", "json",
-        "trace", "html", "compare", "against", "fold_dp", "rank_rows", "dp_bucketing",
+        "micro_batches", "schedule", "vpp", "max_in_flight", "plan", "cluster", "cost_table", "json",
+        "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing",
         "optimizer"},
        RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
@@ -167,7 +167,7 @@ const std::vector<Command>& Commands() {
        "--calibrate_device adds the CPU's sgemm rate, copy bandwidth and\n"
        "per-op overhead to it.",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
-        "pp", "micro_batches", "schedule", "vpp", "dp_bucketing", "cluster",
+        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",

@@ -417,6 +417,34 @@ TEST(Cli, SimulateAgainstAnotherSchedule) {
       << bad.out;
 }
 
+// --memory_limit: 1F1B-overlap gives up overlap (fewer micro-batches in
+// flight) until every rank's simulated peak fits, and says so; a limit
+// nothing fits is a one-line error.
+TEST(Cli, SimulateKeepsUnderTheMemoryLimit) {
+  const std::string layout =
+      "simulate --preset gpt3-6.7b --mp 2 --pp 4 --micro_batches 8 --schedule 1F1B-overlap "
+      "--cluster h100 ";
+  Result free = Loom(layout + "--json");
+  ASSERT_EQ(free.code, 0) << free.out;
+  Result capped = Loom(layout + "--memory_limit 3500000000000");
+  ASSERT_EQ(capped.code, 0) << capped.out;
+  EXPECT_NE(capped.out.find("1F1B-overlap keeps at most "), std::string::npos) << capped.out;
+  EXPECT_NE(capped.out.find("giving up overlap for memory"), std::string::npos) << capped.out;
+  const double peak_mb = FieldAfter(capped.out, "peak memory    ");
+  EXPECT_GT(peak_mb, 0) << capped.out;
+  EXPECT_LE(peak_mb, 3.5e6) << capped.out;
+  Result none = Loom(layout + "--memory_limit 1000000000");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_EQ(Lines(none.out), 1) << none.out;
+  EXPECT_NE(none.out.find("above the memory limit of 1000 MB"), std::string::npos) << none.out;
+  Result other = Loom("simulate --preset gpt-tiny --pp 2 --micro_batches 2 --max_in_flight 3");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.out.find("pipeline.max_in_flight is 3 but pipeline.schedule_mode 1F1B does "
+                           "not take it"),
+            std::string::npos)
+      << other.out;
+}
+
 TEST(Cli, SimulateErrorsAreOneLine) {
   Result cluster = Loom("simulate --cluster nosuch");
   EXPECT_EQ(cluster.code, 1);

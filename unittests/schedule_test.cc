@@ -506,6 +506,43 @@ TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
 // still await their B and so hold full activations, exactly 1F1B's
 // in-flight count there; the rest hold only W's inputs. A property of each
 // stage's order alone, so it is counted on the lists.
+// 1F1B-overlap under pipeline.max_in_flight c: stage s holds at most
+// max(c, p - s + 1) micro-batches, never deadlocks, and the bubble grows
+// as the cap bites (the makespan never shrinks).
+TEST(ScheduleSimulation, OverlapMaxInFlightCapsEveryStage) {
+  for (int p : {1, 2, 4, 8}) {
+    for (int m : {p, 2 * p, 3 * p + 1}) {
+      int previous = 0;
+      for (int c : {0, 2 * p, p + 2, p + 1, 3, 2}) {
+        if (c == 1) continue;
+        SCOPED_TRACE(StrCat("p=", p, " m=", m, " max_in_flight=", c));
+        std::vector<std::vector<Job>> lists;
+        for (int s = 0; s < p; ++s) {
+          ScheduleParams params{s, p, m, 1};
+          params.max_in_flight = c;
+          auto jobs = Get("1F1B-overlap").fn(params);
+          ASSERT_TRUE(jobs.ok()) << jobs.status();
+          ASSERT_TRUE(ValidateJobList(params, *jobs).ok());
+          lists.push_back(*jobs);
+        }
+        Simulation sim = Simulate(lists, 1);
+        ASSERT_FALSE(sim.deadlock) << sim.stuck;
+        for (int s = 0; s < p; ++s) {
+          const int bound = std::min(m, c == 0 ? 2 * (p - s) : std::max(c, p - s + 1));
+          EXPECT_LE(sim.peak[s], bound) << "stage " << s;
+        }
+        if (c != 0) EXPECT_GE(sim.makespan, previous);
+        previous = sim.makespan;
+      }
+    }
+  }
+  ScheduleParams params{0, 4, 8, 1};
+  params.max_in_flight = 1;
+  EXPECT_EQ(Get("1F1B-overlap").fn(params).status().message(),
+            "pipeline.max_in_flight (1) must be at least 2 for 1F1B-overlap (a backward and the "
+            "forward beside it), or 0");
+}
+
 TEST(ScheduleSimulation, ZBH1FullActivationsMatch1F1B) {
   for (const Shape& sh : ValidShapes("ZBH1")) {
     const int p = sh.stages;
