@@ -339,12 +339,11 @@ std::vector<double> MeanStepCallSeconds(const std::vector<StepCallTimes>& member
   return means;
 }
 
-StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
+StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
+                                                       const InterferenceOptions& o) {
   openblas_set_num_threads(1);
-  const int threads =
-      o.compute_threads > 0
-          ? o.compute_threads
-          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.compute_threads > 0 ? o.compute_threads : std::max(1, cores / comm.size());
   std::vector<std::unique_ptr<Sgemm>> mms;
   for (int i = 0; i < threads; ++i) {
     mms.push_back(std::make_unique<Sgemm>(o.matmul_dim));
@@ -369,25 +368,22 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
     }
     return sum / count;
   };
-
-  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
   const int64_t numel = std::max<int64_t>(1, o.allreduce_bytes / 4);
-  std::vector<Tensor> bufs(o.ranks);
-  for (Tensor& t : bufs) t = Floats(numel, 1.0f);
-  // The allreduce's time alone sets how many calls cover a phase (every
-  // rank makes the same number, so none waits forever).
+  Tensor buf = Floats(numel, 1.0f);
+  Tensor agree = Floats(1, 0.0f);
+  // The allreduce's time alone sets how many calls cover a phase; every
+  // member takes the slowest member's (the same count, so none waits).
   std::vector<double> probe;
-  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
-    for (int i = 0; i < 7; ++i) {
-      const auto start = Clock::now();
-      LOOM_RETURN_IF_ERROR(group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg));
-      if (r == 0 && i > 0) probe.push_back(Since(start));
-    }
-    return Status::OK();
-  }));
+  for (int i = 0; i < 7; ++i) {
+    const auto start = Clock::now();
+    LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
+    if (i > 0) probe.push_back(Since(start));
+  }
   InterferenceResult result;
   result.compute_threads = threads;
-  result.allreduce_alone_seconds = Median(probe);
+  agree.data<float>()[0] = static_cast<float>(Median(probe));
+  LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
+  result.allreduce_alone_seconds = agree.data<float>()[0];
 
   // Alone and beside the allreduces in turn, several times, and the median
   // of the cycles' ratios: a neighbour's load that comes or goes during the
@@ -399,27 +395,22 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
   std::vector<double> ratios, alone_means, with_means, comm_means;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     alone_means.push_back(compute(For(phase)));
-    std::atomic<int> running{o.ranks};
-    std::atomic<bool> started{false};
-    Status comm;
+    // Untimed: every member starts its allreduces together.
+    LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
+    std::atomic<bool> running{true};
+    Status status;
     double comm_seconds = 0;
     std::thread loop([&] {
-      comm = RunRanks(o.ranks, [&](int r) -> Status {
-        started = true;
-        const auto start = Clock::now();
-        Status s;
-        for (int64_t i = 0; i < calls && s.ok(); ++i) {
-          s = group[r]->AllReduce({&bufs[r]}, ReduceOp::kAvg);
-        }
-        if (r == 0) comm_seconds = Since(start);
-        --running;
-        return s;
-      });
+      const auto start = Clock::now();
+      for (int64_t i = 0; i < calls && status.ok(); ++i) {
+        status = comm.AllReduce({&buf}, ReduceOp::kAvg);
+      }
+      comm_seconds = Since(start);
+      running = false;
     });
-    while (!started) std::this_thread::yield();
-    with_means.push_back(compute([&] { return running < o.ranks; }));
+    with_means.push_back(compute([&] { return !running.load(); }));
     loop.join();
-    LOOM_RETURN_IF_ERROR(comm);
+    LOOM_RETURN_IF_ERROR(status);
     comm_means.push_back(comm_seconds / calls);
     ratios.push_back(with_means.back() / alone_means.back());
   }
@@ -429,6 +420,20 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
   result.allreduces = calls * cycles;
   result.allreduce_with_compute_seconds = Median(comm_means);
   return result;
+}
+
+StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
+  // One process holds every member; each takes its share of the host's
+  // cores for compute threads (MeasureInterferenceMember's default).
+  std::vector<InterferenceResult> results(o.ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(results[r], MeasureInterferenceMember(*group[r], o));
+    return Status::OK();
+  }));
+  // Rank 0's, with the compute threads of all members counted.
+  results[0].compute_threads *= o.ranks;
+  return results[0];
 }
 
 StatusOr<DeviceCalibration> CalibrateDevice() {

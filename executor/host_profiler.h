@@ -130,6 +130,13 @@ struct InterferenceResult {
 // mean matmul times is the cluster's comm_compute_slowdown.
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& options);
 
+// The same measurement from one member of `comm` (its own process under
+// `loom launch`, over the network between them): compute_threads matmul
+// threads of its own (0: the host's cores over comm's size) beside its
+// allreduce loop. Every member calls it; each returns its own figures.
+StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
+                                                       const InterferenceOptions& options);
+
 struct DeviceCalibration {
   int cores = 0;
   // One thread's best sgemm rate and copy bandwidth (read + written).

@@ -131,6 +131,23 @@ StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& opti
   return ProfileCommMember(*all, options, progress);
 }
 
+// MeasureInterference on in-process ranks, or this process's member of a
+// launch (over the launched link).
+StatusOr<InterferenceResult> MeasureInterferenceHere(const InterferenceOptions& io,
+                                                     const std::optional<LaunchEnv>& env) {
+  if (!env.has_value()) return MeasureInterference(io);
+  ParallelLayout layout;
+  layout.dp = env->world_size;
+  CommWorldOptions comm;
+  comm.host = env->host;
+  comm.file_store_dir = env->store_dir;
+  comm.job = "profile-interference";
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
+                        CommWorld::Create(layout, env->rank, comm));
+  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
+  return MeasureInterferenceMember(*all, io);
+}
+
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
@@ -158,6 +175,18 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
     options.together = false;
     LOOM_ASSIGN_OR_RETURN(waited, TimeCollectives(options, env));
   }
+  // How communication and computation slow each other on this host: every
+  // member of a launch takes part, over the launched link.
+  InterferenceOptions io;
+  io.ranks = options.ranks;
+  io.seconds = FLAGS_interference_seconds;
+  io.allreduce_bytes = std::min<int64_t>(FLAGS_comm_max_bytes, 4 << 20);
+  if (!env.has_value() || env->rank == 0) {
+    std::fprintf(stderr, "timing %lldx%lld matmul loops alone and beside an "
+                 "allreduce loop ...\n", static_cast<long long>(io.matmul_dim),
+                 static_cast<long long>(io.matmul_dim));
+  }
+  LOOM_ASSIGN_OR_RETURN(InterferenceResult interference, MeasureInterferenceHere(io, env));
   if (env.has_value() && env->rank != 0) return Status::OK();
   const std::string regime =
       options.between_calls_max_seconds > 0
@@ -180,20 +209,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
                                       options.ranks, " ranks, ", regime),
                                link));
   *link_out = link;
-  if (env.has_value()) {
-    // The interference loop runs in-process ranks; a launch measures links.
-    std::printf("interference: not measured under loom launch (run --comm without launch)\n");
-    return Status::OK();
-  }
-
-  InterferenceOptions io;
-  io.ranks = FLAGS_comm_ranks;
-  io.seconds = FLAGS_interference_seconds;
-  io.allreduce_bytes = std::min<int64_t>(FLAGS_comm_max_bytes, 4 << 20);
-  std::fprintf(stderr, "timing %lldx%lld matmul loops alone and beside an "
-               "allreduce loop ...\n", static_cast<long long>(io.matmul_dim),
-               static_cast<long long>(io.matmul_dim));
-  LOOM_ASSIGN_OR_RETURN(InterferenceResult r, MeasureInterference(io));
+  const InterferenceResult& r = interference;
   std::printf("interference: matmul on %d threads %s alone, %s beside %lld "
               "allreduces of %lld B on %d ranks: slowdown %.2f (median of %d "
               "cycles)%s\n",

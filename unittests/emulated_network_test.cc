@@ -163,7 +163,8 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   const std::string out = ::testing::TempDir() + "/launch_comm_cluster.pbtxt";
   std::remove(out.c_str());
   Result r = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, " profile --comm --cluster emulated ",
-                         "--cluster_out ", out, " --comm_rounds 9 --comm_max_bytes 262144"));
+                         "--cluster_out ", out, " --comm_rounds 15 --comm_max_bytes 4194304 "
+                         "--interference_seconds 0.3"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + out), std::string::npos) << r.out;
@@ -176,6 +177,11 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   EXPECT_TRUE(c->inter_node().has_after_wait() ||
               r.out.find("no after_wait costs recorded") != std::string::npos) << r.out;
   EXPECT_EQ(c->cost_table_device(), "local");
+  // The interference between the launched processes, measured over their
+  // link and recorded for the simulator.
+  EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
+  EXPECT_TRUE(c->has_compute_comm_slowdown()) << r.out;
+  EXPECT_GE(c->compute_comm_slowdown(), 1.0);
 }
 
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
