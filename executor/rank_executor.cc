@@ -62,8 +62,9 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     if (stream.queue.empty()) continue;
     const bool ranked = exec->options_.low_priority_nice != 0 && bottom < top;
     const int nice = ranked && priority[i] < top ? exec->options_.low_priority_nice : 0;
-    if (ranked && priority[i] == top) exec->outranking_.insert(&stream.queue);
-    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue, nice);
+    const bool outranks = ranked && priority[i] == top;
+    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue, nice,
+                                outranks);
   }
   return exec;
 }
@@ -192,12 +193,10 @@ Status RankExecutor::RunInstruction(Bound& b) {
   return options_.comm(ins, ctx);
 }
 
-void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice) {
+void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice, bool outranks) {
   // Per thread on Linux (a thread is a schedulable entity of its own).
   // Best effort: where it fails, the stream runs at normal priority.
   if (nice != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
-  // Some other stream of the rank runs below this one.
-  const bool outranks = outranking_.count(queue) > 0;
   int64_t seen = 0;
   while (true) {
     {

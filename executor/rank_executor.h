@@ -20,7 +20,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <set>
 #include <vector>
 
 #include "executor/kernel.h"
@@ -85,7 +84,9 @@ class RankExecutor {
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);
   Status Bind(const RankPlan& plan);
-  void StreamLoop(const std::vector<int>* queue, int nice);
+  // `nice`: the thread's nice value; `outranks`: the stream ranks above
+  // another of the rank (it blocks rather than yields while waiting).
+  void StreamLoop(const std::vector<int>* queue, int nice, bool outranks);
   Status RunInstruction(Bound& b);
   void Fail(Status s);
 
@@ -102,9 +103,6 @@ class RankExecutor {
     int total;
     std::atomic<int> left;
   };
-  // Queues of streams that outrank another of the rank (they block
-  // rather than yield while waiting).
-  std::set<const std::vector<int>*> outranking_;
   std::unique_ptr<Use[]> uses_;
   size_t num_uses_ = 0;
 

@@ -186,21 +186,21 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
     ++body_->temporaries[t].touched_by;
   };
   // A view's output shares the viewed temporary: one buffer, freed after
-  // the last toucher of either.
-  if (f.view && !f.viewed.second && !f.outputs.front().second) {
-    const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_names_[f.viewed.first],
-                                   var_bytes_[f.viewed.first]);
+  // the last toucher of either. A view of persistent memory costs nothing.
+  if (f.view && !f.outputs.front().second) {
     const int out = f.outputs.front().first;
-    std::vector<int>& ids = temp_ids_[micro_batch];
-    if (static_cast<int>(ids.size()) <= out) ids.resize(var_ids_.size(), -1);
-    if (ids[out] < 0) {
-      ids[out] = viewed;
-      body_->temporaries[viewed].views.push_back(var_names_[out]);
+    if (f.viewed.second) {
+      TemporaryOf(micro_batch, out, var_names_[out], 0);
+    } else {
+      const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_names_[f.viewed.first],
+                                     var_bytes_[f.viewed.first]);
+      std::vector<int>& ids = temp_ids_[micro_batch];
+      if (static_cast<int>(ids.size()) <= out) ids.resize(var_ids_.size(), -1);
+      if (ids[out] < 0) {
+        ids[out] = viewed;
+        body_->temporaries[viewed].views.push_back(var_names_[out]);
+      }
     }
-  }
-  if (f.view && f.viewed.second && !f.outputs.front().second) {
-    const int out = f.outputs.front().first;
-    TemporaryOf(micro_batch, out, var_names_[out], 0);  // views persistent memory
   }
   // Outputs first: those written here for the first time are allocated
   // here, and lead the list (a view allocates nothing).
