@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "runtime/gpt_plan.h"
 #include "scheduler/schedule.h"
@@ -54,7 +55,11 @@ const RankMetrics& PeakRank(const SimulationResult& r) {
   return *peak;
 }
 
-std::string Megabytes(int64_t bytes) { return StrCat(bytes / 1000000, " MB"); }
+std::string Megabytes(int64_t bytes) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), bytes < 100000000 ? "%.2f MB" : "%.0f MB", bytes / 1e6);
+  return buf;
+}
 
 }  // namespace
 
@@ -62,7 +67,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 const OptimizerConfig& optimizer,
                                                 proto::Strategy strategy,
                                                 const TimerFactory& timer, int64_t limit_bytes,
-                                                std::string* explain,
+                                                std::string* explain, proto::Strategy* chosen,
                                                 const SimulationOptions& options,
                                                 PlanOptions plan_options) {
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
@@ -71,6 +76,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   if (first.peak_bytes() <= limit_bytes) {
     *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": the plan fits (peak ",
                       Megabytes(first.peak_bytes()), " on rank ", first.rank, ")");
+    if (chosen != nullptr) *chosen = strategy;
     return sim;
   }
   const int64_t uncapped = first.peak_bytes();
@@ -100,6 +106,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                         Megabytes(smallest), " on rank ", peak.rank, "; its own depth peaks at ",
                         Megabytes(uncapped), " on rank ", uncapped_rank,
                         "), giving up overlap for memory");
+      if (chosen != nullptr) *chosen = strategy;
       return sim;
     }
   }

@@ -41,12 +41,14 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
 // the strategy's plan peaks above `limit_bytes` and its schedule takes
 // pipeline.max_in_flight (1F1B-overlap), the most micro-batches in flight
 // that fit are chosen (less overlap, more bubble); `*explain` says what was
-// chosen and why. An error names the rank and its peak when nothing fits.
+// chosen and why, and `*chosen` (if given) is the strategy that fits, to
+// plan a run with. An error names the rank and its peak when nothing fits.
 StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 const OptimizerConfig& optimizer,
                                                 proto::Strategy strategy,
                                                 const TimerFactory& timer, int64_t limit_bytes,
                                                 std::string* explain,
+                                                proto::Strategy* chosen = nullptr,
                                                 const SimulationOptions& options = {},
                                                 PlanOptions plan_options = {});
 

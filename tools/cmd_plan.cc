@@ -3,7 +3,9 @@
 #include <memory>
 #include <iostream>
 
+#include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
+#include "runtime/simulation.h"
 #include "scheduler/plan_verifier.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
@@ -13,6 +15,7 @@ DEFINE_bool(all_ranks, true, "plan every rank (off: only --rank)");
 DECLARE_bool(explain);
 DECLARE_bool(verify_each);
 DECLARE_string(o);
+DECLARE_int64(memory_limit);
 
 namespace loom {
 
@@ -40,6 +43,25 @@ Status RunPlan(const std::vector<std::string>& args) {
     costs = std::make_unique<OpCostModel>(cluster, std::move(table));
     options.cost_model = costs.get();
   }
+  // Under a memory limit the plan is first simulated on the cluster, and
+  // an overlap schedule gives up micro-batches in flight until it fits.
+  std::string memory_note;
+  if (FLAGS_memory_limit < 0) return InvalidArgument("--memory_limit must be positive, or 0");
+  if (FLAGS_memory_limit > 0) {
+    LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+    const std::string table = CostTablePathFromFlags();
+    auto timer = [&](const ExecutionGraph& graph)
+        -> StatusOr<std::unique_ptr<InstructionTimer>> {
+      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                            CostModelTimer::ForCluster(graph, cluster, table));
+      return std::unique_ptr<InstructionTimer>(std::move(t));
+    };
+    LOOM_ASSIGN_OR_RETURN(GptSimulation fits,
+                          SimulateGptWithinMemory(config, opt, strategy, timer,
+                                                  FLAGS_memory_limit, &memory_note, &strategy,
+                                                  {}, options));
+    memory_note += StrCat(" (simulated on cluster '", cluster.name(), "')");
+  }
   std::vector<std::string> remarks;
   if (FLAGS_explain) options.remarks = &remarks;
   auto start = std::chrono::steady_clock::now();
@@ -66,6 +88,7 @@ Status RunPlan(const std::vector<std::string>& args) {
     std::cout << "// saved to " << FLAGS_o << ": " << CountProgramSets(plan)
               << " program set(s) for " << plan.ranks.size() << " ranks\n";
   }
+  if (!memory_note.empty()) std::cout << "// " << memory_note << "\n";
   for (const std::string& r : remarks) std::cout << "// " << r << "\n";
   std::cout << PlanToText(plan);
   return Status::OK();

@@ -20,6 +20,7 @@
 DECLARE_bool(json);
 DECLARE_string(plan);
 DECLARE_string(trace);
+DECLARE_int64(memory_limit);
 DEFINE_string(html, "", "write the timeline as one self-contained HTML page here");
 DEFINE_string(compare, "",
               "a trace of the same plan from 'loom run --trace' (or the rank files of a launch, "
@@ -30,9 +31,6 @@ DEFINE_bool(fold_dp, true,
             "simulate one data-parallel replica for all when they time alike (exact; off for "
             "clusters whose ranks share cores)");
 DEFINE_int32(rank_rows, 16, "at most this many per-rank rows in the table");
-DEFINE_int64(memory_limit, 0,
-             "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap keeps "
-             "fewer micro-batches in flight until the plan fits, and says so; 0: none");
 DEFINE_string(against, "",
               "also simulate the same layout under this schedule (e.g. 1F1B against "
               "--schedule 1F1B-overlap) and report the step-time gain, the exposed "
@@ -236,7 +234,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     }
     if (FLAGS_memory_limit > 0) {
       return SimulateGptWithinMemory(config, opt, strategy, timer, FLAGS_memory_limit,
-                                     &memory_note, options, plan_options);
+                                     &memory_note, nullptr, options, plan_options);
     }
     return SimulateGpt(config, opt, strategy, timer, options, plan_options);
   };

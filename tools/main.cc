@@ -81,7 +81,7 @@ const std::vector<Command>& Commands() {
        "cut is balanced by that cluster's op costs (the profiled table, see\n"
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "max_in_flight", "rank", "all_ranks", "json",
+        "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "rank", "all_ranks", "json",
         "explain", "verify_each", "dp_bucketing", "o", "seed", "optimizer", "lr",
         "cluster", "cost_table"},
        RunPlan},

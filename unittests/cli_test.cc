@@ -445,6 +445,31 @@ TEST(Cli, SimulateKeepsUnderTheMemoryLimit) {
       << other.out;
 }
 
+// loom plan --memory_limit: the saved plan keeps fewer micro-batches in
+// flight (a shorter warm-up on stage 0), says why, and runs.
+TEST(Cli, PlanUnderAMemoryLimitRuns) {
+  const std::string path = "/tmp/loom_cli_capped.plan";
+  std::remove(path.c_str());
+  const std::string layout =
+      "plan --preset gpt-tiny --layers 4 --mp 2 --pp 2 --micro_batches 8 "
+      "--schedule 1F1B-overlap ";
+  Result free = Loom(layout);
+  ASSERT_EQ(free.code, 0) << free.out;
+  EXPECT_NE(free.out.find("rank 0 (dp=0 mp=0 pp=0): F0 F1 F2 F3#0 "), std::string::npos)
+      << free.out;
+  // 1.54 MB peak at the schedule's own depth, 1.36 MB at 3 in flight.
+  Result capped = Loom(layout + "--memory_limit 1450000 -o " + path);
+  ASSERT_EQ(capped.code, 0) << capped.out;
+  EXPECT_NE(capped.out.find("// memory limit 1.45 MB: 1F1B-overlap keeps at most 3 micro-batches"),
+            std::string::npos)
+      << capped.out;
+  EXPECT_NE(capped.out.find("rank 0 (dp=0 mp=0 pp=0): F0 F1 F2#0 "), std::string::npos)
+      << capped.out;
+  Result run = Loom("run --plan " + path + " --steps 2");
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("step 1 loss"), std::string::npos) << run.out;
+}
+
 TEST(Cli, SimulateErrorsAreOneLine) {
   Result cluster = Loom("simulate --cluster nosuch");
   EXPECT_EQ(cluster.code, 1);
