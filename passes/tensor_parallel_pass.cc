@@ -63,6 +63,7 @@ class TensorParallelPass : public Pass {
   std::unordered_map<std::string, std::string> identity_of_;
   std::unordered_set<std::string> vocab_sharded_;
   int rewritten_ = 0;
+  bool async_ = true;  // passes.mp_async_allreduce_in_backward
   int views_ = 0;  // identity views inserted (f of the f/g pairs)
 };
 
@@ -159,7 +160,7 @@ Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
       // input gradient first, then the all-reduce and the weight GEMM side
       // by side, as Megatron's asynchronous tensor-parallel all-reduce does).
       Op* weight_grad = nullptr;
-      if (!grad->Output("Y@GRAD").empty()) {
+      if (async_ && !grad->Output("Y@GRAD").empty()) {
         proto::OpDesc w = grad->desc();
         w.set_id(0);
         for (auto& slot : *w.mutable_outputs()) {
@@ -220,6 +221,7 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
   ctx.resolved().set_mp_degree(static_cast<int32_t>(degree_));
   if (degree_ == 1) return false;
   rank_ = ctx.coords().mp;
+  async_ = ctx.strategy().passes().mp_async_allreduce_in_backward();
   Block& block = ctx.program().global_block();
 
   // Shard parameters and, with them, the optimizer state of the same shape.

@@ -31,6 +31,9 @@ DEFINE_int32(max_in_flight, 0,
              "config's, else the schedule's own)");
 DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
 DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
+DEFINE_bool(mp_async_allreduce_in_backward, true,
+            "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
+            "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");
 DEFINE_string(cluster, "local",
               "cluster description: a preset (local, emulated, a100, h100) "
               "or a text-format loom.proto.Cluster file");
@@ -90,6 +93,9 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   // A switch overrides the config only when it was given explicitly.
   if (FlagGiven("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
+  if (FlagGiven("mp_async_allreduce_in_backward")) {
+    s.mutable_passes()->set_mp_async_allreduce_in_backward(FLAGS_mp_async_allreduce_in_backward);
+  }
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
 }

@@ -181,6 +181,23 @@ TEST(ParallelTraining, StreamPrioritiesKeepTheNumbers) {
   }
 }
 
+// With the asynchronous tensor-parallel all-reduce off (one matmul_grad
+// per matmul, the all-reduce after it) the numbers are serial training's.
+TEST(ParallelTraining, SynchronousTensorParallelBackwardMatchesSerial) {
+  GptConfig c = EightLayers();
+  c.num_layers = 2;
+  const auto serial = SerialLosses(c, 3);
+  proto::Strategy s = MakeStrategy(1, 2, 1, 2, "1F1B");
+  s.mutable_passes()->set_mp_async_allreduce_in_backward(false);
+  auto t = ParallelTrainer::Create(c, {}, s, {});
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (int step = 0; step < 3; ++step) {
+    auto loss = (*t)->Step(step);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR(*loss, serial[step], kRelTol * serial[step]) << "step " << step;
+  }
+}
+
 TEST(ParallelTraining, TwoRunsAreBitIdentical) {
   const GptConfig c = EightLayers();
   for (const char* schedule : {"1F1B", "1F1B-overlap"}) {

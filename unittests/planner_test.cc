@@ -237,6 +237,31 @@ TEST(Planner, OverlapCutsAtEveryMpAllReduce) {
             "compute, but mp.degree is 1 (there are none; use 1F1B)");
 }
 
+// passes.mp_async_allreduce_in_backward (on by default): each
+// column-parallel matmul's gradient is split so that the input gradient's
+// all-reduce is issued before the weight gradient's GEMM; off, one
+// matmul_grad computes both and the all-reduce follows it.
+TEST(Planner, AsyncAllReduceInBackwardSplitsTheWeightGradient) {
+  TrainingProgram tp = Tiny(2);
+  auto count = [&](bool async) {
+    proto::Strategy s = MakeStrategy(1, 2, 1, 1, "1F1B");
+    s.mutable_passes()->set_mp_async_allreduce_in_backward(async);
+    auto plan = PlanRanks(tp.main, tp.startup, s, {0}, Verified());
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    int grads = 0;
+    for (Op* op : plan->ranks[0].ProgramFor({JobType::kBackward, 0, 0})->global_block().ops()) {
+      grads += op->type() == "matmul_grad";
+    }
+    return grads;
+  };
+  const int on = count(true), off = count(false);
+  EXPECT_GT(off, 0);
+  // One extra (weight-half) matmul_grad per column-parallel matmul: QKV and
+  // the MLP's up projection in each of 2 layers, and the (vocabulary-
+  // parallel) output projection.
+  EXPECT_EQ(on, off + 5);
+}
+
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
   TrainingProgram tp = Tiny(2);
   auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "FThenB"), {});
