@@ -133,9 +133,14 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     }
     b.inputs = bind(op->desc().inputs());
     b.outputs = bind(op->desc().outputs());
-    if (ins.kind == InstructionKind::kCompute && !schema->view_of().empty()) {
+    // A view op whose output is persistable (it outlives the step, and
+    // others may accumulate into it) copies instead.
+    const std::string& view_out =
+        schema->view_of().empty() ? std::string() : op->Output(schema->outputs().front().name);
+    const proto::VarDesc* out_var = view_out.empty() ? nullptr : block.FindVar(view_out);
+    if (ins.kind == InstructionKind::kCompute && out_var != nullptr && !out_var->persistable()) {
       b.viewed = tensor_of(op->Input(schema->view_of()));
-      b.view_out = tensor_of(op->Output(schema->outputs().front().name));
+      b.view_out = tensor_of(view_out);
     } else {
       for (const std::string& out : op->OutputVars()) {
         b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));

@@ -160,8 +160,9 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
       }
     }
     for (const std::string& out : op->OutputVars()) f.outputs.push_back(var(out));
+    // (A persistable output is copied into, as the executor does.)
     if (schema != nullptr && !schema->view_of().empty() && f.comm == CommKind::kNone &&
-        f.outputs.size() == 1) {
+        f.outputs.size() == 1 && !f.outputs.front().second) {
       f.view = true;
       f.viewed = var(op->Input(schema->view_of()));
     }
