@@ -24,15 +24,8 @@ Status RunNetcheck(const std::vector<std::string>& args) {
                               "with at least 2 ranks, e.g. 'loom launch --nproc 2 --net_rate "
                               "200mbit -- loom netcheck'");
   }
-  ParallelLayout layout;
-  layout.dp = env->world_size;
-  CommWorldOptions comm;
-  comm.timeout = std::chrono::seconds(FLAGS_comm_timeout);
-  comm.host = env->host;
-  comm.file_store_dir = env->store_dir;
-  comm.job = "netcheck";
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        CommWorld::Create(layout, env->rank, comm));
+                        LaunchWorld(*env, "netcheck", std::chrono::seconds(FLAGS_comm_timeout)));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
   NetProbeOptions options;
   options.bytes = FLAGS_bytes;

@@ -119,14 +119,9 @@ StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& opti
     std::fprintf(stderr, "timing %s ...\n", what.c_str());
   };
   if (!env.has_value()) return ProfileComm(options, progress);
-  ParallelLayout layout;
-  layout.dp = env->world_size;
-  CommWorldOptions comm;
-  comm.host = env->host;
-  comm.file_store_dir = env->store_dir;
-  comm.job = StrCat("profile", options.together ? "-together" : "-apart");
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        CommWorld::Create(layout, env->rank, comm));
+  LOOM_ASSIGN_OR_RETURN(
+      std::unique_ptr<CommWorld> world,
+      LaunchWorld(*env, StrCat("profile", options.together ? "-together" : "-apart")));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
   return ProfileCommMember(*all, options, progress);
 }
@@ -136,14 +131,8 @@ StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& opti
 StatusOr<InterferenceResult> MeasureInterferenceHere(const InterferenceOptions& io,
                                                      const std::optional<LaunchEnv>& env) {
   if (!env.has_value()) return MeasureInterference(io);
-  ParallelLayout layout;
-  layout.dp = env->world_size;
-  CommWorldOptions comm;
-  comm.host = env->host;
-  comm.file_store_dir = env->store_dir;
-  comm.job = "profile-interference";
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        CommWorld::Create(layout, env->rank, comm));
+                        LaunchWorld(*env, "profile-interference"));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
   return MeasureInterferenceMember(*all, io);
 }

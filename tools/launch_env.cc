@@ -39,4 +39,16 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
   return std::optional<LaunchEnv>(std::move(env));
 }
 
+StatusOr<std::unique_ptr<CommWorld>> LaunchWorld(const LaunchEnv& env, const std::string& job,
+                                                 std::optional<std::chrono::milliseconds> timeout) {
+  ParallelLayout layout;
+  layout.dp = env.world_size;
+  CommWorldOptions comm;
+  if (timeout.has_value()) comm.timeout = *timeout;
+  comm.host = env.host;
+  comm.file_store_dir = env.store_dir;
+  comm.job = job;
+  return CommWorld::Create(layout, env.rank, comm);
+}
+
 }  // namespace loom

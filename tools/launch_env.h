@@ -10,9 +10,12 @@
 #ifndef LOOM_TOOLS_LAUNCH_ENV_H_
 #define LOOM_TOOLS_LAUNCH_ENV_H_
 
+#include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "executor/comm/comm_world.h"
 #include "framework/status.h"
 
 namespace loom {
@@ -33,6 +36,13 @@ struct LaunchEnv {
 // (not started by loom launch); an error naming the variable when it is
 // incomplete or malformed.
 StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment();
+
+// Every rank of the launch as one group: the communicator worlds of a
+// layout with dp = the world size, meeting through the launch's store as
+// `job` (a distinct name per world a process makes). Its dp ring is them all.
+StatusOr<std::unique_ptr<CommWorld>> LaunchWorld(const LaunchEnv& env, const std::string& job,
+                                                 std::optional<std::chrono::milliseconds>
+                                                     timeout = std::nullopt);
 
 }  // namespace loom
 
