@@ -146,8 +146,9 @@ StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                               "' only communicates: the communication model "
                               "prices it");
   }
+  // A view has no work (WorkOf); a view op that copies has bytes to price.
   const OpSchema* schema = OpRegistry::Global().Find(type);
-  if (schema != nullptr && !schema->view_of().empty()) {
+  if (schema != nullptr && !schema->view_of().empty() && work.flops <= 0 && work.bytes <= 0) {
     return OpCost{0, CostRule::kRoofline, "a view of its input: no work"};
   }
   if (work.flops <= 0 && work.bytes <= 0) {

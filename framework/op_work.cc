@@ -77,7 +77,12 @@ OpWork WorkOf(const Op& op) {
     for (const std::string& v : slot.vars()) w.bytes += VarBytes(op, v);
   }
   for (const std::string& v : op.OutputVars()) w.bytes += VarBytes(op, v);
-  if (schema != nullptr && !schema->view_of().empty()) return OpWork{};  // a view: no work
+  // A view (its output not persistable: the executor copies into those)
+  // does no work.
+  if (schema != nullptr && !schema->view_of().empty()) {
+    const proto::VarDesc* out = VarOf(op, op.OutputVars().front());
+    if (out == nullptr || !out->persistable()) return OpWork{};
+  }
 
   switch (schema == nullptr ? CommKind::kNone : schema->comm_kind()) {
     case CommKind::kNone:

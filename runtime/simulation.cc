@@ -46,15 +46,6 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
 
 namespace {
 
-// The rank with the highest simulated peak memory.
-const RankMetrics& PeakRank(const SimulationResult& r) {
-  const RankMetrics* peak = &r.ranks.front();
-  for (const RankMetrics& m : r.ranks) {
-    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
-  }
-  return *peak;
-}
-
 std::string Megabytes(int64_t bytes) {
   char buf[48];
   std::snprintf(buf, sizeof(buf), bytes < 100000000 ? "%.2f MB" : "%.0f MB", bytes / 1e6);
@@ -72,7 +63,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 PlanOptions plan_options) {
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
                         SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
-  const RankMetrics& first = PeakRank(sim.result);
+  const RankMetrics& first = sim.result.PeakRank();
   if (first.peak_bytes() <= limit_bytes) {
     *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": the plan fits (peak ",
                       Megabytes(first.peak_bytes()), " on rank ", first.rank, ")");
@@ -98,7 +89,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
     strategy.mutable_pipeline()->set_max_in_flight(cap);
     LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(config, optimizer, strategy, timer, options,
                                            plan_options));
-    const RankMetrics& peak = PeakRank(sim.result);
+    const RankMetrics& peak = sim.result.PeakRank();
     smallest = peak.peak_bytes();
     if (smallest <= limit_bytes) {
       *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": ", schedule->name,

@@ -349,6 +349,14 @@ StatusOr<SimulationResult> Simulation::Run() {
 
 }  // namespace simulator_internal
 
+const RankMetrics& SimulationResult::PeakRank() const {
+  const RankMetrics* peak = &ranks.front();
+  for (const RankMetrics& m : ranks) {
+    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
+  }
+  return *peak;
+}
+
 StatusOr<SimulationResult> Simulate(const ExecutionGraph& graph,
                                     const SimulationOptions& options) {
   return simulator_internal::Simulation(graph, options).Run();

@@ -125,6 +125,9 @@ struct SimulationResult {
   int64_t instructions = 0;        // instructions simulated, over all ranks
   int64_t rendezvous = 0;          // collective calls and transfers matched
   int ranks_simulated = 0;         // fewer than ranks when dp was folded
+
+  // The rank with the highest peak memory (the first such); needs ranks.
+  const RankMetrics& PeakRank() const;
 };
 
 struct SimulationOptions {

@@ -100,14 +100,6 @@ nlohmann::json ResultJson(const GptSimulation& sim) {
   return j;
 }
 
-const RankMetrics& PeakRank(const SimulationResult& r) {
-  const RankMetrics* peak = &r.ranks.front();
-  for (const RankMetrics& m : r.ranks) {
-    if (m.peak_bytes() > peak->peak_bytes()) peak = &m;
-  }
-  return *peak;
-}
-
 // This schedule's figures against `base`'s (the --against schedule).
 void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
                   const std::string& base_schedule) {
@@ -124,7 +116,7 @@ void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
                 percent(r.exposed_comm_s[c], base.exposed_comm_s[c]), base_schedule.c_str(),
                 percent(base.exposed_comm_s[c], base.step_time_s));
   }
-  const int64_t peak = PeakRank(r).peak_bytes(), base_peak = PeakRank(base).peak_bytes();
+  const int64_t peak = r.PeakRank().peak_bytes(), base_peak = base.PeakRank().peak_bytes();
   std::printf("  peak memory    %s -> %s (%+.1f%%)\n", Mb(base_peak).c_str(), Mb(peak).c_str(),
               percent(static_cast<double>(peak - base_peak), static_cast<double>(base_peak)));
 }
@@ -139,7 +131,7 @@ void PrintSummary(const GptSimulation& sim, const std::string& what) {
   std::printf("exposed comm   mp %s ms, dp %s ms, p2p %s ms, sharding %s ms (mean over ranks)\n",
               Ms(r.exposed_comm_s[0]).c_str(), Ms(r.exposed_comm_s[1]).c_str(),
               Ms(r.exposed_comm_s[2]).c_str(), Ms(r.exposed_comm_s[3]).c_str());
-  const RankMetrics* peak = &PeakRank(r);
+  const RankMetrics* peak = &r.PeakRank();
   std::printf("peak memory    %s on rank %d: parameters %s, gradients %s, optimizer state %s, "
               "temporaries %s\n",
               Mb(peak->peak_bytes()).c_str(), peak->rank, Mb(peak->persistent.parameters).c_str(),
