@@ -10,6 +10,7 @@ PassInfo TensorParallelPassInfo();
 PassInfo PipelineSplitPassInfo();
 PassInfo GradientAccumulationPassInfo();
 PassInfo DataParallelPassInfo();
+PassInfo OpSplitPassInfo();
 PassInfo SplitBackwardPassInfo();
 PassInfo JobSplitPassInfo();
 PassInfo SchedulePassInfo();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/comm_model.h"
 #include "cost_model/op_cost_model.h"
 #include "framework/program.h"
 #include "passes/strategy.h"
@@ -66,6 +67,10 @@ class PassContext {
   // back to FLOP counts. Not owned.
   const OpCostEstimator* cost_model() const { return cost_model_; }
   void set_cost_model(const OpCostEstimator* model) { cost_model_ = model; }
+  // What communication costs there, for passes that weigh it against
+  // compute (op-split); null: such passes price on the local preset.
+  const CommModel* comm_model() const { return comm_model_; }
+  void set_comm_model(const CommModel* model) { comm_model_ = model; }
 
   // The rank's whole program, before it is split into job programs.
   Program& program() { return program_; }
@@ -94,6 +99,7 @@ class PassContext {
 
  private:
   const OpCostEstimator* cost_model_ = nullptr;
+  const CommModel* comm_model_ = nullptr;
   const proto::Strategy strategy_;
   proto::ResolvedStrategy resolved_;
   int rank_;

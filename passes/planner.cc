@@ -11,6 +11,11 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
                         FindSchedule(strategy.pipeline().schedule_mode()));
   std::string p =
       "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel";
+  if (strategy.passes().op_split()) {
+    p += ",op-split";
+    const int parts = strategy.passes().op_split_parts();
+    if (parts > 0) p += StrCat("{parts=", parts, "}");
+  }
   if (schedule->splits_backward) p += ",split-backward";
   return p + ",job-split,schedule";
 }
@@ -29,6 +34,7 @@ StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
   PassContext ctx(strategy, rank, main.Clone(), startup.Clone());
   ctx.set_cost_model(options.cost_model);
+  ctx.set_comm_model(options.comm_model);
   Status s = pm.Run(ctx);
   if (!s.ok()) {
     return s.WithContext(StrCat("rank ", rank, " (", CoordsToString(ctx.coords()), ")"));

@@ -31,6 +31,8 @@ struct PlanOptions {
   // Op costs of the cluster planned for (PassContext::cost_model); null:
   // FLOP counts. Not owned.
   const OpCostEstimator* cost_model = nullptr;
+  // Communication costs there (PassContext::comm_model). Not owned.
+  const CommModel* comm_model = nullptr;
 };
 
 // Plans one rank from copies of `main` and `startup`.

@@ -11,7 +11,7 @@ constexpr const char* kPassName = "schedule";
 
 // Where an overlap schedule cuts `program` into parts: after each
 // tensor-parallel collective off the calc stream, so that the part after
-// it starts with what waits for it.
+// it starts with what waits for it (for a split op, after its last part's).
 std::vector<int> CutsAfterMpCollectives(const Program& program) {
   std::vector<int> cuts;
   const std::vector<Op*> ops = program.global_block().OpVector();
@@ -20,6 +20,10 @@ std::vector<int> CutsAfterMpCollectives(const Program& program) {
     if (CommKindOf(op.type()) != CommKind::kCollective) continue;
     if (op.desc().stream().empty() || op.desc().stream() == stream::kCalc) continue;
     if (op.GetAttr<int32_t>("ring_id") != kMpRing) continue;
+    // Inside a split op (op-split) the next part's GEMM already hides this
+    // all-reduce; the cut goes after the last part's.
+    const Op& next = *ops[k + 1];
+    if (next.desc().creation_pass() == "op-split" && next.type() != "concat") continue;
     cuts.push_back(k + 1);
   }
   return cuts;

@@ -96,6 +96,19 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
                            " but pipeline.schedule_mode ", pp.schedule_mode(),
                            " does not take it (1F1B-overlap does)");
   }
+  const proto::PassSwitches& passes = s.passes();
+  if (passes.op_split() && s.mp().degree() <= 1) {
+    return InvalidArgument("passes.op_split hides tensor-parallel all-reduces under GEMMs, but "
+                           "mp.degree is ", s.mp().degree(), " (there are none)");
+  }
+  if (passes.op_split_parts() < 0 || passes.op_split_parts() == 1) {
+    return InvalidArgument("passes.op_split_parts must be 0 (the cost model chooses) or at least "
+                           "2, got ", passes.op_split_parts());
+  }
+  if (passes.op_split_parts() > 0 && !passes.op_split()) {
+    return InvalidArgument("passes.op_split_parts is ", passes.op_split_parts(),
+                           " but passes.op_split is off");
+  }
   // The schedule checks its own needs (micro-batches per stage, chunks).
   ScheduleParams params{0, pp.degree(), pp.micro_batches(), pp.vpp_degree()};
   params.max_in_flight = pp.max_in_flight();

@@ -37,11 +37,14 @@ Status RunPlan(const std::vector<std::string>& args) {
   // With --cluster, passes that choose by cost (the pipeline cut) use that
   // cluster's op costs; without, FLOP counts.
   std::unique_ptr<OpCostModel> costs;
+  std::unique_ptr<CommModel> comm;
   if (FlagGiven("cluster")) {
     LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
     LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
     costs = std::make_unique<OpCostModel>(cluster, std::move(table));
+    comm = std::make_unique<CommModel>(cluster);
     options.cost_model = costs.get();
+    options.comm_model = comm.get();
   }
   // Under a memory limit the plan is first simulated on the cluster, and
   // an overlap schedule gives up micro-batches in flight until it fits.

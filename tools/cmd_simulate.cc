@@ -176,7 +176,11 @@ Status RunSimulate(const std::vector<std::string>& args) {
   // plan --cluster` does; without one, by FLOPs, as `loom run` plans, so
   // that a simulation and a run of the same flags have the same plan.
   PlanOptions plan_options;
-  if (FlagGiven("cluster")) plan_options.cost_model = &ops;
+  const CommModel comm(cluster);
+  if (FlagGiven("cluster")) {
+    plan_options.cost_model = &ops;
+    plan_options.comm_model = &comm;
+  }
   SimulationOptions options;
   options.fold_data_parallel = FLAGS_fold_dp;
   options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();

@@ -34,6 +34,12 @@ DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel grad
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");
+DEFINE_bool(op_split, false,
+            "pass switch: split forward matmuls into row parts, each with its own tensor-parallel "
+            "all-reduce, where the cluster's cost model says the overlap pays (numbers unchanged)");
+DEFINE_int32(op_split_parts, 0,
+             "with --op_split: split every candidate into this many parts (0: as the cost "
+             "model chooses)");
 DEFINE_string(cluster, "local",
               "cluster description: a preset (local, emulated, a100, h100) "
               "or a text-format loom.proto.Cluster file");
@@ -96,6 +102,8 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (FlagGiven("mp_async_allreduce_in_backward")) {
     s.mutable_passes()->set_mp_async_allreduce_in_backward(FLAGS_mp_async_allreduce_in_backward);
   }
+  if (FlagGiven("op_split")) s.mutable_passes()->set_op_split(FLAGS_op_split);
+  if (FlagGiven("op_split_parts")) s.mutable_passes()->set_op_split_parts(FLAGS_op_split_parts);
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
 }

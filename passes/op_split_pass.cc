@@ -1,0 +1,319 @@
+// op-split: a forward matmul whose tensor-parallel all-reduce would wait
+// for all of it is cut into k parts along a row dimension (batch or
+// sequence), each part with its own all-reduce on the mp stream:
+//
+//   split(X) -> X_0..X_k-1;  X_i @ W -> P_i;  allreduce(P_i) -> R_i;
+//   concat(R_0..R_k-1) -> R
+//
+// Part i's all-reduce then runs while part i+1 multiplies, so only the
+// last part's all-reduce is exposed (or, when communication is the longer
+// of the two, only the first part's GEMM). Rows are independent in both the
+// GEMM and the element-wise sum, so every element of R is computed exactly
+// as before: training numbers do not change.
+//
+// k is chosen by cost: each candidate split (axis, k) is priced on the
+// context's cost model as a two-stage pipeline, split copy + k GEMMs beside
+// k all-reduces + concat copy, and the fastest is taken if it beats the
+// unsplit pair. Smaller GEMMs run less efficiently and every all-reduce
+// pays the link's latency, so the model, not a constant, says when to stop.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "cost_model/cluster.h"
+#include "cost_model/comm_model.h"
+#include "framework/op_builder.h"
+#include "framework/op_work.h"
+#include "framework/shape_inference.h"
+#include "passes/comm_ops.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "op-split";
+
+// The matmul and the tensor-parallel all-reduce that waits for it.
+struct Candidate {
+  Op* matmul;
+  Op* allreduce;
+};
+
+// A forward matmul whose output only an mp all-reduce off calc reads.
+std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
+  if (op->type() != "matmul" || !op->HasRole(role::kForward) || op->HasRole(role::kBackward)) {
+    return std::nullopt;
+  }
+  if (op->GetAttr<bool>("transpose_x")) return std::nullopt;
+  const std::string out = op->Output("Out");
+  const std::vector<Op*>& readers = block.Consumers(out);
+  if (readers.size() != 1 || block.Producers(out).size() != 1) return std::nullopt;
+  Op* ar = readers[0];
+  if (ar->type() != "allreduce" || ar->GetAttr<int32_t>("ring_id") != kMpRing) {
+    return std::nullopt;
+  }
+  if (ar->desc().stream().empty() || ar->desc().stream() == stream::kCalc) return std::nullopt;
+  const proto::VarDesc* x = block.FindVar(op->Input("X"));
+  if (x == nullptr || x->shape_size() < 2) return std::nullopt;
+  return Candidate{op, ar};
+}
+
+// Seconds of the pair, unsplit or in parts.
+struct SplitTiming {
+  int axis = -1;
+  int parts = 1;
+  double gemm = 0;       // one part's GEMM
+  double allreduce = 0;  // one part's all-reduce
+  double copies = 0;     // the split and the concat
+  // Split, then k GEMMs on calc beside k all-reduces on mp (each waits for
+  // its GEMM and the one before it), then the concat.
+  double Total() const {
+    return copies + gemm + allreduce + (parts - 1) * std::max(gemm, allreduce);
+  }
+};
+
+std::string Ms(double s) { return StrCat(std::round(s * 1e5) / 100, " ms"); }
+
+std::string PartName(const std::string& reduced, int i, const char* what) {
+  return StrCat(reduced, "@PART", i, what);
+}
+
+proto::OpDesc PlacedBeside(proto::OpDesc d, const Op& anchor) {
+  d.set_pipeline_stage(anchor.desc().pipeline_stage());
+  d.set_chunk(anchor.desc().chunk());
+  d.set_layer(anchor.desc().layer());
+  d.set_creation_pass(kPassName);
+  return d;
+}
+
+// A copy of `desc` as a new op reading `x` and writing `out` in place of
+// its X and Out.
+proto::OpDesc WithXAndOut(proto::OpDesc d, const std::string& x, const std::string& out) {
+  d.set_id(0);
+  d.clear_param_grads();
+  d.set_creation_pass(kPassName);
+  for (auto& slot : *d.mutable_inputs()) {
+    if (slot.name() == "X") slot.set_vars(0, x);
+  }
+  for (auto& slot : *d.mutable_outputs()) {
+    if (slot.name() == "Out") slot.set_vars(0, out);
+  }
+  return d;
+}
+
+class OpSplitPass : public Pass {
+ public:
+  OpSplitPass(int64_t parts, int64_t max_parts) : parts_(parts), max_parts_(max_parts) {}
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  // The split of `c` into `parts` along `axis`, priced on a scratch copy of
+  // its vars (the real block is not touched).
+  StatusOr<SplitTiming> Price(const Block& block, const Candidate& c, int axis, int parts) const;
+  Status Rewrite(Block& block, const Candidate& c, int axis, int parts) const;
+
+  int64_t parts_;
+  int64_t max_parts_;
+  const OpCostEstimator* ops_ = nullptr;
+  const CommModel* comm_ = nullptr;
+  std::vector<int> mp_group_;
+};
+
+StatusOr<SplitTiming> OpSplitPass::Price(const Block& block, const Candidate& c, int axis,
+                                         int parts) const {
+  Program scratch;
+  Block& b = scratch.global_block();
+  for (const std::string& v : {c.matmul->Input("X"), c.matmul->Input("Y"),
+                               c.matmul->Output("Out"), c.allreduce->Output("Out")}) {
+    *b.AddVar(v) = *block.FindVar(v);
+  }
+  const std::string reduced = c.allreduce->Output("Out");
+  SplitTiming t;
+  t.axis = axis;
+  t.parts = parts;
+  std::vector<std::string> xs, rs;
+  for (int i = 0; i < parts; ++i) {
+    xs.push_back(PartName(reduced, i, ".x"));
+    rs.push_back(PartName(reduced, i, ""));
+  }
+  std::vector<Op*> priced;
+  if (parts > 1) {
+    LOOM_ASSIGN_OR_RETURN(Op* split, AppendOpInferShapes(b, OpDescBuilder("split")
+                                                                .Input("X", c.matmul->Input("X"))
+                                                                .Output("Out", xs)
+                                                                .Attr("axis", axis)
+                                                                .Attr("num", parts)
+                                                                .Build()));
+    priced.push_back(split);
+  }
+  const std::string x0 = parts > 1 ? xs[0] : c.matmul->Input("X");
+  const std::string p0 = parts > 1 ? PartName(reduced, 0, ".partial") : c.matmul->Output("Out");
+  LOOM_ASSIGN_OR_RETURN(Op* gemm, AppendOpInferShapes(b, WithXAndOut(c.matmul->desc(), x0, p0)));
+  LOOM_ASSIGN_OR_RETURN(OpCost gemm_cost, ops_->EstimateOp(*gemm));
+  t.gemm = gemm_cost.seconds;
+  if (parts > 1) {
+    LOOM_ASSIGN_OR_RETURN(Op* ar, AppendOpInferShapes(b, WithXAndOut(c.allreduce->desc(), p0,
+                                                                     rs[0])));
+    for (int i = 1; i < parts; ++i) *b.AddVar(rs[i]) = *b.FindVar(rs[0]);
+    for (int i = 1; i < parts; ++i) b.FindVar(rs[i])->set_name(rs[i]);
+    LOOM_ASSIGN_OR_RETURN(Op* concat, AppendOpInferShapes(b, OpDescBuilder("concat")
+                                                                 .Input("X", rs)
+                                                                 .Output("Out", reduced)
+                                                                 .Attr("axis", axis)
+                                                                 .Build()));
+    priced.push_back(concat);
+    LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds("allreduce", WorkOf(*ar),
+                                                            CommAlgorithm::kDirect, mp_group_));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(t.allreduce,
+                          comm_->OpCommSeconds("allreduce", WorkOf(*c.allreduce),
+                                               CommAlgorithm::kDirect, mp_group_));
+  }
+  for (const Op* op : priced) {
+    LOOM_ASSIGN_OR_RETURN(OpCost cost, ops_->EstimateOp(*op));
+    t.copies += cost.seconds;
+  }
+  return t;
+}
+
+Status OpSplitPass::Rewrite(Block& block, const Candidate& c, int axis, int parts) const {
+  Op* mm = c.matmul;
+  Op* ar = c.allreduce;
+  const std::string x = mm->Input("X");
+  const std::string partial = mm->Output("Out");
+  const std::string reduced = ar->Output("Out");
+  std::vector<std::string> xs, ps, rs;
+  for (int i = 0; i < parts; ++i) {
+    xs.push_back(PartName(reduced, i, ".x"));
+    ps.push_back(PartName(reduced, i, ".partial"));
+    rs.push_back(PartName(reduced, i, ""));
+  }
+  proto::OpDesc split = OpDescBuilder("split")
+                            .Input("X", x)
+                            .Output("Out", xs)
+                            .Attr("axis", axis)
+                            .Attr("num", parts)
+                            .Role(mm->role())
+                            .Build();
+  LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, mm, PlacedBeside(split, *mm)).status());
+  // Part 0 keeps the original ops (and their ids); parts 1.. are copies.
+  const proto::OpDesc mm_desc = mm->desc();
+  const proto::OpDesc ar_desc = ar->desc();
+  const Op* last = ar;
+  for (int i = 1; i < parts; ++i) {
+    LOOM_ASSIGN_OR_RETURN(Op* g, InsertOpAfterInferShapes(block, last,
+                                                          WithXAndOut(mm_desc, xs[i], ps[i])));
+    LOOM_ASSIGN_OR_RETURN(last, InsertOpAfterInferShapes(block, g,
+                                                         WithXAndOut(ar_desc, ps[i], rs[i])));
+  }
+  // Part 0: the original pair on the first rows.
+  for (auto [name, like] : {std::make_pair(ps[0], ps[1]), std::make_pair(rs[0], rs[1])}) {
+    *block.AddVar(name) = *block.FindVar(like);
+    block.FindVar(name)->set_name(name);
+  }
+  block.RenameInput(mm, x, xs[0]);
+  block.RenameOutput(mm, partial, ps[0]);
+  block.RenameInput(ar, partial, ps[0]);
+  block.RenameOutput(ar, reduced, rs[0]);
+  block.RemoveVar(partial);
+  proto::OpDesc concat =
+      OpDescBuilder("concat").Input("X", rs).Output("Out", reduced).Attr("axis", axis).Role(
+          mm->role()).Build();
+  return InsertOpAfterInferShapes(block, last, PlacedBeside(concat, *mm)).status();
+}
+
+StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
+  // Without a cluster the local preset prices the ops, by roofline.
+  std::unique_ptr<OpCostModel> local_ops;
+  std::unique_ptr<CommModel> local_comm;
+  ops_ = ctx.cost_model();
+  comm_ = ctx.comm_model();
+  if (ops_ == nullptr || comm_ == nullptr) {
+    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
+    if (ops_ == nullptr) {
+      local_ops = std::make_unique<OpCostModel>(local, CostTable());
+      ops_ = local_ops.get();
+    }
+    if (comm_ == nullptr) {
+      local_comm = std::make_unique<CommModel>(local);
+      comm_ = local_comm.get();
+    }
+  }
+  mp_group_ = RingMembers(ctx.layout(), ctx.rank(), kMpRing);
+  if (mp_group_.size() < 2) {
+    ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel all-reduce to hide");
+    return false;
+  }
+  Block& block = ctx.program().global_block();
+  std::vector<Candidate> candidates;
+  for (Op* op : block.OpVector()) {
+    if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
+  }
+  int split = 0;
+  for (const Candidate& c : candidates) {
+    LOOM_ASSIGN_OR_RETURN(SplitTiming whole, Price(block, c, -1, 1));
+    SplitTiming best = whole;
+    const proto::VarDesc& x = *block.FindVar(c.matmul->Input("X"));
+    // Row dims: every dim of X but the contracted last one.
+    for (int axis = 0; axis + 1 < x.shape_size(); ++axis) {
+      const int64_t dim = x.shape(axis);
+      const int64_t lo = parts_ > 0 ? parts_ : 2;
+      const int64_t hi = parts_ > 0 ? parts_ : std::min<int64_t>(max_parts_, dim);
+      for (int64_t k = lo; k <= hi; ++k) {
+        if (dim % k != 0) continue;
+        LOOM_ASSIGN_OR_RETURN(SplitTiming t, Price(block, c, axis, static_cast<int>(k)));
+        // A forced part count takes the first axis it divides.
+        if (parts_ > 0 ? best.parts == 1 : t.Total() < best.Total()) best = t;
+      }
+    }
+    const std::string what = StrCat(c.matmul->Location(), " -> ", c.allreduce->Output("Out"),
+                                    ": GEMM ", Ms(whole.gemm), " then all-reduce ",
+                                    Ms(whole.allreduce), " (", Ms(whole.Total()), ")");
+    if (best.parts == 1) {
+      ctx.Explain(kPassName, StrCat(what, "; not split: ",
+                                    parts_ > 0 ? "no row dim divisible by the parts"
+                                               : "no split into parts is modeled faster"));
+      continue;
+    }
+    ctx.Explain(kPassName,
+                StrCat(what, "; split into ", best.parts, " parts on dim ", best.axis,
+                       parts_ > 0 ? " (parts option)" : "", ": GEMM ", Ms(best.gemm),
+                       " beside all-reduce ", Ms(best.allreduce), " each, copies ",
+                       Ms(best.copies), ", modeled ", Ms(best.Total())));
+    Status s = Rewrite(block, c, best.axis, best.parts);
+    if (!s.ok()) return s.WithContext(c.matmul->Location());
+    ++split;
+  }
+  ctx.Explain(kPassName, StrCat("split ", split, " of ", candidates.size(),
+                                " matmuls that feed a tensor-parallel all-reduce"));
+  return split > 0;
+}
+
+}  // namespace
+
+PassInfo OpSplitPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "splits a forward matmul into row parts, each with its own tensor-parallel all-reduce, "
+      "so that the all-reduces overlap the GEMMs; parts chosen by cost";
+  info.options = {
+      {"parts", "0", "split every candidate into this many parts (0: choose by cost)"},
+      {"max-parts", "8", "the most parts the cost search tries"}};
+  info.requires_passes = {"tensor-parallel"};
+  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
+    LOOM_ASSIGN_OR_RETURN(int64_t parts, o.GetInt("parts"));
+    LOOM_ASSIGN_OR_RETURN(int64_t max_parts, o.GetInt("max-parts"));
+    if (parts < 0 || parts == 1 || parts > 1024) {
+      return InvalidArgument("op-split: parts must be 0 (by cost) or 2..1024, got ", parts);
+    }
+    if (max_parts < 2 || max_parts > 1024) {
+      return InvalidArgument("op-split: max-parts must be 2..1024, got ", max_parts);
+    }
+    return std::unique_ptr<Pass>(new OpSplitPass(parts, max_parts));
+  };
+  return info;
+}
+
+}  // namespace loom

@@ -1,0 +1,182 @@
+// The op-split pass: which matmuls it splits and why, what it emits, how
+// the overlap schedule cuts around it, and that training with it is
+// training without it, bit for bit.
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/comm_model.h"
+#include "cost_model/op_cost_model.h"
+#include "models/gpt.h"
+#include "passes/planner.h"
+#include "runtime/parallel_trainer.h"
+#include "scheduler/plan_verifier.h"
+
+namespace loom {
+namespace {
+
+TrainingProgram Gpt(const std::string& preset, int layers) {
+  GptConfig c = GptPreset(preset).value();
+  c.num_layers = layers;
+  return BuildGptTrainingProgram(c).value();
+}
+
+proto::Strategy Split(proto::Strategy s, int parts) {
+  s.mutable_passes()->set_op_split(true);
+  s.mutable_passes()->set_op_split_parts(parts);
+  return s;
+}
+
+int Count(const Program& p, const std::string& type) {
+  int n = 0;
+  for (const Op* op : p.global_block().ops()) n += op->type() == type;
+  return n;
+}
+
+std::vector<std::string> SplitRemarks(const std::vector<std::string>& remarks) {
+  std::vector<std::string> out;
+  for (const std::string& r : remarks) {
+    if (r.find("op-split: ") != std::string::npos) out.push_back(r);
+  }
+  return out;
+}
+
+// With parts=2 each of the two row-parallel matmuls of every layer (the
+// attention projection and the MLP's down projection) becomes a split, 3
+// GEMMs beside 3 all-reduces, and a concat; the program verifies and the
+// plan's forward program carries them.
+TEST(OpSplit, SplitsEachRowParallelMatmulIntoParts) {
+  TrainingProgram tp = Gpt("gpt-tiny", 2);
+  PlanOptions o;
+  o.pass_manager.verify_each = true;
+  auto whole = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, 1, 2, "1F1B"), {}, o);
+  auto split = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {}, o);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_TRUE(split.ok()) << split.status();
+  const Program& f0 = *whole->ranks[0].ProgramFor({JobType::kForward, 0, 0});
+  const Program& f1 = *split->ranks[0].ProgramFor({JobType::kForward, 0, 0});
+  // 2 layers x 2 row-parallel matmuls, each one more GEMM and all-reduce.
+  EXPECT_EQ(Count(f1, "matmul"), Count(f0, "matmul") + 4);
+  EXPECT_EQ(Count(f1, "allreduce"), Count(f0, "allreduce") + 4);
+  EXPECT_EQ(Count(f1, "concat"), Count(f0, "concat") + 4);
+  EXPECT_NE(split->resolved.pipeline().find(",op-split{"), std::string::npos)
+      << split->resolved.pipeline();
+  // The backward is not touched.
+  EXPECT_EQ(Count(*split->ranks[0].ProgramFor({JobType::kBackward, 0, 0}), "matmul_grad"),
+            Count(*whole->ranks[0].ProgramFor({JobType::kBackward, 0, 0}), "matmul_grad"));
+  Status verified = VerifyPlan(*split);
+  EXPECT_TRUE(verified.ok()) << verified;
+}
+
+// The cost model decides. On the local preset a gpt-tiny all-reduce is
+// all latency: parts would each pay it, so nothing is split, and the
+// remark says so. On h100, GPT-3 6.7B's GEMMs and all-reduces are long
+// enough to pipeline: both matmuls of the layer are split.
+TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
+  auto remarks_for = [](const std::string& preset, const std::string& cluster_name) {
+    TrainingProgram tp = Gpt(preset, 1);
+    proto::Cluster cluster = LoadCluster(cluster_name).value();
+    OpCostModel ops(cluster, CostTable());
+    CommModel comm(cluster);
+    std::vector<std::string> remarks;
+    PlanOptions o;
+    o.cost_model = &ops;
+    o.comm_model = &comm;
+    o.remarks = &remarks;
+    auto plan = PlanRank(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 0), 0, o);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    return SplitRemarks(remarks);
+  };
+  const auto local = remarks_for("gpt-tiny", "local");
+  ASSERT_EQ(local.size(), 3u);
+  EXPECT_NE(local[0].find("not split: no split into parts is modeled faster"), std::string::npos)
+      << local[0];
+  EXPECT_NE(local[2].find("split 0 of 2 matmuls"), std::string::npos) << local[2];
+
+  const auto h100 = remarks_for("gpt3-6.7b", "h100");
+  ASSERT_EQ(h100.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_NE(h100[i].find("; split into "), std::string::npos) << h100[i];
+  }
+  EXPECT_NE(h100[2].find("split 2 of 2 matmuls"), std::string::npos) << h100[2];
+}
+
+// 1F1B-overlap cuts a forward after each tensor-parallel all-reduce; inside
+// a split op the next part hides the all-reduce, so the cut stays after
+// the last part: as many parts as without op-split.
+TEST(OpSplit, OverlapScheduleCutsAfterTheLastPart) {
+  TrainingProgram tp = Gpt("gpt-tiny", 2);
+  auto parts = [&](const proto::Strategy& s) {
+    auto plan = PlanRanks(tp.main, tp.startup, s, {0});
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    int n = 0;
+    for (const Job& j : plan->ranks[0].jobs) {
+      n += j.type == JobType::kForward && j.micro_batch == 1;
+    }
+    return n;
+  };
+  const proto::Strategy overlap = MakeStrategy(1, 2, 1, 4, "1F1B-overlap");
+  EXPECT_GT(parts(overlap), 1);
+  EXPECT_EQ(parts(Split(overlap, 4)), parts(overlap));
+}
+
+TEST(OpSplit, BadSwitchesNameTheField) {
+  auto error = [](const proto::Strategy& s) { return ValidateStrategy(s).message(); };
+  EXPECT_EQ(error(Split(MakeStrategy(2, 1, 1, 2, "1F1B"), 0)),
+            "passes.op_split hides tensor-parallel all-reduces under GEMMs, but mp.degree is 1 "
+            "(there are none)");
+  EXPECT_EQ(error(Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 1)),
+            "passes.op_split_parts must be 0 (the cost model chooses) or at least 2, got 1");
+  proto::Strategy off = MakeStrategy(1, 2, 1, 2, "1F1B");
+  off.mutable_passes()->set_op_split_parts(4);
+  EXPECT_EQ(error(off), "passes.op_split_parts is 4 but passes.op_split is off");
+}
+
+// Rows are independent in the GEMM and in the all-reduce's sum, so a split
+// plan computes every element as the unsplit one does: after 3 steps every
+// parameter and optimizer moment of every rank is bit-identical, and so are
+// the losses, on the overlap schedule with a pipeline and without.
+TEST(OpSplit, TrainsBitIdenticallyToUnsplit) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 4;
+  c.batch_size = 16;
+  struct Case {
+    proto::Strategy strategy;
+    int parts;
+  };
+  for (const Case& k : {Case{MakeStrategy(1, 2, 2, 4, "1F1B-overlap"), 2},
+                        Case{MakeStrategy(1, 2, 1, 4, "1F1B-overlap"), 4},
+                        Case{MakeStrategy(2, 2, 1, 2, "1F1B"), 3}}) {
+    SCOPED_TRACE(StrCat(k.strategy.pipeline().schedule_mode(), " dp=", k.strategy.dp().degree(),
+                        " pp=", k.strategy.pipeline().degree(), " parts=", k.parts));
+    ParallelTrainer::Options options;
+    options.comm.timeout = std::chrono::seconds(30);
+    auto whole = ParallelTrainer::Create(c, {}, k.strategy, options);
+    auto split = ParallelTrainer::Create(c, {}, Split(k.strategy, k.parts), options);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_TRUE(split.ok()) << split.status();
+    for (int s = 0; s < 3; ++s) {
+      auto a = (*whole)->Step(s);
+      auto b = (*split)->Step(s);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      EXPECT_EQ(*a, *b) << "step " << s;
+    }
+    const int world = k.strategy.dp().degree() * k.strategy.mp().degree() *
+                      k.strategy.pipeline().degree();
+    int compared = 0;
+    for (int r = 0; r < world; ++r) {
+      for (const std::string& name : (*whole)->rank_scope(r).LocalNames()) {
+        const Tensor* a = (*whole)->rank_scope(r).FindLocal(name);
+        const Tensor* b = (*split)->rank_scope(r).FindLocal(name);
+        if (b == nullptr || !a->initialized() || a->dtype() != proto::FP32) continue;
+        ASSERT_TRUE(b->initialized()) << "rank " << r << " var " << name;
+        ASSERT_EQ(a->ToFloatVector(), b->ToFloatVector()) << "rank " << r << " var " << name;
+        ++compared;
+      }
+    }
+    EXPECT_GT(compared, 50 * world);
+  }
+}
+
+}  // namespace
+}  // namespace loom
