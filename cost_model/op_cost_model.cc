@@ -138,6 +138,13 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
 StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                                        const std::string& signature,
                                        const OpWork& work) const {
+  // A view has no work (WorkOf), whatever a profile of its type measured
+  // (a split that copies shares a view's signature); a view op that copies
+  // has bytes to price.
+  const OpSchema* schema = OpRegistry::Global().Find(type);
+  if (schema != nullptr && !schema->view_of().empty() && work.flops <= 0 && work.bytes <= 0) {
+    return OpCost{0, CostRule::kRoofline, "a view of its input: no work"};
+  }
   if (const proto::CostEntry* e = table_.Find(signature, TableDevice(cluster_))) {
     return OpCost{e->median_seconds(), CostRule::kProfiled, signature};
   }
@@ -145,11 +152,6 @@ StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
     return FailedPrecondition("'", signature,
                               "' only communicates: the communication model "
                               "prices it");
-  }
-  // A view has no work (WorkOf); a view op that copies has bytes to price.
-  const OpSchema* schema = OpRegistry::Global().Find(type);
-  if (schema != nullptr && !schema->view_of().empty() && work.flops <= 0 && work.bytes <= 0) {
-    return OpCost{0, CostRule::kRoofline, "a view of its input: no work"};
   }
   if (work.flops <= 0 && work.bytes <= 0) {
     return NotFound("no cost for '", signature, "': no entry on device '",

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "framework/op_view.h"
 #include "framework/shape_inference.h"
 
 namespace loom {
@@ -134,13 +135,16 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     b.inputs = bind(op->desc().inputs());
     b.outputs = bind(op->desc().outputs());
     // A view op whose output is persistable (it outlives the step, and
-    // others may accumulate into it) copies instead.
-    const std::string& view_out =
-        schema->view_of().empty() ? std::string() : op->Output(schema->outputs().front().name);
-    const proto::VarDesc* out_var = view_out.empty() ? nullptr : block.FindVar(view_out);
-    if (ins.kind == InstructionKind::kCompute && out_var != nullptr && !out_var->persistable()) {
-      b.viewed = tensor_of(op->Input(schema->view_of()));
-      b.view_out = tensor_of(view_out);
+    // others may accumulate into it) copies instead (OpViewOf).
+    std::optional<OpView> view =
+        ins.kind == InstructionKind::kCompute ? OpViewOf(*op) : std::nullopt;
+    if (view) {
+      b.viewed = tensor_of(view->input);
+      const std::vector<std::string> outs = op->OutputVars();
+      for (size_t i = 0; i < outs.size(); ++i) {
+        b.view_outs.push_back({tensor_of(outs[i]), view->offsets[i],
+                               MetaOf(*block.FindVar(outs[i])).shape});
+      }
     } else {
       for (const std::string& out : op->OutputVars()) {
         b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
@@ -182,11 +186,11 @@ void RankExecutor::Fail(Status s) {
 Status RankExecutor::RunInstruction(Bound& b) {
   const Instruction& ins = *b.ins;
   if (ins.kind == InstructionKind::kNoOp) return Status::OK();
-  if (b.view_out != nullptr) {
+  if (b.viewed != nullptr) {
     if (!b.viewed->initialized()) {
       return FailedPrecondition("views '", b.op->InputVars().front(), "', which holds no data");
     }
-    *b.view_out = b.viewed->View(0, b.viewed->shape());
+    for (const Bound::ViewOut& v : b.view_outs) *v.tensor = b.viewed->View(v.offset, v.shape);
     return Status::OK();
   }
   for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);

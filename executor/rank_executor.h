@@ -77,9 +77,15 @@ class RankExecutor {
     std::vector<BoundSlot> inputs, outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<int> touches;  // indices into uses_, released when done
-    // A view op (OpSchema::ViewOf): `view_out` becomes a view of `viewed`.
+    // A view op (OpViewOf): each of `view_outs` becomes a view of `viewed`
+    // from its offset (elements), under its var's meta.
     const Tensor* viewed = nullptr;
-    Tensor* view_out = nullptr;
+    struct ViewOut {
+      Tensor* tensor;
+      int64_t offset;
+      Shape shape;
+    };
+    std::vector<ViewOut> view_outs;
   };
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);

@@ -19,6 +19,8 @@
 
 namespace loom {
 
+class Op;
+
 class InferShapeContext;
 
 struct SlotSpec {
@@ -112,12 +114,17 @@ class OpSchema {
     doc_ = std::move(doc);
     return *this;
   }
-  // The op's one output is its input `slot`'s data under the same meta: the
-  // executor makes it a view, which copies and allocates nothing, and the
-  // cost model prices no work for it. For ops whose output is never
-  // written in place (programs write each var once per micro-batch).
-  OpSchema& ViewOf(std::string slot) {
+  // The op's outputs are its input `slot`'s data: the executor makes them
+  // views, which copy and allocate nothing, and the cost model prices no
+  // work for them. `offsets` says where each output starts in the input
+  // (elements), or returns nothing where this instance must copy (a split
+  // across rows); without it the one output is the whole input under the
+  // same meta. For ops whose outputs are never written in place (programs
+  // write each var once per micro-batch). OpViewOf (op_view.h) applies it.
+  using ViewOffsetsFn = std::function<std::vector<int64_t>(const Op&)>;
+  OpSchema& ViewOf(std::string slot, ViewOffsetsFn offsets = nullptr) {
     view_of_ = std::move(slot);
+    view_offsets_ = std::move(offsets);
     return *this;
   }
 
@@ -131,8 +138,9 @@ class OpSchema {
   bool communication() const { return communication_; }
   CommKind comm_kind() const { return comm_kind_; }
   const std::string& doc() const { return doc_; }
-  // The input slot the output views, or empty.
+  // The input slot the outputs view, or empty; where they start.
   const std::string& view_of() const { return view_of_; }
+  const ViewOffsetsFn& view_offsets() const { return view_offsets_; }
 
   const SlotSpec* FindInput(const std::string& name) const;
   const SlotSpec* FindOutput(const std::string& name) const;
@@ -141,6 +149,7 @@ class OpSchema {
  private:
   std::string type_;
   std::string view_of_;
+  ViewOffsetsFn view_offsets_;
   std::vector<SlotSpec> inputs_;
   std::vector<SlotSpec> outputs_;
   std::vector<AttrSpec> attrs_;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "framework/op_registry.h"
+#include "framework/op_view.h"
 #include "framework/shape_inference.h"
 
 namespace loom {
@@ -77,12 +78,8 @@ OpWork WorkOf(const Op& op) {
     for (const std::string& v : slot.vars()) w.bytes += VarBytes(op, v);
   }
   for (const std::string& v : op.OutputVars()) w.bytes += VarBytes(op, v);
-  // A view (its output not persistable: the executor copies into those)
-  // does no work.
-  if (schema != nullptr && !schema->view_of().empty()) {
-    const proto::VarDesc* out = VarOf(op, op.OutputVars().front());
-    if (out == nullptr || !out->persistable()) return OpWork{};
-  }
+  // A view does no work.
+  if (OpViewOf(op)) return OpWork{};
 
   switch (schema == nullptr ? CommKind::kNone : schema->comm_kind()) {
     case CommKind::kNone:

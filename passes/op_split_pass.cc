@@ -13,9 +13,12 @@
 //
 // k is chosen by cost: each candidate split (axis, k) is priced on the
 // context's cost model as a two-stage pipeline, split copy + k GEMMs beside
-// k all-reduces + concat copy, and the fastest is taken if it beats the
-// unsplit pair. Smaller GEMMs run less efficiently and every all-reduce
-// pays the link's latency, so the model, not a constant, says when to stop.
+// k all-reduces + concat copy, against the unsplit pair. Smaller GEMMs run
+// less efficiently and every all-reduce pays the link's latency, so the
+// model, not a constant, says when to stop. An overlap schedule already
+// hides a forward's all-reduces under the backward beside it in its steady
+// phase; there a split only adds its copies, so the time it saves counts
+// only in the forwards the schedule runs whole (warm-up, cool-down).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -28,6 +31,7 @@
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
@@ -73,7 +77,27 @@ struct SplitTiming {
   }
 };
 
-std::string Ms(double s) { return StrCat(std::round(s * 1e5) / 100, " ms"); }
+// Of this rank's forwards, how many the schedule runs whole (not part by
+// part beside a backward), and how many there are.
+StatusOr<std::pair<int, int>> WholeForwards(const PassContext& ctx) {
+  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule, FindSchedule(ctx.schedule_mode()));
+  const int m = ctx.micro_batches() * std::max(1, ctx.vpp_degree());
+  if (!schedule->splits_jobs) return std::make_pair(m, m);
+  ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()), ctx.micro_batches(),
+                        std::max(1, ctx.vpp_degree())};
+  params.max_in_flight = ctx.strategy().pipeline().max_in_flight();
+  params.forward_cuts = params.backward_cuts = {1};  // any cut: only whole-or-not matters
+  LOOM_ASSIGN_OR_RETURN(std::vector<Job> jobs, schedule->fn(params));
+  int whole = 0;
+  for (const Job& j : jobs) whole += j.type == JobType::kForward && j.whole();
+  return std::make_pair(whole, m);
+}
+
+// "65.65 ms", "12.3 us": three or four digits either way.
+std::string Ms(double s) {
+  if (std::fabs(s) < 1e-3) return StrCat(std::round(s * 1e7) / 10, " us");
+  return StrCat(std::round(s * 1e5) / 100, " ms");
+}
 
 std::string PartName(const std::string& reduced, int i, const char* what) {
   return StrCat(reduced, "@PART", i, what);
@@ -250,6 +274,19 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   for (Op* op : block.OpVector()) {
     if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
   }
+  LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx));
+  // The share of forwards in which the all-reduce a split hides would
+  // otherwise be exposed.
+  const double exposed_share = static_cast<double>(whole_forwards.first) / whole_forwards.second;
+  if (whole_forwards.first < whole_forwards.second) {
+    ctx.Explain(kPassName, StrCat(ctx.schedule_mode(), " runs ", whole_forwards.first, " of this "
+                                  "stage's ", whole_forwards.second, " forwards whole; the others "
+                                  "beside a backward that hides their all-reduces already"));
+  }
+  // Seconds a split saves per forward, averaged over the forwards.
+  auto saving = [&](const SplitTiming& whole, const SplitTiming& t) {
+    return exposed_share * (whole.Total() - (t.Total() - t.copies)) - t.copies;
+  };
   int split = 0;
   for (const Candidate& c : candidates) {
     LOOM_ASSIGN_OR_RETURN(SplitTiming whole, Price(block, c, -1, 1));
@@ -264,7 +301,7 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
         if (dim % k != 0) continue;
         LOOM_ASSIGN_OR_RETURN(SplitTiming t, Price(block, c, axis, static_cast<int>(k)));
         // A forced part count takes the first axis it divides.
-        if (parts_ > 0 ? best.parts == 1 : t.Total() < best.Total()) best = t;
+        if (parts_ > 0 ? best.parts == 1 : saving(whole, t) > saving(whole, best)) best = t;
       }
     }
     const std::string what = StrCat(c.matmul->Location(), " -> ", c.allreduce->Output("Out"),
@@ -273,14 +310,15 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
     if (best.parts == 1) {
       ctx.Explain(kPassName, StrCat(what, "; not split: ",
                                     parts_ > 0 ? "no row dim divisible by the parts"
-                                               : "no split into parts is modeled faster"));
+                                               : "no part count saves time once its copies are paid"));
       continue;
     }
     ctx.Explain(kPassName,
                 StrCat(what, "; split into ", best.parts, " parts on dim ", best.axis,
                        parts_ > 0 ? " (parts option)" : "", ": GEMM ", Ms(best.gemm),
                        " beside all-reduce ", Ms(best.allreduce), " each, copies ",
-                       Ms(best.copies), ", modeled ", Ms(best.Total())));
+                       Ms(best.copies), ", modeled ", Ms(best.Total()), ", saving ",
+                       Ms(saving(whole, best)), " a forward"));
     Status s = Rewrite(block, c, best.axis, best.parts);
     if (!s.ok()) return s.WithContext(c.matmul->Location());
     ++split;

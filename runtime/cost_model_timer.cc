@@ -32,7 +32,9 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
       auto cost = ops.Estimate(ins.op_type, signature, work);
       if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
       seconds[ins.signature] = cost->seconds;
-      if (priced.emplace(signature, static_cast<int>(cost->rule)).second) {
+      // (A view has no work to price by any rule.)
+      const bool works = work.flops > 0 || work.bytes > 0;
+      if (works && priced.emplace(signature, static_cast<int>(cost->rule)).second) {
         ++t->rule_counts_[static_cast<int>(cost->rule)];
       }
     }

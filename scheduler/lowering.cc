@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "framework/op_registry.h"
+#include "framework/op_view.h"
 #include "framework/op_work.h"
 #include "framework/shape_inference.h"
 #include "scheduler/execution_graph.h"
@@ -26,7 +27,7 @@ struct OpFacts {
   std::vector<std::pair<int, bool>> inputs, outputs;
   // Inputs whose buffer it reads (not only the meta), for memory.
   std::vector<std::pair<int, bool>> buffer_inputs;
-  // A view op (OpSchema::ViewOf): the input whose data its output views.
+  // A view op (OpViewOf): the input whose data its outputs view.
   bool view = false;
   std::pair<int, bool> viewed{-1, false};
   const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
@@ -161,10 +162,11 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     }
     for (const std::string& out : op->OutputVars()) f.outputs.push_back(var(out));
     // (A persistable output is copied into, as the executor does.)
-    if (schema != nullptr && !schema->view_of().empty() && f.comm == CommKind::kNone &&
-        f.outputs.size() == 1 && !f.outputs.front().second) {
-      f.view = true;
-      f.viewed = var(op->Input(schema->view_of()));
+    if (f.comm == CommKind::kNone) {
+      if (std::optional<OpView> view = OpViewOf(*op)) {
+        f.view = true;
+        f.viewed = var(view->input);
+      }
     }
     f.record_events = &op->desc().record_events();
     f.wait_events = &op->desc().wait_events();
@@ -188,11 +190,12 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
   };
   // A view's output shares the viewed temporary: one buffer, freed after
   // the last toucher of either. A view of persistent memory costs nothing.
-  if (f.view && !f.outputs.front().second) {
-    const int out = f.outputs.front().first;
-    if (f.viewed.second) {
-      TemporaryOf(micro_batch, out, var_names_[out], 0);
-    } else {
+  if (f.view) {
+    for (const auto& [out, persistable] : f.outputs) {
+      if (f.viewed.second) {
+        TemporaryOf(micro_batch, out, var_names_[out], 0);
+        continue;
+      }
       const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_names_[f.viewed.first],
                                      var_bytes_[f.viewed.first]);
       std::vector<int>& ids = temp_ids_[micro_batch];

@@ -6,6 +6,9 @@
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
 #include "cost_model/op_cost_model.h"
+#include "framework/op_view.h"
+#include "framework/op_work.h"
+#include "framework/shape_inference.h"
 #include "models/gpt.h"
 #include "passes/planner.h"
 #include "runtime/parallel_trainer.h"
@@ -88,7 +91,7 @@ TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
   };
   const auto local = remarks_for("gpt-tiny", "local");
   ASSERT_EQ(local.size(), 3u);
-  EXPECT_NE(local[0].find("not split: no split into parts is modeled faster"), std::string::npos)
+  EXPECT_NE(local[0].find("not split: no part count saves time once its copies are paid"), std::string::npos)
       << local[0];
   EXPECT_NE(local[2].find("split 0 of 2 matmuls"), std::string::npos) << local[2];
 
@@ -176,6 +179,42 @@ TEST(OpSplit, TrainsBitIdenticallyToUnsplit) {
     }
     EXPECT_GT(compared, 50 * world);
   }
+}
+
+}  // namespace
+}  // namespace loom
+
+namespace loom {
+namespace {
+
+// A split along its leading dim makes consecutive blocks of X: its parts
+// view X (no copy, no work) from where they start. A split across rows
+// (the attention's q/k/v on the last dim) gathers strided data and copies.
+TEST(OpSplit, LeadingDimSplitsAreViews) {
+  TrainingProgram tp = Gpt("gpt-tiny", 1);
+  auto plan = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {0});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  int views = 0, copies = 0;
+  for (const Op* op : plan->ranks[0].ProgramFor({JobType::kForward, 0, 0})->global_block().ops()) {
+    if (op->type() != "split") continue;
+    const std::optional<OpView> view = OpViewOf(*op);
+    const OpWork work = WorkOf(*op);
+    if (op->desc().creation_pass() == "op-split") {
+      ASSERT_TRUE(view.has_value()) << op->Location();
+      const proto::VarDesc& x = *op->block()->FindVar(op->Input("X"));
+      const int64_t half = NumElements(MetaOf(x).shape) / 2;
+      EXPECT_EQ(view->input, op->Input("X"));
+      EXPECT_EQ(view->offsets, (std::vector<int64_t>{0, half}));
+      EXPECT_EQ(work.bytes, 0);
+      ++views;
+    } else {
+      EXPECT_FALSE(view.has_value()) << op->Location();
+      EXPECT_GT(work.bytes, 0);
+      ++copies;
+    }
+  }
+  EXPECT_EQ(views, 2);
+  EXPECT_EQ(copies, 1);
 }
 
 }  // namespace

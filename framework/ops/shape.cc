@@ -300,11 +300,35 @@ Status InferConcat(InferShapeContext& ctx) {
   return Status::OK();
 }
 
+// A split whose parts are consecutive blocks of X (every dim before the
+// axis is 1, as for the rows of a [rows, cols] matrix): the parts view X
+// where they start. Any other split gathers strided data, and copies.
+std::vector<int64_t> SplitViewOffsets(const Op& op) {
+  const proto::VarDesc* x = op.block()->FindVar(op.Input("X"));
+  if (x == nullptr) return {};
+  const Shape shape = MetaOf(*x).shape;
+  auto axis = NormalizeAxis(op.GetAttr<int32_t>("axis"), static_cast<int>(shape.size()));
+  if (!axis.ok()) return {};
+  for (int d = 0; d < *axis; ++d) {
+    if (shape[d] != 1) return {};
+  }
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (const std::string& out : op.Outputs("Out")) {
+    const proto::VarDesc* v = out.empty() ? nullptr : op.block()->FindVar(out);
+    if (v == nullptr) return {};
+    offsets.push_back(at);
+    at += NumElements(MetaOf(*v).shape);
+  }
+  return offsets;
+}
+
 void RegisterSplitConcat() {
   OpRegistry::Global().Register(
       OpSchema("split")
           .Input("X")
           .Output("Out", SlotSpec::kDuplicable)
+          .ViewOf("X", SplitViewOffsets)
           .Attr<int32_t>("axis", 0)
           .Attr<int32_t>("num", 0)
           .Attr<std::vector<int64_t>>("sections", {})
