@@ -138,12 +138,13 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
 StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                                        const std::string& signature,
                                        const OpWork& work) const {
-  // A view has no work (WorkOf), whatever a profile of its type measured
-  // (a split that copies shares a view's signature); a view op that copies
-  // has bytes to price.
+  // A view (or a join whose parts were written in place) has no work
+  // (WorkOf), whatever a profile of its type measured (a split that copies
+  // may share a view's signature); one that copies has bytes to price.
   const OpSchema* schema = OpRegistry::Global().Find(type);
-  if (schema != nullptr && !schema->view_of().empty() && work.flops <= 0 && work.bytes <= 0) {
-    return OpCost{0, CostRule::kRoofline, "a view of its input: no work"};
+  if (schema != nullptr && (!schema->view_of().empty() || !schema->join_of().empty()) &&
+      work.flops <= 0 && work.bytes <= 0) {
+    return OpCost{0, CostRule::kRoofline, "a view, or a join written in place: no work"};
   }
   if (const proto::CostEntry* e = table_.Find(signature, TableDevice(cluster_))) {
     return OpCost{e->median_seconds(), CostRule::kProfiled, signature};

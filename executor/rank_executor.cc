@@ -145,9 +145,17 @@ Status RankExecutor::Bind(const RankPlan& plan) {
         b.view_outs.push_back({tensor_of(outs[i]), view->offsets[i],
                                MetaOf(*block.FindVar(outs[i])).shape});
       }
+    } else if (ins.kind == InstructionKind::kCompute && OpJoinOf(*op)) {
+      b.joined = true;
     } else {
       for (const std::string& out : op->OutputVars()) {
-        b.allocs.emplace_back(tensor_of(out), MetaOf(*block.FindVar(out)));
+        const TensorMeta meta = MetaOf(*block.FindVar(out));
+        if (std::optional<PlacedPart> at = PlacedPartOf(block, out)) {
+          b.placed.push_back({tensor_of(out), tensor_of(at->whole),
+                              MetaOf(*block.FindVar(at->whole)), at->offset, meta.shape});
+        } else {
+          b.allocs.emplace_back(tensor_of(out), meta);
+        }
       }
     }
     // Temporaries, as lowering counted them: freed after their last toucher.
@@ -192,6 +200,12 @@ Status RankExecutor::RunInstruction(Bound& b) {
     }
     for (const Bound::ViewOut& v : b.view_outs) *v.tensor = b.viewed->View(v.offset, v.shape);
     return Status::OK();
+  }
+  if (b.joined) return Status::OK();
+  for (Bound::PlacedOut& p : b.placed) {
+    // Parts of one join are written on one stream (OpJoinOf), in order.
+    if (!p.whole->initialized()) p.whole->Resize(p.whole_meta);
+    *p.tensor = p.whole->View(p.offset, p.shape);
   }
   for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
   KernelContext ctx(b.op->desc(), b.inputs, b.outputs);

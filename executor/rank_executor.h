@@ -86,6 +86,18 @@ class RankExecutor {
       Shape shape;
     };
     std::vector<ViewOut> view_outs;
+    // Outputs written in place into a join's output (PlacedPartOf): each
+    // becomes a view of `whole` (allocated by the first) before the op
+    // runs. A join whose parts all were (OpJoinOf) does nothing.
+    struct PlacedOut {
+      Tensor* tensor;
+      Tensor* whole;
+      TensorMeta whole_meta;
+      int64_t offset;
+      Shape shape;
+    };
+    std::vector<PlacedOut> placed;
+    bool joined = false;
   };
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);

@@ -128,6 +128,17 @@ class OpSchema {
     return *this;
   }
 
+  // The op's output is its inputs (slot `slot`) laid end to end: where
+  // `offsets` gives each input's start in the output (elements), and the
+  // program allows it, their producers write them straight into the
+  // output's buffer and the op does nothing. OpJoinOf (op_view.h) applies
+  // it.
+  OpSchema& JoinOf(std::string slot, ViewOffsetsFn offsets) {
+    join_of_ = std::move(slot);
+    join_offsets_ = std::move(offsets);
+    return *this;
+  }
+
   const std::string& type() const { return type_; }
   const std::vector<SlotSpec>& inputs() const { return inputs_; }
   const std::vector<SlotSpec>& outputs() const { return outputs_; }
@@ -141,6 +152,9 @@ class OpSchema {
   // The input slot the outputs view, or empty; where they start.
   const std::string& view_of() const { return view_of_; }
   const ViewOffsetsFn& view_offsets() const { return view_offsets_; }
+  // The input slot laid end to end into the output, or empty.
+  const std::string& join_of() const { return join_of_; }
+  const ViewOffsetsFn& join_offsets() const { return join_offsets_; }
 
   const SlotSpec* FindInput(const std::string& name) const;
   const SlotSpec* FindOutput(const std::string& name) const;
@@ -150,6 +164,8 @@ class OpSchema {
   std::string type_;
   std::string view_of_;
   ViewOffsetsFn view_offsets_;
+  std::string join_of_;
+  ViewOffsetsFn join_offsets_;
   std::vector<SlotSpec> inputs_;
   std::vector<SlotSpec> outputs_;
   std::vector<AttrSpec> attrs_;

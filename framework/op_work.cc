@@ -78,8 +78,8 @@ OpWork WorkOf(const Op& op) {
     for (const std::string& v : slot.vars()) w.bytes += VarBytes(op, v);
   }
   for (const std::string& v : op.OutputVars()) w.bytes += VarBytes(op, v);
-  // A view does no work.
-  if (OpViewOf(op)) return OpWork{};
+  // A view does no work, nor does a join whose parts were written in place.
+  if (OpViewOf(op) || OpJoinOf(op)) return OpWork{};
 
   switch (schema == nullptr ? CommKind::kNone : schema->comm_kind()) {
     case CommKind::kNone:

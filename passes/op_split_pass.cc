@@ -146,57 +146,33 @@ class OpSplitPass : public Pass {
 
 StatusOr<SplitTiming> OpSplitPass::Price(const Block& block, const Candidate& c, int axis,
                                          int parts) const {
+  // The pair alone in a scratch block, rewritten as the pass would.
   Program scratch;
   Block& b = scratch.global_block();
   for (const std::string& v : {c.matmul->Input("X"), c.matmul->Input("Y"),
                                c.matmul->Output("Out"), c.allreduce->Output("Out")}) {
     *b.AddVar(v) = *block.FindVar(v);
   }
-  const std::string reduced = c.allreduce->Output("Out");
+  const Candidate copy{b.AppendOp(c.matmul->desc()), b.AppendOp(c.allreduce->desc())};
+  if (parts > 1) LOOM_RETURN_IF_ERROR(Rewrite(b, copy, axis, parts));
   SplitTiming t;
   t.axis = axis;
   t.parts = parts;
-  std::vector<std::string> xs, rs;
-  for (int i = 0; i < parts; ++i) {
-    xs.push_back(PartName(reduced, i, ".x"));
-    rs.push_back(PartName(reduced, i, ""));
-  }
-  std::vector<Op*> priced;
-  if (parts > 1) {
-    LOOM_ASSIGN_OR_RETURN(Op* split, AppendOpInferShapes(b, OpDescBuilder("split")
-                                                                .Input("X", c.matmul->Input("X"))
-                                                                .Output("Out", xs)
-                                                                .Attr("axis", axis)
-                                                                .Attr("num", parts)
-                                                                .Build()));
-    priced.push_back(split);
-  }
-  const std::string x0 = parts > 1 ? xs[0] : c.matmul->Input("X");
-  const std::string p0 = parts > 1 ? PartName(reduced, 0, ".partial") : c.matmul->Output("Out");
-  LOOM_ASSIGN_OR_RETURN(Op* gemm, AppendOpInferShapes(b, WithXAndOut(c.matmul->desc(), x0, p0)));
-  LOOM_ASSIGN_OR_RETURN(OpCost gemm_cost, ops_->EstimateOp(*gemm));
-  t.gemm = gemm_cost.seconds;
-  if (parts > 1) {
-    LOOM_ASSIGN_OR_RETURN(Op* ar, AppendOpInferShapes(b, WithXAndOut(c.allreduce->desc(), p0,
-                                                                     rs[0])));
-    for (int i = 1; i < parts; ++i) *b.AddVar(rs[i]) = *b.FindVar(rs[0]);
-    for (int i = 1; i < parts; ++i) b.FindVar(rs[i])->set_name(rs[i]);
-    LOOM_ASSIGN_OR_RETURN(Op* concat, AppendOpInferShapes(b, OpDescBuilder("concat")
-                                                                 .Input("X", rs)
-                                                                 .Output("Out", reduced)
-                                                                 .Attr("axis", axis)
-                                                                 .Build()));
-    priced.push_back(concat);
-    LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds("allreduce", WorkOf(*ar),
-                                                            CommAlgorithm::kDirect, mp_group_));
-  } else {
-    LOOM_ASSIGN_OR_RETURN(t.allreduce,
-                          comm_->OpCommSeconds("allreduce", WorkOf(*c.allreduce),
-                                               CommAlgorithm::kDirect, mp_group_));
-  }
-  for (const Op* op : priced) {
+  // The first part's GEMM and all-reduce stand for every part's; split and
+  // concat are the copies (nothing, where they are a view and a join).
+  bool gemm = false, reduce = false;
+  for (const Op* op : b.ops()) {
+    if (op->type() == "allreduce") {
+      if (reduce) continue;
+      LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds("allreduce", WorkOf(*op),
+                                                              CommAlgorithm::kDirect, mp_group_));
+      reduce = true;
+      continue;
+    }
+    if (op->type() == "matmul" && gemm) continue;
     LOOM_ASSIGN_OR_RETURN(OpCost cost, ops_->EstimateOp(*op));
-    t.copies += cost.seconds;
+    (op->type() == "matmul" ? t.gemm : t.copies) += cost.seconds;
+    gemm = gemm || op->type() == "matmul";
   }
   return t;
 }

@@ -30,6 +30,9 @@ struct OpFacts {
   // A view op (OpViewOf): the input whose data its outputs view.
   bool view = false;
   std::pair<int, bool> viewed{-1, false};
+  // Outputs written in place into a join's output (PlacedPartOf): (output
+  // var, the join's output var).
+  std::vector<std::pair<int, int>> placed;
   const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
 };
@@ -97,6 +100,10 @@ class RankLowering {
   std::unordered_map<const Program*, std::vector<OpFacts>> facts_;
   std::unordered_map<std::string, int> signature_index_;
   std::unordered_map<std::string, int> var_ids_;
+  // Per temporary: whether it is a join's output that its parts are
+  // written into, and whether one has been (it is allocated once).
+  enum JoinBuffer : char { kNotJoined, kUnallocated, kAllocated };
+  std::vector<JoinBuffer> join_buffer_;
   std::vector<VarState> step_vars_;
   std::vector<std::vector<VarState>> micro_vars_;
   std::vector<std::vector<int>> temp_ids_;  // micro-batch -> var id -> temp
@@ -168,6 +175,11 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
         f.viewed = var(view->input);
       }
     }
+    for (const std::string& out : op->OutputVars()) {
+      if (std::optional<PlacedPart> at = PlacedPartOf(block, out)) {
+        f.placed.emplace_back(var(out).first, var(at->whole).first);
+      }
+    }
     f.record_events = &op->desc().record_events();
     f.wait_events = &op->desc().wait_events();
     it->second.push_back(std::move(f));
@@ -206,11 +218,32 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
       }
     }
   }
+  // A part written into a join's output shares that temporary too; the
+  // first part written allocates it, and the join allocates nothing.
+  for (const auto& [part, whole] : f.placed) {
+    const int t = TemporaryOf(micro_batch, whole, var_names_[whole], var_bytes_[whole]);
+    std::vector<int>& ids = temp_ids_[micro_batch];
+    if (static_cast<int>(ids.size()) <= part) ids.resize(var_ids_.size(), -1);
+    if (ids[part] < 0) {
+      ids[part] = t;
+      body_->temporaries[t].views.push_back(var_names_[part]);
+    }
+    if (static_cast<int>(join_buffer_.size()) <= t) join_buffer_.resize(t + 1, kNotJoined);
+    if (join_buffer_[t] == kNotJoined) join_buffer_[t] = kUnallocated;
+  }
   // Outputs first: those written here for the first time are allocated
   // here, and lead the list (a view allocates nothing).
   for (const auto& out : f.outputs) {
-    const bool first = !f.view && !out.second && State(micro_batch, out).writer < 0 &&
-                       State(micro_batch, out).readers.empty();
+    bool first = !f.view && !out.second && State(micro_batch, out).writer < 0 &&
+                 State(micro_batch, out).readers.empty();
+    if (!out.second) {
+      const int t = TemporaryOf(micro_batch, out.first, var_names_[out.first],
+                                var_bytes_[out.first]);
+      if (t < static_cast<int>(join_buffer_.size()) && join_buffer_[t] != kNotJoined) {
+        first = join_buffer_[t] == kUnallocated;
+        join_buffer_[t] = kAllocated;
+      }
+    }
     const size_t before = touches.size();
     add(out);
     if (first && touches.size() > before) {

@@ -190,7 +190,8 @@ namespace {
 // A split along its leading dim makes consecutive blocks of X: its parts
 // view X (no copy, no work) from where they start. A split across rows
 // (the attention's q/k/v on the last dim) gathers strided data and copies.
-TEST(OpSplit, LeadingDimSplitsAreViews) {
+// The concat after the parts is a join: nothing to copy either.
+TEST(OpSplit, LeadingDimSplitsAreViewsAndTheirConcatsJoins) {
   TrainingProgram tp = Gpt("gpt-tiny", 1);
   auto plan = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {0});
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -215,6 +216,24 @@ TEST(OpSplit, LeadingDimSplitsAreViews) {
   }
   EXPECT_EQ(views, 2);
   EXPECT_EQ(copies, 1);
+  // Each part's all-reduce writes its rows of the concat's output: the
+  // concat is a join and does nothing.
+  int joins = 0;
+  for (const Op* op : plan->ranks[0].ProgramFor({JobType::kForward, 0, 0})->global_block().ops()) {
+    if (op->type() != "concat") continue;
+    const std::optional<OpJoin> join = OpJoinOf(*op);
+    ASSERT_TRUE(join.has_value()) << op->Location();
+    EXPECT_EQ(join->output, op->Output("Out"));
+    EXPECT_EQ(WorkOf(*op).bytes, 0);
+    for (size_t i = 0; i < join->parts.size(); ++i) {
+      const std::optional<PlacedPart> at = PlacedPartOf(*op->block(), join->parts[i]);
+      ASSERT_TRUE(at.has_value());
+      EXPECT_EQ(at->whole, join->output);
+      EXPECT_EQ(at->offset, join->offsets[i]);
+    }
+    ++joins;
+  }
+  EXPECT_EQ(joins, 2);
 }
 
 }  // namespace

@@ -300,13 +300,14 @@ Status InferConcat(InferShapeContext& ctx) {
   return Status::OK();
 }
 
-// A split whose parts are consecutive blocks of X (every dim before the
-// axis is 1, as for the rows of a [rows, cols] matrix): the parts view X
-// where they start. Any other split gathers strided data, and copies.
-std::vector<int64_t> SplitViewOffsets(const Op& op) {
-  const proto::VarDesc* x = op.block()->FindVar(op.Input("X"));
-  if (x == nullptr) return {};
-  const Shape shape = MetaOf(*x).shape;
+// Where `parts` start in `whole`, split or joined along `axis`, when they
+// are consecutive blocks of it (every dim before the axis is 1, as for the
+// rows of a [rows, cols] matrix); nothing when they are strided.
+std::vector<int64_t> BlockOffsets(const Op& op, const std::string& whole,
+                                  const google::protobuf::RepeatedPtrField<std::string>& parts) {
+  const proto::VarDesc* w = op.block()->FindVar(whole);
+  if (w == nullptr) return {};
+  const Shape shape = MetaOf(*w).shape;
   auto axis = NormalizeAxis(op.GetAttr<int32_t>("axis"), static_cast<int>(shape.size()));
   if (!axis.ok()) return {};
   for (int d = 0; d < *axis; ++d) {
@@ -314,13 +315,22 @@ std::vector<int64_t> SplitViewOffsets(const Op& op) {
   }
   std::vector<int64_t> offsets;
   int64_t at = 0;
-  for (const std::string& out : op.Outputs("Out")) {
-    const proto::VarDesc* v = out.empty() ? nullptr : op.block()->FindVar(out);
+  for (const std::string& part : parts) {
+    const proto::VarDesc* v = part.empty() ? nullptr : op.block()->FindVar(part);
     if (v == nullptr) return {};
     offsets.push_back(at);
     at += NumElements(MetaOf(*v).shape);
   }
   return offsets;
+}
+
+// A split into consecutive blocks: the parts view X. A concat of them: the
+// parts' producers may write them into Out. Strided ones copy.
+std::vector<int64_t> SplitViewOffsets(const Op& op) {
+  return BlockOffsets(op, op.Input("X"), op.Outputs("Out"));
+}
+std::vector<int64_t> ConcatJoinOffsets(const Op& op) {
+  return BlockOffsets(op, op.Output("Out"), op.Inputs("X"));
 }
 
 void RegisterSplitConcat() {
@@ -350,6 +360,7 @@ void RegisterSplitConcat() {
       OpSchema("concat")
           .Input("X", SlotSpec::kDuplicable)
           .Output("Out")
+          .JoinOf("X", ConcatJoinOffsets)
           .Attr<int32_t>("axis", 0)
           .SetInferShape(InferConcat)
           .SetGradMaker([](const proto::OpDesc& fwd) {
