@@ -1,27 +1,31 @@
-// op-split: a forward matmul whose tensor-parallel all-reduce would wait
-// for all of it is cut into k parts along a row dimension (batch or
-// sequence), each part with its own all-reduce on the mp stream:
+// op-split: a forward op whose tensor-parallel all-reduce would wait for
+// all of it is cut into k parts along a row dimension (batch or sequence),
+// each part with its own all-reduce on the mp stream:
 //
-//   split(X) -> X_0..X_k-1;  X_i @ W -> P_i;  allreduce(P_i) -> R_i;
+//   split(X) -> X_0..X_k-1;  op(X_i) -> P_i;  allreduce(P_i) -> R_i;
 //   concat(R_0..R_k-1) -> R
 //
-// Part i's all-reduce then runs while part i+1 multiplies, so only the
-// last part's all-reduce is exposed (or, when communication is the longer
-// of the two, only the first part's GEMM). Rows are independent in both the
-// GEMM and the element-wise sum, so every element of R is computed exactly
-// as before: training numbers do not change.
+// Part i's all-reduce then runs while part i+1 computes, so only the last
+// part's all-reduce is exposed (or, when communication is the longer of the
+// two, only the first part's compute). The ops split are row-wise: a
+// row-parallel matmul on the rows of X, the vocabulary-parallel embedding
+// on its token ids. Rows are independent in them and in the all-reduce's
+// sum, so every element of R is computed exactly as before: training
+// numbers do not change. The split's parts view X and the parts' all-reduces
+// write R in place (op_view.h), so nothing is copied.
 //
 // k is chosen by cost: each candidate split (axis, k) is priced on the
-// context's cost model as a two-stage pipeline, split copy + k GEMMs beside
-// k all-reduces + concat copy, against the unsplit pair. Smaller GEMMs run
-// less efficiently and every all-reduce pays the link's latency, so the
-// model, not a constant, says when to stop. An overlap schedule already
-// hides a forward's all-reduces under the backward beside it in its steady
-// phase; there a split only adds its copies, so the time it saves counts
-// only in the forwards the schedule runs whole (warm-up, cool-down).
+// context's cost model as a two-stage pipeline, k parts of compute beside
+// k all-reduces, against the unsplit pair. Smaller GEMMs run less
+// efficiently and every all-reduce pays the link's latency, so the model,
+// not a constant, says when to stop. An overlap schedule already hides a
+// forward's all-reduces under the backward beside it in its steady phase;
+// there a split saves nothing, so the time it saves counts only in the
+// forwards the schedule runs whole (warm-up, cool-down).
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <map>
 #include <optional>
 
 #include "cost_model/cluster.h"
@@ -38,18 +42,38 @@ namespace {
 
 constexpr const char* kPassName = "op-split";
 
-// The matmul and the tensor-parallel all-reduce that waits for it.
+// The row-wise op and the tensor-parallel all-reduce that waits for it.
 struct Candidate {
-  Op* matmul;
+  Op* op;
   Op* allreduce;
 };
 
-// A forward matmul whose output only an mp all-reduce off calc reads.
-std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
-  if (op->type() != "matmul" || !op->HasRole(role::kForward) || op->HasRole(role::kBackward)) {
-    return std::nullopt;
+// The input whose rows a row-wise op maps to its output's rows, and how
+// many of its leading dims are rows (dims past them are contracted or
+// gathered whole); empty for other ops.
+struct RowInput {
+  const char* slot = nullptr;
+  int row_dims = 0;
+};
+RowInput RowInputOf(const Block& block, const Op& op) {
+  const char* slot = nullptr;
+  int trailing = 0;
+  if (op.type() == "matmul" && !op.GetAttr<bool>("transpose_x")) {
+    slot = "X";
+    trailing = 1;  // the contracted dim
+  } else if (op.type() == "lookup_table") {
+    slot = "Ids";
   }
-  if (op->GetAttr<bool>("transpose_x")) return std::nullopt;
+  if (slot == nullptr) return {};
+  const proto::VarDesc* x = block.FindVar(op.Input(slot));
+  if (x == nullptr) return {};
+  return {slot, x->shape_size() - trailing};
+}
+
+// A forward row-wise op whose output only an mp all-reduce off calc reads.
+std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
+  if (!op->HasRole(role::kForward) || op->HasRole(role::kBackward)) return std::nullopt;
+  if (RowInputOf(block, *op).row_dims < 1) return std::nullopt;
   const std::string out = op->Output("Out");
   const std::vector<Op*>& readers = block.Consumers(out);
   if (readers.size() != 1 || block.Producers(out).size() != 1) return std::nullopt;
@@ -58,8 +82,6 @@ std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
     return std::nullopt;
   }
   if (ar->desc().stream().empty() || ar->desc().stream() == stream::kCalc) return std::nullopt;
-  const proto::VarDesc* x = block.FindVar(op->Input("X"));
-  if (x == nullptr || x->shape_size() < 2) return std::nullopt;
   return Candidate{op, ar};
 }
 
@@ -67,14 +89,17 @@ std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
 struct SplitTiming {
   int axis = -1;
   int parts = 1;
-  double gemm = 0;       // one part's GEMM
+  double compute = 0;    // one part's op
   double allreduce = 0;  // one part's all-reduce
   double copies = 0;     // the split and the concat
-  // Split, then k GEMMs on calc beside k all-reduces on mp (each waits for
-  // its GEMM and the one before it), then the concat.
+  // Split, then k parts on calc beside k all-reduces on mp (each waits for
+  // its part and the one before it), then the concat.
   double Total() const {
-    return copies + gemm + allreduce + (parts - 1) * std::max(gemm, allreduce);
+    return copies + compute + allreduce + (parts - 1) * std::max(compute, allreduce);
   }
+  // Seconds saved per forward, over the forwards where the all-reduce is
+  // exposed (OpSplitPass::Choose).
+  double saving = 0;
 };
 
 // Of this rank's forwards, how many the schedule runs whole (not part by
@@ -111,17 +136,18 @@ proto::OpDesc PlacedBeside(proto::OpDesc d, const Op& anchor) {
   return d;
 }
 
-// A copy of `desc` as a new op reading `x` and writing `out` in place of
-// its X and Out.
-proto::OpDesc WithXAndOut(proto::OpDesc d, const std::string& x, const std::string& out) {
+// A copy of `desc` as a new op reading `rows` in slot `slot` and writing
+// `out` in place of its Out.
+proto::OpDesc WithRowsAndOut(proto::OpDesc d, const std::string& slot, const std::string& rows,
+                             const std::string& out) {
   d.set_id(0);
   d.clear_param_grads();
   d.set_creation_pass(kPassName);
-  for (auto& slot : *d.mutable_inputs()) {
-    if (slot.name() == "X") slot.set_vars(0, x);
+  for (auto& s : *d.mutable_inputs()) {
+    if (s.name() == slot) s.set_vars(0, rows);
   }
-  for (auto& slot : *d.mutable_outputs()) {
-    if (slot.name() == "Out") slot.set_vars(0, out);
+  for (auto& s : *d.mutable_outputs()) {
+    if (s.name() == "Out") s.set_vars(0, out);
   }
   return d;
 }
@@ -132,9 +158,12 @@ class OpSplitPass : public Pass {
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
-  // The split of `c` into `parts` along `axis`, priced on a scratch copy of
-  // its vars (the real block is not touched).
+  // The split of `c` into `parts` along `axis` (1 part: as it is), priced
+  // on a scratch copy of the pair (the real block is not touched).
   StatusOr<SplitTiming> Price(const Block& block, const Candidate& c, int axis, int parts) const;
+  // The cheapest split of `c` (or the forced one), with the pair unsplit.
+  StatusOr<std::pair<SplitTiming, SplitTiming>> Choose(const Block& block,
+                                                       const Candidate& c) const;
   Status Rewrite(Block& block, const Candidate& c, int axis, int parts) const;
 
   int64_t parts_;
@@ -142,50 +171,78 @@ class OpSplitPass : public Pass {
   const OpCostEstimator* ops_ = nullptr;
   const CommModel* comm_ = nullptr;
   std::vector<int> mp_group_;
+  // The share of forwards in which the all-reduce a split hides would
+  // otherwise be exposed.
+  double exposed_share_ = 1;
 };
 
 StatusOr<SplitTiming> OpSplitPass::Price(const Block& block, const Candidate& c, int axis,
                                          int parts) const {
-  // The pair alone in a scratch block, rewritten as the pass would.
   Program scratch;
   Block& b = scratch.global_block();
-  for (const std::string& v : {c.matmul->Input("X"), c.matmul->Input("Y"),
-                               c.matmul->Output("Out"), c.allreduce->Output("Out")}) {
-    *b.AddVar(v) = *block.FindVar(v);
+  for (const Op* op : {c.op, c.allreduce}) {
+    for (const std::string& v : op->InputVars()) *b.AddVar(v) = *block.FindVar(v);
+    for (const std::string& v : op->OutputVars()) *b.AddVar(v) = *block.FindVar(v);
   }
-  const Candidate copy{b.AppendOp(c.matmul->desc()), b.AppendOp(c.allreduce->desc())};
+  const Candidate copy{b.AppendOp(c.op->desc()), b.AppendOp(c.allreduce->desc())};
   if (parts > 1) LOOM_RETURN_IF_ERROR(Rewrite(b, copy, axis, parts));
   SplitTiming t;
   t.axis = axis;
   t.parts = parts;
-  // The first part's GEMM and all-reduce stand for every part's; split and
-  // concat are the copies (nothing, where they are a view and a join).
-  bool gemm = false, reduce = false;
+  // The first part and its all-reduce stand for every part's; the split
+  // and the concat are the copies (nothing, as a view and a join).
+  bool computed = false, reduced = false;
   for (const Op* op : b.ops()) {
     if (op->type() == "allreduce") {
-      if (reduce) continue;
+      if (reduced) continue;
       LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds("allreduce", WorkOf(*op),
                                                               CommAlgorithm::kDirect, mp_group_));
-      reduce = true;
+      reduced = true;
       continue;
     }
-    if (op->type() == "matmul" && gemm) continue;
+    const bool part = op->type() == c.op->type();
+    if (part && computed) continue;
     LOOM_ASSIGN_OR_RETURN(OpCost cost, ops_->EstimateOp(*op));
-    (op->type() == "matmul" ? t.gemm : t.copies) += cost.seconds;
-    gemm = gemm || op->type() == "matmul";
+    (part ? t.compute : t.copies) += cost.seconds;
+    computed = computed || part;
   }
   return t;
 }
 
+StatusOr<std::pair<SplitTiming, SplitTiming>> OpSplitPass::Choose(const Block& block,
+                                                                  const Candidate& c) const {
+  auto saving = [&](const SplitTiming& whole, const SplitTiming& t) {
+    return exposed_share_ * (whole.Total() - (t.Total() - t.copies)) - t.copies;
+  };
+  LOOM_ASSIGN_OR_RETURN(SplitTiming whole, Price(block, c, -1, 1));
+  SplitTiming best = whole;
+  const RowInput rows = RowInputOf(block, *c.op);
+  const proto::VarDesc& x = *block.FindVar(c.op->Input(rows.slot));
+  for (int axis = 0; axis < rows.row_dims; ++axis) {
+    const int64_t dim = x.shape(axis);
+    const int64_t lo = parts_ > 0 ? parts_ : 2;
+    const int64_t hi = parts_ > 0 ? parts_ : std::min<int64_t>(max_parts_, dim);
+    for (int64_t k = lo; k <= hi; ++k) {
+      if (dim % k != 0) continue;
+      LOOM_ASSIGN_OR_RETURN(SplitTiming t, Price(block, c, axis, static_cast<int>(k)));
+      // A forced part count takes the first axis it divides.
+      if (parts_ > 0 ? best.parts == 1 : saving(whole, t) > saving(whole, best)) best = t;
+    }
+  }
+  best.saving = saving(whole, best);
+  return std::make_pair(whole, best);
+}
+
 Status OpSplitPass::Rewrite(Block& block, const Candidate& c, int axis, int parts) const {
-  Op* mm = c.matmul;
+  Op* op = c.op;
   Op* ar = c.allreduce;
-  const std::string x = mm->Input("X");
-  const std::string partial = mm->Output("Out");
+  const char* slot = RowInputOf(block, *op).slot;
+  const std::string x = op->Input(slot);
+  const std::string partial = op->Output("Out");
   const std::string reduced = ar->Output("Out");
   std::vector<std::string> xs, ps, rs;
   for (int i = 0; i < parts; ++i) {
-    xs.push_back(PartName(reduced, i, ".x"));
+    xs.push_back(PartName(reduced, i, ".rows"));
     ps.push_back(PartName(reduced, i, ".partial"));
     rs.push_back(PartName(reduced, i, ""));
   }
@@ -194,33 +251,32 @@ Status OpSplitPass::Rewrite(Block& block, const Candidate& c, int axis, int part
                             .Output("Out", xs)
                             .Attr("axis", axis)
                             .Attr("num", parts)
-                            .Role(mm->role())
+                            .Role(op->role())
                             .Build();
-  LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, mm, PlacedBeside(split, *mm)).status());
+  LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, op, PlacedBeside(split, *op)).status());
   // Part 0 keeps the original ops (and their ids); parts 1.. are copies.
-  const proto::OpDesc mm_desc = mm->desc();
+  const proto::OpDesc op_desc = op->desc();
   const proto::OpDesc ar_desc = ar->desc();
   const Op* last = ar;
   for (int i = 1; i < parts; ++i) {
-    LOOM_ASSIGN_OR_RETURN(Op* g, InsertOpAfterInferShapes(block, last,
-                                                          WithXAndOut(mm_desc, xs[i], ps[i])));
-    LOOM_ASSIGN_OR_RETURN(last, InsertOpAfterInferShapes(block, g,
-                                                         WithXAndOut(ar_desc, ps[i], rs[i])));
+    LOOM_ASSIGN_OR_RETURN(Op* part, InsertOpAfterInferShapes(
+                                        block, last, WithRowsAndOut(op_desc, slot, xs[i], ps[i])));
+    LOOM_ASSIGN_OR_RETURN(last, InsertOpAfterInferShapes(
+                                    block, part, WithRowsAndOut(ar_desc, "X", ps[i], rs[i])));
   }
-  // Part 0: the original pair on the first rows.
   for (auto [name, like] : {std::make_pair(ps[0], ps[1]), std::make_pair(rs[0], rs[1])}) {
     *block.AddVar(name) = *block.FindVar(like);
     block.FindVar(name)->set_name(name);
   }
-  block.RenameInput(mm, x, xs[0]);
-  block.RenameOutput(mm, partial, ps[0]);
+  block.RenameInput(op, x, xs[0]);
+  block.RenameOutput(op, partial, ps[0]);
   block.RenameInput(ar, partial, ps[0]);
   block.RenameOutput(ar, reduced, rs[0]);
   block.RemoveVar(partial);
   proto::OpDesc concat =
       OpDescBuilder("concat").Input("X", rs).Output("Out", reduced).Attr("axis", axis).Role(
-          mm->role()).Build();
-  return InsertOpAfterInferShapes(block, last, PlacedBeside(concat, *mm)).status();
+          op->role()).Build();
+  return InsertOpAfterInferShapes(block, last, PlacedBeside(concat, *op)).status();
 }
 
 StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
@@ -245,62 +301,51 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
     ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel all-reduce to hide");
     return false;
   }
-  Block& block = ctx.program().global_block();
-  std::vector<Candidate> candidates;
-  for (Op* op : block.OpVector()) {
-    if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
-  }
   LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx));
-  // The share of forwards in which the all-reduce a split hides would
-  // otherwise be exposed.
-  const double exposed_share = static_cast<double>(whole_forwards.first) / whole_forwards.second;
+  exposed_share_ = static_cast<double>(whole_forwards.first) / whole_forwards.second;
   if (whole_forwards.first < whole_forwards.second) {
     ctx.Explain(kPassName, StrCat(ctx.schedule_mode(), " runs ", whole_forwards.first, " of this "
                                   "stage's ", whole_forwards.second, " forwards whole; the others "
                                   "beside a backward that hides their all-reduces already"));
   }
-  // Seconds a split saves per forward, averaged over the forwards.
-  auto saving = [&](const SplitTiming& whole, const SplitTiming& t) {
-    return exposed_share * (whole.Total() - (t.Total() - t.copies)) - t.copies;
-  };
+  Block& block = ctx.program().global_block();
+  std::vector<Candidate> candidates;
+  for (Op* op : block.OpVector()) {
+    if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
+  }
+  // Layers repeat: the choice for a signature pair is made once.
+  std::map<std::string, std::pair<SplitTiming, SplitTiming>> chosen;
   int split = 0;
   for (const Candidate& c : candidates) {
-    LOOM_ASSIGN_OR_RETURN(SplitTiming whole, Price(block, c, -1, 1));
-    SplitTiming best = whole;
-    const proto::VarDesc& x = *block.FindVar(c.matmul->Input("X"));
-    // Row dims: every dim of X but the contracted last one.
-    for (int axis = 0; axis + 1 < x.shape_size(); ++axis) {
-      const int64_t dim = x.shape(axis);
-      const int64_t lo = parts_ > 0 ? parts_ : 2;
-      const int64_t hi = parts_ > 0 ? parts_ : std::min<int64_t>(max_parts_, dim);
-      for (int64_t k = lo; k <= hi; ++k) {
-        if (dim % k != 0) continue;
-        LOOM_ASSIGN_OR_RETURN(SplitTiming t, Price(block, c, axis, static_cast<int>(k)));
-        // A forced part count takes the first axis it divides.
-        if (parts_ > 0 ? best.parts == 1 : saving(whole, t) > saving(whole, best)) best = t;
-      }
+    const std::string key = OpSignature(*c.op) + " | " + OpSignature(*c.allreduce);
+    auto it = chosen.find(key);
+    if (it == chosen.end()) {
+      LOOM_ASSIGN_OR_RETURN(auto choice, Choose(block, c));
+      it = chosen.emplace(key, choice).first;
     }
-    const std::string what = StrCat(c.matmul->Location(), " -> ", c.allreduce->Output("Out"),
-                                    ": GEMM ", Ms(whole.gemm), " then all-reduce ",
+    const auto& [whole, best] = it->second;
+    const std::string what = StrCat(c.op->Location(), " -> ", c.allreduce->Output("Out"), ": ",
+                                    c.op->type(), " ", Ms(whole.compute), " then all-reduce ",
                                     Ms(whole.allreduce), " (", Ms(whole.Total()), ")");
     if (best.parts == 1) {
-      ctx.Explain(kPassName, StrCat(what, "; not split: ",
-                                    parts_ > 0 ? "no row dim divisible by the parts"
-                                               : "no part count saves time once its copies are paid"));
+      ctx.Explain(kPassName,
+                  StrCat(what, "; not split: ",
+                         parts_ > 0 ? "no row dim divisible by the parts"
+                                    : "no part count saves time once its copies are paid"));
       continue;
     }
     ctx.Explain(kPassName,
                 StrCat(what, "; split into ", best.parts, " parts on dim ", best.axis,
-                       parts_ > 0 ? " (parts option)" : "", ": GEMM ", Ms(best.gemm),
+                       parts_ > 0 ? " (parts option)" : "", ": ", Ms(best.compute),
                        " beside all-reduce ", Ms(best.allreduce), " each, copies ",
                        Ms(best.copies), ", modeled ", Ms(best.Total()), ", saving ",
-                       Ms(saving(whole, best)), " a forward"));
+                       Ms(best.saving), " a forward"));
     Status s = Rewrite(block, c, best.axis, best.parts);
-    if (!s.ok()) return s.WithContext(c.matmul->Location());
+    if (!s.ok()) return s.WithContext(c.op->Location());
     ++split;
   }
   ctx.Explain(kPassName, StrCat("split ", split, " of ", candidates.size(),
-                                " matmuls that feed a tensor-parallel all-reduce"));
+                                " ops that feed a tensor-parallel all-reduce"));
   return split > 0;
 }
 
@@ -310,11 +355,11 @@ PassInfo OpSplitPassInfo() {
   PassInfo info;
   info.name = kPassName;
   info.summary =
-      "splits a forward matmul into row parts, each with its own tensor-parallel all-reduce, "
-      "so that the all-reduces overlap the GEMMs; parts chosen by cost";
+      "splits a forward matmul or embedding into row parts, each with its own tensor-parallel "
+      "all-reduce, so that the all-reduces overlap the compute; parts chosen by cost";
   info.options = {
       {"parts", "0", "split every candidate into this many parts (0: choose by cost)"},
-      {"max-parts", "8", "the most parts the cost search tries"}};
+      {"max-parts", "16", "the most parts the cost search tries"}};
   info.requires_passes = {"tensor-parallel"};
   info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
     LOOM_ASSIGN_OR_RETURN(int64_t parts, o.GetInt("parts"));

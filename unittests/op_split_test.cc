@@ -44,9 +44,10 @@ std::vector<std::string> SplitRemarks(const std::vector<std::string>& remarks) {
 }
 
 // With parts=2 each of the two row-parallel matmuls of every layer (the
-// attention projection and the MLP's down projection) becomes a split, 3
-// GEMMs beside 3 all-reduces, and a concat; the program verifies and the
-// plan's forward program carries them.
+// attention projection and the MLP's down projection) and the
+// vocabulary-parallel embedding becomes a split, 2 parts beside 2
+// all-reduces, and a concat; the program verifies and the plan's forward
+// program carries them.
 TEST(OpSplit, SplitsEachRowParallelMatmulIntoParts) {
   TrainingProgram tp = Gpt("gpt-tiny", 2);
   PlanOptions o;
@@ -57,10 +58,12 @@ TEST(OpSplit, SplitsEachRowParallelMatmulIntoParts) {
   ASSERT_TRUE(split.ok()) << split.status();
   const Program& f0 = *whole->ranks[0].ProgramFor({JobType::kForward, 0, 0});
   const Program& f1 = *split->ranks[0].ProgramFor({JobType::kForward, 0, 0});
-  // 2 layers x 2 row-parallel matmuls, each one more GEMM and all-reduce.
+  // 2 layers x 2 row-parallel matmuls and the embedding, each one more
+  // part and all-reduce.
   EXPECT_EQ(Count(f1, "matmul"), Count(f0, "matmul") + 4);
-  EXPECT_EQ(Count(f1, "allreduce"), Count(f0, "allreduce") + 4);
-  EXPECT_EQ(Count(f1, "concat"), Count(f0, "concat") + 4);
+  EXPECT_EQ(Count(f1, "lookup_table"), Count(f0, "lookup_table") + 1);
+  EXPECT_EQ(Count(f1, "allreduce"), Count(f0, "allreduce") + 5);
+  EXPECT_EQ(Count(f1, "concat"), Count(f0, "concat") + 5);
   EXPECT_NE(split->resolved.pipeline().find(",op-split{"), std::string::npos)
       << split->resolved.pipeline();
   // The backward is not touched.
@@ -73,7 +76,8 @@ TEST(OpSplit, SplitsEachRowParallelMatmulIntoParts) {
 // The cost model decides. On the local preset a gpt-tiny all-reduce is
 // all latency: parts would each pay it, so nothing is split, and the
 // remark says so. On h100, GPT-3 6.7B's GEMMs and all-reduces are long
-// enough to pipeline: both matmuls of the layer are split.
+// enough to pipeline: the embedding and both matmuls of the layer are
+// split.
 TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
   auto remarks_for = [](const std::string& preset, const std::string& cluster_name) {
     TrainingProgram tp = Gpt(preset, 1);
@@ -90,17 +94,17 @@ TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
     return SplitRemarks(remarks);
   };
   const auto local = remarks_for("gpt-tiny", "local");
-  ASSERT_EQ(local.size(), 3u);
+  ASSERT_EQ(local.size(), 4u);
   EXPECT_NE(local[0].find("not split: no part count saves time once its copies are paid"), std::string::npos)
       << local[0];
-  EXPECT_NE(local[2].find("split 0 of 2 matmuls"), std::string::npos) << local[2];
+  EXPECT_NE(local[3].find("split 0 of 3 ops"), std::string::npos) << local[3];
 
   const auto h100 = remarks_for("gpt3-6.7b", "h100");
-  ASSERT_EQ(h100.size(), 3u);
-  for (int i = 0; i < 2; ++i) {
+  ASSERT_EQ(h100.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
     EXPECT_NE(h100[i].find("; split into "), std::string::npos) << h100[i];
   }
-  EXPECT_NE(h100[2].find("split 2 of 2 matmuls"), std::string::npos) << h100[2];
+  EXPECT_NE(h100[3].find("split 3 of 3 ops"), std::string::npos) << h100[3];
 }
 
 // 1F1B-overlap cuts a forward after each tensor-parallel all-reduce; inside
@@ -214,7 +218,7 @@ TEST(OpSplit, LeadingDimSplitsAreViewsAndTheirConcatsJoins) {
       ++copies;
     }
   }
-  EXPECT_EQ(views, 2);
+  EXPECT_EQ(views, 3);  // the embedding's and the layer's two
   EXPECT_EQ(copies, 1);
   // Each part's all-reduce writes its rows of the concat's output: the
   // concat is a join and does nothing.
@@ -233,7 +237,7 @@ TEST(OpSplit, LeadingDimSplitsAreViewsAndTheirConcatsJoins) {
     }
     ++joins;
   }
-  EXPECT_EQ(joins, 2);
+  EXPECT_EQ(joins, 3);
 }
 
 }  // namespace
