@@ -8,7 +8,8 @@
 namespace loom {
 
 const std::vector<ScheduleInfo>& Schedules() {
-  // name, function, splits_backward, uses_chunks, summary[, splits_jobs].
+  // name, function, splits_backward, uses_chunks, summary[, splits_jobs,
+  // without_overlap].
   static const std::vector<ScheduleInfo>* const schedules =
       new std::vector<ScheduleInfo>{
           {"FThenB", ScheduleFThenB, false, false,
@@ -25,7 +26,7 @@ const std::vector<ScheduleInfo>& Schedules() {
            "1F1B whose steady state interleaves each backward with a forward, part by part "
            "between tensor-parallel all-reduces, so each all-reduce runs under the other's "
            "compute",
-           /*splits_jobs=*/true},
+           /*splits_jobs=*/true, /*without_overlap=*/"1F1B"},
       };
   return *schedules;
 }

@@ -21,6 +21,9 @@ struct ScheduleInfo {
   const char* summary;
   // Interleaves parts of jobs: needs ScheduleParams' cuts.
   bool splits_jobs = false;
+  // The same schedule with no jobs interleaved (1F1B for 1F1B-overlap): the
+  // least overlap it can give up memory for.
+  const char* without_overlap = nullptr;
 };
 
 // FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap.

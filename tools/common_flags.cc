@@ -24,8 +24,9 @@ DEFINE_int32(micro_batches, 0, "pipeline micro-batches per step (0: the config's
 DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1 (empty: the config's)");
 DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
 DEFINE_int64(memory_limit, 0,
-             "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap keeps "
-             "fewer micro-batches in flight until the plan fits, and says so; 0: none");
+             "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap gives up "
+             "overlap (fewer micro-batches in flight, or none interleaved: 1F1B) until the plan "
+             "fits, takes the fastest that does, and says so; 0: none");
 DEFINE_int32(max_in_flight, 0,
              "1F1B-overlap: at most this many micro-batches in flight per stage (0: the "
              "config's, else the schedule's own)");
