@@ -16,9 +16,12 @@ bool Communicates(InstructionKind kind) {
          kind == InstructionKind::kRecv;
 }
 
+// The rank and instruction id name an instruction; the job is for the
+// reader, by micro-batch only: a trace file keeps a part's number but not
+// its op range, so "B3#2" read back is not the simulated part it was.
 std::string InstructionKey(const TraceEvent& e) {
-  return StrCat("r", e.rank, " ", JobToString(e.job, e.job.chunk > 0), " #", e.instruction, " ",
-                e.op);
+  const Job job{e.job.type, e.job.micro_batch, e.job.chunk};
+  return StrCat("r", e.rank, " ", JobToString(job, job.chunk > 0), " #", e.instruction, " ", e.op);
 }
 
 template <typename KeyFn>
