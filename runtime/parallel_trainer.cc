@@ -10,9 +10,18 @@
 #include "executor/serial_executor.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/plan_verifier.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
+
+// Plans whose communication is meant to run while calc computes: an
+// overlap schedule's interleaved jobs, or op-split's parts.
+bool RunsCommunicationUnderCompute(const Plan& plan) {
+  auto schedule = FindSchedule(plan.resolved.schedule_mode());
+  return (schedule.ok() && (*schedule)->splits_jobs) ||
+         plan.resolved.pipeline().find("op-split") != std::string::npos;
+}
 
 // Runs fn(rank) for every rank on its own thread. When ranks fail, the
 // error returned is the cause: a rank's own failure rather than its peers'
@@ -71,6 +80,8 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     }
   }
   LOOM_ASSIGN_OR_RETURN(t->graph_, LowerPlan(t->plan_));
+  t->priorities_ = options.stream_priorities.value_or(RunsCommunicationUnderCompute(t->plan_)) &&
+                   world <= static_cast<int>(std::thread::hardware_concurrency());
   t->worlds_.resize(world);
   t->scopes_.resize(world);
   t->executors_.resize(world);
@@ -101,10 +112,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     // a step with them against 36-46 without (medians of 3 runs, loom run
     // --steps 40). Nice 5 gives a calc thread about a third of a
     // communication thread's weight.
-    if (options.stream_priorities &&
-        world <= static_cast<int>(std::thread::hardware_concurrency())) {
-      exec_options.low_priority_nice = 5;
-    }
+    if (t->priorities_) exec_options.low_priority_nice = 5;
     if (options.local_communication) {
       exec_options.comm = MakeLocalCommKernels();
     } else if (world > 1) {

@@ -8,6 +8,7 @@
 #define LOOM_RUNTIME_PARALLEL_TRAINER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,14 @@ class ParallelTrainer {
     bool local_communication = false;
     // Communication streams outrank calc on the CPU (calc threads at nice
     // 5, waiting communication threads block instead of yielding), where
-    // every rank of the host can have a core. Off by default: on this
-    // 2-core host it took gpt-tiny mp=2 from 25 to 18-22 ms a step and the
-    // emulated 1F1B-overlap run of docs/overlap_emulated.md from 4421 to
-    // 4321 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a wakeup).
-    bool stream_priorities = false;
+    // every rank of the host can have a core. Unset: on for plans that run
+    // communication under compute (an overlap schedule, or op-split), off
+    // for the others. On this 2-core host it took the emulated 1F1B-overlap
+    // run of docs/overlap_emulated.md from 4422 to 4187-4300 ms (a ready
+    // all-reduce no longer waits ~2 ms for a core) and gpt-tiny mp=2 from
+    // 25 to 18-22 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a
+    // wakeup).
+    std::optional<bool> stream_priorities;
     // Test-only fault injection: this rank's labels are made out of range,
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;
@@ -73,6 +77,8 @@ class ParallelTrainer {
   const std::vector<int>& local_ranks() const { return local_; }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
   std::vector<TraceEvent> TakeTrace();
+  // Whether communication streams outrank calc in this run (Options).
+  bool stream_priorities() const { return priorities_; }
 
  private:
   ParallelTrainer(const GptConfig& config, Options options)
@@ -93,6 +99,7 @@ class ParallelTrainer {
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
+  bool priorities_ = false;
 };
 
 }  // namespace loom

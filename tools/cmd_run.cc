@@ -20,7 +20,8 @@ DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing")
 DEFINE_string(plan, "", "run this saved plan (loom plan -o) instead of planning one");
 DEFINE_bool(stream_priorities, false,
             "communication streams outrank calc on the CPU (calc threads at nice 5) when every "
-            "rank of the host can have a core");
+            "rank of the host can have a core; not given: on for plans that run communication "
+            "under compute (1F1B-overlap, op-split), off for the others");
 
 namespace loom {
 namespace {
@@ -79,7 +80,7 @@ Status RunRun(const std::vector<std::string>& args) {
   ParallelTrainer::Options options;
   options.comm.timeout = std::chrono::seconds(FLAGS_comm_timeout);
   options.trace = !FLAGS_trace.empty();
-  options.stream_priorities = FLAGS_stream_priorities;
+  if (FlagGiven("stream_priorities")) options.stream_priorities = FLAGS_stream_priorities;
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());

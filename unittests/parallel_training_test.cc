@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -179,6 +181,30 @@ TEST(ParallelTraining, StreamPrioritiesKeepTheNumbers) {
     ASSERT_TRUE(loss.ok()) << loss.status();
     EXPECT_NEAR(*loss, serial[s], kRelTol * serial[s]) << "step " << s;
   }
+}
+
+// Unset, stream priorities follow the plan: on where communication is
+// meant to run under compute (1F1B-overlap, op-split), off elsewhere; a
+// given value wins (on 2 ranks, where the host has a core for each).
+TEST(ParallelTraining, StreamPrioritiesDefaultToThePlansOverlap) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "priorities need a core per rank";
+  GptConfig c = EightLayers();
+  c.num_layers = 1;
+  auto priorities = [&](proto::Strategy s, std::optional<bool> given) {
+    ParallelTrainer::Options options;
+    options.stream_priorities = given;
+    auto t = ParallelTrainer::Create(c, {}, s, options);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() && (*t)->stream_priorities();
+  };
+  proto::Strategy split = MakeStrategy(1, 2, 1, 2, "1F1B");
+  split.mutable_passes()->set_op_split(true);
+  EXPECT_TRUE(priorities(MakeStrategy(1, 2, 1, 2, "1F1B-overlap"), std::nullopt));
+  EXPECT_TRUE(priorities(split, std::nullopt));
+  EXPECT_FALSE(priorities(MakeStrategy(1, 2, 1, 2, "1F1B"), std::nullopt));
+  EXPECT_FALSE(priorities(MakeStrategy(2, 1, 1, 2, "1F1B"), std::nullopt));
+  EXPECT_FALSE(priorities(MakeStrategy(1, 2, 1, 2, "1F1B-overlap"), false));
+  EXPECT_TRUE(priorities(MakeStrategy(2, 1, 1, 2, "1F1B"), true));
 }
 
 // With the asynchronous tensor-parallel all-reduce off (one matmul_grad
