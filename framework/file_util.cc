@@ -82,6 +82,11 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {
+  // A directory opens, and reads as empty: it is not a file to read.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return InvalidArgument(path, ": not a regular file", S_ISDIR(st.st_mode) ? " (a directory)" : "");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound(path, ": cannot open");
   std::ostringstream buf;

@@ -1,11 +1,11 @@
 #include "passes/strategy.h"
 
-#include <fstream>
 #include <sstream>
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include "framework/file_util.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -33,11 +33,8 @@ StatusOr<proto::Strategy> ParseStrategy(const std::string& text) {
 }
 
 StatusOr<proto::Strategy> LoadStrategy(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound(path, ": cannot open");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  auto s = ParseStrategy(buf.str());
+  LOOM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  auto s = ParseStrategy(text);
   if (!s.ok()) return s.status().WithContext(path);
   return s;
 }
@@ -59,6 +56,19 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
       positive("pipeline.micro_batches", s.pipeline().micro_batches()));
   LOOM_RETURN_IF_ERROR(positive("pipeline.vpp_degree", s.pipeline().vpp_degree()));
   LOOM_RETURN_IF_ERROR(positive("dp.bucket_size_bytes", s.dp().bucket_size_bytes()));
+  // Degrees multiply into a rank count that must fit the layout's int
+  // arithmetic, with room: beyond this no plan is meant.
+  const int64_t ranks = int64_t{s.dp().degree()} * s.mp().degree() * s.pipeline().degree();
+  if (ranks > kMaxWorldSize) {
+    return InvalidArgument("dp.degree x mp.degree x pipeline.degree = ", s.dp().degree(), " x ",
+                           s.mp().degree(), " x ", s.pipeline().degree(), " = ", ranks,
+                           " ranks, more than Loom plans (", kMaxWorldSize, ")");
+  }
+  if (int64_t{s.pipeline().micro_batches()} * s.pipeline().vpp_degree() > kMaxWorldSize) {
+    return InvalidArgument("pipeline.micro_batches x pipeline.vpp_degree = ",
+                           s.pipeline().micro_batches(), " x ", s.pipeline().vpp_degree(),
+                           " jobs a stage, more than Loom schedules (", kMaxWorldSize, ")");
+  }
   const ParallelLayout layout = LayoutOf(s);
   if (world_size > 0 && layout.world_size() != world_size) {
     return InvalidArgument("dp.degree x mp.degree x pipeline.degree = ",
@@ -85,6 +95,11 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
     return InvalidArgument("pipeline.vpp_degree is ", pp.vpp_degree(),
                            " but pipeline.schedule_mode ", pp.schedule_mode(),
                            " has no chunks (use VPP)");
+  }
+  if (schedule->uses_chunks && pp.vpp_degree() > 1 && pp.degree() <= 1) {
+    return InvalidArgument("pipeline.vpp_degree is ", pp.vpp_degree(),
+                           " but pipeline.degree is ", pp.degree(),
+                           ": VPP interleaves chunks across stages (use 1F1B)");
   }
   if (schedule->splits_jobs && s.mp().degree() <= 1) {
     return InvalidArgument("pipeline.schedule_mode ", pp.schedule_mode(),

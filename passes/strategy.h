@@ -22,6 +22,9 @@ ParallelLayout LayoutOf(const proto::Strategy& strategy);
 // Model-dependent checks (heads divisible by mp, layers by stages x chunks,
 // batch by dp x micro-batches) run in the passes that need them. Every
 // message names the field at fault, as "pipeline.micro_batches".
+// The most ranks (and jobs a stage) a strategy may ask for.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
+
 Status ValidateStrategy(const proto::Strategy& strategy, int world_size = 0);
 
 std::string StrategyToText(const proto::Strategy& strategy);

@@ -8,6 +8,7 @@
 
 #include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
+#include "runtime/finite_loss.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
@@ -148,7 +149,7 @@ void ParallelTrainer::Feed(int rank) {
   }
 }
 
-StatusOr<float> ParallelTrainer::RunRank(int rank) {
+StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
   LOOM_RETURN_IF_ERROR(executors_[rank]->RunStep());
   const RankPlan& rp = plan_.ranks[rank];
   if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) {
@@ -171,7 +172,9 @@ StatusOr<float> ParallelTrainer::RunRank(int rank) {
     LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
     LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
   }
-  // Every replica now holds the same mean; one reports it.
+  // Every replica now holds the same mean, and stops on the same step if it
+  // is not finite; one reports it.
+  LOOM_RETURN_IF_ERROR(CheckFiniteLoss(mean.data<float>()[0], step));
   if (rp.coords.dp != 0) return std::numeric_limits<float>::quiet_NaN();
   return mean.data<float>()[0];
 }
@@ -181,7 +184,7 @@ StatusOr<float> ParallelTrainer::Step(int64_t step) {
   for (int r : local_) Feed(r);
   std::vector<float> losses(plan_.ranks.size(), std::numeric_limits<float>::quiet_NaN());
   LOOM_RETURN_IF_ERROR(ForEachRank(local_, [&](int r) -> Status {
-    LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r));
+    LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r, step));
     return Status::OK();
   }));
   for (int r : local_) {

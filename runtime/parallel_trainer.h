@@ -85,8 +85,9 @@ class ParallelTrainer {
       : config_(config), options_(std::move(options)),
         data_(config.vocab_size, config.seq_len, config.seed) {}
   void Feed(int rank);
-  // Runs one rank's step and reduces its loss; NaN if it computes none.
-  StatusOr<float> RunRank(int rank);
+  // Runs one rank's step and reduces its loss; NaN if it computes none,
+  // an error naming the step if the loss is not finite.
+  StatusOr<float> RunRank(int rank, int64_t step);
 
   GptConfig config_;
   Options options_;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/finite_loss.h"
+
 namespace loom {
 
 SerialTrainer::SerialTrainer(TrainingProgram program, const GptConfig& config)
@@ -33,7 +35,9 @@ StatusOr<float> SerialTrainer::Step(int64_t step) {
     std::memcpy(t->raw_data(), values->data(), t->bytes());
   }
   LOOM_RETURN_IF_ERROR(executor_->Run().WithContext(StrCat("step ", step)));
-  return scope_.Find(kLossVar)->data<float>()[0];
+  const float loss = scope_.Find(kLossVar)->data<float>()[0];
+  LOOM_RETURN_IF_ERROR(CheckFiniteLoss(loss, step));
+  return loss;
 }
 
 }  // namespace loom

@@ -1,5 +1,6 @@
 #include "tools/common_flags.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "cost_model/cluster.h"
@@ -74,14 +75,23 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
     return InvalidArgument("--optimizer must be adamw or sgd, got '", o.type,
                            "'");
   }
-  if (!(FLAGS_lr > 0)) {
-    return InvalidArgument("--lr must be positive, got ", FLAGS_lr);
+  if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) {
+    return InvalidArgument("--lr must be positive and finite, got ", FLAGS_lr);
   }
   o.learning_rate = static_cast<float>(FLAGS_lr);
   return o;
 }
 
 StatusOr<proto::Strategy> StrategyFromFlags() {
+  // 0 means "the config's"; below it is a mistake, not a default.
+  for (const auto& [name, value] :
+       {std::make_pair("dp", FLAGS_dp), std::make_pair("mp", FLAGS_mp),
+        std::make_pair("pp", FLAGS_pp), std::make_pair("micro_batches", FLAGS_micro_batches),
+        std::make_pair("vpp", FLAGS_vpp), std::make_pair("max_in_flight", FLAGS_max_in_flight)}) {
+    if (value < 0) {
+      return InvalidArgument("--", name, " must be positive (0: the config's), got ", value);
+    }
+  }
   proto::Strategy s;
   if (!FLAGS_config.empty()) {
     LOOM_ASSIGN_OR_RETURN(s, LoadStrategy(FLAGS_config));
@@ -123,13 +133,20 @@ StatusOr<proto::Cluster> ClusterFromFlags() {
 
 std::string CostTablePathFromFlags() { return CostTablePath(FLAGS_cost_table); }
 
-void ApplyFlagsFromEnvironment() {
+Status ApplyFlagsFromEnvironment() {
   std::vector<gflags::CommandLineFlagInfo> flags;
   gflags::GetAllFlags(&flags);
   for (const auto& f : flags) {
-    const char* value = std::getenv(("FLAGS_" + f.name).c_str());
-    if (value != nullptr) gflags::SetCommandLineOption(f.name.c_str(), value);
+    const std::string var = "FLAGS_" + f.name;
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr) continue;
+    // gflags answers an empty string when the value does not parse.
+    if (gflags::SetCommandLineOption(f.name.c_str(), value).empty()) {
+      return InvalidArgument("environment variable ", var, "='", value, "' is not a valid ",
+                             f.type, " for --", f.name);
+    }
   }
+  return Status::OK();
 }
 
 }  // namespace loom

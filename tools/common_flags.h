@@ -51,8 +51,9 @@ StatusOr<proto::Cluster> ClusterFromFlags();
 std::string CostTablePathFromFlags();
 
 // Sets every defined flag whose FLAGS_<name> environment variable exists.
-// Call before parsing the command line, so the command line overrides.
-void ApplyFlagsFromEnvironment();
+// Call before parsing the command line, so the command line overrides. A
+// value that does not parse is an error naming the variable.
+Status ApplyFlagsFromEnvironment();
 
 }  // namespace loom
 

@@ -255,7 +255,10 @@ int main(int argc, char** argv) {
     loom::PrintCommandHelp(*command);
     return 0;
   }
-  loom::ApplyFlagsFromEnvironment();
+  if (loom::Status env = loom::ApplyFlagsFromEnvironment(); !env.ok()) {
+    std::fprintf(stderr, "loom %s: %s\n", command->name, env.message().c_str());
+    return 1;
+  }
   gflags::ParseCommandLineFlags(&cargc, &cargv, /*remove_flags=*/true);
   std::vector<std::string> args(cargv + 1, cargv + cargc);
   loom::Status status = command->run(args);

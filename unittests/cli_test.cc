@@ -10,24 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/trace.h"
+#include "unittests/loom_cli.h"
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result Loom(const std::string& args) {
-  std::string cmd = std::string(LOOM_BIN) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+using loom::Lines;
+using loom::Loom;
+using Result = loom::CliResult;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -38,10 +27,6 @@ std::string ReadFile(const std::string& path) {
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-int Lines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
 TEST(Cli, ModelThenShow) {
@@ -109,14 +94,9 @@ TEST(Cli, SameSeedSameLossAndBadFlags) {
 }
 
 TEST(Cli, EnvironmentVariableSetsAFlag) {
-  std::string cmd = std::string("FLAGS_steps=2 ") + LOOM_BIN + " train --preset gpt-tiny 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  EXPECT_EQ(pclose(pipe), 0) << out;
-  EXPECT_EQ(Lines(out), 2) << out;
+  Result r = Loom("train --preset gpt-tiny", "FLAGS_steps=2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(Lines(r.out), 2) << r.out;
 }
 
 }  // namespace

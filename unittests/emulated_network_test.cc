@@ -22,26 +22,12 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
+#include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-Result Shell(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-Result Loom(const std::string& args) { return Shell(std::string(LOOM_BIN) + " " + args); }
+using Result = CliResult;
 
 
 // Why this host cannot build a network; empty if it can.

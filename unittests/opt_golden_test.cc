@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "unittests/loom_cli.h"
+
 namespace {
 
 const char kDir[] = "unittests/opt";
@@ -57,16 +59,6 @@ Directives Parse(const std::string& path) {
   return d;
 }
 
-std::pair<int, std::string> Shell(const std::string& cmd) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
-
 class OptGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OptGolden, Matches) {
@@ -74,7 +66,7 @@ TEST_P(OptGolden, Matches) {
   Directives d = Parse(path);
   ASSERT_FALSE(d.run.empty()) << path << " has no '# RUN:' line";
   // Single quotes keep pipeline braces away from the shell.
-  auto [code, out] = Shell(std::string(LOOM_BIN) + " opt " + path + " " + d.run);
+  auto [code, out] = loom::Loom("opt " + path + " " + d.run);
   if (!d.errors.empty()) {
     EXPECT_EQ(code, 1) << out;
     for (const std::string& e : d.errors) {

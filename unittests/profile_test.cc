@@ -17,26 +17,12 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "models/gpt.h"
+#include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-// `env` ("NAME=value ...") is set for the command only.
-Result Loom(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + LOOM_BIN + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+using Result = CliResult;
 
 std::string TempDir(const char* name) {
   std::string dir = ::testing::TempDir() + "/" + name + "XXXXXX";
