@@ -1,5 +1,7 @@
 #include "framework/op_registry.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace loom {
@@ -98,6 +100,15 @@ Status CheckSlots(
       return InvalidArgument(kind, " slot '", slot.name(), "' holds ",
                              slot.vars_size(), " vars but takes one");
     }
+    if (!spec->optional()) {
+      for (int i = 0; i < slot.vars_size(); ++i) {
+        if (slot.vars(i).empty()) {
+          return InvalidArgument(kind, " slot '", slot.name(), "' holds an empty var name",
+                                 slot.vars_size() > 1 ? StrCat(" at ", i) : std::string(),
+                                 " but is required");
+        }
+      }
+    }
   }
   for (const auto& spec : specs) {
     if (spec.optional()) continue;
@@ -112,6 +123,23 @@ Status CheckSlots(
   return Status::OK();
 }
 
+// A bounded numeric attribute within its range (AttrSpec).
+Status CheckAttrRange(const proto::Attr& attr, const AttrSpec& spec) {
+  if (!spec.bounded) return Status::OK();
+  double v = 0;
+  switch (attr.type()) {
+    case proto::FLOAT: v = attr.f(); break;
+    case proto::INT: v = static_cast<double>(attr.i()); break;
+    case proto::LONG: v = static_cast<double>(attr.l()); break;
+    default: return Status::OK();
+  }
+  const bool above = spec.lo_open ? v > spec.lo : v >= spec.lo;
+  const bool below = spec.hi_open ? v < spec.hi : v <= spec.hi;
+  if (above && below && !std::isnan(v)) return Status::OK();
+  return InvalidArgument("attribute '", attr.name(), "' is ", v, ", outside ",
+                         spec.lo_open ? "(" : "[", spec.lo, ", ", spec.hi, spec.hi_open ? ")" : "]");
+}
+
 }  // namespace
 
 Status CheckOpSchema(const proto::OpDesc& desc) {
@@ -123,7 +151,8 @@ Status CheckOpSchema(const proto::OpDesc& desc) {
       CheckSlots(desc.inputs(), schema->inputs(), "input", *schema));
   LOOM_RETURN_IF_ERROR(
       CheckSlots(desc.outputs(), schema->outputs(), "output", *schema));
-  for (const auto& attr : desc.attrs()) {
+  for (int i = 0; i < desc.attrs_size(); ++i) {
+    const proto::Attr& attr = desc.attrs(i);
     const AttrSpec* spec = schema->FindAttr(attr.name());
     if (spec == nullptr) {
       return InvalidArgument("unknown attribute '", attr.name(), "'");
@@ -133,6 +162,12 @@ Status CheckOpSchema(const proto::OpDesc& desc) {
                              proto::AttrType_Name(attr.type()), ", expected ",
                              proto::AttrType_Name(spec->type));
     }
+    for (int j = 0; j < i; ++j) {
+      if (desc.attrs(j).name() == attr.name()) {
+        return InvalidArgument("attribute '", attr.name(), "' is set twice");
+      }
+    }
+    LOOM_RETURN_IF_ERROR(CheckAttrRange(attr, *spec));
   }
   for (const auto& spec : schema->attrs()) {
     if (spec.has_default) continue;

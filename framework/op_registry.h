@@ -41,11 +41,19 @@ struct SlotSpec {
   bool no_buffer() const { return flags & kNoBuffer; }
 };
 
+// The largest finite attribute value: a range up to it excludes infinity.
+inline constexpr double kFiniteMax = 3.4028234663852886e38;  // FLT_MAX
+
 struct AttrSpec {
   std::string name;
   proto::AttrType type;
   bool has_default = false;
   proto::Attr default_value;
+  // A numeric attribute's allowed range (OpSchema::AttrRange); an open end
+  // excludes its bound. Unbounded by default.
+  bool bounded = false;
+  double lo = 0, hi = 0;
+  bool lo_open = false, hi_open = false;
 };
 
 using InferShapeFn = std::function<Status(InferShapeContext&)>;
@@ -91,6 +99,21 @@ class OpSchema {
   OpSchema& RequiredAttr(const std::string& name) {
     AttrSpec spec{name, AttrValue<T>::kType, false, {}};
     attrs_.push_back(std::move(spec));
+    return *this;
+  }
+  // The declared numeric attribute `name` must lie in [lo, hi], or (lo,
+  // ...) / (..., hi) where an end is open: the verifier checks it, so that a
+  // layer_norm epsilon of -7 is an error, not a NaN many ops later.
+  OpSchema& AttrRange(const std::string& name, double lo, double hi, bool lo_open = false,
+                      bool hi_open = false) {
+    for (AttrSpec& a : attrs_) {
+      if (a.name != name) continue;
+      a.bounded = true;
+      a.lo = lo;
+      a.hi = hi;
+      a.lo_open = lo_open;
+      a.hi_open = hi_open;
+    }
     return *this;
   }
   OpSchema& SetInferShape(InferShapeFn fn) {

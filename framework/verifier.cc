@@ -90,6 +90,8 @@ Status VerifyBlock(const Block& block) {
     };
     Status schema = CheckOpSchema(op->desc());
     if (!schema.ok()) return located(schema);
+    // Every pass places an op by its role (forward, backward, optimize).
+    if (op->role() == 0) return located(InvalidArgument("has role 0 (no phase)"));
     Status reads = CheckReadsDefined(block, op, defined);
     if (!reads.ok()) return located(reads);
     auto outputs = InferOpShapes(op->desc(), block);

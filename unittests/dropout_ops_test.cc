@@ -1,4 +1,6 @@
 // dropout: the seeded mask, upscaling, is_test, the gradient and p errors.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "executor/serial_executor.h"
@@ -104,7 +106,7 @@ TEST(DropoutGrad, MatchesFiniteDifferences) {
 
 TEST(DropoutErrors, ProbabilityOutOfRange) {
   RegisterAllOps();
-  for (float p : {1.0f, -0.1f}) {
+  for (float p : {1.0f, -0.1f, std::nanf("")}) {
     Program prog;
     SetMeta(TensorMeta{proto::FP32, {4}}, prog.global_block().AddVar("x"));
     auto op =
@@ -115,8 +117,7 @@ TEST(DropoutErrors, ProbabilityOutOfRange) {
                                                      .Attr("dropout_prob", p));
     ASSERT_FALSE(op.ok());
     EXPECT_EQ(op.status().message(),
-              StrCat("op 0 (dropout): attribute dropout_prob ", p,
-                     " is not in [0, 1)"));
+              StrCat("op 0 (dropout): attribute 'dropout_prob' is ", p, ", outside [0, 1)"));
   }
 }
 

@@ -164,5 +164,50 @@ TEST(Verifier, ShapeMismatchAndBadAttribute) {
   EXPECT_EQ(missing.message(), "block 0, op 0 (scale): missing input 'X'");
 }
 
+// What the verifier let through (issue 10): an empty name in a required
+// slot (shape inference then aborted), a required output left empty, an
+// attribute set twice, an attribute out of its range, role 0, and a
+// gradient op retyped so that its incoming gradient no longer fits.
+TEST(Verifier, InvalidIrIsRefusedNotCrashedOn) {
+  auto one_op = [](const std::string& op) {
+    return VerifyText(std::string("blocks { idx: 0 ") + kVars + op + " }").message();
+  };
+  EXPECT_EQ(one_op(R"(ops { type: "scale" inputs { name: "X" vars: "" }
+                         outputs { name: "Out" vars: "a" } })"),
+            "block 0, op 0 (scale): input slot 'X' holds an empty var name but is required");
+  EXPECT_EQ(one_op(R"(ops { type: "scale" inputs { name: "X" vars: "x" }
+                         outputs { name: "Out" vars: "" } })"),
+            "block 0, op 0 (scale): output slot 'Out' holds an empty var name but is required");
+  EXPECT_EQ(one_op(R"(ops { type: "scale" inputs { name: "X" vars: "x" }
+                         outputs { name: "Out" vars: "a" }
+                         attrs { name: "scale" type: FLOAT f: 2 }
+                         attrs { name: "scale" type: FLOAT f: 3 } })"),
+            "block 0, op 0 (scale): attribute 'scale' is set twice");
+  EXPECT_EQ(one_op(R"(ops { type: "scale" inputs { name: "X" vars: "x" }
+                         outputs { name: "Out" vars: "a" } role: 0 })"),
+            "block 0, op 0 (scale): has role 0 (no phase)");
+  Status epsilon = VerifyText(R"(blocks { idx: 0
+    vars { name: "x" shape: [2, 4] is_data: true }
+    vars { name: "s" shape: 4 persistable: true is_parameter: true }
+    vars { name: "y" shape: [2, 4] } vars { name: "m" shape: 2 } vars { name: "v" shape: 2 }
+    ops { type: "layer_norm" inputs { name: "X" vars: "x" } inputs { name: "Scale" vars: "s" }
+          inputs { name: "Bias" vars: "s" } outputs { name: "Y" vars: "y" }
+          outputs { name: "Mean" vars: "m" } outputs { name: "Variance" vars: "v" }
+          attrs { name: "epsilon" type: FLOAT f: -7 } } })");
+  EXPECT_EQ(epsilon.message(),
+            "block 0, op 0 (layer_norm): attribute 'epsilon' is -7, outside (0, 3.40282e+38]");
+  // elementwise_add_grad retyped to matmul_grad: [2,4] + [4] is no product.
+  Status retyped = VerifyText(R"(blocks { idx: 0
+    vars { name: "x" shape: [2, 4] is_data: true }
+    vars { name: "b" shape: 4 is_data: true }
+    vars { name: "dout" shape: [2, 4] is_data: true }
+    vars { name: "dx" shape: [2, 4] } vars { name: "db" shape: 4 }
+    ops { type: "matmul_grad" inputs { name: "X" vars: "x" } inputs { name: "Y" vars: "b" }
+          inputs { name: "Out@GRAD" vars: "dout" } outputs { name: "X@GRAD" vars: "dx" }
+          outputs { name: "Y@GRAD" vars: "db" } } })");
+  EXPECT_EQ(retyped.message(),
+            "block 0, op 0 (matmul_grad): Y must have rank >= 2, but has shape [4]");
+}
+
 }  // namespace
 }  // namespace loom

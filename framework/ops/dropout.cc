@@ -10,15 +10,11 @@ void RegisterDropoutOps() {
           .Output("Out")
           .Output("Mask")
           .Attr<float>("dropout_prob", 0.5f)
+          .AttrRange("dropout_prob", 0, 1, false, /*hi_open=*/true)
           .Attr<int64_t>("seed", 0)
           .Attr<bool>("is_test", false)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
-            const float p = ctx.Attr<float>("dropout_prob");
-            // Written so that NaN fails too.
-            if (!(p >= 0.0f && p < 1.0f)) {
-              return InvalidArgument("attribute dropout_prob ", p,
-                                     " is not in [0, 1)");
-            }
+            // (dropout_prob's range is the schema's: CheckOpSchema.)
             const TensorMeta& x = ctx.Input("X");
             if (!IsFloating(x.dtype)) {
               return InvalidArgument("X must be floating but is ",
@@ -46,6 +42,7 @@ void RegisterDropoutOps() {
           .Input(GradSlot("Out"))
           .Output(GradSlot("X"))
           .Attr<float>("dropout_prob", 0.5f)
+          .AttrRange("dropout_prob", 0, 1, false, /*hi_open=*/true)
           .Attr<int64_t>("seed", 0)
           .Attr<bool>("is_test", false)
           .SetInferShape([](InferShapeContext& ctx) -> Status {

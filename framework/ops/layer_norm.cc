@@ -66,7 +66,9 @@ Status InferLayerNormGrad(InferShapeContext& ctx) {
 }
 
 OpSchema& LayerNormAttrs(OpSchema& s) {
-  return s.Attr<float>("epsilon", 1e-5f).Attr<int32_t>("begin_norm_axis", -1);
+  return s.Attr<float>("epsilon", 1e-5f)
+      .AttrRange("epsilon", 0, kFiniteMax, /*lo_open=*/true)
+      .Attr<int32_t>("begin_norm_axis", -1);
 }
 
 }  // namespace

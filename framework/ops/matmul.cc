@@ -17,7 +17,8 @@ Status CheckFloatMatrix(const std::string& slot, const TensorMeta& m) {
   return Status::OK();
 }
 
-Status InferMatmul(InferShapeContext& ctx) {
+// Out's meta from X, Y and the transposes.
+StatusOr<TensorMeta> MatmulOutMeta(const InferShapeContext& ctx) {
   const TensorMeta& x = ctx.Input("X");
   const TensorMeta& y = ctx.Input("Y");
   LOOM_RETURN_IF_ERROR(CheckFloatMatrix("X", x));
@@ -46,14 +47,20 @@ Status InferMatmul(InferShapeContext& ctx) {
   }
   out.push_back(m);
   out.push_back(n);
-  ctx.SetOutput("Out", TensorMeta{proto::FP32, out});
+  return TensorMeta{proto::FP32, out};
+}
+
+Status InferMatmul(InferShapeContext& ctx) {
+  LOOM_ASSIGN_OR_RETURN(TensorMeta out, MatmulOutMeta(ctx));
+  ctx.SetOutput("Out", out);
   return Status::OK();
 }
 
 OpSchema& MatmulAttrs(OpSchema& s) {
   return s.Attr<bool>("transpose_x", false)
       .Attr<bool>("transpose_y", false)
-      .Attr<float>("alpha", 1.0f);
+      .Attr<float>("alpha", 1.0f)
+      .AttrRange("alpha", -kFiniteMax, kFiniteMax);
 }
 
 }  // namespace
@@ -78,7 +85,14 @@ void RegisterMatmulOps() {
       .Input(GradSlot("Out"))
       .Output(GradSlot("X"), SlotSpec::kOptional)
       .Output(GradSlot("Y"), SlotSpec::kOptional)
-      .SetInferShape([](InferShapeContext& ctx) {
+      .SetInferShape([](InferShapeContext& ctx) -> Status {
+        // The incoming gradient has the forward output's meta.
+        LOOM_ASSIGN_OR_RETURN(TensorMeta out, MatmulOutMeta(ctx));
+        const TensorMeta& dout = ctx.Input(GradSlot("Out"));
+        if (dout != out) {
+          return InvalidArgument(GradSlot("Out"), " is ", MetaToString(dout), " but X @ Y is ",
+                                 MetaToString(out));
+        }
         ctx.ShareMeta("X", GradSlot("X"));
         ctx.ShareMeta("Y", GradSlot("Y"));
         return Status::OK();

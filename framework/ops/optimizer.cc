@@ -69,6 +69,10 @@ void RegisterOptimizerOps() {
           .Attr<float>("beta2", 0.999f)
           .Attr<float>("epsilon", 1e-8f)
           .Attr<float>("weight_decay", 0.01f)
+          .AttrRange("beta1", 0, 1, false, /*hi_open=*/true)
+          .AttrRange("beta2", 0, 1, false, /*hi_open=*/true)
+          .AttrRange("epsilon", 0, kFiniteMax, /*lo_open=*/true)
+          .AttrRange("weight_decay", 0, kFiniteMax)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             LOOM_RETURN_IF_ERROR(CheckParam(ctx));
             LOOM_RETURN_IF_ERROR(CheckLikeParam(ctx, "Moment1"));
