@@ -1,5 +1,6 @@
 #include "models/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "framework/op_builder.h"
@@ -319,6 +320,11 @@ StatusOr<GptConfig> GptPreset(const std::string& name) {
   return NotFound("unknown preset '", name, "' (known: ", known, ")");
 }
 
+std::string ModelSizeFields(const GptConfig& c) {
+  return StrCat("batch_size (", c.batch_size, "), seq_len (", c.seq_len, ") or num_layers (",
+                c.num_layers, ")");
+}
+
 Status ValidateGptConfig(const GptConfig& c) {
   auto positive = [](const char* field, int64_t v) -> Status {
     if (v > 0) return Status::OK();
@@ -331,6 +337,23 @@ Status ValidateGptConfig(const GptConfig& c) {
   LOOM_RETURN_IF_ERROR(positive("num_heads", c.num_heads));
   LOOM_RETURN_IF_ERROR(positive("ffn_hidden", c.ffn_hidden));
   LOOM_RETURN_IF_ERROR(positive("batch_size", c.batch_size));
+  // The largest tensors, the logits and the attention scores, must count
+  // their elements in an int64 (and every byte of them in one too) with
+  // room to spare.
+  const int64_t widest = std::max({c.vocab_size, c.ffn_hidden, 3 * c.hidden});
+  const double rows = static_cast<double>(c.batch_size) * c.seq_len;
+  if (rows * widest > kMaxTensorElements) {
+    return InvalidArgument("model.batch_size x model.seq_len x the widest layer = ",
+                           c.batch_size, " x ", c.seq_len, " x ", widest, " = ", rows * widest,
+                           " elements in one tensor, beyond what Loom allocates (",
+                           kMaxTensorElements, ")");
+  }
+  if (rows * c.seq_len * c.num_heads > kMaxTensorElements) {
+    return InvalidArgument("the attention scores, model.batch_size x model.num_heads x "
+                           "model.seq_len^2 = ", c.batch_size, " x ", c.num_heads, " x ",
+                           c.seq_len, "^2 = ", rows * c.seq_len * c.num_heads,
+                           " elements, beyond what Loom allocates (", kMaxTensorElements, ")");
+  }
   if (c.hidden % c.num_heads != 0) {
     return InvalidArgument("model.num_heads (", c.num_heads,
                            ") must divide model.hidden (", c.hidden, ")");

@@ -42,7 +42,12 @@ StatusOr<GptConfig> GptPreset(const std::string& name);
 std::vector<std::string> GptPresetNames();
 // Rejects sizes that cannot build (heads not dividing hidden, ...), naming
 // the field.
+// The most elements a model's largest tensor may have.
+inline constexpr double kMaxTensorElements = 1e15;
 Status ValidateGptConfig(const GptConfig& config);
+// "batch_size (8), seq_len (32) or num_layers (2)": what to lower when a
+// run does not fit, for error messages.
+std::string ModelSizeFields(const GptConfig& config);
 
 // The config's fields (all but `name`) as text, keyed by field name
 // ("seq_len" -> "32"), for artifacts that must rebuild the same model and

@@ -10,6 +10,8 @@
 #include "executor/serial_executor.h"
 #include "runtime/finite_loss.h"
 #include "runtime/gpt_plan.h"
+#include "runtime/host_memory.h"
+#include "scheduler/simulator.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
 
@@ -81,6 +83,17 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     }
   }
   LOOM_ASSIGN_OR_RETURN(t->graph_, LowerPlan(t->plan_));
+  {
+    // What this process's ranks hold at their peak, with temporaries freed
+    // after their last use as the executor frees them (the simulator's
+    // accounting, at zero cost).
+    LOOM_ASSIGN_OR_RETURN(SimulationResult sim, Simulate(t->graph_));
+    int64_t bytes = 0;
+    for (int r : t->local_) bytes += sim.ranks.at(r).peak_bytes();
+    LOOM_RETURN_IF_ERROR(CheckFitsInHost(
+        bytes, StrCat(source, " (", t->local_.size(), " rank(s) in this process)"),
+        StrCat(ModelSizeFields(config), ", or spread the ranks over processes (loom launch)")));
+  }
   t->priorities_ = options.stream_priorities.value_or(RunsCommunicationUnderCompute(t->plan_)) &&
                    world <= static_cast<int>(std::thread::hardware_concurrency());
   t->worlds_.resize(world);

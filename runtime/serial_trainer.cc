@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "framework/shape_inference.h"
 #include "runtime/finite_loss.h"
+#include "runtime/host_memory.h"
 
 namespace loom {
 
@@ -14,6 +16,14 @@ StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram program,
                         BuildGptTrainingProgram(config, optimizer));
+  // The serial executor keeps every var of the program for the step.
+  int64_t bytes = 0;
+  for (const auto& [name, var] : program.main.global_block().vars()) {
+    const TensorMeta meta = MetaOf(var);
+    bytes += NumElements(meta.shape) * SizeOf(meta.dtype);
+  }
+  LOOM_RETURN_IF_ERROR(CheckFitsInHost(bytes, StrCat(config.name, " trained serially"),
+                                       ModelSizeFields(config)));
   std::unique_ptr<SerialTrainer> t(new SerialTrainer(std::move(program), config));
   LOOM_ASSIGN_OR_RETURN(auto startup,
                         SerialExecutor::Create(t->program_.startup, &t->scope_));

@@ -67,5 +67,24 @@ TEST(BadInput, ADivergedRunStopsNamingTheStep) {
   EXPECT_NE(train.out.find("step 1: the loss is "), std::string::npos) << train.out;
 }
 
+// Huge batches and sequences ended in bad_alloc, a length_error or a CHECK.
+// A tensor too large to count is refused when the model is built; a run
+// too large for the host (here 4 GB of address space) before it allocates.
+TEST(BadInput, SizesBeyondTheHostAreRefusedBeforeAllocating) {
+  ExpectOneLineError(Loom("plan --preset gpt-tiny --batch_size 4000000000000"),
+                     "model.batch_size x model.seq_len x the widest layer = 4000000000000 x 32");
+  ExpectOneLineError(Loom("train --preset gpt-tiny --seq_len 1000000000 --steps 1"),
+                     "the attention scores, model.batch_size x model.num_heads x model.seq_len^2");
+  const std::string limited = "ulimit -v 4000000 && " + std::string(LOOM_BIN) + " ";
+  ExpectOneLineError(Shell(limited + "train --preset gpt-tiny --batch_size 100000000 --steps 1"),
+                     "lower batch_size (100000000), seq_len (32) or num_layers (2)");
+  ExpectOneLineError(
+      Shell(limited + "run --preset gpt-tiny --mp 2 --batch_size 10000000 --steps 1"),
+      "(2 rank(s) in this process) needs ");
+  // What fits still runs under the same limit.
+  CliResult small = Shell(limited + "run --preset gpt-tiny --mp 2 --steps 1");
+  EXPECT_EQ(small.code, 0) << small.out;
+}
+
 }  // namespace
 }  // namespace loom
