@@ -31,25 +31,48 @@ class FirstError : public google::protobuf::io::ErrorCollector {
   std::string first;
 };
 
+// A device or a pipe (/dev/null, /dev/stdout) is written in place: it cannot
+// be replaced.
+bool IsSpecialFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+Status MakeParentDirectory(const std::string& path) {
+  const std::filesystem::path target(path);
+  if (!target.has_parent_path()) return Status::OK();
+  std::error_code ec;
+  std::filesystem::create_directories(target.parent_path(), ec);
+  if (ec) {
+    return NotFound(path, ": cannot create directory ", target.parent_path().string(), ": ",
+                    ec.message());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
+Status CheckWritable(const std::string& path) {
+  if (IsSpecialFile(path)) {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    return out ? Status::OK() : NotFound(path, ": cannot open for writing");
+  }
+  LOOM_RETURN_IF_ERROR(MakeParentDirectory(path));
+  const std::string probe = StrCat(path, ".probe.", getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return NotFound(path, ": cannot write here: ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::OK();
+}
+
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    // A device or a pipe (/dev/null, /dev/stdout) cannot be replaced.
+  if (IsSpecialFile(path)) {
     std::ofstream out(path, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return out ? Status::OK() : DataLoss(path, ": write failed");
   }
-  const std::filesystem::path target(path);
-  if (target.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(target.parent_path(), ec);
-    if (ec) {
-      return NotFound(path, ": cannot create directory ", target.parent_path().string(), ": ",
-                      ec.message());
-    }
-  }
+  LOOM_RETURN_IF_ERROR(MakeParentDirectory(path));
   // Beside the target (rename is atomic only within one file system), with
   // a name no other writer uses.
   static std::atomic<int> serial{0};

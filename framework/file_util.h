@@ -18,6 +18,11 @@ namespace loom {
 // with the path.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
+// Whether WriteFileAtomically(path, ...) could write there (its directory
+// made and writable, or a device), checked before work whose result goes
+// there, so that a bad output path fails first, not after a long run.
+Status CheckWritable(const std::string& path);
+
 // The whole file. Errors begin with the path.
 StatusOr<std::string> ReadFile(const std::string& path);
 

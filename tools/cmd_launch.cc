@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "runtime/emulated_network.h"
 #include "tools/command.h"
@@ -34,6 +36,9 @@ DEFINE_string(net_rate, "",
 DEFINE_string(net_burst, "",
               "with --net_rate: tbf bucket of each link, tc size syntax (empty: 1 ms of "
               "traffic, at least 16kb)");
+DEFINE_double(heartbeat_timeout, 10,
+              "seconds a launched loom rank may go without renewing its heartbeat before it is "
+              "named as stopped or hung and the launch stopped (0: never)");
 DEFINE_string(net_queue, "100ms",
               "with --net_rate: longest a packet queues at a link before it is dropped");
 
@@ -128,6 +133,25 @@ pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& 
   _exit(127);
 }
 
+// The first running rank whose heartbeat (a loom command's; other commands
+// have none) is older than --heartbeat_timeout.
+std::optional<int> SilentRank(const std::vector<Rank>& ranks, const std::string& store_dir) {
+  const timespec now = [] {
+    timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return t;
+  }();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r].running) continue;
+    struct stat st;
+    if (::stat(HeartbeatPath(store_dir, static_cast<int>(r)).c_str(), &st) != 0) continue;
+    const double age = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
+                       (now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
+    if (age > FLAGS_heartbeat_timeout) return static_cast<int>(r);
+  }
+  return std::nullopt;
+}
+
 void SignalRunning(const std::vector<Rank>& ranks, int sig) {
   for (const Rank& rank : ranks) {
     if (rank.running) kill(-rank.pid, sig);
@@ -146,7 +170,9 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     if (result.ok()) result = std::move(why);
     if (stopping) return;
     for (const Rank& rank : ranks) {
-      if (rank.running && rank.pid != spare) kill(-rank.pid, SIGTERM);
+      if (!rank.running || rank.pid == spare) continue;
+      kill(-rank.pid, SIGTERM);
+      kill(-rank.pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
     }
     stopping = true;
     stop_deadline = Clock::now() + std::chrono::seconds(5);
@@ -166,8 +192,17 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
   }
   int running = 0;
   for (const Rank& rank : ranks) running += rank.running ? 1 : 0;
+  Clock::time_point next_beat_check = Clock::now();
   while (running > 0) {
     if (g_signal != 0 && !stopping) stop(Interrupted(g_signal), -1);
+    if (!stopping && FLAGS_heartbeat_timeout > 0 && Clock::now() >= next_beat_check) {
+      next_beat_check = Clock::now() + std::chrono::milliseconds(250);
+      if (std::optional<int> r = SilentRank(ranks, store_dir)) {
+        stop(Internal("rank ", *r, " (pid ", ranks[*r].pid, ") renewed no heartbeat for ",
+                      FLAGS_heartbeat_timeout, " s: stopped or hung; stopping every rank"),
+             -1);
+      }
+    }
     int status = 0;
     rusage usage = {};
     const pid_t pid = wait4(-1, &status, WNOHANG, &usage);
@@ -195,6 +230,28 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     }
   }
   return result;
+}
+
+// Rendezvous directories are /tmp/loom-launch-<launch's pid>-XXXXXX.
+constexpr char kRendezvousPrefix[] = "/tmp/loom-launch-";
+
+// A launch killed outright (SIGKILL) cannot remove its directory; the next
+// launch removes those whose launch is gone.
+void RemoveStaleRendezvousDirs() {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp", error)) {
+    const std::string name = entry.path().string();
+    if (name.rfind(kRendezvousPrefix, 0) != 0) continue;
+    const std::string rest = name.substr(sizeof(kRendezvousPrefix) - 1);
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) continue;  // not one of ours
+    char* end = nullptr;
+    const long pid = std::strtol(rest.c_str(), &end, 10);
+    if (end != rest.c_str() + dash || pid <= 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still there
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
 }
 
 // "0.031 s of CPU (rank 0 0.012 s, rank 1 0.019 s)"; beyond 8 ranks, the
@@ -246,8 +303,9 @@ Status RunLaunch(const std::vector<std::string>& args) {
     net = std::move(made).value();
     std::fprintf(stderr, "loom launch: %s\n", net->Describe().c_str());
   }
-  char dir_template[] = "/tmp/loom-launch-XXXXXX";
-  const char* dir = mkdtemp(dir_template);
+  RemoveStaleRendezvousDirs();
+  std::string dir_template = StrCat(kRendezvousPrefix, getpid(), "-XXXXXX");
+  const char* dir = mkdtemp(dir_template.data());
   if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
   const Clock::time_point start = Clock::now();
   std::vector<Rank> ranks(FLAGS_nproc);

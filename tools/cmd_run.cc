@@ -12,6 +12,7 @@
 #include "runtime/parallel_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
+#include "framework/file_util.h"
 #include "tools/common_flags.h"
 #include "tools/launch_env.h"
 
@@ -91,6 +92,9 @@ Status RunRun(const std::vector<std::string>& args) {
     options.comm.host = launched->host;
     if (!trace_path.empty()) trace_path += StrCat(".rank", launched->rank, ".json");
   }
+  // Before any step: an output that cannot be written fails now, not after
+  // the run.
+  if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
   for (int64_t step = 0; step < FLAGS_steps; ++step) {
     auto start = std::chrono::steady_clock::now();

@@ -1,5 +1,9 @@
 #include "tools/launch_env.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace loom {
@@ -37,6 +41,33 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
     env.host = host;
   }
   return std::optional<LaunchEnv>(std::move(env));
+}
+
+std::string HeartbeatPath(const std::string& store_dir, int rank) {
+  return store_dir + "/heartbeat." + std::to_string(rank);
+}
+
+Heartbeat::Heartbeat(std::string path) : path_(std::move(path)) {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    do {
+      // Create it once, then renew its time: no write, no rename.
+      const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::futimens(fd, nullptr);
+        ::close(fd);
+      }
+    } while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; }));
+  });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 StatusOr<std::unique_ptr<CommWorld>> LaunchWorld(const LaunchEnv& env, const std::string& job,

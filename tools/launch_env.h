@@ -11,6 +11,9 @@
 #define LOOM_TOOLS_LAUNCH_ENV_H_
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +39,30 @@ struct LaunchEnv {
 // (not started by loom launch); an error naming the variable when it is
 // incomplete or malformed.
 StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment();
+
+// Where rank `rank`'s liveness shows: a file in the launch's store whose
+// modification time a launched loom command renews every second.
+std::string HeartbeatPath(const std::string& store_dir, int rank);
+
+// While alive, renews this process's heartbeat file every second from a
+// thread of its own, so that a rank stopped or frozen as a whole is told
+// from one that waits: `loom launch --heartbeat_timeout` stops the run and
+// names it. A thread, not the step loop: a rank waiting minutes for a slow
+// peer is alive.
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::string path);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+ private:
+  std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 // Every rank of the launch as one group: the communicator worlds of a
 // layout with dp = the world size, meeting through the launch's store as

@@ -9,6 +9,7 @@
 
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/launch_env.h"
 
 DECLARE_string(o);
 DECLARE_string(startup);
@@ -109,8 +110,12 @@ const std::vector<Command>& Commands() {
        "namespace of its own whose link to a shared bridge is shaped to RATE\n"
        "each way (tc syntax: 200mbit, 1gbit), so that communication takes wall\n"
        "time but no CPU; the rank binds to LOOM_HOST, its address there. The\n"
-       "network is removed when launch ends, fails or is interrupted.",
-       {"nproc", "net_rate", "net_burst", "net_queue"}, RunLaunch},
+       "network is removed when launch ends, fails or is interrupted.\n"
+       "A launched loom command renews a heartbeat every second; a rank that\n"
+       "stops renewing it (stopped, frozen) for --heartbeat_timeout seconds\n"
+       "is named and the launch stopped, long before a peer's collective\n"
+       "would time out.",
+       {"nproc", "net_rate", "net_burst", "net_queue", "heartbeat_timeout"}, RunLaunch},
       {"netcheck", "measure the network between the ranks of a launch",
        "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"
        "Rank 0 sends B bytes to rank 1, then all ranks all-reduce B bytes, K\n"
@@ -261,6 +266,12 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&cargc, &cargv, /*remove_flags=*/true);
   std::vector<std::string> args(cargv + 1, cargv + cargc);
+  // A rank of a launch shows it is alive for as long as it runs.
+  std::unique_ptr<loom::Heartbeat> heartbeat;
+  if (auto launched = loom::LaunchEnvFromEnvironment(); launched.ok() && launched->has_value()) {
+    heartbeat = std::make_unique<loom::Heartbeat>(
+        loom::HeartbeatPath((*launched)->store_dir, (*launched)->rank));
+  }
   loom::Status status = command->run(args);
   if (!status.ok()) {
     std::fprintf(stderr, "loom %s: %s\n", command->name,

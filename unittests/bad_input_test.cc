@@ -67,6 +67,13 @@ TEST(BadInput, ADivergedRunStopsNamingTheStep) {
   EXPECT_NE(train.out.find("step 1: the loss is "), std::string::npos) << train.out;
 }
 
+// --trace to a path that cannot be written failed only after training.
+TEST(BadInput, AnUnwritableTraceFailsBeforeTraining) {
+  const CliResult r = Loom("run --preset gpt-tiny --steps 2 --trace /proc/nope/t.json");
+  ExpectOneLineError(r, "loom run: --trace: /proc/nope/t.json: cannot create directory");
+  EXPECT_EQ(r.out.find("step 0"), std::string::npos) << r.out;
+}
+
 // Huge batches and sequences ended in bad_alloc, a length_error or a CHECK.
 // A tensor too large to count is refused when the model is built; a run
 // too large for the host (here 4 GB of address space) before it allocates.
