@@ -39,10 +39,12 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
 
 // SimulateGpt under a hard cap on every rank's simulated peak memory. When
 // the strategy's plan peaks above `limit_bytes` and its schedule takes
-// pipeline.max_in_flight (1F1B-overlap), the most micro-batches in flight
-// that fit are chosen (less overlap, more bubble); `*explain` says what was
-// chosen and why, and `*chosen` (if given) is the strategy that fits, to
-// plan a run with. An error names the rank and its peak when nothing fits.
+// pipeline.max_in_flight (1F1B-overlap), less overlap is tried: the most
+// micro-batches in flight that fit, and the schedule with no jobs
+// interleaved (ScheduleInfo::without_overlap); the faster that fits is
+// chosen. `*explain` says what was chosen and why, and `*chosen` (if given)
+// is the strategy that fits, to plan a run with. An error names the rank
+// and its peak when nothing fits.
 StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 const OptimizerConfig& optimizer,
                                                 proto::Strategy strategy,
