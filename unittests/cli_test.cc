@@ -40,10 +40,22 @@ TEST(Cli, ModelThenShow) {
   EXPECT_NE(s.out.find("optimize       adamw"), std::string::npos);
 }
 
+// The same program written as binary and as text lists the same, every
+// op and var (with --vars), and text written back from the text reads the
+// same again.
 TEST(Cli, TextFormatRoundTrips) {
-  ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o /tmp/loom_cli_tiny.pbtxt").code, 0);
-  Result s = Loom("show /tmp/loom_cli_tiny.pbtxt");
-  EXPECT_EQ(s.code, 0) << s.out;
+  ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o /tmp/loom_cli_rt.pb").code, 0);
+  ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o /tmp/loom_cli_rt.pbtxt").code, 0);
+  Result binary = Loom("show /tmp/loom_cli_rt.pb --vars");
+  Result text = Loom("show /tmp/loom_cli_rt.pbtxt --vars");
+  ASSERT_EQ(binary.code, 0) << binary.out;
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_GT(Lines(text.out), 100) << text.out;
+  EXPECT_EQ(text.out, binary.out);
+  // Through a pass that changes nothing, written back as text.
+  ASSERT_EQ(Loom("opt /tmp/loom_cli_rt.pbtxt --passes no-op -o /tmp/loom_cli_rt2.pbtxt").code, 0);
+  Result again = Loom("show /tmp/loom_cli_rt2.pbtxt --vars");
+  EXPECT_EQ(again.out, text.out);
 }
 
 TEST(Cli, TruncatedAndCorruptedFilesGiveOneLineErrors) {
