@@ -49,6 +49,20 @@ Status ParseTextFormat(const std::string& text, const std::string& what,
   return s.ok() ? s : Status(StatusCode::kDataLoss, s.message());
 }
 
+Status ParseBinaryPayload(const std::string& payload, const std::string& what,
+                          google::protobuf::Message* message) {
+  // Partial, then checked: ParseFromString would log protobuf's own line
+  // about missing required fields ahead of Loom's one-line error.
+  if (!message->ParsePartialFromString(payload)) {
+    return DataLoss("corrupted ", what, ": payload does not parse");
+  }
+  if (!message->IsInitialized()) {
+    return DataLoss("corrupted ", what, ": missing required fields: ",
+                    message->InitializationErrorString());
+  }
+  return Status::OK();
+}
+
 std::string FrameBytes(const std::string& magic, const std::string& payload) {
   CHECK_EQ(magic.size(), kMagicSize);
   uint64_t size = payload.size();
@@ -102,9 +116,7 @@ StatusOr<Program> ParseProgram(const std::string& bytes, bool text_format) {
   } else {
     LOOM_ASSIGN_OR_RETURN(std::string payload,
                           UnframeBytes(bytes, kProgramMagic, "program"));
-    if (!desc.ParseFromString(payload)) {
-      return DataLoss("corrupted program: payload does not parse");
-    }
+    LOOM_RETURN_IF_ERROR(ParseBinaryPayload(payload, "program", &desc));
   }
   LOOM_ASSIGN_OR_RETURN(Program program, Program::FromProto(desc));
   LOOM_RETURN_IF_ERROR(VerifyProgram(program));

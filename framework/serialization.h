@@ -36,6 +36,11 @@ StatusOr<Program> LoadProgram(const std::string& path);
 Status ParseTextFormat(const std::string& text, const std::string& what,
                        google::protobuf::Message* message);
 
+// A binary protobuf payload; errors name `what` and, for a message missing
+// required fields, which ("blocks[0].ops[0].type").
+Status ParseBinaryPayload(const std::string& payload, const std::string& what,
+                          google::protobuf::Message* message);
+
 // `magic` (8 characters), the payload's length and checksum, the payload.
 std::string FrameBytes(const std::string& magic, const std::string& payload);
 // The payload of FrameBytes' output. Errors name `what` ("program",

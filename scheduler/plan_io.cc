@@ -216,8 +216,8 @@ StatusOr<Plan> LoadPlan(const std::string& path) {
     StatusOr<std::string> payload = UnframeBytes(bytes, kPlanMagic, "plan");
     if (!payload.ok()) {
       parsed = payload.status();
-    } else if (!desc.ParseFromString(*payload)) {
-      parsed = DataLoss("corrupted plan: payload does not parse");
+    } else {
+      parsed = ParseBinaryPayload(*payload, "plan", &desc);
     }
   }
   if (!parsed.ok()) return parsed.WithContext(path);

@@ -12,6 +12,7 @@ PACKAGES=(
   libopenblas-dev libgloo-dev
   nlohmann-json3-dev iproute2
   chromium
+  clang libclang-rt-dev
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -121,6 +121,24 @@ constexpr char kVars[] = R"(
   vars { name: "b" shape: 4 }
 )";
 
+// A binary program missing a required field is named as such, in Loom's
+// one line, without protobuf's own log line ahead of it (issue 10).
+TEST(Serialization, MissingRequiredFieldsAreNamedWithoutProtobufsLog) {
+  RegisterAllOps();
+  proto::ProgramDesc desc;
+  desc.add_blocks()->set_idx(0);
+  desc.mutable_blocks(0)->add_ops()->set_role(1);  // no type
+  std::string payload;
+  ASSERT_TRUE(desc.SerializePartialToString(&payload));
+  ::testing::internal::CaptureStderr();
+  auto program = ParseProgram(FrameBytes("LOOMPROG", payload), /*text_format=*/false);
+  const std::string logged = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().message(),
+            "corrupted program: missing required fields: blocks[0].ops[0].type");
+  EXPECT_EQ(logged, "");
+}
+
 TEST(Verifier, UnknownOpNamesTypeAndIndex) {
   Status s = VerifyText(std::string("blocks { idx: 0 ") + kVars + R"(
     ops { type: "scale" inputs { name: "X" vars: "x" } outputs { name: "Out" vars: "a" } }

@@ -1,0 +1,28 @@
+// The strategy loader on arbitrary text: parse, validate, and where valid
+// plan rank 0 of a one-layer gpt-tiny with it. Refusals are fine; a crash,
+// a hang or undefined behaviour is not.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "models/gpt.h"
+#include "passes/planner.h"
+#include "passes/strategy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const loom::TrainingProgram* program = [] {
+    loom::GptConfig c = loom::GptPreset("gpt-tiny").value();
+    c.num_layers = 2;
+    return new loom::TrainingProgram(loom::BuildGptTrainingProgram(c).value());
+  }();
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto strategy = loom::ParseStrategy(text);
+  if (!strategy.ok() || !loom::ValidateStrategy(*strategy).ok()) return 0;
+  // Small worlds only: planning every rank of a huge one is slow, not wrong.
+  if (loom::LayoutOf(*strategy).world_size() > 16 ||
+      strategy->pipeline().micro_batches() > 64) {
+    return 0;
+  }
+  (void)loom::PlanRank(program->main, program->startup, *strategy, 0);
+  return 0;
+}
