@@ -23,14 +23,27 @@ struct BoundSlot {
   std::vector<Tensor*> tensors;  // nullptr where the var is pruned ("")
 };
 
+// What a kernel may know of the run beyond its op and tensors. Per step
+// and per micro-batch, so it comes from the executor, never from the plan:
+// a plan is the same for every step and every dp replica. Dropout keys its
+// mask on it (framework/ops/dropout.cc). Code that runs kernels outside
+// training (profilers, benchmarks, tests) keeps the defaults.
+struct RunInfo {
+  int64_t step = 0;  // the training step
+  // The global batch row of the fed batch's row 0: nonzero for a dp
+  // replica's or a micro-batch's share of the global batch.
+  int64_t row_offset = 0;
+};
+
 class KernelContext {
  public:
   KernelContext(const proto::OpDesc& desc, const std::vector<BoundSlot>& inputs,
-                const std::vector<BoundSlot>& outputs)
-      : desc_(desc), inputs_(inputs), outputs_(outputs) {}
+                const std::vector<BoundSlot>& outputs, const RunInfo& run = RunInfo())
+      : desc_(desc), inputs_(inputs), outputs_(outputs), run_(run) {}
 
   const proto::OpDesc& desc() const { return desc_; }
   const std::string& type() const { return desc_.type(); }
+  const RunInfo& run() const { return run_; }
 
   int InputCount(const std::string& slot) const;
   bool HasInput(const std::string& slot) const;
@@ -53,6 +66,7 @@ class KernelContext {
   const proto::OpDesc& desc_;
   const std::vector<BoundSlot>& inputs_;
   const std::vector<BoundSlot>& outputs_;
+  const RunInfo run_;
 };
 
 using KernelFn = Status (*)(const KernelContext&);

@@ -44,6 +44,7 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   for (int m = 0; m < graph.micro_batches(); ++m) {
     exec->micro_scopes_.push_back(std::make_unique<Scope>(step_scope));
   }
+  exec->runs_.resize(exec->micro_scopes_.size());
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
   // A stream's priority is its instructions' highest; over the streams
   // that run anything, the highest and the lowest.
@@ -208,7 +209,7 @@ Status RankExecutor::RunInstruction(Bound& b) {
     *p.tensor = p.whole->View(p.offset, p.shape);
   }
   for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
-  KernelContext ctx(b.op->desc(), b.inputs, b.outputs);
+  KernelContext ctx(b.op->desc(), b.inputs, b.outputs, runs_.at(ins.micro_batch));
   if (b.kernel != nullptr) return b.kernel(ctx);
   if (!options_.comm) {
     return Unimplemented("communication op without a communicator");
@@ -265,9 +266,13 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice, bool outr
   }
 }
 
-Status RankExecutor::RunStep() {
+Status RankExecutor::RunStep(const StepInfo& info) {
   for (size_t i = 0; i < num_uses_; ++i) uses_[i].left.store(uses_[i].total);
   std::unique_lock<std::mutex> lock(step_mu_);
+  for (size_t mb = 0; mb < runs_.size(); ++mb) {
+    runs_[mb] = RunInfo{info.step,
+                        info.first_row + static_cast<int64_t>(mb) * info.micro_batch_rows};
+  }
   finished_ = 0;
   ++step_;
   step_cv_.notify_all();

@@ -51,6 +51,16 @@ struct RankExecutorOptions {
   int low_priority_nice = 0;
 };
 
+// What RunStep() tells kernels of the step (RunInfo): the training step,
+// and where this rank's micro-batches lie in the global batch. Micro-batch
+// mb holds rows [first_row + mb * micro_batch_rows, ...) of it, as the
+// trainer fed them.
+struct StepInfo {
+  int64_t step = 0;
+  int64_t first_row = 0;
+  int64_t micro_batch_rows = 0;
+};
+
 class RankExecutor {
  public:
   static StatusOr<std::unique_ptr<RankExecutor>> Create(
@@ -60,7 +70,7 @@ class RankExecutor {
 
   // Runs every instruction once. Feeds must already be in the micro-batch
   // scopes. The first error (located: rank, job, op) stops all streams.
-  Status RunStep();
+  Status RunStep(const StepInfo& info = StepInfo());
 
   Scope* micro_batch_scope(int m) { return micro_scopes_.at(m).get(); }
   int micro_batches() const { return static_cast<int>(micro_scopes_.size()); }
@@ -112,6 +122,9 @@ class RankExecutor {
   Scope* step_scope_;
   RankExecutorOptions options_;
   std::vector<std::unique_ptr<Scope>> micro_scopes_;
+  // Per micro-batch, what its kernels see of the step; set by RunStep()
+  // before the stream threads are woken (under step_mu_), read by them.
+  std::vector<RunInfo> runs_;
   std::vector<Bound> bound_;
   // Per temporary: how many instructions touch it in a step, and the count
   // left in the current step.

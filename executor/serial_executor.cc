@@ -85,7 +85,7 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
   return exec;
 }
 
-Status SerialExecutor::Run() {
+Status SerialExecutor::Run(const RunInfo& run) {
   for (const RequiredInput& in : required_) {
     if (!in.tensor->initialized()) {
       return FailedPrecondition(
@@ -103,7 +103,7 @@ Status SerialExecutor::Run() {
   for (Instruction& instr : instructions_) {
     for (auto& [tensor, meta] : instr.allocs) tensor->Resize(meta);
     Status s = instr.kernel(
-        KernelContext(instr.op->desc(), instr.inputs, instr.outputs));
+        KernelContext(instr.op->desc(), instr.inputs, instr.outputs, run));
     if (!s.ok()) return s.WithContext(instr.op->Location());
     for (Tensor* t : instr.frees) t->Free();
   }

@@ -33,8 +33,10 @@ class SerialExecutor {
       SerialExecutorOptions options = {});
 
   // Data vars must be set in the scope, with their declared meta; persistable
-  // vars that are read before written must be initialized.
-  Status Run();
+  // vars that are read before written must be initialized. `run` is what
+  // kernels learn of the step (the serial trainer's whole batch starts at
+  // row 0).
+  Status Run(const RunInfo& run = RunInfo());
 
   size_t num_instructions() const { return instructions_.size(); }
 

@@ -123,21 +123,34 @@ Status CheckSlots(
   return Status::OK();
 }
 
-// A bounded numeric attribute within its range (AttrSpec).
+// A bounded numeric attribute within its range (AttrSpec); a list's range
+// holds for each of its entries.
 Status CheckAttrRange(const proto::Attr& attr, const AttrSpec& spec) {
   if (!spec.bounded) return Status::OK();
-  double v = 0;
+  std::vector<double> values;
+  bool list = true;
   switch (attr.type()) {
-    case proto::FLOAT: v = attr.f(); break;
-    case proto::INT: v = static_cast<double>(attr.i()); break;
-    case proto::LONG: v = static_cast<double>(attr.l()); break;
+    case proto::FLOAT: values = {attr.f()}; list = false; break;
+    case proto::INT: values = {static_cast<double>(attr.i())}; list = false; break;
+    case proto::LONG: values = {static_cast<double>(attr.l())}; list = false; break;
+    case proto::FLOATS: values.assign(attr.floats().begin(), attr.floats().end()); break;
+    case proto::INTS: values.assign(attr.ints().begin(), attr.ints().end()); break;
+    case proto::LONGS:
+      for (int64_t v : attr.longs()) values.push_back(static_cast<double>(v));
+      break;
     default: return Status::OK();
   }
-  const bool above = spec.lo_open ? v > spec.lo : v >= spec.lo;
-  const bool below = spec.hi_open ? v < spec.hi : v <= spec.hi;
-  if (above && below && !std::isnan(v)) return Status::OK();
-  return InvalidArgument("attribute '", attr.name(), "' is ", v, ", outside ",
-                         spec.lo_open ? "(" : "[", spec.lo, ", ", spec.hi, spec.hi_open ? ")" : "]");
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    const bool above = spec.lo_open ? v > spec.lo : v >= spec.lo;
+    const bool below = spec.hi_open ? v < spec.hi : v <= spec.hi;
+    if (above && below && !std::isnan(v)) continue;
+    return InvalidArgument("attribute '", attr.name(), "' ",
+                           list ? StrCat("holds ", v, " at ", i) : StrCat("is ", v),
+                           ", outside ", spec.lo_open ? "(" : "[", spec.lo, ", ", spec.hi,
+                           spec.hi_open ? ")" : "]");
+  }
+  return Status::OK();
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ class OpSchema {
   }
   // The declared numeric attribute `name` must lie in [lo, hi], or (lo,
   // ...) / (..., hi) where an end is open: the verifier checks it, so that a
-  // layer_norm epsilon of -7 is an error, not a NaN many ops later.
+  // layer_norm epsilon of -7 is an error, not a NaN many ops later. For a
+  // list attribute, each entry must.
   OpSchema& AttrRange(const std::string& name, double lo, double hi, bool lo_open = false,
                       bool hi_open = false) {
     for (AttrSpec& a : attrs_) {

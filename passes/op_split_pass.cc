@@ -12,7 +12,10 @@
 // on its token ids. Rows are independent in them and in the all-reduce's
 // sum, so every element of R is computed exactly as before: training
 // numbers do not change. The split's parts view X and the parts' all-reduces
-// write R in place (op_view.h), so nothing is copied.
+// write R in place (op_view.h), so nothing is copied. Only those two op
+// types are split, and a part's rows are joined again before anything else
+// reads them, so no dropout ever runs on a part: its mask, keyed on global
+// rows (framework/ops/dropout.cc), needs no row offset from this pass.
 //
 // k is chosen by cost: each candidate split (axis, k) is priced on the
 // context's cost model as a two-stage pipeline, k parts of compute beside

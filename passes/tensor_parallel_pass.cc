@@ -13,7 +13,12 @@
 //   - vocabulary-parallel embedding: each rank looks up its own rows
 //     (start_index) and the partial embeddings are all-reduced;
 //   - cross entropy over vocabulary-sharded logits becomes the parallel
-//     c_softmax_with_cross_entropy.
+//     c_softmax_with_cross_entropy;
+//   - a dropout whose input the split reaches (attention probs, split by
+//     head) records where this rank's shard lies in the full tensor
+//     (full_shape, shard_offsets), so that it draws the full tensor's mask
+//     there; a dropout after a row-parallel all-reduce sees the whole
+//     tensor on every rank and draws the same mask on all of them.
 // The startup program initializes each full parameter as before and slices
 // this rank's part, so that every layout starts from the serial numbers.
 // Shapes then flow through the program by re-running shape inference.
@@ -41,6 +46,9 @@ class TensorParallelPass : public Pass {
   Status RewriteMatmul(Block& block, Op* op, int axis);
   Status RewriteEmbedding(Block& block, Op* op);
   Status RewriteCrossEntropy(Op* op);
+  // `op` read X of shape `before` ahead of the split; with X now sharded,
+  // records the shard's place in the full tensor on it.
+  Status PlaceDropoutShard(const Block& block, Op* op, const Shape& before);
   // The `<type>_grad` ops autodiff made for forward op `op` (gradient sums
   // it owns are left out).
   std::vector<Op*> GradOpsOf(const Op* op) const {
@@ -216,6 +224,40 @@ Status TensorParallelPass::RewriteCrossEntropy(Op* op) {
   return Status::OK();
 }
 
+Status TensorParallelPass::PlaceDropoutShard(const Block& block, Op* op,
+                                             const Shape& before) {
+  const std::string& x = op->Input("X");
+  const Shape after = MetaOf(*block.FindVar(x)).shape;
+  if (after == before) return Status::OK();
+  if (after.size() != before.size() || after.empty() || after[0] != before[0]) {
+    return InvalidArgument(op->Location(), ": X ", x, " went from ", ShapeToString(before),
+                           " to ", ShapeToString(after),
+                           " under the split; a dropout's mask can follow a split of its "
+                           "dims past the batch (dim 0) only");
+  }
+  // Composed with a split recorded before (a program planned twice).
+  auto full = op->GetAttr<std::vector<int64_t>>("full_shape");
+  auto offsets = op->GetAttr<std::vector<int64_t>>("shard_offsets");
+  if (full.empty()) full.assign(before.begin() + 1, before.end());
+  if (offsets.empty()) offsets.assign(full.size(), 0);
+  for (size_t d = 1; d < after.size(); ++d) {
+    if (after[d] == before[d]) continue;
+    // Megatron's splits give rank r the r-th contiguous 1/degree of a dim
+    // (whole heads, in order), so that is where its shard starts.
+    if (after[d] * degree_ != before[d]) {
+      return InvalidArgument(op->Location(), ": X ", x, " dim ", d, " went from ", before[d],
+                             " to ", after[d], " under mp.degree ", degree_,
+                             "; a dropout's input must be split into equal parts to place "
+                             "its mask");
+    }
+    offsets[d - 1] += rank_ * after[d];
+  }
+  op->SetAttr("full_shape", full);
+  op->SetAttr("shard_offsets", offsets);
+  ++rewritten_;
+  return Status::OK();
+}
+
 StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
   if (degree_ <= 0) degree_ = ctx.mp_degree();
   ctx.resolved().set_mp_degree(static_cast<int32_t>(degree_));
@@ -254,6 +296,15 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
   for (Op* op : block.ops()) {
     if (op->HasRole(role::kForward)) forward.push_back(op);
   }
+  // Dropout inputs as the serial program has them, to see below which the
+  // split reaches.
+  std::vector<std::pair<Op*, Shape>> dropouts;
+  for (Op* op : forward) {
+    if (op->type() != "dropout") continue;
+    if (const proto::VarDesc* x = block.FindVar(op->Input("X"))) {
+      dropouts.emplace_back(op, MetaOf(*x).shape);
+    }
+  }
   for (Op* op : forward) {
     const std::string& type = op->type();
     if (type == "matmul" && sharded.count(op->Input("Y"))) {
@@ -276,6 +327,9 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
   Status shapes = ReinferShapes(block);
   if (!shapes.ok()) {
     return shapes.WithContext(StrCat("with mp.degree ", degree_));
+  }
+  for (const auto& [op, before] : dropouts) {
+    LOOM_RETURN_IF_ERROR(PlaceDropoutShard(block, op, before));
   }
   LOOM_RETURN_IF_ERROR(ReinferShapes(ctx.startup().global_block())
                            .WithContext("startup program"));

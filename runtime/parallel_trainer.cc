@@ -163,7 +163,10 @@ void ParallelTrainer::Feed(int rank) {
 }
 
 StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
-  LOOM_RETURN_IF_ERROR(executors_[rank]->RunStep());
+  // Feed()'s rows: replica d's micro-batch mb starts at row (d*m + mb) * rows.
+  const int64_t rows = config_.batch_size / (plan_.layout.dp * executors_[rank]->micro_batches());
+  LOOM_RETURN_IF_ERROR(executors_[rank]->RunStep(
+      {step, plan_.ranks[rank].coords.dp * executors_[rank]->micro_batches() * rows, rows}));
   const RankPlan& rp = plan_.ranks[rank];
   if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) {
     return std::numeric_limits<float>::quiet_NaN();

@@ -44,7 +44,7 @@ StatusOr<float> SerialTrainer::Step(int64_t step) {
     t->Resize(meta);
     std::memcpy(t->raw_data(), values->data(), t->bytes());
   }
-  LOOM_RETURN_IF_ERROR(executor_->Run().WithContext(StrCat("step ", step)));
+  LOOM_RETURN_IF_ERROR(executor_->Run({step, 0}).WithContext(StrCat("step ", step)));
   const float loss = scope_.Find(kLossVar)->data<float>()[0];
   LOOM_RETURN_IF_ERROR(CheckFiniteLoss(loss, step));
   return loss;

@@ -1,10 +1,26 @@
 // loom ops: lists the registered ops with their slots, attributes and docs.
+#include <cmath>
 #include <iostream>
 
 #include "executor/kernel.h"
 #include "tools/command.h"
 
 namespace loom {
+namespace {
+
+// " (in [0, 1))", " (each in [0, max])" for a list: the range the verifier
+// holds a bounded attribute to (OpSchema::AttrRange); "" when unbounded.
+std::string RangeOf(const AttrSpec& a) {
+  if (!a.bounded) return "";
+  const bool list = a.type == proto::INTS || a.type == proto::LONGS || a.type == proto::FLOATS;
+  auto bound = [](double v) {
+    return std::fabs(v) >= kFiniteMax ? std::string(v < 0 ? "-max" : "max") : StrCat(v);
+  };
+  return StrCat(" (", list ? "each " : "", "in ", a.lo_open ? "(" : "[", bound(a.lo), ", ",
+                bound(a.hi), a.hi_open ? ")" : "]", ")");
+}
+
+}  // namespace
 
 Status RunOps(const std::vector<std::string>& args) {
   RegisterAllCpuKernels();
@@ -25,7 +41,8 @@ Status RunOps(const std::vector<std::string>& args) {
       std::cout << "\n    attrs:";
       for (const auto& a : s.attrs()) {
         std::cout << ' ' << a.name << '='
-                  << (a.has_default ? AttrToString(a.default_value) : "<required>");
+                  << (a.has_default ? AttrToString(a.default_value) : "<required>")
+                  << RangeOf(a);
       }
     }
     std::cout << '\n';

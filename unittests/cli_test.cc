@@ -40,6 +40,18 @@ TEST(Cli, ModelThenShow) {
   EXPECT_NE(s.out.find("optimize       adamw"), std::string::npos);
 }
 
+// loom ops shows each attribute's default and the range the verifier holds
+// it to, a list's range holding for each entry.
+TEST(Cli, OpsShowAttributeRanges) {
+  Result r = Loom("ops dropout");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("attrs: dropout_prob=0.5 (in [0, 1)) seed=0 is_test=false "
+                       "full_shape=[] (each in [1, max]) shard_offsets=[] (each in [0, max])"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("index in the full row"), std::string::npos) << r.out;
+}
+
 // The same program written as binary and as text lists the same, every
 // op and var (with --vars), and text written back from the text reads the
 // same again.

@@ -70,6 +70,8 @@ struct Case {
   int dp, mp, pp;
   const char* schedule;
   int vpp = 1;
+  int micro_batches = 4;
+  bool op_split = false;
 };
 
 TEST(ParameterParity, EveryParameterOfEveryLayoutAfterSgdSteps) {
@@ -96,6 +98,49 @@ TEST(ParameterParity, EveryParameterOfEveryLayoutAfterSgdSteps) {
     }
     // gpt-tiny has 12 parameters a layer and 4 outside them; every rank
     // holds its stages' share, so the world holds at least all of them.
+    EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 4 * 12 + 4);
+  }
+}
+
+// With dropout, the masks too must be serial training's: each element's
+// mask is keyed on the step and its global place (batch row, then its place
+// in the full row: the head, under a tensor-parallel split of attention
+// probs), so a dp replica's or a micro-batch's rows and an mp rank's heads
+// draw what the serial step draws there. Keyed on the element's local
+// index instead, every layout here fails (and a mask repeated every step
+// would fail the dropout unit tests).
+TEST(ParameterParity, WithDropoutEveryLayoutDrawsSerialMasks) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 4;
+  c.batch_size = 16;
+  c.dropout = 0.1f;
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  for (const Case& k :
+       {Case{2, 2, 2, "1F1B"}, Case{1, 2, 2, "VPP", 2}, Case{2, 1, 1, "FThenB", 1, 4},
+        Case{1, 2, 2, "1F1B-overlap"}, Case{2, 2, 1, "1F1B-overlap"}, Case{1, 2, 4, "ZBH1"},
+        Case{1, 2, 1, "FThenB", 1, 2, /*op_split=*/true}}) {
+    SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " vpp=", k.vpp,
+                        " micro-batches=", k.micro_batches, k.op_split ? " op-split" : ""));
+    auto serial = SerialTrainer::Create(c, sgd).value();
+    proto::Strategy strategy =
+        MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp);
+    if (k.op_split) {
+      strategy.mutable_passes()->set_op_split(true);
+      strategy.mutable_passes()->set_op_split_parts(2);
+    }
+    ParallelTrainer::Options options;
+    options.comm.timeout = std::chrono::seconds(30);
+    auto t = ParallelTrainer::Create(c, sgd, strategy, options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (int s = 0; s < 2; ++s) {
+      auto want = serial->Step(s);
+      auto loss = (*t)->Step(s);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      EXPECT_NEAR(*loss, *want, 1e-5 * std::fabs(*want)) << "loss of step " << s;
+    }
     EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 4 * 12 + 4);
   }
 }

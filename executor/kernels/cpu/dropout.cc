@@ -1,4 +1,6 @@
 // CPU kernels for dropout and dropout_grad.
+#include <algorithm>
+
 #include "executor/kernels/cpu/cpu_helpers.h"
 
 namespace loom {
@@ -11,20 +13,27 @@ uint64_t Mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Uniform in [0, 1) from (seed, i) alone: element i of a splitmix64 stream
-// keyed by the mixed seed. No state, so any element can be computed on its
-// own (and on any device) with the same result.
-double UniformAt(uint64_t key, uint64_t i) {
+// Element i of a splitmix64 stream keyed by `key`. No state, so any
+// element can be computed on its own (and on any device) with the same
+// result; chained, it keys a stream by several counters.
+uint64_t StreamAt(uint64_t key, uint64_t i) {
   constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-  const uint64_t h = Mix64(key + (i + 1) * kGolden);
-  return static_cast<double>(h >> 11) * 0x1.0p-53;
+  return Mix64(key + (i + 1) * kGolden);
 }
+
+// Uniform in [0, 1) from the top 53 bits.
+double ToUnit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
 float KeptScale(const KernelContext& ctx) {
   const float p = ctx.Attr<float>("dropout_prob");
   return ctx.Attr<bool>("is_test") ? 1.0f : 1.0f / (1.0f - p);
 }
 
+// The mask of seed, step, global row and index in the full row (the op's
+// Doc): a row's stream is keyed by (seed, step, global row), and an
+// element draws the entry of its index in the logical full row, so a
+// shard of rows or of heads draws exactly what the whole tensor would
+// there.
 Status DropoutKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   if (x.dtype() != proto::FP32) {
@@ -33,7 +42,6 @@ Status DropoutKernel(const KernelContext& ctx) {
   const float p = ctx.Attr<float>("dropout_prob");
   const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
   const float scale = KeptScale(ctx);
-  const uint64_t key = Mix64(static_cast<uint64_t>(ctx.Attr<int64_t>("seed")));
   const float* px = x.data<float>();
   const int64_t n = x.numel();
   // Mask is an output like any other, so it may be pruned.
@@ -41,10 +49,65 @@ Status DropoutKernel(const KernelContext& ctx) {
       ctx.HasOutput("Mask") ? ctx.Output("Mask")->data<bool>() : nullptr;
   float* out =
       ctx.HasOutput("Out") ? ctx.Output("Out")->data<float>() : nullptr;
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = pass || UniformAt(key, i) >= p;
-    if (mask) mask[i] = keep;
-    if (out) out[i] = pass ? px[i] : (keep ? px[i] * scale : 0.0f);
+  if (pass) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (mask) mask[i] = true;
+      if (out) out[i] = px[i];
+    }
+    return Status::OK();
+  }
+  // Dim 0 is the rows; a scalar is one row of one element. The row is
+  // placed in the full row by the shard attributes (verified against X's
+  // shape by shape inference; checked here too, as they index memory).
+  const Shape& shape = x.shape();
+  const Shape local(shape.empty() ? shape.begin() : shape.begin() + 1, shape.end());
+  const size_t row_dims = local.size();
+  std::vector<int64_t> full = ctx.Attr<std::vector<int64_t>>("full_shape");
+  std::vector<int64_t> offsets = ctx.Attr<std::vector<int64_t>>("shard_offsets");
+  if (full.empty()) full = local;
+  if (offsets.empty()) offsets.assign(row_dims, 0);
+  if (full.size() != row_dims || offsets.size() != row_dims) {
+    return InvalidArgument("full_shape ", ShapeToString(full), " and shard_offsets ",
+                           ShapeToString(offsets), " do not fit X ", MetaToString(x.meta()));
+  }
+  std::vector<int64_t> stride(row_dims);  // of the full row
+  int64_t first = 0;  // index in the full row of the local row's first element
+  for (int64_t d = static_cast<int64_t>(row_dims) - 1, s = 1; d >= 0; --d) {
+    if (offsets[d] < 0 || offsets[d] > full[d] - local[d]) {
+      return InvalidArgument("X ", MetaToString(x.meta()), " at shard_offsets ",
+                             ShapeToString(offsets), " reaches past full_shape ",
+                             ShapeToString(full));
+    }
+    stride[d] = s;
+    first += offsets[d] * s;
+    s *= full[d];
+  }
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t row_len = NumElements(local);
+  // The last dim is contiguous in the full row too: walk it in runs.
+  const int64_t run_len = row_dims == 0 ? 1 : local.back();
+  const RunInfo& info = ctx.run();
+  const uint64_t step_key = StreamAt(Mix64(static_cast<uint64_t>(ctx.Attr<int64_t>("seed"))),
+                                     static_cast<uint64_t>(info.step));
+  std::vector<int64_t> idx(row_dims, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t row_key = StreamAt(step_key, static_cast<uint64_t>(info.row_offset + r));
+    std::fill(idx.begin(), idx.end(), 0);
+    int64_t j = first;
+    for (int64_t e = r * row_len, end = e + row_len; e < end; e += run_len) {
+      for (int64_t q = 0; q < run_len; ++q) {
+        const bool keep = ToUnit(StreamAt(row_key, static_cast<uint64_t>(j + q))) >= p;
+        if (mask) mask[e + q] = keep;
+        if (out) out[e + q] = keep ? px[e + q] * scale : 0.0f;
+      }
+      // Advance the odometer over the row's outer dims.
+      for (int64_t d = static_cast<int64_t>(row_dims) - 2; d >= 0; --d) {
+        j += stride[d];
+        if (++idx[d] < local[d]) break;
+        j -= stride[d] * local[d];
+        idx[d] = 0;
+      }
+    }
   }
   return Status::OK();
 }
