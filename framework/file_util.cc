@@ -101,7 +101,17 @@ Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     return DataLoss(path, ": cannot replace: ", why);
   }
-  return Status::OK();
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return SyncDirectory(parent.empty() ? "." : parent.string());
+}
+
+Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return NotFound(dir, ": cannot open directory: ", std::strerror(errno));
+  const bool ok = ::fsync(fd) == 0;
+  const std::string why = ok ? "" : std::strerror(errno);
+  ::close(fd);
+  return ok ? Status::OK() : DataLoss(dir, ": fsync failed: ", why);
 }
 
 StatusOr<std::string> ReadFile(const std::string& path) {

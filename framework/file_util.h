@@ -18,6 +18,10 @@ namespace loom {
 // with the path.
 Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
+// Flushes `dir`'s entries (a rename into it, a file made or removed) to
+// disk, so that they survive a power loss as the files' contents do.
+Status SyncDirectory(const std::string& dir);
+
 // Whether WriteFileAtomically(path, ...) could write there (its directory
 // made and writable, or a device), checked before work whose result goes
 // there, so that a bad output path fails first, not after a long run.

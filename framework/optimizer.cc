@@ -85,4 +85,33 @@ Status AppendOptimizer(Program& main, Program& startup,
   return Status::OK();
 }
 
+std::map<std::string, int> MpShardedVars(const Block& block) {
+  std::map<std::string, int> sharded;
+  for (const auto& [name, var] : block.vars()) {
+    if (var.is_parameter() && var.mp_axis() >= 0) sharded[name] = var.mp_axis();
+  }
+  for (const Op* op : block.ops()) {
+    if (!op->HasRole(role::kOptimize) || !op->HasInput("Param")) continue;
+    auto it = sharded.find(op->Input("Param"));
+    if (it == sharded.end()) continue;
+    const int axis = it->second;
+    for (const char* slot : {"Moment1", "Moment2"}) {
+      if (op->HasInput(slot)) sharded[op->Input(slot)] = axis;
+    }
+  }
+  return sharded;
+}
+
+std::set<std::string> OptimizerStateVars(const Block& block) {
+  std::set<std::string> state;
+  for (const Op* op : block.ops()) {
+    if (!op->HasRole(role::kOptimize)) continue;
+    for (const auto& slot : op->desc().inputs()) {
+      if (slot.name() == "Param" || slot.vars_size() != 1) continue;
+      if (op->Output(slot.name() + "Out") == slot.vars(0)) state.insert(slot.vars(0));
+    }
+  }
+  return state;
+}
+
 }  // namespace loom

@@ -2,6 +2,8 @@
 #ifndef LOOM_FRAMEWORK_OPTIMIZER_H_
 #define LOOM_FRAMEWORK_OPTIMIZER_H_
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,19 @@ inline constexpr const char* kLearningRateVar = "learning_rate";
 Status AppendOptimizer(Program& main, Program& startup,
                        const std::vector<ParamGradPair>& pairs,
                        const OptimizerConfig& config);
+
+// The vars of `block` that tensor parallelism splits, with the dim each
+// splits along: parameters with an mp_axis, and the optimizer state of
+// their shape (the Moment1 and Moment2 of the op updating them) along the
+// same dim. The tensor-parallel pass shards these; checkpoints gather and
+// re-slice them.
+std::map<std::string, int> MpShardedVars(const Block& block);
+
+// The optimizer state of `block`: the vars an optimize-role op reads in a
+// slot and writes back in that slot's "Out" (Moment1 and Moment1Out, ...),
+// parameters aside. What a checkpoint carries beside the parameters; not
+// the learning rate (config) or gradient buffers (rebuilt each step).
+std::set<std::string> OptimizerStateVars(const Block& block);
 
 }  // namespace loom
 

@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kDataLoss: return "data loss";
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kDeadlineExceeded: return "deadline exceeded";
+    case StatusCode::kAborted: return "aborted";
   }
   return "unknown";
 }

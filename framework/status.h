@@ -33,6 +33,9 @@ enum class StatusCode {
   kDataLoss,
   kUnavailable,
   kDeadlineExceeded,
+  // Stopped for a reason the caller may handle and go on (a training step
+  // whose loss is not finite, which a trainer may skip).
+  kAborted,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -98,6 +101,11 @@ Status Internal(const Args&... args) {
 template <typename... Args>
 Status DataLoss(const Args&... args) {
   return Status(StatusCode::kDataLoss, StrCat(args...));
+}
+
+template <typename... Args>
+Status Aborted(const Args&... args) {
+  return Status(StatusCode::kAborted, StrCat(args...));
 }
 
 template <typename T>

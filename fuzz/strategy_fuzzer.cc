@@ -1,5 +1,5 @@
 // The strategy loader on arbitrary text: parse, validate, and where valid
-// plan rank 0 of a one-layer gpt-tiny with it. Refusals are fine; a crash,
+// plan rank 0 of a two-layer gpt-tiny with it. Refusals are fine; a crash,
 // a hang or undefined behaviour is not.
 #include <cstddef>
 #include <cstdint>

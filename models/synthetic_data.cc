@@ -5,18 +5,6 @@
 #include <random>
 
 namespace loom {
-namespace {
-
-// A counter-based generator: each (seed, step, row, position) has its own
-// value, independent of how many values anyone drew before.
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 SyntheticDataset::SyntheticDataset(int64_t vocab_size, int64_t seq_len,
                                    int64_t seed)
@@ -33,7 +21,7 @@ void SyntheticDataset::Batch(int64_t step, int64_t batch,
   tokens->resize(batch * seq_len_);
   labels->resize(batch * seq_len_);
   for (int64_t r = 0; r < batch; ++r) {
-    uint64_t row_key = SplitMix64(seed_ ^ SplitMix64(step * 1000003 + r));
+    uint64_t row_key = RowKey(seed_, step, r);
     int64_t t = static_cast<int64_t>(row_key % vocab_size_);
     for (int64_t i = 0; i <= seq_len_; ++i) {
       if (i < seq_len_) (*tokens)[r * seq_len_ + i] = t;

@@ -11,17 +11,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "models/dataset.h"
+
 namespace loom {
 
-class SyntheticDataset {
+class SyntheticDataset : public Dataset {
  public:
   SyntheticDataset(int64_t vocab_size, int64_t seq_len, int64_t seed);
 
-  // The global batch of `step`: `batch` rows of `seq_len` tokens and their
-  // next-token labels, row-major. The same (seed, step) always gives the
-  // same batch, so any split into micro-batches or ranks sees the same data.
   void Batch(int64_t step, int64_t batch, std::vector<int64_t>* tokens,
-             std::vector<int64_t>* labels) const;
+             std::vector<int64_t>* labels) const override;
+  std::string Describe() const override { return "synthetic"; }
 
  private:
   int64_t vocab_size_;

@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "framework/op_builder.h"
+#include "framework/optimizer.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
@@ -267,20 +268,9 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
   Block& block = ctx.program().global_block();
 
   // Shard parameters and, with them, the optimizer state of the same shape.
-  std::unordered_map<std::string, int> sharded;
-  for (const auto& [name, var] : block.vars()) {
-    if (var.is_parameter() && var.mp_axis() >= 0) sharded[name] = var.mp_axis();
-  }
-  for (Op* op : block.ops()) {
-    if (!op->HasRole(role::kOptimize)) continue;
-    auto it = sharded.find(op->Input("Param"));
-    if (it == sharded.end()) continue;
-    for (const char* slot : {"Moment1", "Moment2"}) {
-      if (op->HasInput(slot)) sharded[op->Input(slot)] = it->second;
-    }
-  }
   // Sorted, so that errors and the startup rewrite are deterministic.
-  std::map<std::string, int> ordered(sharded.begin(), sharded.end());
+  const std::map<std::string, int> ordered = MpShardedVars(block);
+  std::unordered_map<std::string, int> sharded(ordered.begin(), ordered.end());
   for (const auto& [name, axis] : ordered) {
     LOOM_RETURN_IF_ERROR(ShardVar(block, name, axis));
     LOOM_RETURN_IF_ERROR(SliceInStartup(ctx.startup().global_block(), name, axis)

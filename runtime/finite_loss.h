@@ -11,9 +11,10 @@
 
 namespace loom {
 
+// kAborted, which a training loop that skips diverged steps recognizes.
 inline Status CheckFiniteLoss(float loss, int64_t step) {
   if (std::isfinite(loss)) return Status::OK();
-  return FailedPrecondition("step ", step, ": the loss is ", loss,
+  return Aborted("step ", step, ": the loss is ", loss,
                             "; training diverged (a learning rate too high?) and stops here");
 }
 

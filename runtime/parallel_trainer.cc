@@ -1,6 +1,8 @@
 #include "runtime/parallel_trainer.h"
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,9 +10,12 @@
 
 #include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
+#include "framework/file_util.h"
+#include "framework/optimizer.h"
 #include "runtime/finite_loss.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/host_memory.h"
+#include "runtime/training_state.h"
 #include "scheduler/simulator.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
@@ -196,7 +201,7 @@ StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
 }
 
 StatusOr<float> ParallelTrainer::Step(int64_t step) {
-  data_.Batch(step, config_.batch_size, &tokens_, &labels_);
+  data_->Batch(step, config_.batch_size, &tokens_, &labels_);
   for (int r : local_) Feed(r);
   std::vector<float> losses(plan_.ranks.size(), std::numeric_limits<float>::quiet_NaN());
   LOOM_RETURN_IF_ERROR(ForEachRank(local_, [&](int r) -> Status {
@@ -216,6 +221,94 @@ std::vector<TraceEvent> ParallelTrainer::TakeTrace() {
     all.insert(all.end(), t.begin(), t.end());
   }
   return all;
+}
+
+StateHolder ParallelTrainer::Holder(int rank) const {
+  const RankPlan& rp = plan_.ranks[rank];
+  StateHolder h;
+  h.startup = &rp.startup();
+  // The optimizer's ops, which say which state follows which parameter,
+  // are in the job programs.
+  for (const auto& [key, program] : rp.programs()) {
+    for (auto& [name, axis] : MpShardedVars(program.global_block())) h.sharded[name] = axis;
+    for (const std::string& name : OptimizerStateVars(program.global_block())) {
+      h.optimizer_state.insert(name);
+    }
+  }
+  h.mp = plan_.layout.mp;
+  h.mp_rank = rp.coords.mp;
+  h.scope = scopes_[rank].get();
+  return h;
+}
+
+std::string ParallelTrainer::Layout() const {
+  const ParallelLayout& l = plan_.layout;
+  return StrCat("dp=", l.dp, " mp=", l.mp, " pp=", l.pp, " ", plan_.resolved.schedule_mode());
+}
+
+StatusOr<TrainingState> ParallelTrainer::State() {
+  if (!HoldsWholeState()) {
+    return Unimplemented("gathering a checkpoint needs every rank in this process; this one runs ",
+                         local_.size(), " of ", plan_.layout.world_size(),
+                         " (checkpoints under loom launch are not supported yet)");
+  }
+  std::vector<StateHolder> holders;
+  for (int r : local_) holders.push_back(Holder(r));
+  return GatherState(holders);
+}
+
+StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64_t steps_done) {
+  if (HoldsWholeState() || options_.comm.file_store_dir.empty()) {
+    LOOM_ASSIGN_OR_RETURN(TrainingState state, State());
+    return std::optional<TrainingState>(std::move(state));
+  }
+  namespace fs = std::filesystem;
+  // The store directory is this launch's own, so no other run's shards
+  // can be found there; the launcher removes it at the end.
+  const fs::path dir = fs::path(options_.comm.file_store_dir) / StrCat("checkpoint-", steps_done);
+  auto file = [&](int rank) { return (dir / StrCat("rank-", rank, ".safetensors")).string(); };
+  for (int r : local_) {
+    if (plan_.ranks[r].coords.dp != 0) continue;  // replicas hold the same
+    LOOM_ASSIGN_OR_RETURN(RankShards shards, ShardsOf(Holder(r)));
+    LOOM_RETURN_IF_ERROR(WriteFileAtomically(file(r), EncodeRankShards(shards)));
+  }
+  if (std::find(local_.begin(), local_.end(), 0) == local_.end()) {
+    return std::optional<TrainingState>();
+  }
+  std::vector<RankShards> ranks;
+  const auto deadline = std::chrono::steady_clock::now() + options_.comm.timeout;
+  for (int r = 0; r < plan_.layout.world_size(); ++r) {
+    if (plan_.ranks[r].coords.dp != 0) continue;
+    // Written atomically: once the file is there, it is whole.
+    while (!fs::exists(file(r))) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status(StatusCode::kDeadlineExceeded, StrCat("checkpoint of step ", steps_done, ": rank ", r,
+                                " did not hand over its shards within ",
+                                std::chrono::duration_cast<std::chrono::seconds>(
+                                    options_.comm.timeout).count(),
+                                " s"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    LOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(file(r)));
+    LOOM_ASSIGN_OR_RETURN(RankShards shards, DecodeRankShards(bytes, file(r)));
+    ranks.push_back(std::move(shards));
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  LOOM_ASSIGN_OR_RETURN(TrainingState state, MergeShards(ranks));
+  return std::optional<TrainingState>(std::move(state));
+}
+
+Status ParallelTrainer::SetState(const TrainingState& state, const std::string& source) {
+  std::set<std::string> used;
+  for (int r : local_) {
+    LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(r), source, &used)
+                             .WithContext(StrCat("rank ", r)));
+  }
+  // Only where the whole world is here can a tensor be known unused.
+  if (!HoldsWholeState()) return Status::OK();
+  return CheckAllUsed(state, used, source);
 }
 
 }  // namespace loom

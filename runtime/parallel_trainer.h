@@ -17,11 +17,14 @@
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
 #include "passes/planner.h"
+#include "runtime/trainer.h"
 #include "scheduler/execution_graph.h"
 
 namespace loom {
 
-class ParallelTrainer {
+struct StateHolder;  // runtime/training_state.h
+
+class ParallelTrainer : public Trainer {
  public:
   struct Options {
     // How the ranks meet: timeouts (which bound how long a rank waits for a
@@ -46,6 +49,12 @@ class ParallelTrainer {
     // 25 to 18-22 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a
     // wakeup).
     std::optional<bool> stream_priorities;
+    // Where batches come from; null: the synthetic dataset.
+    std::shared_ptr<const Dataset> data;
+    // What checkpoints record as the model (ModelRecord); empty: the GPT
+    // config. A plan of a loaded program records the program's identity
+    // (ProgramRecord).
+    std::map<std::string, std::string> model_record;
     // Test-only fault injection: this rank's labels are made out of range,
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;
@@ -62,7 +71,7 @@ class ParallelTrainer {
   static StatusOr<std::unique_ptr<ParallelTrainer>> CreateFromPlan(
       const GptConfig& config, Plan plan, const std::string& source,
       const Options& options);
-  ~ParallelTrainer();
+  ~ParallelTrainer() override;
 
   // Trains on the global batch of `step` and returns its mean loss, the
   // quantity SerialTrainer::Step returns: each last-stage rank averages its
@@ -70,7 +79,29 @@ class ParallelTrainer {
   // does not run the rank that reports it (the last stage's dp=0, mp=0
   // rank), so that one process of a launch prints each loss. The first
   // failing rank's error is returned, naming it.
-  StatusOr<float> Step(int64_t step);
+  StatusOr<float> Step(int64_t step) override;
+
+  // The parameters and optimizer state as full tensors by name, gathered
+  // from the ranks' shards (a checkpoint's tensors, whatever the layout).
+  // Needs every rank in this process.
+  StatusOr<TrainingState> State() override;
+  // Sets every local rank's shard of them from `state` (read from
+  // `source`, named in errors), which must hold exactly this model's and
+  // optimizer's.
+  Status SetState(const TrainingState& state, const std::string& source) override;
+  bool HoldsWholeState() const override {
+    return static_cast<int>(local_.size()) == plan_.layout.world_size();
+  }
+  const Dataset& data() const override { return *data_; }
+  const GptConfig& config() const { return config_; }
+  std::map<std::string, std::string> ModelRecord() const override {
+    return options_.model_record.empty() ? GptConfigToMap(config_) : options_.model_record;
+  }
+  std::string Layout() const override;
+  // Under loom launch (a file store): each process writes its dp=0 ranks'
+  // shards into the store directory, and the process of rank 0 waits (up
+  // to the communication timeout) for all of them and merges them.
+  StatusOr<std::optional<TrainingState>> StateForCheckpoint(int64_t steps_done) override;
 
   const Plan& plan() const { return plan_; }
   const ExecutionGraph& graph() const { return graph_; }
@@ -83,15 +114,19 @@ class ParallelTrainer {
  private:
   ParallelTrainer(const GptConfig& config, Options options)
       : config_(config), options_(std::move(options)),
-        data_(config.vocab_size, config.seq_len, config.seed) {}
+        data_(options_.data != nullptr
+                  ? options_.data
+                  : std::make_shared<SyntheticDataset>(config.vocab_size, config.seq_len,
+                                                       config.seed)) {}
   void Feed(int rank);
+  StateHolder Holder(int rank) const;
   // Runs one rank's step and reduces its loss; NaN if it computes none,
   // an error naming the step if the loss is not finite.
   StatusOr<float> RunRank(int rank, int64_t step);
 
   GptConfig config_;
   Options options_;
-  SyntheticDataset data_;
+  std::shared_ptr<const Dataset> data_;
   Plan plan_;
   ExecutionGraph graph_;
   std::vector<int> local_;

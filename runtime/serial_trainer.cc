@@ -5,15 +5,16 @@
 #include "framework/shape_inference.h"
 #include "runtime/finite_loss.h"
 #include "runtime/host_memory.h"
+#include "runtime/training_state.h"
 
 namespace loom {
 
-SerialTrainer::SerialTrainer(TrainingProgram program, const GptConfig& config)
-    : program_(std::move(program)),
-      data_(config.vocab_size, config.seq_len, config.seed) {}
+SerialTrainer::SerialTrainer(TrainingProgram program, std::shared_ptr<const Dataset> data)
+    : program_(std::move(program)), data_(std::move(data)) {}
 
 StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
-    const GptConfig& config, const OptimizerConfig& optimizer) {
+    const GptConfig& config, const OptimizerConfig& optimizer,
+    std::shared_ptr<const Dataset> data) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram program,
                         BuildGptTrainingProgram(config, optimizer));
   // The serial executor keeps every var of the program for the step.
@@ -24,7 +25,10 @@ StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
   }
   LOOM_RETURN_IF_ERROR(CheckFitsInHost(bytes, StrCat(config.name, " trained serially"),
                                        ModelSizeFields(config)));
-  std::unique_ptr<SerialTrainer> t(new SerialTrainer(std::move(program), config));
+  if (data == nullptr) {
+    data = std::make_shared<SyntheticDataset>(config.vocab_size, config.seq_len, config.seed);
+  }
+  std::unique_ptr<SerialTrainer> t(new SerialTrainer(std::move(program), std::move(data)));
   LOOM_ASSIGN_OR_RETURN(auto startup,
                         SerialExecutor::Create(t->program_.startup, &t->scope_));
   LOOM_RETURN_IF_ERROR(startup->Run().WithContext("startup program"));
@@ -36,7 +40,7 @@ StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
 
 StatusOr<float> SerialTrainer::Step(int64_t step) {
   const GptConfig& c = program_.config;
-  data_.Batch(step, c.batch_size, &tokens_, &labels_);
+  data_->Batch(step, c.batch_size, &tokens_, &labels_);
   const TensorMeta meta{proto::INT64, {c.batch_size, c.seq_len}};
   for (auto [name, values] : {std::pair{kTokensVar, &tokens_},
                               std::pair{kLabelsVar, &labels_}}) {
@@ -48,6 +52,22 @@ StatusOr<float> SerialTrainer::Step(int64_t step) {
   const float loss = scope_.Find(kLossVar)->data<float>()[0];
   LOOM_RETURN_IF_ERROR(CheckFiniteLoss(loss, step));
   return loss;
+}
+
+StateHolder SerialTrainer::Holder() {
+  StateHolder h;
+  h.startup = &program_.startup;
+  h.optimizer_state = OptimizerStateVars(program_.main.global_block());
+  h.scope = &scope_;
+  return h;
+}
+
+StatusOr<TrainingState> SerialTrainer::State() { return GatherState({Holder()}); }
+
+Status SerialTrainer::SetState(const TrainingState& state, const std::string& source) {
+  std::set<std::string> used;
+  LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(), source, &used));
+  return CheckAllUsed(state, used, source);
 }
 
 }  // namespace loom

@@ -10,9 +10,10 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
-  nlohmann-json3-dev iproute2
+  nlohmann-json3-dev zlib1g-dev iproute2
   chromium
   clang libclang-rt-dev
+  python3-torch python3-venv
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -27,6 +28,15 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
     --no-install-recommends "${missing[@]}"
 fi
+
+# PyPI's safetensors over Debian's torch, for the test that PyTorch reads
+# Loom's checkpoints (scripts/check_checkpoint_torch.py).
+if [ ! -x build/pyenv/bin/python ]; then
+  mkdir -p build
+  /usr/bin/python3 -m venv --system-site-packages build/pyenv
+fi
+build/pyenv/bin/python -c 'import safetensors' 2>/dev/null ||
+  build/pyenv/bin/pip install -q --disable-pip-version-check safetensors==0.8.0
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$(nproc)"

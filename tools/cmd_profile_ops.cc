@@ -18,7 +18,6 @@
 #include "tools/common_flags.h"
 #include "tools/profile_util.h"
 
-DEFINE_string(program, "", "profile this program file instead of --preset's");
 DECLARE_string(plan);
 DEFINE_bool(in_step, true,
             "time a plan's ops inside training steps of each of its ranks (communication "

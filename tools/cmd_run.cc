@@ -4,11 +4,13 @@
 // through a file store and binds its sockets to LOOM_HOST when given.
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
+#include "framework/serialization.h"
+#include "framework/verifier.h"
 #include "runtime/gpt_plan.h"
+#include "runtime/program_trainer.h"
 #include "runtime/parallel_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
@@ -18,6 +20,7 @@
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
+DECLARE_string(startup);  // cmd_model.cc
 DEFINE_string(plan, "", "run this saved plan (loom plan -o) instead of planning one");
 DEFINE_bool(stream_priorities, false,
             "communication streams outrank calc on the CPU (calc threads at nice 5) when every "
@@ -32,7 +35,7 @@ constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batch
                                         "schedule", "vpp", "dp_bucketing",
                                         "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "max_in_flight"};
 constexpr const char* kModelFlags[] = {"preset", "batch_size", "seq_len", "layers",
-                                       "dropout", "seed", "optimizer", "lr"};
+                                       "dropout", "seed", "optimizer", "lr", "vocab_size"};
 
 Status CheckNoPlanFlags() {
   for (const char* flag : kLayoutFlags) {
@@ -50,14 +53,58 @@ Status CheckNoPlanFlags() {
   return Status::OK();
 }
 
-// The trainer for --plan, or for a plan made from the flags.
-StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(const ParallelTrainer::Options& options,
+// The trainer for --program: the loaded program planned under the flags'
+// strategy. Only its token feed is known ([batch, seq] ids looked up in an
+// embedding, and their labels), so that is what the trainer is told of.
+StatusOr<std::unique_ptr<ParallelTrainer>> MakeProgramTrainer(ParallelTrainer::Options options,
+                                                              int launched_world) {
+  if (!FLAGS_plan.empty()) return InvalidArgument("--program and --plan: give one");
+  for (const char* flag : kModelFlags) {
+    if (FlagGiven(flag) && std::string(flag) != "seed") {
+      return InvalidArgument("--", flag, " cannot be used with --program: the program fixes "
+                             "the model and its optimizer");
+    }
+  }
+  if (FLAGS_startup.empty()) {
+    return InvalidArgument("--program needs --startup under loom run: each rank initializes "
+                           "its shard of the parameters from it");
+  }
+  LOOM_ASSIGN_OR_RETURN(Program main, LoadProgram(FLAGS_program));
+  LOOM_ASSIGN_OR_RETURN(Program startup, LoadProgram(FLAGS_startup));
+  LOOM_RETURN_IF_ERROR(VerifyProgram(main).WithContext(FLAGS_program));
+  LOOM_RETURN_IF_ERROR(VerifyProgram(startup).WithContext(FLAGS_startup));
+  const TokenFeed feed = TokenFeedOf(main);
+  if (feed.vocab == 0) {
+    return InvalidArgument(FLAGS_program, ": loom run feeds only token ids and their labels "
+                           "(data vars '", kTokensVar, "' and '", kLabelsVar, "', the ids "
+                           "looked up in an embedding), which this program does not read; "
+                           "loom train --program runs any program");
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
+  if (launched_world > 0) LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, launched_world));
+  GptConfig batches;
+  batches.name = FLAGS_program;
+  batches.vocab_size = feed.vocab;
+  batches.seq_len = feed.seq_len;
+  batches.batch_size = main.global_block().FindVar(kTokensVar)->shape(0);
+  batches.seed = FLAGS_seed;
+  StatusOr<Plan> plan = PlanRanks(main, startup, strategy, {});
+  if (!plan.ok()) return plan.status().WithContext(FLAGS_program);
+  LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(feed.vocab, feed.seq_len, FLAGS_seed));
+  options.model_record = ProgramRecord(main);
+  return ParallelTrainer::CreateFromPlan(batches, std::move(*plan), FLAGS_program, options);
+}
+
+// The trainer for --program, --plan, or a plan made from the flags.
+StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options options,
                                                        int launched_world) {
+  if (!FLAGS_program.empty()) return MakeProgramTrainer(std::move(options), launched_world);
   if (FLAGS_plan.empty()) {
     LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
     LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
     LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
     if (launched_world > 0) LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, launched_world));
+    LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(config));
     return ParallelTrainer::Create(config, opt, strategy, options);
   }
   LOOM_RETURN_IF_ERROR(CheckNoPlanFlags());
@@ -69,6 +116,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(const ParallelTrainer::Op
     return InvalidArgument(FLAGS_plan, ": the plan has ", world, " ranks but loom launch started ",
                            launched_world);
   }
+  LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(*config));
   return ParallelTrainer::CreateFromPlan(*config, std::move(plan), FLAGS_plan, options);
 }
 
@@ -96,19 +144,14 @@ Status RunRun(const std::vector<std::string>& args) {
   // the run.
   if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
-  for (int64_t step = 0; step < FLAGS_steps; ++step) {
-    auto start = std::chrono::steady_clock::now();
-    LOOM_ASSIGN_OR_RETURN(float loss, trainer->Step(step));
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start).count();
-    // Only the process holding the loss prints it, so a launch prints each
-    // step once, as the in-process run does.
-    if (!std::isnan(loss)) {
-      std::printf("step %lld loss %.6f time_ms %.3f\n", static_cast<long long>(step), loss, ms);
-      std::fflush(stdout);
-    }
-    if (options.trace && step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
-  }
+  // Only the process holding the loss prints it, so a launch prints each
+  // step once, as the in-process run does.
+  auto on_step = [&](const StepReport& r) {
+    if (!std::isnan(r.loss)) PrintStep(r);
+    if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
+  };
+  LOOM_RETURN_IF_ERROR(
+      RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));
   }

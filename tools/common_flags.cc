@@ -1,6 +1,7 @@
 #include "tools/common_flags.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cost_model/cluster.h"
@@ -17,6 +18,30 @@ DEFINE_int64(layers, 0, "number of transformer layers (0: preset's)");
 DEFINE_double(dropout, 0.0, "dropout probability");
 DEFINE_string(optimizer, "adamw", "adamw or sgd");
 DEFINE_double(lr, 3e-3, "learning rate");
+DEFINE_string(save_dir, "",
+              "write checkpoints here (step-N/: model.safetensors, optimizer.safetensors, "
+              "manifest.json); every --save_every steps and after the last");
+DEFINE_int64(save_every, 0, "steps between checkpoints (0: only after the last step)");
+DEFINE_int32(keep_checkpoints, 3, "checkpoints kept in --save_dir (the newest)");
+DEFINE_string(resume, "",
+              "resume from this checkpoint, or from the newest complete one in this --save_dir; "
+              "--steps counts the whole run");
+DEFINE_bool(skip_nonfinite_steps, false,
+            "undo and skip a step whose loss is not finite instead of stopping (costs a copy of "
+            "the parameters and optimizer state every step)");
+DEFINE_string(program, "",
+              "a program file to use instead of --preset's model (loom model, loom opt, or "
+              "written by hand): loom train trains it (--startup initializes it), loom profile "
+              "times its ops");
+DEFINE_string(data, "",
+              "train on this token file (a flat array of little-endian ids, as nanoGPT's "
+              "prepare scripts and Megatron's raw datasets write; see --data_dtype) instead of "
+              "the synthetic dataset");
+DEFINE_string(data_dtype, "uint16", "the ids of --data: uint16 or uint32");
+DEFINE_string(text, "",
+              "train on this file read as bytes (vocabulary 256), e.g. "
+              "/usr/share/common-licenses/GPL-3");
+DEFINE_int64(vocab_size, 0, "vocabulary size (0: the preset's, or 256 with --text)");
 DEFINE_string(config, "", "strategy file (text-format loom.proto.Strategy, see configs/)");
 DEFINE_int32(dp, 0, "data-parallel degree (0: the config's)");
 DEFINE_int32(mp, 0, "tensor-parallel degree (0: the config's)");
@@ -55,9 +80,14 @@ namespace loom {
 
 StatusOr<GptConfig> GptConfigFromFlags() {
   LOOM_ASSIGN_OR_RETURN(GptConfig c, GptPreset(FLAGS_preset));
-  if (FLAGS_batch_size < 0 || FLAGS_seq_len < 0 || FLAGS_layers < 0) {
-    return InvalidArgument("--batch_size, --seq_len and --layers must not be "
+  if (FLAGS_batch_size < 0 || FLAGS_seq_len < 0 || FLAGS_layers < 0 || FLAGS_vocab_size < 0) {
+    return InvalidArgument("--batch_size, --seq_len, --layers and --vocab_size must not be "
                            "negative");
+  }
+  if (FLAGS_vocab_size > 0) {
+    c.vocab_size = FLAGS_vocab_size;
+  } else if (!FLAGS_text.empty()) {
+    c.vocab_size = 256;
   }
   if (FLAGS_batch_size > 0) c.batch_size = FLAGS_batch_size;
   if (FLAGS_seq_len > 0) c.seq_len = FLAGS_seq_len;
@@ -66,6 +96,29 @@ StatusOr<GptConfig> GptConfigFromFlags() {
   c.seed = FLAGS_seed;
   LOOM_RETURN_IF_ERROR(ValidateGptConfig(c));
   return c;
+}
+
+StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(int64_t vocab_size, int64_t seq_len,
+                                                          int64_t seed) {
+  if (!FLAGS_data.empty() && !FLAGS_text.empty()) {
+    return InvalidArgument("--data and --text name two datasets; give one");
+  }
+  if (FLAGS_data.empty() && FLAGS_text.empty()) {
+    return std::shared_ptr<const Dataset>(
+        std::make_shared<SyntheticDataset>(vocab_size, seq_len, seed));
+  }
+  TokenFileDataset::Width width = TokenFileDataset::Width::kByte;
+  if (!FLAGS_data.empty()) {
+    auto w = TokenWidthFromName(FLAGS_data_dtype);
+    if (!w.ok() || *w == TokenFileDataset::Width::kByte) {
+      return InvalidArgument("--data_dtype must be uint16 or uint32, got '", FLAGS_data_dtype, "'");
+    }
+    width = *w;
+  }
+  const std::string& path = FLAGS_data.empty() ? FLAGS_text : FLAGS_data;
+  auto data = TokenFileDataset::Open(path, width, seq_len, vocab_size, seed);
+  if (!data.ok()) return data.status().WithContext(FLAGS_data.empty() ? "--text" : "--data");
+  return std::shared_ptr<const Dataset>(std::move(*data));
 }
 
 StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
@@ -117,6 +170,27 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (FlagGiven("op_split_parts")) s.mutable_passes()->set_op_split_parts(FLAGS_op_split_parts);
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
+}
+
+TrainingLoopOptions TrainingLoopOptionsFromFlags() {
+  TrainingLoopOptions o;
+  o.steps = FLAGS_steps;
+  o.resume = FLAGS_resume;
+  o.save_dir = FLAGS_save_dir;
+  o.save_every = FLAGS_save_every;
+  o.keep = FLAGS_keep_checkpoints;
+  o.skip_nonfinite = FLAGS_skip_nonfinite_steps;
+  return o;
+}
+
+void PrintStep(const StepReport& r) {
+  std::printf("step %lld loss %.6f time_ms %.3f\n", static_cast<long long>(r.step), r.loss, r.ms);
+  std::fflush(stdout);
+}
+
+void PrintNote(const std::string& note) {
+  std::printf("%s\n", note.c_str());
+  std::fflush(stdout);
 }
 
 bool FlagGiven(const char* name) {

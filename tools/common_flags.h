@@ -9,6 +9,9 @@
 #include "framework/optimizer.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
+#include "models/synthetic_data.h"
+#include "models/token_file_dataset.h"
+#include "runtime/training_loop.h"
 
 DECLARE_string(preset);
 DECLARE_int64(seed);
@@ -29,18 +32,36 @@ DECLARE_int32(vpp);
 DECLARE_int32(rank);
 DECLARE_string(cluster);
 DECLARE_string(cost_table);
+DECLARE_string(program);
+DECLARE_string(save_dir);
+DECLARE_string(resume);
 
 namespace loom {
 
-// The --preset config with --batch_size, --seq_len, --layers, --dropout and
-// --seed applied.
+// The --preset config with --batch_size, --seq_len, --layers, --vocab_size
+// (256 with --text unless given), --dropout and --seed applied.
 StatusOr<GptConfig> GptConfigFromFlags();
+// The batches of --data or --text for a model of this vocabulary and
+// sequence length, else the synthetic dataset.
+StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(int64_t vocab_size, int64_t seq_len,
+                                                          int64_t seed);
+inline StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(const GptConfig& c) {
+  return DatasetFromFlags(c.vocab_size, c.seq_len, c.seed);
+}
 StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
 
 // The strategy of --config (defaults if empty) with --dp, --mp, --pp,
 // --micro_batches, --schedule, --vpp and the pass switches applied where
 // given on the command line or in the environment, then validated.
 StatusOr<proto::Strategy> StrategyFromFlags();
+
+// The training loop of --steps, --resume, --save_dir, --save_every,
+// --keep_checkpoints and --skip_nonfinite_steps.
+TrainingLoopOptions TrainingLoopOptionsFromFlags();
+// The training loop's lines, as loom train and loom run print them:
+// "step K loss X time_ms T", and notes (resumed, saved, skipped).
+void PrintStep(const StepReport& report);
+void PrintNote(const std::string& note);
 
 // True if flag `name` was given on the command line or in the environment.
 bool FlagGiven(const char* name);

@@ -20,6 +20,7 @@ namespace loom {
 Status RunModel(const std::vector<std::string>& args);
 Status RunShow(const std::vector<std::string>& args);
 Status RunTrain(const std::vector<std::string>& args);
+Status RunCheckpoint(const std::vector<std::string>& args);
 Status RunDemo(const std::vector<std::string>& args);
 Status RunOps(const std::vector<std::string>& args);
 Status RunOpt(const std::vector<std::string>& args);
@@ -35,12 +36,17 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
       {"demo", "train gpt-tiny serially and on 4 ranks, side by side",
        "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd] [--demo_trace FILE]\n"
-       "Trains the gpt-tiny preset for 200 steps on the built-in synthetic\n"
-       "dataset twice, serially and on 4 in-process ranks (mp=2, pp=2, 1F1B),\n"
-       "prints both losses every 20 steps and writes the parallel run's trace;\n"
-       "then simulates the same layout on the local cluster description and\n"
-       "writes the measured and the simulated timelines on one page (--demo_html).",
-       {"seed", "lr", "optimizer", "demo_trace", "demo_html", "cost_table"}, RunDemo},
+       "          [--demo_text FILE]\n"
+       "Trains the gpt-tiny preset for 200 steps on the bytes of a text every\n"
+       "Debian system ships (the GPL-3 under /usr/share/common-licenses; empty\n"
+       "--demo_text: the built-in synthetic dataset) twice, serially and on 4\n"
+       "in-process ranks (mp=2, pp=2, 1F1B-overlap), prints both losses every 20\n"
+       "steps, text the model writes before and after training, and writes the\n"
+       "parallel run's trace; then simulates the same layout on the local cluster\n"
+       "description and writes the measured and the simulated timelines on one\n"
+       "page (--demo_html).",
+       {"seed", "lr", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
+       RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"
@@ -54,11 +60,28 @@ const std::vector<Command>& Commands() {
        "attributes it sets and its parallel annotations (@stage, @stream...).",
        {"vars"}, RunShow},
       {"train", "train a preset serially, printing every step",
-       "loom train --preset P --steps N [--seed S]\n"
-       "Prints 'step K loss X time_ms T' per step; T is the step's wall time.",
+       "loom train --preset P --steps N [--seed S] [--save_dir DIR [--save_every K]]\n"
+       "           [--resume DIR]\n"
+       "loom train --program FILE [--startup FILE] [--fetch VAR,...] --steps N\n"
+       "Prints 'step K loss X time_ms T' per step; T is the step's wall time.\n"
+       "--save_dir writes checkpoints (safetensors files of full tensors and a\n"
+       "manifest), which --resume continues exactly, under this or any layout.\n"
+       "--data FILE trains on a token file (uint16 or uint32 ids, as nanoGPT\n"
+       "writes them), --text FILE on a file's bytes; the default is a built-in\n"
+       "synthetic dataset. --program trains any program (loom model, loom opt,\n"
+       "or by hand): tokens and labels come from the data where an embedding\n"
+       "reads them, other data vars get seeded values; --fetch prints vars.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr"},
+        "optimizer", "lr", "save_dir", "save_every", "keep_checkpoints", "resume",
+        "skip_nonfinite_steps", "data", "data_dtype", "text", "vocab_size", "program",
+        "startup", "fetch", "fetch_values"},
        RunTrain},
+      {"checkpoint", "check a checkpoint and list its tensors",
+       "loom checkpoint DIR [--values N]\n"
+       "Loads DIR (a checkpoint, or the newest complete one of a --save_dir)\n"
+       "as --resume does, verifying sizes and CRC-32s, and prints its step and\n"
+       "one line per tensor: file, name, dtype, shape, sum and first values.",
+       {"values"}, RunCheckpoint},
       {"ops", "list the registered ops, their slots, attributes and docs",
        "loom ops [TYPE...]", {}, RunOps},
       {"opt", "run a pass pipeline over one rank's program and print it",
@@ -90,16 +113,22 @@ const std::vector<Command>& Commands() {
        "loom run --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
        "         --steps K [--seed S] [--trace FILE] [--config FILE]\n"
        "loom run --plan FILE --steps K [--trace FILE]\n"
+       "loom run --program FILE --startup FILE --dp D --mp M ... --steps K\n"
        "Plans every rank, or loads a plan 'loom plan -o' saved (which fixes the\n"
        "model, layout and schedule: their flags are then errors); verifies it,\n"
        "runs each rank's streams on CPU threads and their communication over\n"
        "Gloo on loopback, and prints 'step K loss X time_ms T' per step: the\n"
        "global batch's mean loss, the same quantity as loom train. --trace\n"
        "writes the last step as Chrome trace JSON (one process per rank, one\n"
-       "thread per stream; open it in Perfetto).",
+       "thread per stream; open it in Perfetto). --save_dir and --resume\n"
+       "checkpoint as loom train does; a checkpoint of any layout resumes here.\n"
+       "--program plans a program file (from loom model, say) instead of a\n"
+       "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
-        "comm_timeout", "stream_priorities", "optimizer", "lr", "dp_bucketing", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan"},
+        "comm_timeout", "stream_priorities", "optimizer", "lr", "dp_bucketing", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
+        "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
+        "data", "data_dtype", "text", "vocab_size", "program", "startup"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"

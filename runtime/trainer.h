@@ -1,0 +1,47 @@
+// What the training loop needs of a trainer, serial or parallel: steps,
+// and the state a checkpoint holds.
+#ifndef LOOM_RUNTIME_TRAINER_H_
+#define LOOM_RUNTIME_TRAINER_H_
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "models/dataset.h"
+#include "models/gpt.h"
+#include "runtime/checkpoint.h"
+
+namespace loom {
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // Trains on the global batch of `step`; returns its mean loss, or NaN in
+  // a process that does not hold it (one rank of a launch). A loss that
+  // is not finite is a kAborted error naming the step.
+  virtual StatusOr<float> Step(int64_t step) = 0;
+  // The parameters and optimizer state as full tensors by name.
+  virtual StatusOr<TrainingState> State() = 0;
+  // Sets them from `state` (read from `source`, named in errors).
+  virtual Status SetState(const TrainingState& state, const std::string& source) = 0;
+  // Whether State() can gather everything here (every rank is local).
+  virtual bool HoldsWholeState() const = 0;
+  // The state for the checkpoint after `steps_done` steps: the full
+  // tensors in the process that writes it; nullopt in the other processes
+  // of a launch, which hand their ranks' shards over to that one instead.
+  virtual StatusOr<std::optional<TrainingState>> StateForCheckpoint(int64_t steps_done) {
+    LOOM_ASSIGN_OR_RETURN(TrainingState state, State());
+    return std::optional<TrainingState>(std::move(state));
+  }
+  // What a resumed run must match, by key: the model config
+  // (GptConfigToMap), or a program's fingerprint.
+  virtual std::map<std::string, std::string> ModelRecord() const = 0;
+  // Where its batches come from.
+  virtual const Dataset& data() const = 0;
+  // How it trains, for checkpoints' readers: "serial", "dp=2 mp=2 pp=2 1F1B".
+  virtual std::string Layout() const = 0;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_TRAINER_H_
