@@ -6,7 +6,9 @@
 #include "tools/common_flags.h"
 
 DEFINE_string(o, "", "output file; a .pbtxt name writes text format");
-DEFINE_string(startup, "", "also write the startup (initialization) program");
+DEFINE_string(startup, "",
+              "the startup (initialization) program: loom model also writes it here; loom "
+              "train and loom run --program read it");
 
 namespace loom {
 
