@@ -77,10 +77,11 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
       LOOM_RETURN_IF_ERROR(trainer.SetState(*before, StrCat("the state before step ", step)));
       on_note(StrCat("step ", step, " skipped: its loss is not finite; the state from before it "
                      "is restored"));
-      continue;
+    } else {
+      LOOM_RETURN_IF_ERROR(loss.status());
+      on_step(StepReport{step, *loss, ms});
     }
-    LOOM_RETURN_IF_ERROR(loss.status());
-    on_step(StepReport{step, *loss, ms});
+    // A skipped step still counts: the run's last checkpoint is its end.
     const int64_t done = step + 1;
     if (!options.save_dir.empty() &&
         (done == options.steps || (options.save_every > 0 && done % options.save_every == 0))) {

@@ -27,11 +27,12 @@ command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is missing (scripts/s
 BUILD=build-fuzz
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DLOOM_FUZZ=ON -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCH=OFF > /dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target program_fuzzer strategy_fuzzer pass_pipeline_fuzzer
+cmake --build "$BUILD" -j "$(nproc)" --target program_fuzzer strategy_fuzzer pass_pipeline_fuzzer \
+  checkpoint_fuzzer
 
 # Seeds: every program and strategy the repository holds, and a model.
 SEEDS=$BUILD/seeds
-rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{program,strategy,pass_pipeline} "$BUILD/crashes"
+rm -rf "$SEEDS" && mkdir -p "$SEEDS"/{program,strategy,pass_pipeline,checkpoint} "$BUILD/crashes"
 [ -x build/bin/loom ] && build/bin/loom model --preset gpt-tiny --layers 1 -o "$SEEDS/tiny.pbtxt" > /dev/null
 for f in unittests/opt/*.pbtxt "$SEEDS"/tiny.pbtxt; do
   [ -f "$f" ] || continue
@@ -39,9 +40,15 @@ for f in unittests/opt/*.pbtxt "$SEEDS"/tiny.pbtxt; do
   { echo "tensor-parallel{degree=2},pipeline-split{stages=2}"; cat "$f"; } > "$SEEDS/pass_pipeline/$(basename "$f")"
 done
 cp configs/*.pbtxt "$SEEDS/strategy/"
+# A one-layer model's checkpoint files.
+if [ -x build/bin/loom ]; then
+  build/bin/loom train --layers 1 --steps 1 --save_dir "$SEEDS/ckpt" > /dev/null
+  cp "$SEEDS"/ckpt/step-*/*.safetensors "$SEEDS/checkpoint/"
+  rm -rf "$SEEDS/ckpt"
+fi
 
 status=0
-for h in program strategy pass_pipeline; do
+for h in program strategy pass_pipeline checkpoint; do
   corpus=$BUILD/corpus/$h
   mkdir -p "$corpus"
   log=$BUILD/$h.log
