@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/counter_rng.h"
+
 namespace loom {
 
 class Dataset {
@@ -23,14 +25,6 @@ class Dataset {
   // 35147 tokens)").
   virtual std::string Describe() const = 0;
 };
-
-// splitmix64: the counter-based mix behind every draw of a batch.
-inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // The draw of row `row` of `step`'s batch.
 inline uint64_t RowKey(uint64_t seed, int64_t step, int64_t row) {

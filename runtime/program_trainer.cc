@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "framework/counter_rng.h"
 #include "framework/optimizer.h"
 #include "framework/shape_inference.h"
 #include "framework/verifier.h"
@@ -34,11 +35,6 @@ int64_t IntegerLimit(const Block& block, const std::string& name) {
     }
   }
   return 0;
-}
-
-// Uniform in [0, 1) from a counter, the same on every run.
-double UniformAt(uint64_t key, uint64_t i) {
-  return static_cast<double>(SplitMix64(key + i * 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53;
 }
 
 }  // namespace
@@ -124,21 +120,21 @@ StatusOr<float> ProgramTrainer::Step(int64_t step) {
     switch (f.meta.dtype) {
       case proto::INT64:
         for (int64_t i = 0; i < n; ++i) {
-          t->data<int64_t>()[i] = static_cast<int64_t>(UniformAt(key, i) * f.limit);
+          t->data<int64_t>()[i] = static_cast<int64_t>(ToUnit(StreamAt(key, i)) * f.limit);
         }
         break;
       case proto::INT32:
         for (int64_t i = 0; i < n; ++i) {
-          t->data<int32_t>()[i] = static_cast<int32_t>(UniformAt(key, i) * f.limit);
+          t->data<int32_t>()[i] = static_cast<int32_t>(ToUnit(StreamAt(key, i)) * f.limit);
         }
         break;
       case proto::FP32:
         for (int64_t i = 0; i < n; ++i) {
-          t->data<float>()[i] = static_cast<float>(2 * UniformAt(key, i) - 1);
+          t->data<float>()[i] = static_cast<float>(2 * ToUnit(StreamAt(key, i)) - 1);
         }
         break;
       case proto::FP64:
-        for (int64_t i = 0; i < n; ++i) t->data<double>()[i] = 2 * UniformAt(key, i) - 1;
+        for (int64_t i = 0; i < n; ++i) t->data<double>()[i] = 2 * ToUnit(StreamAt(key, i)) - 1;
         break;
       default:
         return Unimplemented(source_, ": feeding data var ", f.name, " of ",

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "models/dataset.h"
+#include "framework/counter_rng.h"
 
 namespace loom {
 namespace {
@@ -75,8 +75,7 @@ StatusOr<std::vector<int64_t>> TextSampler::Continue(const std::vector<int64_t>&
         p[v] = std::exp((logits[v] - logits[next]) / temperature);
         total += p[v];
       }
-      double u = static_cast<double>(SplitMix64(seed ^ SplitMix64(text.size())) >> 11) *
-                 0x1.0p-53 * total;
+      double u = ToUnit(SplitMix64(seed ^ SplitMix64(text.size()))) * total;
       for (next = 0; next + 1 < vocab && u >= p[next]; ++next) u -= p[next];
     }
     text.push_back(next);

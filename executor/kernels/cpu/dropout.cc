@@ -2,27 +2,10 @@
 #include <algorithm>
 
 #include "executor/kernels/cpu/cpu_helpers.h"
+#include "framework/counter_rng.h"
 
 namespace loom {
 namespace {
-
-// splitmix64's finalizer: a bijective 64-bit mix with full avalanche.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Element i of a splitmix64 stream keyed by `key`. No state, so any
-// element can be computed on its own (and on any device) with the same
-// result; chained, it keys a stream by several counters.
-uint64_t StreamAt(uint64_t key, uint64_t i) {
-  constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-  return Mix64(key + (i + 1) * kGolden);
-}
-
-// Uniform in [0, 1) from the top 53 bits.
-double ToUnit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
 float KeptScale(const KernelContext& ctx) {
   const float p = ctx.Attr<float>("dropout_prob");
