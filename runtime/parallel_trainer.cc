@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -248,9 +248,9 @@ std::string ParallelTrainer::Layout() const {
 
 StatusOr<TrainingState> ParallelTrainer::State() {
   if (!HoldsWholeState()) {
-    return Unimplemented("gathering a checkpoint needs every rank in this process; this one runs ",
-                         local_.size(), " of ", plan_.layout.world_size(),
-                         " (checkpoints under loom launch are not supported yet)");
+    return Unimplemented("gathering the whole state needs every rank in this process; this one "
+                         "runs ", local_.size(), " of ", plan_.layout.world_size(),
+                         " (under loom launch, checkpoints go through StateForCheckpoint)");
   }
   std::vector<StateHolder> holders;
   for (int r : local_) holders.push_back(Holder(r));
@@ -282,11 +282,11 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
     // Written atomically: once the file is there, it is whole.
     while (!fs::exists(file(r))) {
       if (std::chrono::steady_clock::now() > deadline) {
-        return Status(StatusCode::kDeadlineExceeded, StrCat("checkpoint of step ", steps_done, ": rank ", r,
-                                " did not hand over its shards within ",
-                                std::chrono::duration_cast<std::chrono::seconds>(
-                                    options_.comm.timeout).count(),
-                                " s"));
+        const auto seconds =
+            std::chrono::duration_cast<std::chrono::seconds>(options_.comm.timeout).count();
+        return Status(StatusCode::kDeadlineExceeded,
+                      StrCat("checkpoint of step ", steps_done, ": rank ", r,
+                             " did not hand over its shards within ", seconds, " s"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
