@@ -23,6 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       strategy->pipeline().micro_batches() > 64) {
     return 0;
   }
-  (void)loom::PlanRank(program->main, program->startup, *strategy, 0);
+  // Without verification after each pass: a pass that leaves bad IR then
+  // meets the next pass, where a crash is a finding, and an execution
+  // takes a third of the time (3.2 -> 1.0 ms in a release build).
+  loom::PlanOptions options;
+  options.pass_manager.verify_each = false;
+  (void)loom::PlanRank(program->main, program->startup, *strategy, 0, options);
   return 0;
 }
