@@ -9,6 +9,12 @@
 // end. With gradient accumulation the all-reduce runs only in the last
 // micro-batch, on the accumulated sum. With VPP, buckets stay within one
 // model chunk.
+//
+// The bucket size is dp.bucket_size_bytes (or the pass's bucket-bytes
+// option) where given; else the cost model's (cost_model/bucket_size.h):
+// the smallest size at which the dp group's all-reduce reaches 90% of its
+// link's bandwidth, at most a quarter of the rank's gradients.
+#include "cost_model/bucket_size.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
@@ -34,9 +40,28 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   if (bucket_bytes_ <= 0) bucket_bytes_ = ctx.dp_bucket_bytes();
   if (!ctx.strategy().passes().dp_bucketing()) bucket_bytes_ = 1;
   ctx.resolved().set_dp_degree(static_cast<int32_t>(degree_));
-  ctx.resolved().set_dp_bucket_bytes(bucket_bytes_);
-  if (degree_ == 1) return false;
+  if (degree_ == 1) {
+    ctx.resolved().set_dp_bucket_bytes(bucket_bytes_);
+    return false;
+  }
   Block& block = ctx.program().global_block();
+  if (bucket_bytes_ <= 0) {
+    LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
+    int64_t total = 0;
+    for (const Op* op : block.ops()) {
+      for (const proto::ParamGrad& pg : op->desc().param_grads()) {
+        const proto::VarDesc* g = block.FindVar(pg.grad());
+        total += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+      }
+    }
+    LOOM_ASSIGN_OR_RETURN(
+        BucketSizeChoice choice,
+        ChooseBucketBytes(*comm, CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+                          RingMembers(ctx.layout(), ctx.rank(), kDpRing), total));
+    bucket_bytes_ = choice.bytes;
+    ctx.Explain(kPassName, choice.Explain());
+  }
+  ctx.resolved().set_dp_bucket_bytes(bucket_bytes_);
   LOOM_RETURN_IF_ERROR(ShardBatchDim(block, degree_, "dp.degree"));
   const bool accumulating = ctx.micro_batches() > 1;
 
@@ -89,7 +114,7 @@ PassInfo DataParallelPassInfo() {
       "shards the batch over dp ranks and averages gradients with bucketed "
       "all-reduces issued as soon as each bucket is complete";
   info.options = {{"degree", "", "dp ranks (default: dp.degree)"},
-                  {"bucket-bytes", "", "bucket size (default: dp.bucket_size_bytes)"}};
+                  {"bucket-bytes", "", "bucket size (default: dp.bucket_size_bytes, else the cost model's)"}};
   info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
     int64_t degree = 0, bytes = 0;
     if (o.Has("degree")) {

@@ -284,21 +284,8 @@ Status OpSplitPass::Rewrite(Block& block, const Candidate& c, int axis, int part
 
 StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   // Without a cluster the local preset prices the ops, by roofline.
-  std::unique_ptr<OpCostModel> local_ops;
-  std::unique_ptr<CommModel> local_comm;
-  ops_ = ctx.cost_model();
-  comm_ = ctx.comm_model();
-  if (ops_ == nullptr || comm_ == nullptr) {
-    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
-    if (ops_ == nullptr) {
-      local_ops = std::make_unique<OpCostModel>(local, CostTable());
-      ops_ = local_ops.get();
-    }
-    if (comm_ == nullptr) {
-      local_comm = std::make_unique<CommModel>(local);
-      comm_ = local_comm.get();
-    }
-  }
+  LOOM_ASSIGN_OR_RETURN(ops_, ctx.CostModelOrLocal());
+  LOOM_ASSIGN_OR_RETURN(comm_, ctx.CommModelOrLocal());
   mp_group_ = RingMembers(ctx.layout(), ctx.rank(), kMpRing);
   if (mp_group_.size() < 2) {
     ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel all-reduce to hide");

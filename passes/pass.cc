@@ -1,5 +1,7 @@
 #include "passes/pass.h"
 
+#include "cost_model/cluster.h"
+
 namespace loom {
 
 PassContext::PassContext(proto::Strategy strategy, int rank, Program program,
@@ -39,6 +41,24 @@ std::string PassContext::schedule_mode() const {
 int64_t PassContext::dp_bucket_bytes() const {
   return resolved_.has_dp_bucket_bytes() ? resolved_.dp_bucket_bytes()
                                          : strategy_.dp().bucket_size_bytes();
+}
+
+StatusOr<const OpCostEstimator*> PassContext::CostModelOrLocal() {
+  if (cost_model_ != nullptr) return cost_model_;
+  if (local_cost_model_ == nullptr) {
+    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
+    local_cost_model_ = std::make_shared<OpCostModel>(std::move(local), CostTable());
+  }
+  return local_cost_model_.get();
+}
+
+StatusOr<const CommModel*> PassContext::CommModelOrLocal() {
+  if (comm_model_ != nullptr) return comm_model_;
+  if (local_comm_model_ == nullptr) {
+    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
+    local_comm_model_ = std::make_shared<CommModel>(std::move(local));
+  }
+  return local_comm_model_.get();
 }
 
 ParallelLayout PassContext::layout() const {

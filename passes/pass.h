@@ -71,6 +71,10 @@ class PassContext {
   // compute (op-split); null: such passes price on the local preset.
   const CommModel* comm_model() const { return comm_model_; }
   void set_comm_model(const CommModel* model) { comm_model_ = model; }
+  // The models above, or where none was given the local preset's (ops by
+  // roofline), made once and kept by the context.
+  StatusOr<const OpCostEstimator*> CostModelOrLocal();
+  StatusOr<const CommModel*> CommModelOrLocal();
 
   // The rank's whole program, before it is split into job programs.
   Program& program() { return program_; }
@@ -100,6 +104,8 @@ class PassContext {
  private:
   const OpCostEstimator* cost_model_ = nullptr;
   const CommModel* comm_model_ = nullptr;
+  std::shared_ptr<const OpCostEstimator> local_cost_model_;
+  std::shared_ptr<const CommModel> local_comm_model_;
   const proto::Strategy strategy_;
   proto::ResolvedStrategy resolved_;
   int rank_;

@@ -55,7 +55,10 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
   LOOM_RETURN_IF_ERROR(
       positive("pipeline.micro_batches", s.pipeline().micro_batches()));
   LOOM_RETURN_IF_ERROR(positive("pipeline.vpp_degree", s.pipeline().vpp_degree()));
-  LOOM_RETURN_IF_ERROR(positive("dp.bucket_size_bytes", s.dp().bucket_size_bytes()));
+  if (s.dp().bucket_size_bytes() < 0) {
+    return InvalidArgument("dp.bucket_size_bytes must be positive, or 0 for the cost model's "
+                           "size, got ", s.dp().bucket_size_bytes());
+  }
   // Degrees multiply into a rank count that must fit the layout's int
   // arithmetic, with room: beyond this no plan is meant.
   const int64_t ranks = int64_t{s.dp().degree()} * s.mp().degree() * s.pipeline().degree();

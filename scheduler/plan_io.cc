@@ -5,6 +5,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include "framework/serialization.h"
 #include "framework/verifier.h"
@@ -157,6 +158,9 @@ proto::PlanDesc PlanToProto(const Plan& plan) {
     r->set_rank(rp.rank);
     SetCoords(rp.coords, r->mutable_coords());
     r->set_num_chunks(rp.num_chunks);
+    if (!google::protobuf::util::MessageDifferencer::Equals(rp.resolved, plan.resolved)) {
+      *r->mutable_resolved() = rp.resolved;
+    }
     for (const Job& job : rp.jobs) {
       JobToDesc(job, r->add_jobs());
     }
@@ -182,7 +186,7 @@ StatusOr<Plan> PlanFromProto(const proto::PlanDesc& desc) {
   plan.ranks.resize(desc.ranks_size());
   for (int r = 0; r < desc.ranks_size(); ++r) {
     LOOM_RETURN_IF_ERROR(RankFromProto(desc.ranks(r), r, plan.layout, sets, &plan.ranks[r]));
-    plan.ranks[r].resolved = plan.resolved;
+    plan.ranks[r].resolved = desc.ranks(r).has_resolved() ? desc.ranks(r).resolved() : plan.resolved;
   }
   return plan;
 }

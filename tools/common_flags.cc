@@ -58,6 +58,10 @@ DEFINE_int32(max_in_flight, 0,
              "config's, else the schedule's own)");
 DEFINE_int32(rank, 0, "the rank whose program a pass pipeline rewrites");
 DEFINE_bool(dp_bucketing, true, "optional pass switch: bucket data-parallel gradient all-reduces");
+DEFINE_int64(dp_bucket_bytes, 0,
+             "data-parallel gradient bucket size in bytes (0: the config's, else the smallest at "
+             "which the cluster's all-reduce reaches 90% of link bandwidth, at most a quarter "
+             "of the gradients; --explain says which)");
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");
@@ -161,6 +165,11 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
+  if (FLAGS_dp_bucket_bytes < 0) {
+    return InvalidArgument("--dp_bucket_bytes must be positive (0: the config's or the cost "
+                           "model's), got ", FLAGS_dp_bucket_bytes);
+  }
+  if (FLAGS_dp_bucket_bytes > 0) s.mutable_dp()->set_bucket_size_bytes(FLAGS_dp_bucket_bytes);
   // A switch overrides the config only when it was given explicitly.
   if (FlagGiven("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
   if (FlagGiven("mp_async_allreduce_in_backward")) {

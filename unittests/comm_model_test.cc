@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cost_model/bucket_size.h"
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
 #include "cost_model/comm_model.h"
@@ -173,6 +174,43 @@ TEST(CommModel, RealOpsPriceTheirCalls) {
           .value();
   EXPECT_DOUBLE_EQ(x, 3 * (2 * 10e-6 + 256 / 10e9));
   EXPECT_FALSE(m.OpCommSeconds("gelu", OpWork{}, kRing, kNode0).ok());
+}
+
+// Direct all-reduce on 4 ranks of a node: a = 2 us, b = 1.5 / 100 GB/s, so
+// 90% efficiency from 9 a / b = 9 * 2e-6 * 100e9 / 1.5 = 1.2 MB.
+TEST(BucketSize, NinetyPercentOfTheLinkCappedAtAQuarterOfTheGradients) {
+  CommModel m(TestCluster());
+  auto big = ChooseBucketBytes(m, kAllReduce, kDirect, kNode0, int64_t{1} << 30);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_NEAR(big->efficient_bytes, 1.2e6, 1);
+  EXPECT_EQ(big->bytes, big->efficient_bytes);
+  // At that size the call does reach 90%: its byte term is 9x its latency.
+  const double t = m.CommSeconds(kAllReduce, kDirect, big->bytes, kNode0);
+  const double t0 = m.CommSeconds(kAllReduce, kDirect, 0, kNode0);
+  EXPECT_NEAR((t - t0) / t, 0.9, 1e-6);
+  EXPECT_NE(big->Explain().find("90% of its bandwidth from 1.1 MiB"), std::string::npos)
+      << big->Explain();
+  // Across nodes the latency is 10x and the bandwidth 1/10: the call costs
+  // 10x at every size, and its 90% point is where it was.
+  auto across = ChooseBucketBytes(m, kAllReduce, kDirect, kAcross, int64_t{1} << 40);
+  ASSERT_TRUE(across.ok());
+  EXPECT_NEAR(across->bytes, 1.2e6, 1);
+  // Ten times the inter-node bandwidth alone: ten times the size.
+  proto::Cluster fast = TestCluster();
+  fast.mutable_inter_node()->set_bandwidth(100e9);
+  auto fast_across =
+      ChooseBucketBytes(CommModel(fast), kAllReduce, kDirect, kAcross, int64_t{1} << 40);
+  ASSERT_TRUE(fast_across.ok());
+  EXPECT_NEAR(fast_across->bytes, 1.2e7, 10);
+  // Few gradients: a quarter of them, so the last bucket stays short.
+  auto small = ChooseBucketBytes(m, kAllReduce, kDirect, kNode0, 400000);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->bytes, 100000);
+  EXPECT_NE(small->Explain().find("capped at 1/4"), std::string::npos) << small->Explain();
+  // Nonsense targets are refused.
+  EXPECT_FALSE(ChooseBucketBytes(m, kAllReduce, kDirect, kNode0, 1, 1.0).ok());
+  EXPECT_FALSE(ChooseBucketBytes(m, kAllReduce, kDirect, kNode0, -1).ok());
+  EXPECT_FALSE(ChooseBucketBytes(m, kAllReduce, kDirect, kNode0, 1, 0.9, 0).ok());
 }
 
 TEST(CommFit, RecoversAlphaAndBeta) {

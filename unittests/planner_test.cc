@@ -1,6 +1,8 @@
 // The default pipeline end to end: strategies in, per-rank plans out.
 #include <gtest/gtest.h>
 
+#include "cost_model/bucket_size.h"
+#include "cost_model/cluster.h"
 #include "framework/op_registry.h"
 
 #include "framework/verifier.h"
@@ -170,6 +172,60 @@ TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
   // Batch 8 over dp 2 and 4 micro-batches: one sequence per micro-batch.
   const Program& f = plan->ranks[0].programs().at({JobType::kForward, 0});
   EXPECT_EQ(f.global_block().FindVar("tokens")->shape(0), 1);
+}
+
+// dp.bucket_size_bytes unset: the cluster's model sizes the buckets (and
+// says so); given, it wins.
+TEST(Planner, DataParallelBucketSizeComesFromTheClusterUnlessGiven) {
+  TrainingProgram tp = Tiny(2);
+  auto buckets_and_size = [&](const proto::Strategy& s, const char* cluster,
+                              std::vector<std::string>* remarks) {
+    proto::Cluster c = LoadCluster(cluster).value();
+    CommModel comm(c);
+    PlanOptions o = Verified();
+    o.comm_model = &comm;
+    o.remarks = remarks;
+    auto rp = PlanRank(tp.main, tp.startup, s, 0, o);
+    EXPECT_TRUE(rp.ok()) << rp.status();
+    int buckets = 0;
+    for (Op* op : rp->programs().at({JobType::kBackward, 0}).global_block().ops()) {
+      buckets += op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kDpRing;
+    }
+    return std::make_pair(buckets, rp->resolved.dp_bucket_bytes());
+  };
+  const proto::Strategy by_model = MakeStrategy(2, 1, 1, 1, "1F1B");
+  std::vector<std::string> remarks;
+  // gpt-tiny's ~0.4 MB of gradients: on the local loopback (0.8 ms
+  // latency) 90% needs megabytes, so the quarter cap decides: 4 buckets.
+  auto [local_buckets, local_bytes] = buckets_and_size(by_model, "local", &remarks);
+  EXPECT_EQ(local_buckets, 4);
+  bool explained = false;
+  for (const std::string& r : remarks) {
+    explained |= r.find("data-parallel: bucket ") != std::string::npos &&
+                 r.find("capped at 1/4") != std::string::npos;
+  }
+  EXPECT_TRUE(explained) << "no bucket remark";
+  // NVLink's 6 us reaches 90% sooner than loopback does.
+  auto h100 = ChooseBucketBytes(CommModel(LoadCluster("h100").value()),
+                                CollectiveKind::kAllReduce, CommAlgorithm::kDirect, {0, 1},
+                                int64_t{1} << 40);
+  auto local = ChooseBucketBytes(CommModel(LoadCluster("local").value()),
+                                 CollectiveKind::kAllReduce, CommAlgorithm::kDirect, {0, 1},
+                                 int64_t{1} << 40);
+  ASSERT_TRUE(h100.ok() && local.ok());
+  EXPECT_NE(h100->bytes, local->bytes);
+  EXPECT_GT(local_bytes, 0);
+  // A size given wins, on any cluster.
+  proto::Strategy given = by_model;
+  given.mutable_dp()->set_bucket_size_bytes(16 * 1024);
+  auto [given_buckets, given_bytes] = buckets_and_size(given, "h100", nullptr);
+  EXPECT_EQ(given_bytes, 16 * 1024);
+  EXPECT_GT(given_buckets, local_buckets);
+  // A negative size names the field.
+  proto::Strategy bad = by_model;
+  bad.mutable_dp()->set_bucket_size_bytes(-5);
+  Status s = ValidateStrategy(bad);
+  EXPECT_NE(s.message().find("dp.bucket_size_bytes"), std::string::npos) << s;
 }
 
 TEST(Planner, ImpossibleStrategiesNameTheField) {

@@ -34,7 +34,9 @@ TEST(ResolvedStrategy, TheDefaultPipelineLeavesTheStrategyAlone) {
   EXPECT_EQ(r.vpp_degree(), 1);
   EXPECT_EQ(r.micro_batches(), 2);
   EXPECT_EQ(r.schedule_mode(), "ZBH1");
-  EXPECT_EQ(r.dp_bucket_bytes(), strategy.dp().bucket_size_bytes());
+  // The strategy leaves the size to the cost model, which chose one.
+  EXPECT_EQ(strategy.dp().bucket_size_bytes(), 0);
+  EXPECT_GT(r.dp_bucket_bytes(), 0);
   // The rank plan carries the record, with the pipeline the planner ran.
   auto plan = PlanRank(tp.main, tp.startup, strategy, 5);
   ASSERT_TRUE(plan.ok()) << plan.status();
