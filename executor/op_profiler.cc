@@ -49,6 +49,7 @@ StatusOr<Program> OneOpProgram(const Op& op) {
     proto::VarDesc* copy = block.AddVar(name);
     *copy = *var;
     if (read.count(name) && !copy->persistable()) copy->set_is_data(true);
+    copy->clear_flat();  // alone, a bucket member is a tensor of its own
   }
   proto::OpDesc desc;
   desc.set_type(op.type());

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "executor/flat_buffers.h"
 #include "framework/op_view.h"
 #include "framework/shape_inference.h"
 
@@ -93,7 +94,11 @@ Status RankExecutor::Bind(const RankPlan& plan) {
       return NotFound(InstructionLocation(graph_, ins), ": the plan has no program for the job");
     }
     auto [ops, fresh] = program_ops.emplace(program, std::vector<Op*>());
-    if (fresh) ops->second = program->global_block().OpVector();
+    if (fresh) {
+      ops->second = program->global_block().OpVector();
+      LOOM_RETURN_IF_ERROR(BindFlatBuffers(program->global_block(), step_scope_)
+                               .WithContext(InstructionLocation(graph_, ins)));
+    }
     if (ins.op_index >= static_cast<int>(ops->second.size()) ||
         ops->second[ins.op_index]->type() != ins.op_type) {
       return FailedPrecondition(InstructionLocation(graph_, ins),

@@ -301,6 +301,20 @@ proto::VarDesc* Block::AddVar(const std::string& name) {
   return &v;
 }
 
+proto::VarDesc* Block::CopyVarFrom(const Block& src, const std::string& name) {
+  const proto::VarDesc* from = src.FindVar(name);
+  CHECK(from != nullptr) << "var '" << name << "' is not declared in the source block";
+  proto::VarDesc* to = AddVar(name);
+  *to = *from;
+  if (from->has_flat() && !HasVar(from->flat().buffer())) {
+    const proto::VarDesc* buffer = src.FindVar(from->flat().buffer());
+    CHECK(buffer != nullptr) << "flat buffer '" << from->flat().buffer() << "' of '" << name
+                             << "' is not declared in the source block";
+    *AddVar(buffer->name()) = *buffer;
+  }
+  return to;
+}
+
 proto::VarDesc* Block::FindVar(const std::string& name) {
   auto it = vars_.find(name);
   return it == vars_.end() ? nullptr : &it->second;

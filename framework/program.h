@@ -166,6 +166,10 @@ class Block {
   proto::VarDesc* FindVar(const std::string& name);
   const proto::VarDesc* FindVar(const std::string& name) const;
   bool HasVar(const std::string& name) const { return FindVar(name) != nullptr; }
+  // Declares `name` here as `src` declares it, with the flat buffer it
+  // lives in (VarDesc.flat) if that is not declared here yet; the copy.
+  // `src` must declare both.
+  proto::VarDesc* CopyVarFrom(const Block& src, const std::string& name);
   void RemoveVar(const std::string& name) { vars_.erase(name); }
   // Sorted by name, so that serialization is deterministic.
   const std::map<std::string, proto::VarDesc>& vars() const { return vars_; }

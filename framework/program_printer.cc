@@ -96,6 +96,7 @@ void PrintProgram(const Program& program, std::ostream& os,
       if (v.persistable() && !v.is_parameter()) os << " persistable";
       if (v.is_data()) os << " data";
       if (v.stop_gradient()) os << " stop_gradient";
+      if (v.has_flat()) os << " in " << v.flat().buffer() << " at " << v.flat().offset();
       os << '\n';
     }
   }

@@ -1,5 +1,6 @@
 #include "framework/verifier.h"
 
+#include <algorithm>
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>
@@ -78,10 +79,49 @@ Status CheckReadsDefined(const Block& block, Op* op,
   return Status::OK();
 }
 
+// Every var placed in a flat buffer (VarDesc.flat) fits inside it, and no
+// two members of a buffer overlap. O(vars log vars).
+Status CheckFlatSlots(const Block& block) {
+  std::unordered_map<std::string, std::vector<std::pair<int64_t, std::string>>> members;
+  for (const auto& [name, var] : block.vars()) {
+    if (!var.has_flat()) continue;
+    const std::string where = StrCat("var '", name, "' in flat buffer '", var.flat().buffer(), "'");
+    const proto::VarDesc* buffer = block.FindVar(var.flat().buffer());
+    if (buffer == nullptr) return NotFound(where, ": the buffer is not declared");
+    if (!var.persistable() || !buffer->persistable()) {
+      return InvalidArgument(where, ": a flat buffer and its members must be persistable");
+    }
+    if (buffer->has_flat()) return InvalidArgument(where, ": the buffer is itself in a buffer");
+    if (buffer->shape_size() != 1 || buffer->dtype() != var.dtype()) {
+      return InvalidArgument(where, ": the buffer must be 1-D and of the member's dtype (",
+                             MetaToString(MetaOf(*buffer)), " holding ",
+                             MetaToString(MetaOf(var)), ")");
+    }
+    const int64_t numel = NumElements(MetaOf(var).shape);
+    if (var.flat().offset() < 0 || var.flat().offset() + numel > buffer->shape(0)) {
+      return InvalidArgument(where, ": elements [", var.flat().offset(), ", ",
+                             var.flat().offset() + numel, ") lie outside its ", buffer->shape(0));
+    }
+    members[var.flat().buffer()].emplace_back(var.flat().offset(), name);
+  }
+  for (auto& [buffer, list] : members) {
+    std::sort(list.begin(), list.end());
+    for (size_t i = 1; i < list.size(); ++i) {
+      const proto::VarDesc& prev = *block.FindVar(list[i - 1].second);
+      if (list[i - 1].first + NumElements(MetaOf(prev).shape) > list[i].first) {
+        return InvalidArgument("vars '", list[i - 1].second, "' and '", list[i].second,
+                               "' overlap in flat buffer '", buffer, "'");
+      }
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status VerifyBlock(const Block& block) {
   RegisterAllOps();
+  LOOM_RETURN_IF_ERROR(CheckFlatSlots(block).WithContext(StrCat("block ", block.idx())));
   std::unordered_set<std::string> defined;
   defined.reserve(block.vars().size());
   for (Op* op : block.ops()) {

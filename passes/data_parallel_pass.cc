@@ -69,19 +69,36 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   int64_t bytes = 0;
   int buckets = 0;
   // Issues the bucket's all-reduce right after `last`, the op that
-  // completed its last gradient.
-  auto flush = [&](Op* last) -> Status {
+  // completed its last gradient. The gradients of a bucket of several are
+  // placed back to back in one flat buffer (VarDesc.flat), so that the
+  // all-reduce, which still names each of them, moves them as one tensor
+  // in place, with no packing or unpacking copy.
+  auto flush = [&](Op* last) -> StatusOr<Op*> {
+    if (bucket.size() > 1) {
+      const std::string buffer = StrCat("dp.bucket", buckets, "@GRAD");
+      int64_t offset = 0;
+      for (const std::string& g : bucket) {
+        proto::VarDesc* var = block.FindVar(g);
+        var->set_persistable(true);
+        var->mutable_flat()->set_buffer(buffer);
+        var->mutable_flat()->set_offset(offset);
+        offset += NumElements(MetaOf(*var).shape);
+      }
+      proto::VarDesc* b = block.AddVar(buffer);
+      SetMeta(TensorMeta{block.FindVar(bucket[0])->dtype(), {offset}}, b);
+      b->set_persistable(true);
+    }
     proto::OpDesc reduce = CollectiveOp("allreduce", bucket, bucket, kDpRing,
                                         stream::kDp, role::kBackward);
     *reduce.add_attrs() = MakeAttr("reduce_op", std::string("avg"));
     reduce.set_pipeline_stage(last->desc().pipeline_stage());
     reduce.set_chunk(last->desc().chunk());
     reduce.set_last_micro_batch_only(accumulating);
-    LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, last, reduce).status());
+    LOOM_ASSIGN_OR_RETURN(Op* inserted, InsertOpAfterInferShapes(block, last, reduce));
     ++buckets;
     bucket.clear();
     bytes = 0;
-    return Status::OK();
+    return inserted;
   };
   Op* last = nullptr;
   for (Op* op : block.OpVector()) {
@@ -89,17 +106,29 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     // A bucket never spans model chunks: each chunk's backward is its own
     // job, and a bucket's all-reduce must run in the job that completes it.
     if (!bucket.empty() && op->desc().chunk() != last->desc().chunk()) {
-      LOOM_RETURN_IF_ERROR(flush(last));
+      LOOM_RETURN_IF_ERROR(flush(last).status());
     }
+    // Buckets this op completes go right after it, in order.
+    Op* after = op;
     for (const proto::ParamGrad& pg : op->desc().param_grads()) {
       const proto::VarDesc* g = block.FindVar(pg.grad());
+      // A buffer holds one dtype.
+      if (!bucket.empty() && g->dtype() != block.FindVar(bucket[0])->dtype()) {
+        if (last == op) {
+          LOOM_ASSIGN_OR_RETURN(after, flush(after));
+        } else {
+          LOOM_RETURN_IF_ERROR(flush(last).status());
+        }
+      }
       bucket.push_back(pg.grad());
       bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+      last = op;
+      if (bytes >= bucket_bytes_) {
+        LOOM_ASSIGN_OR_RETURN(after, flush(after));
+      }
     }
-    last = op;
-    if (bytes >= bucket_bytes_) LOOM_RETURN_IF_ERROR(flush(op));
   }
-  if (!bucket.empty()) LOOM_RETURN_IF_ERROR(flush(last));
+  if (!bucket.empty()) LOOM_RETURN_IF_ERROR(flush(last).status());
   ctx.Explain(kPassName, StrCat(buckets, " gradient buckets of up to ",
                                 bucket_bytes_, " bytes over ", degree_, " dp ranks"));
   return true;

@@ -56,13 +56,12 @@ StatusOr<bool> JobSplitPass::Run(PassContext& ctx) {
     Block& dst = plan.programs[key].global_block();
     for (const std::string& v : op->InputVars()) {
       if (dst.HasVar(v)) continue;
-      proto::VarDesc* var = dst.AddVar(v);
-      *var = *block.FindVar(v);
+      proto::VarDesc* var = dst.CopyVarFrom(block, v);
       // Read before this program writes it: an earlier job made it.
       var->set_job_input(!var->persistable() && !var->is_data());
     }
     for (const std::string& v : op->OutputVars()) {
-      if (!dst.HasVar(v)) *dst.AddVar(v) = *block.FindVar(v);
+      if (!dst.HasVar(v)) dst.CopyVarFrom(block, v);
     }
     dst.AppendOp(op->desc());
   }

@@ -64,16 +64,22 @@ class RankLowering {
   Status CollectStreams();
   const std::vector<OpFacts>& FactsOf(const Program& program);
   void RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins);
-  int VarId(const std::string& name, const proto::VarDesc* desc) {
+  int VarId(const std::string& name, const proto::VarDesc* desc, const Block& block) {
     auto [it, fresh] = var_ids_.emplace(name, static_cast<int>(var_ids_.size()));
     if (fresh) {
       var_names_.push_back(name);
       var_bytes_.push_back(desc == nullptr ? 0 : BytesOf(*desc));
       if (desc != nullptr && desc->persistable()) {
-        PersistentBytes& p = body_->persistent;
-        (desc->is_parameter() ? p.parameters
-         : name.find("@GRAD") != std::string::npos ? p.gradients
-                                                    : p.optimizer_state) += var_bytes_.back();
+        // A member of a flat buffer (ops name members, never the buffer)
+        // is counted as its whole buffer, once.
+        const proto::VarDesc* held =
+            desc->has_flat() ? block.FindVar(desc->flat().buffer()) : desc;
+        if (held != nullptr && counted_buffers_.insert(held->name()).second) {
+          PersistentBytes& p = body_->persistent;
+          (desc->is_parameter() ? p.parameters
+           : name.find("@GRAD") != std::string::npos ? p.gradients
+                                                      : p.optimizer_state) += BytesOf(*held);
+        }
       }
     }
     return it->second;
@@ -100,6 +106,7 @@ class RankLowering {
   std::unordered_map<const Program*, std::vector<OpFacts>> facts_;
   std::unordered_map<std::string, int> signature_index_;
   std::unordered_map<std::string, int> var_ids_;
+  std::set<std::string> counted_buffers_;  // persistables whose bytes are counted
   // Per temporary: whether it is a join's output that its parts are
   // written into, and whether one has been (it is allocated once).
   enum JoinBuffer : char { kNotJoined, kUnallocated, kAllocated };
@@ -135,7 +142,7 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
   const Block& block = program.global_block();
   auto var = [&](const std::string& name) {
     const proto::VarDesc* v = block.FindVar(name);
-    return std::make_pair(VarId(name, v), v != nullptr && v->persistable());
+    return std::make_pair(VarId(name, v, block), v != nullptr && v->persistable());
   };
   const OpSchema* schema = nullptr;
   for (Op* op : block.ops()) {
