@@ -36,7 +36,8 @@ CommKernelFn MakeCommKernels(CommWorld* world) {
     if (type == "allreduce") return AllReduceKernel(ctx, comm);
     if (type == "allgather") return comm->AllGather(ctx.Input("X"), ctx.Output("Out"));
     if (type == "reduce_scatter") {
-      return comm->ReduceScatter(ctx.Input("X"), ctx.Output("Out"), ReduceOp::kSum);
+      LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
+      return comm->ReduceScatter(ctx.Input("X"), ctx.Output("Out"), op);
     }
     if (type == "broadcast") {
       Tensor* out = ctx.Output("Out");

@@ -8,6 +8,8 @@
 #ifndef LOOM_EXECUTOR_FLAT_BUFFERS_H_
 #define LOOM_EXECUTOR_FLAT_BUFFERS_H_
 
+#include <functional>
+
 #include "executor/scope.h"
 #include "framework/program.h"
 #include "framework/shape_inference.h"
@@ -17,9 +19,12 @@ namespace loom {
 
 // Binds the flat buffers `block` declares in `scope`. Idempotent: members
 // already viewing their buffer are left alone, so several programs of one
-// rank (its job programs) may bind the same buffers in turn. Errors name
-// the var whose held values do not match its declared meta.
-Status BindFlatBuffers(const Block& block, Scope* scope);
+// rank (its job programs) may bind the same buffers in turn. A shard
+// (FlatSlot.shard_ring) views the part at the rank's group rank on that
+// ring, `ring_index(ring)`. Errors name the var whose held values do not
+// match its declared meta, or whose shard the rank does not have.
+Status BindFlatBuffers(const Block& block, Scope* scope,
+                       const std::function<int(int ring)>& ring_index = nullptr);
 
 }  // namespace loom
 

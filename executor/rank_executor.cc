@@ -87,6 +87,12 @@ Status RankExecutor::Bind(const RankPlan& plan) {
   const RankGraphBody& body = *graph_.body;
   std::set<std::string> keep(options_.keep.begin(), options_.keep.end());
   std::map<const Program*, std::vector<Op*>> program_ops;
+  const auto ring_index = [&](int ring) {
+    if (ring < 0 || ring >= kNumRingIds) return -1;
+    const std::vector<int>& group = graph_.groups[ring];
+    auto it = std::find(group.begin(), group.end(), graph_.rank);
+    return it == group.end() ? -1 : static_cast<int>(it - group.begin());
+  };
   bound_.reserve(graph_.instructions().size());
   for (const Instruction& ins : graph_.instructions()) {
     const Program* program = plan.ProgramFor(ins.job);
@@ -96,7 +102,7 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     auto [ops, fresh] = program_ops.emplace(program, std::vector<Op*>());
     if (fresh) {
       ops->second = program->global_block().OpVector();
-      LOOM_RETURN_IF_ERROR(BindFlatBuffers(program->global_block(), step_scope_)
+      LOOM_RETURN_IF_ERROR(BindFlatBuffers(program->global_block(), step_scope_, ring_index)
                                .WithContext(InstructionLocation(graph_, ins)));
     }
     if (ins.op_index >= static_cast<int>(ops->second.size()) ||

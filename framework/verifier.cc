@@ -98,6 +98,15 @@ Status CheckFlatSlots(const Block& block) {
                              MetaToString(MetaOf(var)), ")");
     }
     const int64_t numel = NumElements(MetaOf(var).shape);
+    if (var.flat().shard_ring() >= 0) {
+      // A shard aliases the members; it tiles the buffer instead.
+      if (var.flat().offset() != 0 || numel == 0 || buffer->shape(0) % numel != 0) {
+        return InvalidArgument(where, ": a shard (", numel, " elements at offset ",
+                               var.flat().offset(), ") must tile the buffer's ",
+                               buffer->shape(0), " from offset 0");
+      }
+      continue;
+    }
     if (var.flat().offset() < 0 || var.flat().offset() + numel > buffer->shape(0)) {
       return InvalidArgument(where, ": elements [", var.flat().offset(), ", ",
                              var.flat().offset() + numel, ") lie outside its ", buffer->shape(0));

@@ -14,6 +14,9 @@
 // option) where given; else the cost model's (cost_model/bucket_size.h):
 // the smallest size at which the dp group's all-reduce reaches 90% of its
 // link's bandwidth, at most a quarter of the rank's gradients.
+#include <map>
+#include <set>
+
 #include "cost_model/bucket_size.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
@@ -24,6 +27,18 @@ namespace loom {
 namespace {
 
 constexpr const char* kPassName = "data-parallel";
+
+// Each parameter's kind of update: its optimize op's type and attributes.
+std::map<std::string, std::string> UpdateClasses(const Block& block) {
+  std::map<std::string, std::string> cls;
+  for (const Op* op : block.ops()) {
+    if (!op->HasRole(role::kOptimize) || !op->HasInput("Param")) continue;
+    std::string key = op->type();
+    for (const proto::Attr& a : op->desc().attrs()) key += "|" + a.ShortDebugString();
+    cls[op->Input("Param")] = key;
+  }
+  return cls;
+}
 
 class DataParallelPass : public Pass {
  public:
@@ -65,19 +80,39 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   LOOM_RETURN_IF_ERROR(ShardBatchDim(block, degree_, "dp.degree"));
   const bool accumulating = ctx.micro_batches() > 1;
 
-  std::vector<std::string> bucket;
-  int64_t bytes = 0;
+  // Open buckets by class: a flat buffer holds one dtype, and under
+  // sharding one kind of update (type and attributes: AdamW decays
+  // matrices, not vectors), since each rank updates its shard of a bucket
+  // with one op.
+  const bool sharding = ctx.strategy().sharding().stage() > 0;
+  const std::map<std::string, std::string> update_class =
+      sharding ? UpdateClasses(block) : std::map<std::string, std::string>();
+  std::set<std::string> shared;  // gradients all-reduced across stages
+  for (const Op* op : block.ops()) {
+    if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kSharedParamRing) {
+      for (const std::string& g : op->InputVars()) shared.insert(g);
+    }
+  }
+  struct Bucket {
+    std::vector<std::string> grads;
+    int64_t bytes = 0;
+    Op* last = nullptr;  // the op that completed its latest gradient
+  };
+  std::map<std::string, Bucket> open;
+  std::map<Op*, Op*> tail;  // anchor -> the last all-reduce inserted after it
   int buckets = 0;
-  // Issues the bucket's all-reduce right after `last`, the op that
-  // completed its last gradient. The gradients of a bucket of several are
-  // placed back to back in one flat buffer (VarDesc.flat), so that the
-  // all-reduce, which still names each of them, moves them as one tensor
-  // in place, with no packing or unpacking copy.
-  auto flush = [&](Op* last) -> StatusOr<Op*> {
-    if (bucket.size() > 1) {
+  // Issues the bucket's all-reduce right after the op that completed its
+  // last gradient (after the all-reduces already there). The gradients of
+  // a bucket of several (or any, under sharding) are placed back to back
+  // in one flat buffer (VarDesc.flat), so that the all-reduce, which still
+  // names each of them, moves them as one tensor in place, with no packing
+  // or unpacking copy.
+  auto flush = [&](Bucket& bucket) -> Status {
+    const std::vector<std::string>& grads = bucket.grads;
+    if (grads.size() > 1 || sharding) {
       const std::string buffer = StrCat("dp.bucket", buckets, "@GRAD");
       int64_t offset = 0;
-      for (const std::string& g : bucket) {
+      for (const std::string& g : grads) {
         proto::VarDesc* var = block.FindVar(g);
         var->set_persistable(true);
         var->mutable_flat()->set_buffer(buffer);
@@ -85,50 +120,51 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
         offset += NumElements(MetaOf(*var).shape);
       }
       proto::VarDesc* b = block.AddVar(buffer);
-      SetMeta(TensorMeta{block.FindVar(bucket[0])->dtype(), {offset}}, b);
+      SetMeta(TensorMeta{block.FindVar(grads[0])->dtype(), {offset}}, b);
       b->set_persistable(true);
     }
-    proto::OpDesc reduce = CollectiveOp("allreduce", bucket, bucket, kDpRing,
+    proto::OpDesc reduce = CollectiveOp("allreduce", grads, grads, kDpRing,
                                         stream::kDp, role::kBackward);
     *reduce.add_attrs() = MakeAttr("reduce_op", std::string("avg"));
-    reduce.set_pipeline_stage(last->desc().pipeline_stage());
-    reduce.set_chunk(last->desc().chunk());
+    reduce.set_pipeline_stage(bucket.last->desc().pipeline_stage());
+    reduce.set_chunk(bucket.last->desc().chunk());
     reduce.set_last_micro_batch_only(accumulating);
-    LOOM_ASSIGN_OR_RETURN(Op* inserted, InsertOpAfterInferShapes(block, last, reduce));
+    auto [at, fresh] = tail.emplace(bucket.last, bucket.last);
+    LOOM_ASSIGN_OR_RETURN(at->second, InsertOpAfterInferShapes(block, at->second, reduce));
     ++buckets;
-    bucket.clear();
-    bytes = 0;
-    return inserted;
+    bucket = Bucket();
+    return Status::OK();
   };
-  Op* last = nullptr;
+  auto flush_all = [&]() -> Status {
+    for (auto& [key, bucket] : open) {
+      if (!bucket.grads.empty()) LOOM_RETURN_IF_ERROR(flush(bucket));
+    }
+    return Status::OK();
+  };
+  int chunk = -1;
   for (Op* op : block.OpVector()) {
     if (op->desc().param_grads_size() == 0) continue;
     // A bucket never spans model chunks: each chunk's backward is its own
     // job, and a bucket's all-reduce must run in the job that completes it.
-    if (!bucket.empty() && op->desc().chunk() != last->desc().chunk()) {
-      LOOM_RETURN_IF_ERROR(flush(last).status());
-    }
-    // Buckets this op completes go right after it, in order.
-    Op* after = op;
+    if (chunk != op->desc().chunk()) LOOM_RETURN_IF_ERROR(flush_all());
+    chunk = op->desc().chunk();
     for (const proto::ParamGrad& pg : op->desc().param_grads()) {
       const proto::VarDesc* g = block.FindVar(pg.grad());
-      // A buffer holds one dtype.
-      if (!bucket.empty() && g->dtype() != block.FindVar(bucket[0])->dtype()) {
-        if (last == op) {
-          LOOM_ASSIGN_OR_RETURN(after, flush(after));
-        } else {
-          LOOM_RETURN_IF_ERROR(flush(last).status());
-        }
-      }
-      bucket.push_back(pg.grad());
-      bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
-      last = op;
-      if (bytes >= bucket_bytes_) {
-        LOOM_ASSIGN_OR_RETURN(after, flush(after));
-      }
+      auto cls = update_class.find(pg.param());
+      // Under sharding a gradient that stages also all-reduce among them
+      // (a tied parameter's) has a bucket of its own, laid out alike on
+      // every stage that holds it, so that each rank's shard of it is the
+      // same elements there.
+      Bucket& bucket = open[StrCat(DataTypeName(g->dtype()), "|",
+                                   cls == update_class.end() ? "" : cls->second,
+                                   sharding && shared.count(pg.grad()) ? "|" + pg.grad() : "")];
+      bucket.grads.push_back(pg.grad());
+      bucket.bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+      bucket.last = op;
+      if (bucket.bytes >= bucket_bytes_) LOOM_RETURN_IF_ERROR(flush(bucket));
     }
   }
-  if (!bucket.empty()) LOOM_RETURN_IF_ERROR(flush(last).status());
+  LOOM_RETURN_IF_ERROR(flush_all());
   ctx.Explain(kPassName, StrCat(buckets, " gradient buckets of up to ",
                                 bucket_bytes_, " bytes over ", degree_, " dp ranks"));
   return true;

@@ -11,6 +11,7 @@ PassInfo PipelineSplitPassInfo();
 PassInfo GradientAccumulationPassInfo();
 PassInfo DataParallelPassInfo();
 PassInfo OpSplitPassInfo();
+PassInfo ShardingPassInfo();
 PassInfo SplitBackwardPassInfo();
 PassInfo JobSplitPassInfo();
 PassInfo SchedulePassInfo();

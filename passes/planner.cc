@@ -11,6 +11,7 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
                         FindSchedule(strategy.pipeline().schedule_mode()));
   std::string p =
       "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel";
+  if (strategy.sharding().stage() > 0) p += ",sharding";
   if (strategy.passes().op_split()) {
     p += ",op-split";
     const int parts = strategy.passes().op_split_parts();

@@ -19,6 +19,7 @@ void RegisterAllPasses() {
     LOOM_REGISTER_PASS(PipelineSplitPassInfo);
     LOOM_REGISTER_PASS(GradientAccumulationPassInfo);
     LOOM_REGISTER_PASS(DataParallelPassInfo);
+    LOOM_REGISTER_PASS(ShardingPassInfo);
     LOOM_REGISTER_PASS(OpSplitPassInfo);
     LOOM_REGISTER_PASS(SplitBackwardPassInfo);
     LOOM_REGISTER_PASS(JobSplitPassInfo);

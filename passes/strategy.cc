@@ -44,6 +44,45 @@ ParallelLayout LayoutOf(const proto::Strategy& s) {
                         s.pipeline().degree()};
 }
 
+namespace {
+
+// Sharding is over the data-parallel group; what is not built yet says so.
+Status ValidateSharding(const proto::Strategy& s) {
+  const proto::ShardingStrategy& sh = s.sharding();
+  if (sh.degree() < 0) {
+    return InvalidArgument("sharding.degree must be positive (0: dp.degree), got ", sh.degree());
+  }
+  if (sh.fetch_mode() != "all_gather" && sh.fetch_mode() != "all_reduce" &&
+      sh.fetch_mode() != "auto") {
+    return InvalidArgument("sharding.fetch_mode must be all_gather, all_reduce or auto, got '",
+                           sh.fetch_mode(), "'");
+  }
+  if (sh.prefetch_depth() < 0) {
+    return InvalidArgument("sharding.prefetch_depth must not be negative, got ",
+                           sh.prefetch_depth());
+  }
+  if (sh.stage() == 0) {
+    if (sh.degree() > 1) {
+      return InvalidArgument("sharding.degree is ", sh.degree(), " but sharding.stage is 0");
+    }
+    return Status::OK();
+  }
+  if (s.dp().degree() < 2) {
+    return InvalidArgument("sharding.stage ", sh.stage(), " shards over the data-parallel "
+                           "group, but dp.degree is ", s.dp().degree());
+  }
+  if (sh.degree() != 0 && sh.degree() != s.dp().degree()) {
+    return Unimplemented("sharding.degree ", sh.degree(), " other than dp.degree (",
+                         s.dp().degree(), ") is not implemented");
+  }
+  if (sh.stage() > 1) {
+    return Unimplemented("sharding.stage ", sh.stage(), " is not implemented yet (stage 1 is)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ValidateStrategy(const proto::Strategy& s, int world_size) {
   auto positive = [](const char* field, int64_t v) -> Status {
     if (v >= 1) return Status::OK();
@@ -83,10 +122,7 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
     return InvalidArgument("sharding.stage must be 0, 1, 2 or 3, got ",
                            s.sharding().stage());
   }
-  if (s.sharding().stage() > 0 || s.sharding().degree() > 1) {
-    return Unimplemented("sharding (stage ", s.sharding().stage(), ", degree ",
-                         s.sharding().degree(), ") is not implemented yet");
-  }
+  LOOM_RETURN_IF_ERROR(ValidateSharding(s));
   const auto& pp = s.pipeline();
   if (pp.degree() > 1 && !pp.enable()) {
     return InvalidArgument("pipeline.degree is ", pp.degree(),

@@ -89,6 +89,7 @@ class ParallelTrainer : public Trainer {
   // `source`, named in errors), which must hold exactly this model's and
   // optimizer's.
   Status SetState(const TrainingState& state, const std::string& source) override;
+  Status CheckpointSupport() const override { return CheckStateIsWhole(); }
   bool HoldsWholeState() const override {
     return static_cast<int>(local_.size()) == plan_.layout.world_size();
   }
@@ -136,6 +137,9 @@ class ParallelTrainer : public Trainer {
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;
+  // Unimplemented where the plan shards state over ranks (checkpoints of
+  // shards are not built yet), naming a sharded var.
+  Status CheckStateIsWhole() const;
 };
 
 }  // namespace loom

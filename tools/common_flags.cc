@@ -62,6 +62,13 @@ DEFINE_int64(dp_bucket_bytes, 0,
              "data-parallel gradient bucket size in bytes (0: the config's, else the smallest at "
              "which the cluster's all-reduce reaches 90% of link bandwidth, at most a quarter "
              "of the gradients; --explain says which)");
+DEFINE_int32(sharding_stage, 0,
+             "ZeRO stage over the data-parallel group: 1 shards the optimizer state (each dp rank "
+             "updates 1/dp of every gradient bucket); 0: the config's");
+DEFINE_int32(sharding_degree, 0, "ranks sharing the state (0: the config's, else dp.degree)");
+DEFINE_string(sharding_fetch_mode, "",
+              "stage 3: all_gather, all_reduce or auto (empty: the config's)");
+DEFINE_int32(sharding_prefetch_depth, -1, "stage 3: buckets gathered ahead (-1: the config's)");
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");
@@ -170,6 +177,14 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
                            "model's), got ", FLAGS_dp_bucket_bytes);
   }
   if (FLAGS_dp_bucket_bytes > 0) s.mutable_dp()->set_bucket_size_bytes(FLAGS_dp_bucket_bytes);
+  if (FLAGS_sharding_stage != 0) s.mutable_sharding()->set_stage(FLAGS_sharding_stage);
+  if (FLAGS_sharding_degree != 0) s.mutable_sharding()->set_degree(FLAGS_sharding_degree);
+  if (!FLAGS_sharding_fetch_mode.empty()) {
+    s.mutable_sharding()->set_fetch_mode(FLAGS_sharding_fetch_mode);
+  }
+  if (FLAGS_sharding_prefetch_depth >= 0) {
+    s.mutable_sharding()->set_prefetch_depth(FLAGS_sharding_prefetch_depth);
+  }
   // A switch overrides the config only when it was given explicitly.
   if (FlagGiven("dp_bucketing")) s.mutable_passes()->set_dp_bucketing(FLAGS_dp_bucketing);
   if (FlagGiven("mp_async_allreduce_in_backward")) {

@@ -121,10 +121,20 @@ void RegisterCollectiveOps() {
   OpRegistry::Global().Register(
       OpSchema("reduce_scatter")
           .Input("X")
+          // The vars whose bytes X's buffer holds (a bucket's gradients in
+          // a flat buffer): named so that the op is ordered after their
+          // writers and before their next writers; their data is X's.
+          .Input("Members", SlotSpec::kDuplicable | SlotSpec::kOptional | SlotSpec::kNoBuffer |
+                                SlotSpec::kNoGrad)
           .Output("Out")
           .Attr<int32_t>("ring_id", 0)
           .RequiredAttr<int32_t>("nranks")
+          .Attr<std::string>("reduce_op", "sum")
           .SetInferShape([](InferShapeContext& ctx) -> Status {
+            const std::string op = ctx.Attr<std::string>("reduce_op");
+            if (op != "sum" && op != "avg") {
+              return InvalidArgument("attribute reduce_op '", op, "' is not one of sum, avg");
+            }
             LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
             TensorMeta out = ctx.Input("X");
             if (out.shape.empty() || out.shape[0] % n != 0) {
@@ -138,8 +148,9 @@ void RegisterCollectiveOps() {
           })
           .SetGradMaker(MirrorGrad("allgather"))
           .SetCommunication()
-          .Doc("Sums X over the ranks and gives rank r the r-th of nranks "
-               "equal parts along dim 0."));
+          .Doc("Sums (or averages, reduce_op) X over the ranks and gives rank r "
+               "the r-th of nranks equal parts along dim 0. Out may be that part "
+               "of X itself (a shard of a flat buffer): the reduction is in place."));
   OpRegistry::Global().Register(
       OpSchema("broadcast")
           .Input("X")

@@ -1,0 +1,330 @@
+// sharding: ZeRO stage 1 over the data-parallel group. Each dp rank keeps
+// and updates 1/N of every bucket's optimizer state instead of all of it.
+//
+// The data-parallel pass has made each bucket one flat gradient buffer G
+// (VarDesc.flat) whose members share one kind of update. Per bucket:
+//
+//   G padded to a multiple of N;  the bucket's parameters placed in a flat
+//   buffer P laid out as G (parameter i where gradient i is);
+//   all-reduce(members)      ->  reduce_scatter(G) -> G.shard (avg, in place)
+//   N updates of parameters  ->  one update of P.shard from G.shard, with
+//                                its moments of the shard's size
+//   (after it)                   all_gather(P.shard) -> P (in place)
+//
+// G.shard and P.shard are the rank's part of G and P (FlatSlot.shard_ring):
+// every dp rank runs the same program. Nothing is copied: the collectives
+// run on the buffers in place, and the update runs on views. The update is
+// elementwise, so each element is updated exactly as before; the padding is
+// zero and stays zero. The moments shrink by N: that is the memory this
+// stage saves (`loom simulate` shows it as optimizer state).
+//
+// Ops that write a bucket's gradients between its reduce-scatter and its
+// update (the tied embedding's all-reduce across the first and last stage)
+// are made to record an event that the update waits on; the gradients'
+// zeroing (gradient accumulation) moves after the update.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "passes/comm_ops.h"
+#include "passes/parallel_passes.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "sharding";
+
+// A bucket's all-reduce and what its members need.
+struct Bucket {
+  Op* allreduce = nullptr;
+  std::string grad_buffer;
+  std::vector<std::string> grads;
+  std::vector<std::string> params;
+  std::vector<Op*> updates;  // each parameter's update op, in program order
+};
+
+class ShardingPass : public Pass {
+ public:
+  StatusOr<bool> Run(PassContext& ctx) override;
+
+ private:
+  Status Shard(PassContext& ctx, Bucket& b);
+
+  int n_ = 1;
+  int events_ = 0;
+};
+
+// The var the update `op` keeps in `slot` (reads it there and writes it to
+// slot+"Out"): its optimizer state.
+bool IsStateSlot(const Op& op, const proto::OpDesc::Slot& slot) {
+  return slot.name() != "Param" && slot.vars_size() == 1 && op.HasOutput(slot.name() + "Out") &&
+         op.Output(slot.name() + "Out") == slot.vars(0);
+}
+
+// The constant the startup program fills optimizer state `name` with,
+// through any slicing (the tensor-parallel pass fills the full state and
+// slices it); an error where it is not a constant.
+StatusOr<float> ConstantInit(const Block& startup, const std::string& name) {
+  std::string var = name;
+  for (int hops = 0; hops < 8; ++hops) {
+    const std::vector<Op*>& init = startup.Producers(var);
+    if (init.size() != 1) break;
+    if (init[0]->type() == "fill_constant") return init[0]->GetAttr<float>("value");
+    const std::vector<std::string> in = init[0]->InputVars();
+    if (in.size() != 1) break;
+    var = in[0];
+  }
+  return Unimplemented("optimizer state '", name, "' does not start as a constant; sharding "
+                       "gives each shard a constant start");
+}
+
+// Erases the startup ops that made `name` and nothing else still read.
+void EraseInit(Block& startup, const std::string& name) {
+  std::vector<std::string> todo = {name};
+  while (!todo.empty()) {
+    const std::string var = todo.back();
+    todo.pop_back();
+    if (!startup.Consumers(var).empty()) continue;
+    for (Op* op : std::vector<Op*>(startup.Producers(var))) {
+      const std::vector<std::string> in = op->InputVars();
+      startup.EraseOp(op);
+      todo.insert(todo.end(), in.begin(), in.end());
+    }
+    if (var != name) startup.RemoveVar(var);
+  }
+}
+
+Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
+  Block& block = ctx.program().global_block();
+  Block& startup = ctx.startup().global_block();
+  const std::string where = StrCat("bucket ", b.grad_buffer);
+  proto::VarDesc* g = block.FindVar(b.grad_buffer);
+  const DataType dtype = g->dtype();
+  const int64_t padded = (g->shape(0) + n_ - 1) / n_ * n_;
+  const int64_t shard = padded / n_;
+  g->set_shape(0, padded);
+  // P: the parameters where their gradients are.
+  const std::string base = b.grad_buffer.substr(0, b.grad_buffer.find("@GRAD"));
+  const std::string p_buffer = base;
+  {
+    proto::VarDesc* p = block.AddVar(p_buffer);
+    SetMeta(TensorMeta{dtype, {padded}}, p);
+    p->set_persistable(true);
+    p->set_is_parameter(true);
+  }
+  for (size_t i = 0; i < b.grads.size(); ++i) {
+    proto::VarDesc* param = block.FindVar(b.params[i]);
+    if (param->has_flat()) {
+      return Internal(where, ": parameter '", b.params[i], "' is in two buckets");
+    }
+    param->mutable_flat()->set_buffer(p_buffer);
+    param->mutable_flat()->set_offset(block.FindVar(b.grads[i])->flat().offset());
+  }
+  auto shard_of = [&](const std::string& name, const std::string& buffer) {
+    proto::VarDesc* v = block.AddVar(name);
+    SetMeta(TensorMeta{dtype, {shard}}, v);
+    v->set_persistable(true);
+    v->mutable_flat()->set_buffer(buffer);
+    v->mutable_flat()->set_shard_ring(kDpRing);
+  };
+  // Named as a gradient of P, so that split-backward puts the reduce-scatter
+  // in the W half with the gradients it reduces.
+  const std::string g_shard = b.grad_buffer + "@SHARD";
+  const std::string p_shard = base + ".shard";
+  shard_of(g_shard, b.grad_buffer);
+  shard_of(p_shard, p_buffer);
+
+  // The reduce-scatter takes the all-reduce's place.
+  proto::OpDesc rs = OpDescBuilder("reduce_scatter")
+                         .Input("X", b.grad_buffer)
+                         .Input("Members", b.grads)
+                         .Output("Out", g_shard)
+                         .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                         .Attr("nranks", static_cast<int32_t>(n_))
+                         .Attr("reduce_op", std::string("avg"))
+                         .Role(role::kBackward | role::kComm);
+  rs.set_stream(stream::kDp);
+  rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
+  rs.set_chunk(b.allreduce->desc().chunk());
+  rs.set_last_micro_batch_only(b.allreduce->desc().last_micro_batch_only());
+  LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, b.allreduce, rs).status());
+  block.EraseOp(b.allreduce);
+
+  // One update of the shard, in the last member update's place, with state
+  // of the shard's size where the members' state was parameter-sized.
+  const Op& like = *b.updates.back();
+  proto::OpDesc update = like.desc();
+  update.clear_param_grads();
+  update.set_creation_pass(kPassName);
+  std::set<std::string> old_state;
+  for (const Op* u : b.updates) {
+    for (const auto& slot : u->desc().inputs()) {
+      if (IsStateSlot(*u, slot)) old_state.insert(slot.vars(0));
+    }
+  }
+  for (auto& slot : *update.mutable_inputs()) {
+    if (slot.name() == "Param") {
+      slot.set_vars(0, p_shard);
+    } else if (slot.name() == "Grad") {
+      slot.set_vars(0, g_shard);
+    } else if (IsStateSlot(like, slot)) {
+      // "layers.0.w.moment1" -> "dp.bucket3.moment1"
+      const std::string& old = slot.vars(0);
+      const std::string& owner = like.Input("Param");
+      const std::string suffix = old.compare(0, owner.size(), owner) == 0
+                                     ? old.substr(owner.size())
+                                     : StrCat(".", slot.name());
+      const std::string name = base + suffix;
+      const proto::VarDesc* old_var = block.FindVar(old);
+      const bool param_sized = MetaOf(*old_var).shape == MetaOf(*block.FindVar(owner)).shape;
+      const Shape shape = param_sized ? Shape{shard} : MetaOf(*old_var).shape;
+      LOOM_ASSIGN_OR_RETURN(const float value, ConstantInit(startup, old));
+      for (Block* blk : {&block, &startup}) {
+        proto::VarDesc* v = blk->AddVar(name);
+        SetMeta(TensorMeta{old_var->dtype(), shape}, v);
+        v->set_persistable(true);
+      }
+      LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup, OpDescBuilder("fill_constant")
+                                                            .Output("Out", name)
+                                                            .Attr("shape", shape)
+                                                            .Attr("value", value)
+                                                            .Attr("dtype", static_cast<int32_t>(
+                                                                               old_var->dtype())))
+                               .status()
+                               .WithContext(where));
+      for (auto& out : *update.mutable_outputs()) {
+        if (out.name() == slot.name() + "Out") out.set_vars(0, name);
+      }
+      slot.set_vars(0, name);
+    }
+  }
+  for (auto& out : *update.mutable_outputs()) {
+    if (out.name() == "ParamOut") out.set_vars(0, p_shard);
+  }
+  // Writers of the members between the reduce-scatter and the update
+  // (the tied embedding's all-reduce) record an event the update waits on;
+  // the zeroing of accumulated gradients moves after the update.
+  const std::set<std::string> members(b.grads.begin(), b.grads.end());
+  std::vector<proto::OpDesc> zeroing;
+  for (Op* op : block.OpVector()) {
+    if (!op->HasRole(role::kOptimize)) continue;
+    bool writes = false;
+    for (const std::string& out : op->OutputVars()) writes = writes || members.count(out);
+    if (!writes || std::find(b.updates.begin(), b.updates.end(), op) != b.updates.end()) continue;
+    if (op->type() == "fill_constant") {
+      zeroing.push_back(op->desc());
+      block.EraseOp(op);
+      continue;
+    }
+    const std::string event = StrCat(base, ".ready.", events_++);
+    op->annotations().add_record_events(event);
+    update.add_wait_events(event);
+  }
+  Op* anchor = b.updates.back();
+  LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
+  proto::OpDesc gather = OpDescBuilder("allgather")
+                             .Input("X", p_shard)
+                             .Output("Out", p_buffer)
+                             .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                             .Attr("nranks", static_cast<int32_t>(n_))
+                             .Role(role::kOptimize | role::kComm);
+  gather.set_stream(stream::kDp);
+  gather.set_pipeline_stage(placed->desc().pipeline_stage());
+  gather.set_chunk(placed->desc().chunk());
+  LOOM_ASSIGN_OR_RETURN(Op* after, InsertOpAfterInferShapes(block, placed, gather));
+  for (proto::OpDesc& z : zeroing) {
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
+  for (Op* u : b.updates) block.EraseOp(u);
+  // The members' own state is gone from both programs.
+  for (const std::string& s : old_state) {
+    EraseInit(startup, s);
+    block.RemoveVar(s);
+    startup.RemoveVar(s);
+  }
+  return Status::OK();
+}
+
+StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
+  const proto::ShardingStrategy& s = ctx.strategy().sharding();
+  if (s.stage() == 0) {
+    ctx.Explain(kPassName, "sharding.stage is 0: nothing sharded");
+    return false;
+  }
+  n_ = ctx.dp_degree();
+  if (n_ < 2) return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
+  Block& block = ctx.program().global_block();
+  std::map<std::string, std::string> param_of;  // grad -> param
+  std::map<std::string, Op*> update_of;         // param -> its update
+  for (Op* op : block.ops()) {
+    for (const proto::ParamGrad& pg : op->desc().param_grads()) param_of[pg.grad()] = pg.param();
+    if (op->HasRole(role::kOptimize) && op->HasInput("Param") && op->HasOutput("ParamOut")) {
+      update_of[op->Input("Param")] = op;
+    }
+  }
+  std::vector<Bucket> buckets;
+  for (Op* op : block.ops()) {
+    if (op->type() != "allreduce" || op->GetAttr<int32_t>("ring_id") != kDpRing ||
+        !op->HasRole(role::kBackward)) {
+      continue;
+    }
+    Bucket b;
+    b.allreduce = op;
+    b.grads = op->InputVars();
+    for (const std::string& g : b.grads) {
+      const proto::VarDesc* var = block.FindVar(g);
+      if (var == nullptr || !var->has_flat()) {
+        return FailedPrecondition(op->Location(), ": gradient '", g,
+                                  "' is in no flat buffer (the data-parallel pass makes them)");
+      }
+      if (b.grad_buffer.empty()) b.grad_buffer = var->flat().buffer();
+      if (var->flat().buffer() != b.grad_buffer) {
+        return FailedPrecondition(op->Location(), ": the bucket's gradients are in two buffers");
+      }
+      auto p = param_of.find(g);
+      auto u = p == param_of.end() ? update_of.end() : update_of.find(p->second);
+      if (u == update_of.end()) {
+        return FailedPrecondition(op->Location(), ": gradient '", g,
+                                  "' has no parameter update to shard");
+      }
+      b.params.push_back(p->second);
+      b.updates.push_back(u->second);
+    }
+    std::sort(b.updates.begin(), b.updates.end(),
+              [](const Op* x, const Op* y) { return x->index() < y->index(); });
+    const proto::OpDesc& first = b.updates.front()->desc();
+    for (const Op* u : b.updates) {
+      if (u->type() != first.type() ||
+          u->desc().attrs().size() != first.attrs().size()) {
+        return FailedPrecondition(op->Location(), ": the bucket mixes updates (",
+                                  first.type(), " and ", u->type(), ")");
+      }
+    }
+    buckets.push_back(std::move(b));
+  }
+  for (Bucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b));
+  ctx.Explain(kPassName, StrCat("stage ", s.stage(), ": ", buckets.size(),
+                                " buckets' optimizer state split over ", n_,
+                                " dp ranks (each reduce-scattered, updated by shard, "
+                                "all-gathered)"));
+  return !buckets.empty();
+}
+
+}  // namespace
+
+PassInfo ShardingPassInfo() {
+  PassInfo info;
+  info.name = kPassName;
+  info.summary =
+      "ZeRO stage 1: each dp rank updates 1/N of every gradient bucket (reduce-scatter, sharded "
+      "update, all-gather, in place on flat buffers)";
+  info.requires_passes = {"data-parallel"};
+  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
+    return std::unique_ptr<Pass>(new ShardingPass());
+  };
+  return info;
+}
+
+}  // namespace loom

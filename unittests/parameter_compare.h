@@ -1,0 +1,71 @@
+// Comparing every parameter a parallel run holds with serial training's:
+// shared by the parity tests of every layout, schedule and sharding stage.
+#ifndef LOOM_UNITTESTS_PARAMETER_COMPARE_H_
+#define LOOM_UNITTESTS_PARAMETER_COMPARE_H_
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/parallel_trainer.h"
+#include "runtime/serial_trainer.h"
+
+namespace loom {
+
+// `full` restricted to [start, start + part) along `axis`.
+inline std::vector<float> Slice(const std::vector<float>& full, const Shape& shape, int axis,
+                         int64_t start, int64_t part) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  std::vector<float> out;
+  out.reserve(outer * part * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    const auto first = full.begin() + (o * shape[axis] + start) * inner;
+    out.insert(out.end(), first, first + part * inner);
+  }
+  return out;
+}
+
+// Compares every parameter each rank holds with the serial one, sliced to
+// the rank's tensor-parallel shard where the shapes differ; returns how
+// many it compared.
+inline int ExpectEveryParameterMatches(ParallelTrainer& t, SerialTrainer& serial, double tolerance) {
+  int compared = 0;
+  for (int r : t.local_ranks()) {
+    const RankPlan& rp = t.plan().ranks[r];
+    for (const auto& [name, var] : rp.startup().global_block().vars()) {
+      if (!var.is_parameter()) continue;
+      const Tensor* got = t.rank_scope(r).FindLocal(name);
+      const Tensor* full = serial.scope().Find(name);
+      if (got == nullptr || !got->initialized()) continue;
+      EXPECT_NE(full, nullptr) << name;
+      if (full == nullptr) continue;
+      std::vector<float> want = full->ToFloatVector();
+      if (got->shape() != full->shape()) {
+        int axis = 0;
+        while (axis < got->rank() && got->dim(axis) == full->dim(axis)) ++axis;
+        EXPECT_LT(axis, got->rank()) << name;
+        if (axis >= got->rank()) continue;
+        const int64_t part = got->dim(axis);
+        want = Slice(want, full->shape(), axis, rp.coords.mp * part, part);
+      }
+      const std::vector<float> have = got->ToFloatVector();
+      EXPECT_EQ(have.size(), want.size()) << "rank " << r << " " << name;
+      double worst = 0;
+      for (size_t i = 0; i < std::min(have.size(), want.size()); ++i) {
+        worst = std::max(worst, static_cast<double>(std::fabs(have[i] - want[i])));
+      }
+      EXPECT_LT(worst, tolerance) << "rank " << r << " (" << CoordsToString(rp.coords) << ") "
+                                  << name;
+      ++compared;
+    }
+  }
+  return compared;
+}
+
+}  // namespace loom
+
+#endif  // LOOM_UNITTESTS_PARAMETER_COMPARE_H_

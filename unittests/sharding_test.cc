@@ -1,0 +1,193 @@
+// ZeRO stage 1 (the sharding pass): each dp rank holds and updates 1/N of
+// every bucket's optimizer state, on flat buffers, with training's numbers
+// unchanged: parameters equal serial training's under SGD on dp=2 and dp=4
+// layouts with mp and pp, bit for bit the unsharded run's under AdamW, and
+// reruns are bit-identical; the state each rank holds falls by N, in the
+// executor's scope and in the simulator; no step copies a bucket.
+#include <cstring>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "framework/optimizer.h"
+#include "runtime/cost_model_timer.h"
+#include "runtime/simulation.h"
+#include "unittests/parameter_compare.h"
+
+namespace loom {
+namespace {
+
+struct Case {
+  int dp, mp, pp;
+  const char* schedule;
+  int micro_batches;
+  int vpp = 1;
+};
+
+constexpr Case kCases[] = {{2, 1, 1, "FThenB", 1},     {2, 2, 2, "1F1B", 4},
+                           {4, 1, 2, "ZBH1", 2},       {2, 1, 2, "VPP", 4, 2},
+                           {2, 2, 1, "1F1B-overlap", 2}, {4, 2, 1, "FThenB", 1}};
+
+GptConfig Tiny() {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 4;
+  c.batch_size = 16;
+  return c;
+}
+
+proto::Strategy Sharded(const Case& k, int stage) {
+  proto::Strategy s = MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp);
+  s.mutable_sharding()->set_stage(stage);
+  s.mutable_dp()->set_bucket_size_bytes(32 * 1024);  // several buckets a stage
+  return s;
+}
+
+std::string Name(const Case& k) {
+  return StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " vpp=", k.vpp,
+                " micro-batches=", k.micro_batches);
+}
+
+std::unique_ptr<ParallelTrainer> Make(const OptimizerConfig& opt, const proto::Strategy& s) {
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  auto t = ParallelTrainer::Create(Tiny(), opt, s, options);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(t).value() : nullptr;
+}
+
+// The optimizer state a rank's scope holds, in bytes (moments and beta
+// powers; learning rate aside), as the executor allocated it.
+int64_t StateBytes(ParallelTrainer& t, int rank) {
+  std::set<std::string> state;
+  for (const auto& [key, program] : t.plan().ranks[rank].programs()) {
+    for (const std::string& v : OptimizerStateVars(program.global_block())) state.insert(v);
+  }
+  int64_t bytes = 0;
+  for (const std::string& v : state) {
+    const Tensor* tensor = t.rank_scope(rank).FindLocal(v);
+    if (tensor != nullptr && tensor->initialized()) bytes += tensor->bytes();
+  }
+  return bytes;
+}
+
+TEST(Sharding, Stage1ParametersMatchSerialTrainingUnderSgd) {
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;  // large, so that a wrong gradient moves far
+  for (const Case& k : kCases) {
+    SCOPED_TRACE(Name(k));
+    auto serial = SerialTrainer::Create(Tiny(), sgd).value();
+    auto t = Make(sgd, Sharded(k, 1));
+    ASSERT_NE(t, nullptr);
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_TRUE(serial->Step(s).ok());
+      auto loss = t->Step(s);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+    }
+    EXPECT_GE(ExpectEveryParameterMatches(*t, *serial, 2e-5), 4 * 12 + 4);
+  }
+}
+
+// AdamW: sharded and unsharded runs of a layout agree bit for bit (the
+// update is elementwise, the reduce-scatter sums as the all-reduce does),
+// each rank holds 1/N of the unsharded state, and a rerun repeats itself.
+TEST(Sharding, Stage1IsBitIdenticalToUnshardedAndHoldsAnNthOfTheState) {
+  OptimizerConfig adamw;
+  for (const Case& k : kCases) {
+    SCOPED_TRACE(Name(k));
+    auto plain = Make(adamw, Sharded(k, 0));
+    auto sharded = Make(adamw, Sharded(k, 1));
+    auto again = Make(adamw, Sharded(k, 1));
+    ASSERT_TRUE(plain && sharded && again);
+    for (int s = 0; s < 3; ++s) {
+      auto a = plain->Step(s);
+      auto b = sharded->Step(s);
+      auto c = again->Step(s);
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+    }
+    for (int r : sharded->local_ranks()) {
+      for (const auto& [name, var] : sharded->plan().ranks[r].startup().global_block().vars()) {
+        if (!var.is_parameter()) continue;
+        const Tensor* x = plain->rank_scope(r).FindLocal(name);
+        const Tensor* y = sharded->rank_scope(r).FindLocal(name);
+        const Tensor* z = again->rank_scope(r).FindLocal(name);
+        ASSERT_TRUE(x && y && z) << name;
+        ASSERT_EQ(x->bytes(), y->bytes()) << name;
+        EXPECT_EQ(std::memcmp(x->raw_data(), y->raw_data(), x->bytes()), 0)
+            << "rank " << r << " " << name << ": sharded differs from unsharded";
+        EXPECT_EQ(std::memcmp(y->raw_data(), z->raw_data(), y->bytes()), 0)
+            << "rank " << r << " " << name << ": rerun differs";
+      }
+      // Each rank's moments: 1/N of the parameters' (plus padding to N
+      // and a beta power per bucket instead of per parameter).
+      const double ratio = static_cast<double>(StateBytes(*sharded, r)) / StateBytes(*plain, r);
+      EXPECT_GT(ratio, 0.97 / k.dp) << "rank " << r;
+      EXPECT_LT(ratio, 1.03 / k.dp) << "rank " << r;
+    }
+  }
+}
+
+// The plan: every dp all-reduce became a reduce-scatter and an all-gather
+// on the buffers themselves, with no op that concatenates, slices or
+// copies a bucket.
+TEST(Sharding, PlansMoveBucketsWithoutCopies) {
+  const TrainingProgram tp = BuildGptTrainingProgram(Tiny()).value();
+  for (const Case& k : kCases) {
+    SCOPED_TRACE(Name(k));
+    auto plan = PlanRanks(tp.main, tp.startup, Sharded(k, 1), {0});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    int scatters = 0, gathers = 0;
+    for (const auto& [key, program] : plan->ranks[0].programs()) {
+      for (const Op* op : program.global_block().ops()) {
+        if (op->type() == "reduce_scatter") ++scatters;
+        if (op->type() == "allgather") ++gathers;
+        if (op->type() == "allreduce") {
+          EXPECT_NE(op->GetAttr<int32_t>("ring_id"), kDpRing) << op->Location();
+        }
+        for (const char* copy : {"concat", "split", "slice", "assign"}) {
+          if (op->type() != copy) continue;
+          for (const std::string& v : op->InputVars()) {
+            EXPECT_EQ(v.find("dp.bucket"), std::string::npos) << op->Location();
+          }
+        }
+      }
+    }
+    EXPECT_GE(scatters, 2);
+    EXPECT_EQ(scatters, gathers);
+  }
+}
+
+// loom simulate's memory: optimizer state per rank falls to about 1/N,
+// parameters and gradients stay.
+TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
+  GptConfig c = GptPreset("gpt3-1.3b").value();
+  c.num_layers = 4;
+  c.batch_size = 8;
+  c.seq_len = 128;
+  const proto::Cluster cluster = LoadCluster("h100").value();
+  const OpCostModel ops(cluster, CostTable());
+  TimerFactory timer = [&](const ExecutionGraph& graph)
+      -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                          CostModelTimer::Create(graph, ops, cluster));
+    return std::unique_ptr<InstructionTimer>(std::move(t));
+  };
+  for (int dp : {2, 4, 8}) {
+    SCOPED_TRACE(StrCat("dp=", dp));
+    proto::Strategy s = MakeStrategy(dp, 1, 1, 1, "1F1B");
+    auto plain = SimulateGpt(c, OptimizerConfig(), s, timer);
+    s.mutable_sharding()->set_stage(1);
+    auto sharded = SimulateGpt(c, OptimizerConfig(), s, timer);
+    ASSERT_TRUE(plain.ok() && sharded.ok()) << plain.status() << sharded.status();
+    const PersistentBytes& a = plain->result.ranks[0].persistent;
+    const PersistentBytes& b = sharded->result.ranks[0].persistent;
+    // Parameters gain only the padding of each bucket to a multiple of dp.
+    EXPECT_NEAR(static_cast<double>(b.parameters) / a.parameters, 1.0, 1e-4);
+    EXPECT_NEAR(static_cast<double>(b.gradients) / std::max<int64_t>(1, a.gradients), 1.0, 1e-4);
+    EXPECT_NEAR(static_cast<double>(b.optimizer_state) / a.optimizer_state, 1.0 / dp, 0.01);
+  }
+}
+
+}  // namespace
+}  // namespace loom
