@@ -21,7 +21,9 @@
 // Ops that write a bucket's gradients between its reduce-scatter and its
 // update (the tied embedding's all-reduce across the first and last stage)
 // are made to record an event that the update waits on; the gradients'
-// zeroing (gradient accumulation) moves after the update.
+// zeroing (gradient accumulation) moves after the update. The collectives
+// run on the sharding stream (still the dp group's ring), so that traces
+// and `loom simulate` count them as sharding communication.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -145,7 +147,7 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
                          .Attr("nranks", static_cast<int32_t>(n_))
                          .Attr("reduce_op", std::string("avg"))
                          .Role(role::kBackward | role::kComm);
-  rs.set_stream(stream::kDp);
+  rs.set_stream(stream::kSharding);
   rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
   rs.set_chunk(b.allreduce->desc().chunk());
   rs.set_last_micro_batch_only(b.allreduce->desc().last_micro_batch_only());
@@ -230,7 +232,7 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
                              .Attr("ring_id", static_cast<int32_t>(kDpRing))
                              .Attr("nranks", static_cast<int32_t>(n_))
                              .Role(role::kOptimize | role::kComm);
-  gather.set_stream(stream::kDp);
+  gather.set_stream(stream::kSharding);
   gather.set_pipeline_stage(placed->desc().pipeline_stage());
   gather.set_chunk(placed->desc().chunk());
   LOOM_ASSIGN_OR_RETURN(Op* after, InsertOpAfterInferShapes(block, placed, gather));

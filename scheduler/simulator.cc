@@ -110,7 +110,7 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
 void Simulation::Count(RankState& st, const Instruction& ins, double t, int delta) {
   if (!options_.metrics) return;
   const bool calc = ins.stream == st.calc;
-  const CommCategory comm = CommCategoryOf(ins);
+  const CommCategory comm = CommCategoryOf(*st.graph, ins);
   if (delta > 0) {
     st.accounting.Start(t, ins.kind, calc, comm);
   } else {

@@ -44,7 +44,7 @@ const char* CommCategoryName(CommCategory c) {
   return "";
 }
 
-CommCategory CommCategoryOf(const Instruction& ins) {
+CommCategory CommCategoryOf(const RankGraph& graph, const Instruction& ins) {
   if (!ins.communicates()) return CommCategory::kNone;
   switch (ins.ring) {
     case kMpRing:
@@ -52,6 +52,8 @@ CommCategory CommCategoryOf(const Instruction& ins) {
     case kPpRing:
       return CommCategory::kP2p;
     case kDpRing:
+      return graph.StreamName(ins) == stream::kSharding ? CommCategory::kSharding
+                                                        : CommCategory::kDp;
     case kSharedParamRing:
       return CommCategory::kDp;
   }
@@ -66,7 +68,7 @@ TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
   e.op = ins.op_type;
   e.job = ins.job;
   e.kind = ins.kind;
-  e.comm = CommCategoryOf(ins);
+  e.comm = CommCategoryOf(graph, ins);
   e.instruction = ins.id;
   e.start_ns = start_ns;
   e.end_ns = end_ns;

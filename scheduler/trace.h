@@ -19,13 +19,14 @@
 namespace loom {
 
 // Kinds of communication the metrics separate, by the ring an instruction
-// communicates on.
+// communicates on; on the dp ring, the sharding stream's collectives (ZeRO's
+// reduce-scatters and gathers) are sharding, the rest dp.
 enum class CommCategory : int8_t { kNone = -1, kMp = 0, kDp, kP2p, kSharding };
 inline constexpr int kNumCommCategories = 4;
 // "mp", "dp", "p2p", "sharding"; "" for kNone.
 const char* CommCategoryName(CommCategory c);
 // kNone for an instruction that does not communicate.
-CommCategory CommCategoryOf(const Instruction& ins);
+CommCategory CommCategoryOf(const RankGraph& graph, const Instruction& ins);
 
 struct TraceEvent {
   int rank = 0;

@@ -186,6 +186,11 @@ TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
     EXPECT_NEAR(static_cast<double>(b.parameters) / a.parameters, 1.0, 1e-4);
     EXPECT_NEAR(static_cast<double>(b.gradients) / std::max<int64_t>(1, a.gradients), 1.0, 1e-4);
     EXPECT_NEAR(static_cast<double>(b.optimizer_state) / a.optimizer_state, 1.0 / dp, 0.01);
+    // The gathers after the last update have nothing left to hide under:
+    // counted as sharding communication, none of it as dp.
+    const auto& exposed = sharded->result.ranks[0].exposed_comm_s;
+    EXPECT_GT(exposed[static_cast<int>(CommCategory::kSharding)], 0);
+    EXPECT_EQ(plain->result.ranks[0].exposed_comm_s[static_cast<int>(CommCategory::kSharding)], 0);
   }
 }
 
