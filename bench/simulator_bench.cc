@@ -19,12 +19,7 @@ void SimulateGpt3(benchmark::State& state, bool fold) {
   const GptConfig config = GptPreset("gpt3-175b").value();
   const proto::Strategy strategy = MakeStrategy(8, 8, 16, 64, "1F1B");
   const proto::Cluster cluster = LoadCluster("h100").value();
-  TimerFactory timer = [&](const ExecutionGraph& graph)
-      -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::ForCluster(graph, cluster, "/nonexistent/table.pbtxt"));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
+  TimerFactory timer = CostModelTimers(cluster, "/nonexistent/table.pbtxt");
   SimulationOptions options;
   options.fold_data_parallel = fold;
   GptSimulation last;

@@ -6,10 +6,29 @@
 #include <cstdio>
 #include <optional>
 
+#include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
+
+TimerFactory CostModelTimers(const proto::Cluster& cluster, const OpCostEstimator& ops) {
+  return [cluster, &ops](const ExecutionGraph& graph)
+             -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                          CostModelTimer::Create(graph, ops, cluster));
+    return std::unique_ptr<InstructionTimer>(std::move(t));
+  };
+}
+
+TimerFactory CostModelTimers(const proto::Cluster& cluster, const std::string& cost_table_path) {
+  return [cluster, cost_table_path](const ExecutionGraph& graph)
+             -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
+                          CostModelTimer::ForCluster(graph, cluster, cost_table_path));
+    return std::unique_ptr<InstructionTimer>(std::move(t));
+  };
+}
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

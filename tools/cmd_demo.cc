@@ -143,11 +143,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   // timelines on one page.
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, LoadCluster("local"));
   const std::string table = CostTablePathFromFlags();
-  auto timer = [&](const ExecutionGraph& graph) -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::ForCluster(graph, cluster, table));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
+  TimerFactory timer = CostModelTimers(cluster, table);
   SimulationOptions sim_options;
   sim_options.trace = true;
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulateGpt(config, opt, strategy, timer, sim_options));

@@ -53,12 +53,7 @@ Status RunPlan(const std::vector<std::string>& args) {
   if (FLAGS_memory_limit > 0) {
     LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
     const std::string table = CostTablePathFromFlags();
-    auto timer = [&](const ExecutionGraph& graph)
-        -> StatusOr<std::unique_ptr<InstructionTimer>> {
-      LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                            CostModelTimer::ForCluster(graph, cluster, table));
-      return std::unique_ptr<InstructionTimer>(std::move(t));
-    };
+    TimerFactory timer = CostModelTimers(cluster, table);
     LOOM_ASSIGN_OR_RETURN(GptSimulation fits,
                           SimulateGptWithinMemory(config, opt, strategy, timer,
                                                   FLAGS_memory_limit, &memory_note, &strategy,

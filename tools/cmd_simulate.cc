@@ -166,12 +166,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
   LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
   const OpCostModel ops(cluster, std::move(table));
-  TimerFactory timer = [&](const ExecutionGraph& graph)
-      -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::Create(graph, ops, cluster));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
+  TimerFactory timer = CostModelTimers(cluster, ops);
   // Given a cluster, the pipeline cut is balanced by its costs, as `loom
   // plan --cluster` does; without one, by FLOPs, as `loom run` plans, so
   // that a simulation and a run of the same flags have the same plan.

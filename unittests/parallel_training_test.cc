@@ -255,12 +255,7 @@ double BackwardAllReduceShareUnderCalc(bool async) {
   s.mutable_passes()->set_mp_async_allreduce_in_backward(async);
   const proto::Cluster cluster = LoadCluster("emulated").value();
   const OpCostModel ops(cluster, CostTable());
-  TimerFactory timer = [&](const ExecutionGraph& graph)
-      -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::Create(graph, ops, cluster));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
+  TimerFactory timer = CostModelTimers(cluster, ops);
   SimulationOptions options;
   options.trace = true;
   auto sim = SimulateGpt(c, {}, s, timer, options);

@@ -167,12 +167,7 @@ TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
   c.seq_len = 128;
   const proto::Cluster cluster = LoadCluster("h100").value();
   const OpCostModel ops(cluster, CostTable());
-  TimerFactory timer = [&](const ExecutionGraph& graph)
-      -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::Create(graph, ops, cluster));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
+  TimerFactory timer = CostModelTimers(cluster, ops);
   for (int dp : {2, 4, 8}) {
     SCOPED_TRACE(StrCat("dp=", dp));
     proto::Strategy s = MakeStrategy(dp, 1, 1, 1, "1F1B");
