@@ -238,6 +238,12 @@ StateHolder ParallelTrainer::Holder(int rank) const {
   h.mp = plan_.layout.mp;
   h.mp_rank = rp.coords.mp;
   h.scope = scopes_[rank].get();
+  std::vector<const Block*> blocks;
+  for (const auto& [key, program] : rp.programs()) blocks.push_back(&program.global_block());
+  h.buckets = ShardedBucketsOf(blocks);
+  h.dp = plan_.layout.dp;
+  h.dp_rank = rp.coords.dp;
+  h.pp_rank = rp.coords.pp;
   return h;
 }
 
@@ -247,14 +253,16 @@ std::string ParallelTrainer::Layout() const {
 }
 
 Status ParallelTrainer::CheckStateIsWhole() const {
+  if (HoldsWholeState()) return Status::OK();
   for (const RankPlan& rp : plan_.ranks) {
     for (const auto& [key, program] : rp.programs()) {
       for (const auto& [name, var] : program.global_block().vars()) {
         if (var.has_flat() && var.flat().shard_ring() >= 0) {
-          return Unimplemented("checkpoints of sharded optimizer state are not implemented yet: "
-                               "rank ", rp.rank, " holds '", name, "', 1/", plan_.layout.dp,
-                               " of a bucket (sharding.stage > 0); train without --save_dir "
-                               "and --resume, or without sharding");
+          return Unimplemented("checkpoints of sharded optimizer state (sharding.stage > 0) are "
+                               "taken in one process only, not yet under loom launch: rank ",
+                               rp.rank, " holds '", name, "', 1/", plan_.layout.dp,
+                               " of a bucket; run the layout with loom run, or checkpoint "
+                               "without sharding");
         }
       }
     }

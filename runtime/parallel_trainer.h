@@ -137,8 +137,9 @@ class ParallelTrainer : public Trainer {
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;
-  // Unimplemented where the plan shards state over ranks (checkpoints of
-  // shards are not built yet), naming a sharded var.
+  // Unimplemented where the plan shards optimizer state over dp ranks and
+  // not all of them are in this process (the launch hand-over carries
+  // dp=0's state only), naming a sharded var.
   Status CheckStateIsWhole() const;
 };
 

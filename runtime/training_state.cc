@@ -1,5 +1,6 @@
 #include "runtime/training_state.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -58,6 +59,10 @@ StatusOr<RankShards> ShardsOf(const StateHolder& h) {
   RankShards out;
   out.mp = h.mp;
   out.mp_rank = h.mp_rank;
+  out.buckets = h.buckets;
+  out.dp = h.dp;
+  out.dp_rank = h.dp_rank;
+  out.pp_rank = h.pp_rank;
   for (const auto& [name, var] : h.startup->global_block().vars()) {
     auto* map = MapFor(out.tensors, h, var);
     if (map == nullptr) continue;
@@ -72,7 +77,66 @@ StatusOr<RankShards> ShardsOf(const StateHolder& h) {
   return out;
 }
 
-StatusOr<TrainingState> MergeShards(const std::vector<RankShards>& ranks) {
+namespace {
+
+// Ranks holding ZeRO buckets joined, per (pp, mp) position, into one rank
+// holding per-parameter state, as an unsharded run holds it; other ranks
+// as they are.
+StatusOr<std::vector<RankShards>> JoinBuckets(const std::vector<RankShards>& ranks) {
+  std::vector<RankShards> out;
+  std::map<std::pair<int, int>, std::vector<const RankShards*>> by_position;
+  for (const RankShards& r : ranks) {
+    if (r.buckets.empty()) {
+      out.push_back(r);
+    } else {
+      by_position[{r.pp_rank, r.mp_rank}].push_back(&r);
+    }
+  }
+  for (auto& [position, group] : by_position) {
+    std::sort(group.begin(), group.end(),
+              [](const RankShards* a, const RankShards* b) { return a->dp_rank < b->dp_rank; });
+    const int dp = group[0]->dp;
+    // Each dp rank once (a rank's shards may be handed over twice).
+    group.erase(std::unique(group.begin(), group.end(),
+                            [](const RankShards* a, const RankShards* b) {
+                              return a->dp_rank == b->dp_rank;
+                            }),
+                group.end());
+    for (int d = 0; d < dp; ++d) {
+      if (d >= static_cast<int>(group.size()) || group[d]->dp_rank != d) {
+        return Internal("sharded optimizer state of stage ", position.first, ", mp rank ",
+                        position.second, ": dp rank ", d, "'s part was not gathered");
+      }
+    }
+    RankShards joined = *group[0];
+    for (const ShardedBucket& b : joined.buckets) {
+      std::map<std::string, std::vector<const Tensor*>> parts;
+      for (const auto& [var, sv] : b.state) {
+        for (const RankShards* r : group) {
+          auto it = r->tensors.optimizer.find(var);
+          parts[var].push_back(it == r->tensors.optimizer.end() ? nullptr : &it->second);
+        }
+      }
+      LOOM_RETURN_IF_ERROR(UnshardBucket(b, parts, &joined.tensors.optimizer));
+      for (const auto& [var, sv] : b.state) {
+        joined.tensors.optimizer.erase(var);
+        if (!sv.split) continue;
+        for (const ShardedBucket::Member& m : b.members) {
+          auto axis = joined.sharded.find(m.param);
+          if (axis != joined.sharded.end()) joined.sharded[m.param + sv.suffix] = axis->second;
+        }
+      }
+    }
+    joined.buckets.clear();
+    out.push_back(std::move(joined));
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<TrainingState> MergeShards(const std::vector<RankShards>& sharded_ranks) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<RankShards> ranks, JoinBuckets(sharded_ranks));
   TrainingState state;
   // The mp ranks whose shard of each sharded var arrived: all must.
   std::map<std::string, std::set<int>> shards_seen;
@@ -182,9 +246,13 @@ StatusOr<RankShards> DecodeRankShards(const std::string& bytes, const std::strin
 
 Status ScatterState(const TrainingState& state, const StateHolder& holder,
                     const std::string& source, std::set<std::string>* used) {
+  std::set<std::string> bucket_state;
+  for (const ShardedBucket& b : holder.buckets) {
+    for (const auto& [var, sv] : b.state) bucket_state.insert(var);
+  }
   for (const auto& [name, var] : holder.startup->global_block().vars()) {
     const auto* map = MapFor(state, holder, var);
-    if (map == nullptr) continue;
+    if (map == nullptr || bucket_state.count(name)) continue;
     Tensor* t = holder.scope->FindLocal(name);
     if (t == nullptr || !t->initialized()) {
       return Internal("state var ", name, " has no tensor on mp rank ", holder.mp_rank);
@@ -207,6 +275,26 @@ Status ScatterState(const TrainingState& state, const StateHolder& holder,
     } else {
       CopyShard(full, t, axis, holder.mp_rank, /*into_full=*/false);
     }
+  }
+  // ZeRO buckets: this rank's part of each, from per-parameter state.
+  auto mp_shard = [&](const std::string& param, const Tensor& full) -> StatusOr<Tensor> {
+    const int axis = AxisOf(holder, param);
+    if (axis < 0) return full;
+    Shape shape = full.shape();
+    if (axis >= full.rank() || shape[axis] % holder.mp != 0) {
+      return InvalidArgument(source, ": state of ", param, " is ", MetaToString(full.meta()),
+                             ", which does not split ", holder.mp, " ways along dim ", axis);
+    }
+    shape[axis] /= holder.mp;
+    Tensor shard(TensorMeta{full.dtype(), shape});
+    CopyShard(full, &shard, axis, holder.mp_rank, /*into_full=*/false);
+    return shard;
+  };
+  for (const ShardedBucket& b : holder.buckets) {
+    std::map<std::string, Tensor*> held;
+    for (const auto& [var, sv] : b.state) held[var] = holder.scope->FindLocal(var);
+    LOOM_RETURN_IF_ERROR(
+        ShardIntoBucket(b, holder.dp_rank, state.optimizer, mp_shard, held, source, used));
   }
   return Status::OK();
 }

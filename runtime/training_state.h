@@ -11,6 +11,7 @@
 #include "executor/scope.h"
 #include "framework/program.h"
 #include "runtime/checkpoint.h"
+#include "runtime/sharded_state.h"
 
 namespace loom {
 
@@ -25,6 +26,13 @@ struct StateHolder {
   int mp = 1;
   int mp_rank = 0;
   Scope* scope = nullptr;
+  // ZeRO stage 1: the buckets whose optimizer state this rank holds 1/dp
+  // of (runtime/sharded_state.h), and its place among the dp ranks and
+  // pipeline stages.
+  std::vector<ShardedBucket> buckets;
+  int dp = 1;
+  int dp_rank = 0;
+  int pp_rank = 0;
 };
 
 // One rank's state as it holds it: tensor-parallel shards, with what it
@@ -32,6 +40,12 @@ struct StateHolder {
 struct RankShards {
   int mp = 1;
   int mp_rank = 0;
+  // Sharded buckets (StateHolder): MergeShards joins every dp rank's part
+  // of them into per-parameter state.
+  std::vector<ShardedBucket> buckets;
+  int dp = 1;
+  int dp_rank = 0;
+  int pp_rank = 0;
   std::map<std::string, int> sharded;  // var -> the dim split across mp
   TrainingState tensors;               // as the rank holds them
 };
@@ -41,7 +55,8 @@ StatusOr<RankShards> ShardsOf(const StateHolder& holder);
 
 // Full tensors of every state var the ranks hold between them (dp replicas
 // and tied copies taken once). Each sharded var must arrive from all `mp`
-// of its shards; an error names the first that does not.
+// of its shards, and each ZeRO bucket from all its dp ranks; an error names
+// the first that does not.
 StatusOr<TrainingState> MergeShards(const std::vector<RankShards>& ranks);
 
 // MergeShards of the holders' ShardsOf.

@@ -128,6 +128,60 @@ TEST(Sharding, Stage1IsBitIdenticalToUnshardedAndHoldsAnNthOfTheState) {
   }
 }
 
+// A checkpoint of a sharded run holds per-parameter state, equal to the
+// unsharded run's; it resumes sharded and unsharded runs alike, and a
+// sharded run resumed from an unsharded checkpoint continues bit for bit
+// as the unsharded run does.
+TEST(Sharding, Stage1StateIsPerParameterAndResumesEitherWay) {
+  OptimizerConfig adamw;
+  for (const Case& k : {kCases[1], kCases[2], kCases[4]}) {
+    SCOPED_TRACE(Name(k));
+    auto plain = Make(adamw, Sharded(k, 0));
+    auto sharded = Make(adamw, Sharded(k, 1));
+    ASSERT_TRUE(plain && sharded);
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_TRUE(plain->Step(s).ok());
+      ASSERT_TRUE(sharded->Step(s).ok());
+    }
+    auto a = plain->State();
+    auto b = sharded->State();
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    for (auto [x, y] : {std::pair{&a->parameters, &b->parameters},
+                        std::pair{&a->optimizer, &b->optimizer}}) {
+      ASSERT_EQ(x->size(), y->size());
+      for (const auto& [name, t] : *x) {
+        auto it = y->find(name);
+        ASSERT_NE(it, y->end()) << name << " missing from the sharded run's state";
+        ASSERT_EQ(t.bytes(), it->second.bytes()) << name;
+        EXPECT_EQ(std::memcmp(t.raw_data(), it->second.raw_data(), t.bytes()), 0) << name;
+      }
+    }
+    // Resume a fresh sharded run from the unsharded state, and an
+    // unsharded one from the sharded state: both continue as the run
+    // that was never stopped.
+    auto resumed_sharded = Make(adamw, Sharded(k, 1));
+    auto resumed_plain = Make(adamw, Sharded(k, 0));
+    ASSERT_TRUE(resumed_sharded && resumed_plain);
+    ASSERT_TRUE(resumed_sharded->SetState(*a, "plain").ok());
+    ASSERT_TRUE(resumed_plain->SetState(*b, "sharded").ok());
+    for (int s = 2; s < 4; ++s) {
+      ASSERT_TRUE(plain->Step(s).ok());
+      ASSERT_TRUE(resumed_sharded->Step(s).ok());
+      ASSERT_TRUE(resumed_plain->Step(s).ok());
+    }
+    auto want = plain->State();
+    auto got1 = resumed_sharded->State();
+    auto got2 = resumed_plain->State();
+    ASSERT_TRUE(want.ok() && got1.ok() && got2.ok());
+    for (const auto* got : {&*got1, &*got2}) {
+      for (const auto& [name, t] : want->parameters) {
+        const Tensor& u = got->parameters.at(name);
+        EXPECT_EQ(std::memcmp(t.raw_data(), u.raw_data(), t.bytes()), 0) << name;
+      }
+    }
+  }
+}
+
 // The plan: every dp all-reduce became a reduce-scatter and an all-gather
 // on the buffers themselves, with no op that concatenates, slices or
 // copies a bucket.
