@@ -238,9 +238,7 @@ StateHolder ParallelTrainer::Holder(int rank) const {
   h.mp = plan_.layout.mp;
   h.mp_rank = rp.coords.mp;
   h.scope = scopes_[rank].get();
-  std::vector<const Block*> blocks;
-  for (const auto& [key, program] : rp.programs()) blocks.push_back(&program.global_block());
-  h.buckets = ShardedBucketsOf(blocks);
+  h.buckets = BucketsOf(rank);
   h.dp = plan_.layout.dp;
   h.dp_rank = rp.coords.dp;
   h.pp_rank = rp.coords.pp;
@@ -252,26 +250,15 @@ std::string ParallelTrainer::Layout() const {
   return StrCat("dp=", l.dp, " mp=", l.mp, " pp=", l.pp, " ", plan_.resolved.schedule_mode());
 }
 
-Status ParallelTrainer::CheckStateIsWhole() const {
-  if (HoldsWholeState()) return Status::OK();
-  for (const RankPlan& rp : plan_.ranks) {
-    for (const auto& [key, program] : rp.programs()) {
-      for (const auto& [name, var] : program.global_block().vars()) {
-        if (var.has_flat() && var.flat().shard_ring() >= 0) {
-          return Unimplemented("checkpoints of sharded optimizer state (sharding.stage > 0) are "
-                               "taken in one process only, not yet under loom launch: rank ",
-                               rp.rank, " holds '", name, "', 1/", plan_.layout.dp,
-                               " of a bucket; run the layout with loom run, or checkpoint "
-                               "without sharding");
-        }
-      }
-    }
+std::vector<ShardedBucket> ParallelTrainer::BucketsOf(int rank) const {
+  std::vector<const Block*> blocks;
+  for (const auto& [key, program] : plan_.ranks[rank].programs()) {
+    blocks.push_back(&program.global_block());
   }
-  return Status::OK();
+  return ShardedBucketsOf(blocks);
 }
 
 StatusOr<TrainingState> ParallelTrainer::State() {
-  LOOM_RETURN_IF_ERROR(CheckStateIsWhole());
   if (!HoldsWholeState()) {
     return Unimplemented("gathering the whole state needs every rank in this process; this one "
                          "runs ", local_.size(), " of ", plan_.layout.world_size(),
@@ -283,7 +270,6 @@ StatusOr<TrainingState> ParallelTrainer::State() {
 }
 
 StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64_t steps_done) {
-  LOOM_RETURN_IF_ERROR(CheckStateIsWhole());
   if (HoldsWholeState() || options_.comm.file_store_dir.empty()) {
     LOOM_ASSIGN_OR_RETURN(TrainingState state, State());
     return std::optional<TrainingState>(std::move(state));
@@ -293,8 +279,13 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
   // can be found there; the launcher removes it at the end.
   const fs::path dir = fs::path(options_.comm.file_store_dir) / StrCat("checkpoint-", steps_done);
   auto file = [&](int rank) { return (dir / StrCat("rank-", rank, ".safetensors")).string(); };
+  // dp replicas hold the same, except for ZeRO buckets, of which each
+  // holds its own part.
+  auto hands_over = [&](int r) {
+    return plan_.ranks[r].coords.dp == 0 || !BucketsOf(r).empty();
+  };
   for (int r : local_) {
-    if (plan_.ranks[r].coords.dp != 0) continue;  // replicas hold the same
+    if (!hands_over(r)) continue;
     LOOM_ASSIGN_OR_RETURN(RankShards shards, ShardsOf(Holder(r)));
     LOOM_RETURN_IF_ERROR(WriteFileAtomically(file(r), EncodeRankShards(shards)));
   }
@@ -304,7 +295,7 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
   std::vector<RankShards> ranks;
   const auto deadline = std::chrono::steady_clock::now() + options_.comm.timeout;
   for (int r = 0; r < plan_.layout.world_size(); ++r) {
-    if (plan_.ranks[r].coords.dp != 0) continue;
+    if (!hands_over(r)) continue;
     // Written atomically: once the file is there, it is whole.
     while (!fs::exists(file(r))) {
       if (std::chrono::steady_clock::now() > deadline) {
@@ -318,6 +309,11 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
     }
     LOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(file(r)));
     LOOM_ASSIGN_OR_RETURN(RankShards shards, DecodeRankShards(bytes, file(r)));
+    // The buckets' layout is the plan's, which this process has too.
+    shards.buckets = BucketsOf(r);
+    shards.dp = plan_.layout.dp;
+    shards.dp_rank = plan_.ranks[r].coords.dp;
+    shards.pp_rank = plan_.ranks[r].coords.pp;
     ranks.push_back(std::move(shards));
   }
   std::error_code ec;
@@ -327,7 +323,6 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
 }
 
 Status ParallelTrainer::SetState(const TrainingState& state, const std::string& source) {
-  LOOM_RETURN_IF_ERROR(CheckStateIsWhole());
   std::set<std::string> used;
   for (int r : local_) {
     LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(r), source, &used)

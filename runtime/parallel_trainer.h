@@ -17,6 +17,7 @@
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
 #include "passes/planner.h"
+#include "runtime/sharded_state.h"
 #include "runtime/trainer.h"
 #include "scheduler/execution_graph.h"
 
@@ -89,7 +90,6 @@ class ParallelTrainer : public Trainer {
   // `source`, named in errors), which must hold exactly this model's and
   // optimizer's.
   Status SetState(const TrainingState& state, const std::string& source) override;
-  Status CheckpointSupport() const override { return CheckStateIsWhole(); }
   bool HoldsWholeState() const override {
     return static_cast<int>(local_.size()) == plan_.layout.world_size();
   }
@@ -137,10 +137,8 @@ class ParallelTrainer : public Trainer {
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;
-  // Unimplemented where the plan shards optimizer state over dp ranks and
-  // not all of them are in this process (the launch hand-over carries
-  // dp=0's state only), naming a sharded var.
-  Status CheckStateIsWhole() const;
+  // The ZeRO buckets whose state `rank` holds part of (none unsharded).
+  std::vector<ShardedBucket> BucketsOf(int rank) const;
 };
 
 }  // namespace loom

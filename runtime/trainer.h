@@ -26,9 +26,6 @@ class Trainer {
   virtual Status SetState(const TrainingState& state, const std::string& source) = 0;
   // Whether State() can gather everything here (every rank is local).
   virtual bool HoldsWholeState() const = 0;
-  // OK where State() and SetState() can work at all; else why not (asked
-  // before step 0 when a run checkpoints or resumes).
-  virtual Status CheckpointSupport() const { return Status::OK(); }
   // The state for the checkpoint after `steps_done` steps: the full
   // tensors in the process that writes it; nullopt in the other processes
   // of a launch, which hand their ranks' shards over to that one instead.

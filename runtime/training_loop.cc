@@ -30,9 +30,6 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
                        const std::function<void(const std::string&)>& on_note) {
   LOOM_RETURN_IF_ERROR(CheckOptions(trainer, options));
   // Checked before any step, so that a bad directory fails now.
-  if (!options.save_dir.empty() || !options.resume.empty()) {
-    LOOM_RETURN_IF_ERROR(trainer.CheckpointSupport());
-  }
   if (!options.save_dir.empty()) {
     LOOM_RETURN_IF_ERROR(
         CheckWritable(StrCat(options.save_dir, "/", "step")).WithContext("--save_dir"));
