@@ -1,5 +1,7 @@
-// sharding: ZeRO stage 1 over the data-parallel group. Each dp rank keeps
-// and updates 1/N of every bucket's optimizer state instead of all of it.
+// sharding: ZeRO stages 1 and 2 over the data-parallel group. Each dp rank
+// keeps and updates 1/N of every bucket's optimizer state instead of all of
+// it; under stage 2 it also keeps only 1/N of the bucket's gradients
+// (ScatterGradients below).
 //
 // The data-parallel pass has made each bucket one flat gradient buffer G
 // (VarDesc.flat) whose members share one kind of update. Per bucket:
@@ -53,8 +55,13 @@ class ShardingPass : public Pass {
 
  private:
   Status Shard(PassContext& ctx, Bucket& b);
+  StatusOr<std::string> ReduceScatterInPlace(PassContext& ctx, Bucket& b, int64_t shard);
+  StatusOr<std::string> ScatterGradients(PassContext& ctx, Bucket& b, int64_t padded,
+                                         int64_t shard, std::vector<proto::OpDesc>* after_update,
+                                         std::vector<std::string>* gone);
 
   int n_ = 1;
+  int stage_ = 1;
   int events_ = 0;
 };
 
@@ -63,6 +70,20 @@ class ShardingPass : public Pass {
 bool IsStateSlot(const Op& op, const proto::OpDesc::Slot& slot) {
   return slot.name() != "Param" && slot.vars_size() == 1 && op.HasOutput(slot.name() + "Out") &&
          op.Output(slot.name() + "Out") == slot.vars(0);
+}
+
+// Whether another op than the bucket's all-reduce and updates reads its
+// gradients: the tied embedding's all-reduce across the first and last
+// stage, which needs them whole after the reduce.
+bool TiedBucket(const Block& block, const Bucket& b) {
+  for (const std::string& g : b.grads) {
+    for (const Op* op : block.Consumers(g)) {
+      if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kSharedParamRing) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 // The constant the startup program fills optimizer state `name` with,
@@ -98,6 +119,153 @@ void EraseInit(Block& startup, const std::string& name) {
   }
 }
 
+// Stage 1 (and a tied bucket under stage 2): the gradients stay in their
+// persistent buffer, reduce-scattered in place into the rank's part of it.
+StatusOr<std::string> ShardingPass::ReduceScatterInPlace(PassContext& ctx, Bucket& b,
+                                                         int64_t shard) {
+  Block& block = ctx.program().global_block();
+  const DataType dtype = block.FindVar(b.grad_buffer)->dtype();
+  // Named as a gradient of P, so that split-backward puts the reduce-scatter
+  // in the W half with the gradients it reduces.
+  const std::string g_shard = b.grad_buffer + "@SHARD";
+  proto::VarDesc* v = block.AddVar(g_shard);
+  SetMeta(TensorMeta{dtype, {shard}}, v);
+  v->set_persistable(true);
+  v->mutable_flat()->set_buffer(b.grad_buffer);
+  v->mutable_flat()->set_shard_ring(kDpRing);
+  proto::OpDesc rs = OpDescBuilder("reduce_scatter")
+                         .Input("X", b.grad_buffer)
+                         .Input("Members", b.grads)
+                         .Output("Out", g_shard)
+                         .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                         .Attr("nranks", static_cast<int32_t>(n_))
+                         .Attr("reduce_op", std::string("avg"))
+                         .Role(role::kBackward | role::kComm);
+  rs.set_stream(stream::kSharding);
+  rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
+  rs.set_chunk(b.allreduce->desc().chunk());
+  rs.set_last_micro_batch_only(b.allreduce->desc().last_micro_batch_only());
+  LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, b.allreduce, rs).status());
+  block.EraseOp(b.allreduce);
+  return g_shard;
+}
+
+// Stage 2: the bucket's gradients are a temporary, joined in place each
+// micro-batch (flat_concat, with a zero tail to a multiple of N) and
+// reduce-scattered at once; only the rank's part persists, summed over the
+// micro-batches where gradients accumulate. The full-size accumulators go.
+StatusOr<std::string> ShardingPass::ScatterGradients(PassContext& ctx, Bucket& b, int64_t padded,
+                                                     int64_t shard,
+                                                     std::vector<proto::OpDesc>* after_update,
+                                                     std::vector<std::string>* gone) {
+  Block& block = ctx.program().global_block();
+  Block& startup = ctx.startup().global_block();
+  const std::string where = StrCat("bucket ", b.grad_buffer);
+  const bool accumulating = ctx.micro_batches() > 1;
+  proto::VarDesc* g = block.FindVar(b.grad_buffer);
+  const DataType dtype = g->dtype();
+  auto placed = [&](proto::OpDesc d) {
+    d.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
+    d.set_chunk(b.allreduce->desc().chunk());
+    d.set_creation_pass(kPassName);
+    return d;
+  };
+  std::vector<std::string> parts;
+  int64_t filled = 0;
+  for (const std::string& name : b.grads) {
+    proto::VarDesc* var = block.FindVar(name);
+    filled += NumElements(MetaOf(*var).shape);
+    if (!accumulating) {
+      var->clear_flat();
+      var->set_persistable(false);
+      parts.push_back(name);
+      continue;
+    }
+    // An accumulator (acc = acc + this micro-batch's gradient): the join
+    // takes the micro-batch's gradient; the accumulator, its add and its
+    // zeroing go.
+    Op* add = nullptr;
+    for (Op* op : block.Producers(name)) {
+      if (op->type() == "elementwise_add" && op->HasRole(role::kBackward) &&
+          op->Input("X") == name) {
+        add = op;
+      }
+    }
+    if (add == nullptr) {
+      return FailedPrecondition(where, ": accumulator '", name, "' has no accumulating add");
+    }
+    parts.push_back(add->Input("Y"));
+    block.EraseOp(add);
+    for (Op* op : std::vector<Op*>(block.Producers(name))) {
+      if (op->HasRole(role::kOptimize) && op->type() == "fill_constant") block.EraseOp(op);
+    }
+    gone->push_back(name);
+  }
+  std::vector<proto::OpDesc> ops;
+  if (padded > filled) {
+    const std::string pad = b.grad_buffer + "@PAD";
+    SetMeta(TensorMeta{dtype, {padded - filled}}, block.AddVar(pad));
+    ops.push_back(placed(OpDescBuilder("fill_constant")
+                             .Output("Out", pad)
+                             .Attr("shape", Shape{padded - filled})
+                             .Attr("dtype", static_cast<int32_t>(dtype))
+                             .Attr("value", 0.0f)
+                             .Role(role::kBackward)));
+    parts.push_back(pad);
+  }
+  g->set_persistable(false);
+  ops.push_back(placed(OpDescBuilder("flat_concat")
+                           .Input("X", parts)
+                           .Output("Out", b.grad_buffer)
+                           .Role(role::kBackward)));
+  const std::string g_shard = b.grad_buffer + "@SHARD";
+  for (Block* blk : {&block, &startup}) {
+    proto::VarDesc* v = blk->AddVar(g_shard);
+    SetMeta(TensorMeta{dtype, {shard}}, v);
+    v->set_persistable(true);
+  }
+  LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup, OpDescBuilder("fill_constant")
+                                                        .Output("Out", g_shard)
+                                                        .Attr("shape", Shape{shard})
+                                                        .Attr("dtype", static_cast<int32_t>(dtype))
+                                                        .Attr("value", 0.0f))
+                           .status());
+  const std::string scattered = accumulating ? b.grad_buffer + "@SCATTER" : g_shard;
+  if (accumulating) SetMeta(TensorMeta{dtype, {shard}}, block.AddVar(scattered));
+  proto::OpDesc rs = placed(OpDescBuilder("reduce_scatter")
+                                .Input("X", b.grad_buffer)
+                                .Output("Out", scattered)
+                                .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                                .Attr("nranks", static_cast<int32_t>(n_))
+                                .Attr("reduce_op", std::string("avg"))
+                                .Role(role::kBackward | role::kComm));
+  rs.set_stream(stream::kSharding);
+  ops.push_back(rs);
+  if (accumulating) {
+    // On the sharding stream too, so that calc never waits for the
+    // reduce-scatter of the micro-batch it has moved past.
+    proto::OpDesc sum = placed(OpDescBuilder("elementwise_add")
+                                   .Input("X", g_shard)
+                                   .Input("Y", scattered)
+                                   .Output("Out", g_shard)
+                                   .Role(role::kBackward));
+    sum.set_stream(stream::kSharding);
+    ops.push_back(sum);
+    after_update->push_back(OpDescBuilder("fill_constant")
+                                .Output("Out", g_shard)
+                                .Attr("shape", Shape{shard})
+                                .Attr("dtype", static_cast<int32_t>(dtype))
+                                .Attr("value", 0.0f)
+                                .Role(role::kOptimize));
+  }
+  Op* at = b.allreduce;
+  for (proto::OpDesc& d : ops) {
+    LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, at, std::move(d)));
+  }
+  block.EraseOp(b.allreduce);
+  return g_shard;
+}
+
 Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
   Block& block = ctx.program().global_block();
   Block& startup = ctx.startup().global_block();
@@ -124,35 +292,23 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
     param->mutable_flat()->set_buffer(p_buffer);
     param->mutable_flat()->set_offset(block.FindVar(b.grads[i])->flat().offset());
   }
-  auto shard_of = [&](const std::string& name, const std::string& buffer) {
-    proto::VarDesc* v = block.AddVar(name);
+  const std::string p_shard = base + ".shard";
+  {
+    proto::VarDesc* v = block.AddVar(p_shard);
     SetMeta(TensorMeta{dtype, {shard}}, v);
     v->set_persistable(true);
-    v->mutable_flat()->set_buffer(buffer);
+    v->mutable_flat()->set_buffer(p_buffer);
     v->mutable_flat()->set_shard_ring(kDpRing);
-  };
-  // Named as a gradient of P, so that split-backward puts the reduce-scatter
-  // in the W half with the gradients it reduces.
-  const std::string g_shard = b.grad_buffer + "@SHARD";
-  const std::string p_shard = base + ".shard";
-  shard_of(g_shard, b.grad_buffer);
-  shard_of(p_shard, p_buffer);
-
-  // The reduce-scatter takes the all-reduce's place.
-  proto::OpDesc rs = OpDescBuilder("reduce_scatter")
-                         .Input("X", b.grad_buffer)
-                         .Input("Members", b.grads)
-                         .Output("Out", g_shard)
-                         .Attr("ring_id", static_cast<int32_t>(kDpRing))
-                         .Attr("nranks", static_cast<int32_t>(n_))
-                         .Attr("reduce_op", std::string("avg"))
-                         .Role(role::kBackward | role::kComm);
-  rs.set_stream(stream::kSharding);
-  rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
-  rs.set_chunk(b.allreduce->desc().chunk());
-  rs.set_last_micro_batch_only(b.allreduce->desc().last_micro_batch_only());
-  LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, b.allreduce, rs).status());
-  block.EraseOp(b.allreduce);
+  }
+  const bool tied = TiedBucket(block, b);
+  std::vector<proto::OpDesc> after_update;
+  std::vector<std::string> gone;  // vars no op reads once the updates are gone
+  std::string g_shard;
+  if (stage_ >= 2 && !tied) {
+    LOOM_ASSIGN_OR_RETURN(g_shard, ScatterGradients(ctx, b, padded, shard, &after_update, &gone));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(g_shard, ReduceScatterInPlace(ctx, b, shard));
+  }
 
   // One update of the shard, in the last member update's place, with state
   // of the shard's size where the members' state was parameter-sized.
@@ -239,7 +395,17 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
   for (proto::OpDesc& z : zeroing) {
     LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
   }
+  for (proto::OpDesc& z : after_update) {
+    z.set_pipeline_stage(placed->desc().pipeline_stage());
+    z.set_chunk(placed->desc().chunk());
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
   for (Op* u : b.updates) block.EraseOp(u);
+  for (const std::string& v : gone) {
+    EraseInit(startup, v);
+    startup.RemoveVar(v);
+    block.RemoveVar(v);
+  }
   // The members' own state is gone from both programs.
   for (const std::string& s : old_state) {
     EraseInit(startup, s);
@@ -256,6 +422,7 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
     return false;
   }
   n_ = ctx.dp_degree();
+  stage_ = s.stage();
   if (n_ < 2) return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
   Block& block = ctx.program().global_block();
   std::map<std::string, std::string> param_of;  // grad -> param
@@ -320,8 +487,9 @@ PassInfo ShardingPassInfo() {
   PassInfo info;
   info.name = kPassName;
   info.summary =
-      "ZeRO stage 1: each dp rank updates 1/N of every gradient bucket (reduce-scatter, sharded "
-      "update, all-gather, in place on flat buffers)";
+      "ZeRO stages 1-2: each dp rank updates 1/N of every gradient bucket (reduce-scatter, "
+      "sharded update, all-gather, in place on flat buffers); stage 2 keeps 1/N of the "
+      "gradients";
   info.requires_passes = {"data-parallel"};
   info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new ShardingPass());

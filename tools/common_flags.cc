@@ -63,7 +63,8 @@ DEFINE_int64(dp_bucket_bytes, 0,
              "which the cluster's all-reduce reaches 90% of link bandwidth, at most a quarter "
              "of the gradients; --explain says which)");
 DEFINE_int32(sharding_stage, 0,
-             "ZeRO stage over the data-parallel group: 1 shards the optimizer state (each dp rank "
+             "ZeRO stage over the data-parallel group: 1 shards the optimizer state, 2 the "
+             "gradients too (each dp rank "
              "updates 1/dp of every gradient bucket); 0: the config's");
 DEFINE_int32(sharding_degree, 0, "ranks sharing the state (0: the config's, else dp.degree)");
 DEFINE_string(sharding_fetch_mode, "",

@@ -333,7 +333,44 @@ std::vector<int64_t> ConcatJoinOffsets(const Op& op) {
   return BlockOffsets(op, op.Output("Out"), op.Inputs("X"));
 }
 
+// flat_concat: each part starts where the one before ends.
+std::vector<int64_t> FlatConcatOffsets(const Op& op) {
+  std::vector<int64_t> offsets;
+  int64_t at = 0;
+  for (const std::string& x : op.Inputs("X")) {
+    offsets.push_back(at);
+    const proto::VarDesc* v = op.block() == nullptr ? nullptr : op.block()->FindVar(x);
+    if (v == nullptr) return {};
+    at += NumElements(MetaOf(*v).shape);
+  }
+  return offsets;
+}
+
+Status InferFlatConcat(InferShapeContext& ctx) {
+  int64_t n = 0;
+  const DataType dtype = ctx.Input("X", 0).dtype;
+  for (int i = 0; i < ctx.InputCount("X"); ++i) {
+    const TensorMeta& x = ctx.Input("X", i);
+    if (x.dtype != dtype) {
+      return InvalidArgument("X ", i, " is ", DataTypeName(x.dtype), " but X 0 is ",
+                             DataTypeName(dtype));
+    }
+    n += NumElements(x.shape);
+  }
+  ctx.SetOutput("Out", TensorMeta{dtype, {n}});
+  return Status::OK();
+}
+
 void RegisterSplitConcat() {
+  OpRegistry::Global().Register(
+      OpSchema("flat_concat")
+          .Input("X", SlotSpec::kDuplicable)
+          .Output("Out")
+          .JoinOf("X", FlatConcatOffsets)
+          .SetInferShape(InferFlatConcat)
+          .Doc("Joins the X vars, each read as a flat run of its elements, into the 1-D "
+               "Out, in slot order: a gradient bucket. Where the X are temporaries "
+               "their producers write them in place and nothing is copied."));
   OpRegistry::Global().Register(
       OpSchema("split")
           .Input("X")

@@ -246,6 +246,17 @@ Status ConcatKernel(const KernelContext& ctx) {
   return Status::OK();
 }
 
+// Runs only where the parts were not written in place (OpJoinOf declined).
+Status FlatConcatKernel(const KernelContext& ctx) {
+  auto* out = static_cast<uint8_t*>(ctx.Output("Out")->raw_data());
+  for (int i = 0; i < ctx.InputCount("X"); ++i) {
+    const Tensor& x = ctx.Input("X", i);
+    std::memcpy(out, x.raw_data(), x.bytes());
+    out += x.bytes();
+  }
+  return Status::OK();
+}
+
 Status ConcatGradKernel(const KernelContext& ctx) {
   const Tensor& dout = ctx.Input("Out@GRAD");
   LOOM_ASSIGN_OR_RETURN(int axis,
@@ -276,6 +287,7 @@ void RegisterShapeCpuKernels() {
   r.Register("slice_grad", SliceGradKernel);
   r.Register("split", SplitKernel);
   r.Register("concat", ConcatKernel);
+  r.Register("flat_concat", FlatConcatKernel);
   r.Register("concat_grad", ConcatGradKernel);
 }
 
