@@ -24,6 +24,17 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
     if (&in != out) out->CopyFrom(in);
     bucket.push_back(out);
   }
+  // A fetch: every part but this rank's is zeroed, so the sum gathers.
+  const int parts = ctx.Attr<int32_t>("fetch_parts");
+  if (parts > 0) {
+    if (parts != comm->size() || bucket.size() != 1) {
+      return InvalidArgument("a fetch of ", parts, " parts on a ring of ", comm->size());
+    }
+    auto* bytes = static_cast<uint8_t*>(bucket[0]->raw_data());
+    const int64_t part = bucket[0]->bytes() / parts;
+    std::memset(bytes, 0, comm->rank() * part);
+    std::memset(bytes + (comm->rank() + 1) * part, 0, (parts - comm->rank() - 1) * part);
+  }
   return comm->AllReduce(bucket, op);
 }
 

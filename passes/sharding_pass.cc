@@ -26,10 +26,17 @@
 // zeroing (gradient accumulation) moves after the update. The collectives
 // run on the sharding stream (still the dp group's ring), so that traces
 // and `loom simulate` count them as sharding communication.
+//
+// sharding.fetch_mode picks how P is made whole again: an all-gather of
+// the shards, or (DeepSpeed's fetch) an all-reduce of P with every part
+// but the rank's own zeroed, both in place; "auto" takes the one the comm
+// model prices lower, bucket by bucket.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "cost_model/comm_model.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
@@ -56,6 +63,9 @@ class ShardingPass : public Pass {
  private:
   Status Shard(PassContext& ctx, Bucket& b);
   StatusOr<std::string> ReduceScatterInPlace(PassContext& ctx, Bucket& b, int64_t shard);
+  // sharding.fetch_mode for a bucket of `bytes`; "auto" asks the comm
+  // model and says why.
+  StatusOr<bool> FetchByAllReduce(PassContext& ctx, const std::string& bucket, int64_t bytes);
   StatusOr<std::string> ScatterGradients(PassContext& ctx, Bucket& b, int64_t padded,
                                          int64_t shard, std::vector<proto::OpDesc>* after_update,
                                          std::vector<std::string>* gone);
@@ -382,12 +392,30 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
   }
   Op* anchor = b.updates.back();
   LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
-  proto::OpDesc gather = OpDescBuilder("allgather")
-                             .Input("X", p_shard)
-                             .Output("Out", p_buffer)
-                             .Attr("ring_id", static_cast<int32_t>(kDpRing))
-                             .Attr("nranks", static_cast<int32_t>(n_))
-                             .Role(role::kOptimize | role::kComm);
+  LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce,
+                        FetchByAllReduce(ctx, p_buffer, padded * SizeOf(dtype)));
+  proto::OpDesc gather;
+  if (by_all_reduce) {
+    // The update writes P.shard, which the all-reduce does not name: an
+    // event orders them.
+    const std::string updated = StrCat(base, ".updated");
+    placed->annotations().add_record_events(updated);
+    gather = OpDescBuilder("allreduce")
+                 .Input("X", p_buffer)
+                 .Output("Out", p_buffer)
+                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                 .Attr("reduce_op", std::string("sum"))
+                 .Attr("fetch_parts", static_cast<int32_t>(n_))
+                 .Role(role::kOptimize | role::kComm);
+    gather.add_wait_events(updated);
+  } else {
+    gather = OpDescBuilder("allgather")
+                 .Input("X", p_shard)
+                 .Output("Out", p_buffer)
+                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                 .Attr("nranks", static_cast<int32_t>(n_))
+                 .Role(role::kOptimize | role::kComm);
+  }
   gather.set_stream(stream::kSharding);
   gather.set_pipeline_stage(placed->desc().pipeline_stage());
   gather.set_chunk(placed->desc().chunk());
@@ -413,6 +441,30 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
     startup.RemoveVar(s);
   }
   return Status::OK();
+}
+
+// "12.3 us", "4.56 ms".
+std::string Ms(double s) {
+  if (s < 1e-3) return StrCat(std::round(s * 1e7) / 10, " us");
+  return StrCat(std::round(s * 1e5) / 100, " ms");
+}
+
+StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::string& bucket,
+                                              int64_t bytes) {
+  const std::string& mode = ctx.strategy().sharding().fetch_mode();
+  if (mode == "all_gather") return false;
+  if (mode == "all_reduce") return true;
+  LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
+  const std::vector<int> group = RingMembers(ctx.layout(), ctx.rank(), kDpRing);
+  const double gather = comm->CommSeconds(CollectiveKind::kAllGather, CommAlgorithm::kDirect,
+                                          bytes / n_, group);
+  const double reduce =
+      comm->CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, group);
+  const bool by_reduce = reduce < gather;
+  ctx.Explain(kPassName, StrCat(bucket, " (", bytes, " bytes): fetch by all-gather ", Ms(gather),
+                                ", by all-reduce ", Ms(reduce), ": ",
+                                by_reduce ? "all-reduce" : "all-gather"));
+  return by_reduce;
 }
 
 StatusOr<bool> ShardingPass::Run(PassContext& ctx) {

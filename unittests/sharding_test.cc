@@ -94,6 +94,59 @@ TEST(Sharding, ParametersMatchSerialTrainingUnderSgd) {
   }
 }
 
+// Every fetch mode and bucket size (the cost model's, one gradient a
+// bucket, 32 KiB) keeps serial training's parameters; "auto" says per
+// bucket which fetch it took.
+TEST(Sharding, EveryFetchModeAndBucketSizeMatchesSerialTraining) {
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  for (auto [k, stage] : {std::pair{kCases[1], 2}, std::pair{kCases[2], 1}}) {
+    for (int64_t bucket : {int64_t{0}, int64_t{1}, int64_t{32 * 1024}}) {
+      for (const char* fetch : {"all_gather", "all_reduce", "auto"}) {
+        SCOPED_TRACE(StrCat(Name(k), " stage ", stage, " bucket ", bucket, " fetch ", fetch));
+        proto::Strategy s = Sharded(k, stage);
+        s.mutable_dp()->set_bucket_size_bytes(bucket);
+        s.mutable_sharding()->set_fetch_mode(fetch);
+        auto serial = SerialTrainer::Create(Tiny(), sgd).value();
+        auto t = Make(sgd, s);
+        ASSERT_NE(t, nullptr);
+        for (int step = 0; step < 2; ++step) {
+          ASSERT_TRUE(serial->Step(step).ok());
+          ASSERT_TRUE(t->Step(step).ok());
+        }
+        EXPECT_GE(ExpectEveryParameterMatches(*t, *serial, 2e-5), 4 * 12 + 4);
+        int fetches = 0;
+        for (const auto& [key, program] : t->plan().ranks[0].programs()) {
+          for (const Op* op : program.global_block().ops()) {
+            const bool by_reduce =
+                op->type() == "allreduce" && op->GetAttr<int32_t>("fetch_parts") > 0;
+            fetches += by_reduce || op->type() == "allgather";
+            if (std::string(fetch) == "all_reduce") EXPECT_FALSE(op->type() == "allgather");
+            if (std::string(fetch) == "all_gather") EXPECT_FALSE(by_reduce);
+          }
+        }
+        EXPECT_GT(fetches, 0);
+      }
+    }
+  }
+  // auto, explained: on this host's loopback an all-reduce moves twice the
+  // bytes an all-gather does, so each bucket is all-gathered.
+  const TrainingProgram tp = BuildGptTrainingProgram(Tiny()).value();
+  proto::Strategy s = Sharded(kCases[0], 1);
+  s.mutable_sharding()->set_fetch_mode("auto");
+  std::vector<std::string> remarks;
+  PlanOptions o;
+  o.remarks = &remarks;
+  ASSERT_TRUE(PlanRanks(tp.main, tp.startup, s, {0}, o).ok());
+  int explained = 0;
+  for (const std::string& r : remarks) {
+    explained += r.find("fetch by all-gather") != std::string::npos &&
+                 r.find(": all-gather") != std::string::npos;
+  }
+  EXPECT_GE(explained, 2);
+}
+
 // AdamW: sharded and unsharded runs of a layout agree bit for bit (the
 // update is elementwise, the reduce-scatter sums as the all-reduce does;
 // stage 2 with micro-batches averages each micro-batch before summing

@@ -61,11 +61,27 @@ void RegisterCollectiveOps() {
           .Output("Out", SlotSpec::kDuplicable)
           .Attr<int32_t>("ring_id", 0)
           .Attr<std::string>("reduce_op", "sum")
+          // A fetch by all-reduce (DeepSpeed's, for sharded parameters):
+          // X is one 1-D var of fetch_parts equal parts, of which only this
+          // rank's (its place on the ring) is current; the others are zeroed
+          // first, so that the sum is every rank's part, in place.
+          .Attr<int32_t>("fetch_parts", 0)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             const std::string op = ctx.Attr<std::string>("reduce_op");
             if (op != "sum" && op != "avg" && op != "max") {
               return InvalidArgument("attribute reduce_op '", op,
                                      "' is not one of sum, avg, max");
+            }
+            const int parts = ctx.Attr<int32_t>("fetch_parts");
+            if (parts < 0) return InvalidArgument("attribute fetch_parts is negative");
+            if (parts > 0) {
+              const TensorMeta& x = ctx.Input("X", 0);
+              if (ctx.InputCount("X") != 1 || op != "sum" || x.shape.size() != 1 ||
+                  x.shape[0] % parts != 0) {
+                return InvalidArgument("a fetch (fetch_parts ", parts, ") sums one 1-D var "
+                                       "of equal parts, got ", ctx.InputCount("X"), " vars, ",
+                                       "reduce_op ", op, ", X ", ShapeToString(x.shape));
+              }
             }
             const int n = ctx.InputCount("X");
             if (ctx.OutputCount("Out") != n) {
