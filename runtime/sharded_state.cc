@@ -24,7 +24,9 @@ Overlap Meet(const ShardedBucket::Member& m, int64_t lo, int64_t hi) {
 std::vector<ShardedBucket> ShardedBucketsOf(const std::vector<const Block*>& blocks) {
   std::map<std::string, std::vector<ShardedBucket::Member>> members;  // buffer -> members
   for (const Block* block : blocks) {
-    for (const auto& [name, var] : block->vars()) {
+    for (const auto& entry : block->vars()) {
+      const std::string& name = entry.first;
+      const proto::VarDesc& var = entry.second;
       if (!var.has_flat() || var.flat().shard_ring() >= 0 || !var.is_parameter()) continue;
       auto& list = members[var.flat().buffer()];
       if (std::none_of(list.begin(), list.end(), [&](const auto& m) { return m.param == name; })) {
