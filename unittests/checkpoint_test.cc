@@ -361,6 +361,15 @@ TEST(Checkpoint, KilledDuringSavesTheLastCompleteOneLoads) {
                           environ),
               0);
     posix_spawn_file_actions_destroy(&actions);
+    // The first run is killed only once it has saved a checkpoint: how
+    // long it takes to start depends on the build (a sanitizer's) and the
+    // host's load, and a kill before any save leaves nothing to load.
+    if (trial == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      while (!LoadCheckpoint(dir).ok() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 700)(random)));
     kill(pid, SIGKILL);
