@@ -88,8 +88,15 @@ Status CheckFlatSlots(const Block& block) {
     const std::string where = StrCat("var '", name, "' in flat buffer '", var.flat().buffer(), "'");
     const proto::VarDesc* buffer = block.FindVar(var.flat().buffer());
     if (buffer == nullptr) return NotFound(where, ": the buffer is not declared");
-    if (!var.persistable() || !buffer->persistable()) {
-      return InvalidArgument(where, ": a flat buffer and its members must be persistable");
+    // A persistable buffer holds persistable members. A temporary one (a
+    // ZeRO-3 bucket that gathers make each time) holds temporaries, the
+    // views a flat_split hands out, and its shard, the rank's part, which
+    // persists on its own.
+    const bool shard = var.flat().shard_ring() >= 0;
+    if (buffer->persistable() ? !var.persistable() : var.persistable() && !shard) {
+      return InvalidArgument(where, ": ", buffer->persistable() ? "a persistable" : "a temporary",
+                             " buffer's members must be ",
+                             buffer->persistable() ? "persistable" : "temporaries");
     }
     if (buffer->has_flat()) return InvalidArgument(where, ": the buffer is itself in a buffer");
     if (buffer->shape_size() != 1 || buffer->dtype() != var.dtype()) {

@@ -41,6 +41,7 @@
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
+#include "passes/sharding_gathers.h"
 
 namespace loom {
 namespace {
@@ -61,7 +62,11 @@ class ShardingPass : public Pass {
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
-  Status Shard(PassContext& ctx, Bucket& b);
+  Status Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBucket>* gathered);
+  // Makes P whole after the update of P.shard (stages 1 and 2, and a
+  // tied bucket): by all-gather or all-reduce; returns the op.
+  StatusOr<Op*> FetchAfterUpdate(PassContext& ctx, Op* placed, const std::string& p_buffer,
+                                 const std::string& p_shard, int64_t padded, DataType dtype);
   StatusOr<std::string> ReduceScatterInPlace(PassContext& ctx, Bucket& b, int64_t shard);
   // sharding.fetch_mode for a bucket of `bytes`; "auto" asks the comm
   // model and says why.
@@ -276,7 +281,7 @@ StatusOr<std::string> ShardingPass::ScatterGradients(PassContext& ctx, Bucket& b
   return g_shard;
 }
 
-Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
+Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBucket>* gathered) {
   Block& block = ctx.program().global_block();
   Block& startup = ctx.startup().global_block();
   const std::string where = StrCat("bucket ", b.grad_buffer);
@@ -311,6 +316,22 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
     v->mutable_flat()->set_shard_ring(kDpRing);
   }
   const bool tied = TiedBucket(block, b);
+  // Stage 3: the rank keeps only P.shard; forward and backward gather P
+  // when they read it (sharding_gathers.h). A tied bucket, which the
+  // first and last stage sum across, stays whole (stage 2).
+  const bool regathered = stage_ >= 3 && !tied;
+  if (regathered) {
+    proto::VarDesc* p = block.FindVar(p_buffer);
+    // Still a parameter, so that split-backward puts the join of its
+    // gradients (P@GRAD) with the weight gradients.
+    p->set_persistable(false);
+    block.FindVar(p_shard)->set_is_parameter(true);
+    for (const std::string& param : b.params) block.FindVar(param)->set_persistable(false);
+    gathered->push_back({p_buffer, p_shard, b.params});
+  } else if (stage_ >= 3) {
+    ctx.Explain(kPassName, StrCat(p_buffer, " is tied across the first and last stage: its "
+                                            "parameters stay whole (stage 2)"));
+  }
   std::vector<proto::OpDesc> after_update;
   std::vector<std::string> gone;  // vars no op reads once the updates are gone
   std::string g_shard;
@@ -392,6 +413,39 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
   }
   Op* anchor = b.updates.back();
   LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
+  Op* after = placed;
+  if (!regathered) {
+    LOOM_ASSIGN_OR_RETURN(after, FetchAfterUpdate(ctx, placed, p_buffer, p_shard, padded, dtype));
+  }
+  for (proto::OpDesc& z : zeroing) {
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
+  for (proto::OpDesc& z : after_update) {
+    z.set_pipeline_stage(placed->desc().pipeline_stage());
+    z.set_chunk(placed->desc().chunk());
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
+  for (Op* u : b.updates) block.EraseOp(u);
+  for (const std::string& v : gone) {
+    EraseInit(startup, v);
+    startup.RemoveVar(v);
+    block.RemoveVar(v);
+  }
+  // The members' own state is gone from both programs.
+  for (const std::string& s : old_state) {
+    EraseInit(startup, s);
+    block.RemoveVar(s);
+    startup.RemoveVar(s);
+  }
+  return Status::OK();
+}
+
+StatusOr<Op*> ShardingPass::FetchAfterUpdate(PassContext& ctx, Op* placed,
+                                             const std::string& p_buffer,
+                                             const std::string& p_shard, int64_t padded,
+                                             DataType dtype) {
+  Block& block = ctx.program().global_block();
+  const std::string base = p_buffer;
   LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce,
                         FetchByAllReduce(ctx, p_buffer, padded * SizeOf(dtype)));
   proto::OpDesc gather;
@@ -419,28 +473,7 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b) {
   gather.set_stream(stream::kSharding);
   gather.set_pipeline_stage(placed->desc().pipeline_stage());
   gather.set_chunk(placed->desc().chunk());
-  LOOM_ASSIGN_OR_RETURN(Op* after, InsertOpAfterInferShapes(block, placed, gather));
-  for (proto::OpDesc& z : zeroing) {
-    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
-  }
-  for (proto::OpDesc& z : after_update) {
-    z.set_pipeline_stage(placed->desc().pipeline_stage());
-    z.set_chunk(placed->desc().chunk());
-    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
-  }
-  for (Op* u : b.updates) block.EraseOp(u);
-  for (const std::string& v : gone) {
-    EraseInit(startup, v);
-    startup.RemoveVar(v);
-    block.RemoveVar(v);
-  }
-  // The members' own state is gone from both programs.
-  for (const std::string& s : old_state) {
-    EraseInit(startup, s);
-    block.RemoveVar(s);
-    startup.RemoveVar(s);
-  }
-  return Status::OK();
+  return InsertOpAfterInferShapes(block, placed, gather);
 }
 
 // "12.3 us", "4.56 ms".
@@ -525,7 +558,11 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
     }
     buckets.push_back(std::move(b));
   }
-  for (Bucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b));
+  std::vector<GatheredBucket> gathered;
+  for (Bucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
+  if (!gathered.empty()) {
+    LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, s.prefetch_depth()));
+  }
   ctx.Explain(kPassName, StrCat("stage ", s.stage(), ": ", buckets.size(),
                                 " buckets' optimizer state split over ", n_,
                                 " dp ranks (each reduce-scattered, updated by shard, "

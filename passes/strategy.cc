@@ -75,10 +75,6 @@ Status ValidateSharding(const proto::Strategy& s) {
     return Unimplemented("sharding.degree ", sh.degree(), " other than dp.degree (",
                          s.dp().degree(), ") is not implemented");
   }
-  if (sh.stage() > 2) {
-    return Unimplemented("sharding.stage ", sh.stage(), " is not implemented yet (stages 1 and 2 "
-                         "are)");
-  }
   return Status::OK();
 }
 

@@ -41,6 +41,7 @@ std::vector<ShardedBucket> ShardedBucketsOf(const std::vector<const Block*>& blo
       const proto::VarDesc* p = block->FindVar(op->Input("Param"));
       if (p == nullptr || !p->has_flat() || p->flat().shard_ring() < 0) continue;
       const std::string& buffer = p->flat().buffer();
+      const proto::VarDesc* whole = block->FindVar(buffer);
       ShardedBucket b;
       b.shard = NumElements(MetaOf(*p).shape);
       b.members = members[buffer];
@@ -58,15 +59,28 @@ std::vector<ShardedBucket> ShardedBucketsOf(const std::vector<const Block*>& blo
         sv.split = var != nullptr && MetaOf(*var).shape == MetaOf(*p).shape;
         b.state[v] = sv;
       }
+      // ZeRO-3: the whole is a temporary, so the shard is the parameters'
+      // only copy.
+      if (whole != nullptr && !whole->persistable()) {
+        ShardedBucket::StateVar params;
+        params.split = true;
+        params.parameter = true;
+        b.state[op->Input("Param")] = params;
+      }
       out.push_back(std::move(b));
     }
   }
   return out;
 }
 
+bool HoldsParameters(const ShardedBucket& bucket) {
+  return std::any_of(bucket.state.begin(), bucket.state.end(),
+                     [](const auto& entry) { return entry.second.parameter; });
+}
+
 Status UnshardBucket(const ShardedBucket& bucket,
                      const std::map<std::string, std::vector<const Tensor*>>& parts,
-                     std::map<std::string, Tensor>* out) {
+                     std::map<std::string, Tensor>* out, std::map<std::string, Tensor>* params) {
   for (const auto& [var, sv] : bucket.state) {
     auto it = parts.find(var);
     if (it == parts.end() || it->second.empty()) {
@@ -94,7 +108,7 @@ Status UnshardBucket(const ShardedBucket& bucket,
                       o.count * sizeof(float));
         }
       }
-      (*out)[m.param + sv.suffix] = std::move(t);
+      (*(sv.parameter ? params : out))[m.param + sv.suffix] = std::move(t);
     }
   }
   return Status::OK();
@@ -102,6 +116,7 @@ Status UnshardBucket(const ShardedBucket& bucket,
 
 Status ShardIntoBucket(const ShardedBucket& bucket, int dp_rank,
                        const std::map<std::string, Tensor>& state,
+                       const std::map<std::string, Tensor>& params,
                        const std::function<StatusOr<Tensor>(const std::string& name,
                                                             const Tensor& full)>& mp_shard,
                        const std::map<std::string, Tensor*>& held, const std::string& source,
@@ -116,8 +131,12 @@ Status ShardIntoBucket(const ShardedBucket& bucket, int dp_rank,
     if (sv.split) std::memset(t->raw_data(), 0, t->bytes());  // the padding stays zero
     for (const ShardedBucket::Member& m : bucket.members) {
       const std::string name = m.param + sv.suffix;
-      auto it = state.find(name);
-      if (it == state.end()) return InvalidArgument(source, " has no optimizer state ", name);
+      const std::map<std::string, Tensor>& from = sv.parameter ? params : state;
+      auto it = from.find(name);
+      if (it == from.end()) {
+        return InvalidArgument(source, " has no ", sv.parameter ? "parameter " : "optimizer state ",
+                               name);
+      }
       used->insert(name);
       // The rank's tensor-parallel shard of parameter-shaped state.
       Tensor mine = it->second;

@@ -13,6 +13,16 @@
 namespace loom {
 namespace {
 
+// The parameters whose only copy is a ZeRO-3 bucket's shards.
+std::set<std::string> ParametersHeldInShards(const std::vector<ShardedBucket>& buckets) {
+  std::set<std::string> out;
+  for (const ShardedBucket& b : buckets) {
+    if (!HoldsParameters(b)) continue;
+    for (const ShardedBucket::Member& m : b.members) out.insert(m.param);
+  }
+  return out;
+}
+
 // A state var's map in TrainingState, or null for a var that is not state.
 template <typename State>
 auto* MapFor(State& state, const StateHolder& holder, const proto::VarDesc& var) {
@@ -63,9 +73,15 @@ StatusOr<RankShards> ShardsOf(const StateHolder& h) {
   out.dp = h.dp;
   out.dp_rank = h.dp_rank;
   out.pp_rank = h.pp_rank;
+  const std::set<std::string> in_shards = ParametersHeldInShards(h.buckets);
   for (const auto& [name, var] : h.startup->global_block().vars()) {
     auto* map = MapFor(out.tensors, h, var);
     if (map == nullptr) continue;
+    if (in_shards.count(name)) {
+      const int axis = AxisOf(h, name);
+      if (axis >= 0) out.sharded[name] = axis;
+      continue;
+    }
     const Tensor* t = h.scope->FindLocal(name);
     if (t == nullptr || !t->initialized()) {
       return Internal("state var ", name, " has no tensor on mp rank ", h.mp_rank);
@@ -73,6 +89,17 @@ StatusOr<RankShards> ShardsOf(const StateHolder& h) {
     (*map)[name] = *t;
     const int axis = AxisOf(h, name);
     if (axis >= 0) out.sharded[name] = axis;
+  }
+  // A ZeRO-3 shard, which the startup program does not declare.
+  for (const ShardedBucket& b : h.buckets) {
+    for (const auto& [var, sv] : b.state) {
+      if (!sv.parameter) continue;
+      const Tensor* t = h.scope->FindLocal(var);
+      if (t == nullptr || !t->initialized()) {
+        return Internal("parameter shard ", var, " has no tensor on dp rank ", h.dp_rank);
+      }
+      out.tensors.optimizer[var] = *t;
+    }
   }
   return out;
 }
@@ -117,10 +144,11 @@ StatusOr<std::vector<RankShards>> JoinBuckets(const std::vector<RankShards>& ran
           parts[var].push_back(it == r->tensors.optimizer.end() ? nullptr : &it->second);
         }
       }
-      LOOM_RETURN_IF_ERROR(UnshardBucket(b, parts, &joined.tensors.optimizer));
+      LOOM_RETURN_IF_ERROR(
+          UnshardBucket(b, parts, &joined.tensors.optimizer, &joined.tensors.parameters));
       for (const auto& [var, sv] : b.state) {
         joined.tensors.optimizer.erase(var);
-        if (!sv.split) continue;
+        if (!sv.split || sv.parameter) continue;
         for (const ShardedBucket::Member& m : b.members) {
           auto axis = joined.sharded.find(m.param);
           if (axis != joined.sharded.end()) joined.sharded[m.param + sv.suffix] = axis->second;
@@ -250,9 +278,10 @@ Status ScatterState(const TrainingState& state, const StateHolder& holder,
   for (const ShardedBucket& b : holder.buckets) {
     for (const auto& [var, sv] : b.state) bucket_state.insert(var);
   }
+  const std::set<std::string> in_shards = ParametersHeldInShards(holder.buckets);
   for (const auto& [name, var] : holder.startup->global_block().vars()) {
     const auto* map = MapFor(state, holder, var);
-    if (map == nullptr || bucket_state.count(name)) continue;
+    if (map == nullptr || bucket_state.count(name) || in_shards.count(name)) continue;
     Tensor* t = holder.scope->FindLocal(name);
     if (t == nullptr || !t->initialized()) {
       return Internal("state var ", name, " has no tensor on mp rank ", holder.mp_rank);
@@ -294,7 +323,8 @@ Status ScatterState(const TrainingState& state, const StateHolder& holder,
     std::map<std::string, Tensor*> held;
     for (const auto& [var, sv] : b.state) held[var] = holder.scope->FindLocal(var);
     LOOM_RETURN_IF_ERROR(
-        ShardIntoBucket(b, holder.dp_rank, state.optimizer, mp_shard, held, source, used));
+        ShardIntoBucket(b, holder.dp_rank, state.optimizer, state.parameters, mp_shard, held,
+                        source, used));
   }
   return Status::OK();
 }

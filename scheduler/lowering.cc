@@ -71,9 +71,11 @@ class RankLowering {
       var_bytes_.push_back(desc == nullptr ? 0 : BytesOf(*desc));
       if (desc != nullptr && desc->persistable()) {
         // A member of a flat buffer (ops name members, never the buffer)
-        // is counted as its whole buffer, once.
-        const proto::VarDesc* held =
-            desc->has_flat() ? block.FindVar(desc->flat().buffer()) : desc;
+        // is counted as its whole buffer, once; the shard of a temporary
+        // buffer (ZeRO-3) as itself.
+        const proto::VarDesc* buffer =
+            desc->has_flat() ? block.FindVar(desc->flat().buffer()) : nullptr;
+        const proto::VarDesc* held = buffer != nullptr && buffer->persistable() ? buffer : desc;
         if (held != nullptr && counted_buffers_.insert(held->name()).second) {
           PersistentBytes& p = body_->persistent;
           (desc->is_parameter() ? p.parameters

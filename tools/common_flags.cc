@@ -64,12 +64,15 @@ DEFINE_int64(dp_bucket_bytes, 0,
              "of the gradients; --explain says which)");
 DEFINE_int32(sharding_stage, 0,
              "ZeRO stage over the data-parallel group: 1 shards the optimizer state, 2 the "
-             "gradients too (each dp rank "
-             "updates 1/dp of every gradient bucket); 0: the config's");
+             "gradients too (each dp rank updates 1/dp of every gradient bucket), 3 the "
+             "parameters too (gathered before each use); 0: the config's");
 DEFINE_int32(sharding_degree, 0, "ranks sharing the state (0: the config's, else dp.degree)");
 DEFINE_string(sharding_fetch_mode, "",
-              "stage 3: all_gather, all_reduce or auto (empty: the config's)");
-DEFINE_int32(sharding_prefetch_depth, -1, "stage 3: buckets gathered ahead (-1: the config's)");
+              "how parameters are made whole after a sharded update: all_gather, all_reduce or "
+              "auto (the cost model's pick per bucket; empty: the config's)");
+DEFINE_int32(sharding_prefetch_depth, -1,
+             "stage 3: buckets whose gathers run ahead of the one being read (0: none; -1: the "
+             "config's)");
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -29,18 +31,33 @@ inline std::vector<float> Slice(const std::vector<float>& full, const Shape& sha
   return out;
 }
 
+// The largest elementwise difference; sizes must agree.
+inline double WorstDifference(const std::vector<float>& have, const std::vector<float>& want) {
+  EXPECT_EQ(have.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(have.size(), want.size()); ++i) {
+    worst = std::max(worst, static_cast<double>(std::fabs(have[i] - want[i])));
+  }
+  return worst;
+}
+
 // Compares every parameter each rank holds with the serial one, sliced to
-// the rank's tensor-parallel shard where the shapes differ; returns how
-// many it compared.
+// the rank's tensor-parallel shard where the shapes differ, and those no
+// rank holds whole (ZeRO-3 keeps each rank's part of a bucket) as the
+// run's merged state has them; returns how many it compared.
 inline int ExpectEveryParameterMatches(ParallelTrainer& t, SerialTrainer& serial, double tolerance) {
   int compared = 0;
+  std::set<std::string> unheld;
   for (int r : t.local_ranks()) {
     const RankPlan& rp = t.plan().ranks[r];
     for (const auto& [name, var] : rp.startup().global_block().vars()) {
       if (!var.is_parameter()) continue;
       const Tensor* got = t.rank_scope(r).FindLocal(name);
       const Tensor* full = serial.scope().Find(name);
-      if (got == nullptr || !got->initialized()) continue;
+      if (got == nullptr || !got->initialized()) {
+        unheld.insert(name);
+        continue;
+      }
       EXPECT_NE(full, nullptr) << name;
       if (full == nullptr) continue;
       std::vector<float> want = full->ToFloatVector();
@@ -52,16 +69,25 @@ inline int ExpectEveryParameterMatches(ParallelTrainer& t, SerialTrainer& serial
         const int64_t part = got->dim(axis);
         want = Slice(want, full->shape(), axis, rp.coords.mp * part, part);
       }
-      const std::vector<float> have = got->ToFloatVector();
-      EXPECT_EQ(have.size(), want.size()) << "rank " << r << " " << name;
-      double worst = 0;
-      for (size_t i = 0; i < std::min(have.size(), want.size()); ++i) {
-        worst = std::max(worst, static_cast<double>(std::fabs(have[i] - want[i])));
-      }
-      EXPECT_LT(worst, tolerance) << "rank " << r << " (" << CoordsToString(rp.coords) << ") "
-                                  << name;
+      EXPECT_LT(WorstDifference(got->ToFloatVector(), want), tolerance)
+          << "rank " << r << " (" << CoordsToString(rp.coords) << ") " << name;
       ++compared;
     }
+  }
+  if (unheld.empty()) return compared;
+  auto state = t.State();
+  EXPECT_TRUE(state.ok()) << state.status();
+  if (!state.ok()) return compared;
+  for (const std::string& name : unheld) {
+    auto it = state->parameters.find(name);
+    const Tensor* full = serial.scope().Find(name);
+    if (it == state->parameters.end() || full == nullptr) {
+      ADD_FAILURE() << name << ": missing from the run's state or the serial scope";
+      continue;
+    }
+    EXPECT_LT(WorstDifference(it->second.ToFloatVector(), full->ToFloatVector()), tolerance)
+        << name << " (merged from the shards)";
+    ++compared;
   }
   return compared;
 }

@@ -79,7 +79,7 @@ TEST(Sharding, ParametersMatchSerialTrainingUnderSgd) {
   OptimizerConfig sgd;
   sgd.type = "sgd";
   sgd.learning_rate = 0.5f;  // large, so that a wrong gradient moves far
-  for (int stage : {1, 2})
+  for (int stage : {1, 2, 3})
   for (const Case& k : kCases) {
     SCOPED_TRACE(StrCat(Name(k), " stage ", stage));
     auto serial = SerialTrainer::Create(Tiny(), sgd).value();
@@ -220,6 +220,73 @@ TEST(Sharding, MatchesUnshardedAndHoldsAnNthOfTheState) {
   }
 }
 
+// The parameter bytes a rank's scope holds between steps: whole
+// parameters, and the shards of ZeRO-3 buckets.
+int64_t ParameterBytes(ParallelTrainer& t, int rank) {
+  std::set<std::string> held;
+  for (const auto& [name, var] : t.plan().ranks[rank].startup().global_block().vars()) {
+    if (var.is_parameter()) held.insert(name);
+  }
+  for (const auto& [key, program] : t.plan().ranks[rank].programs()) {
+    for (const auto& [name, var] : program.global_block().vars()) {
+      if (var.is_parameter() && var.persistable() && var.flat().shard_ring() >= 0) {
+        held.insert(name);
+      }
+    }
+  }
+  int64_t bytes = 0;
+  for (const std::string& v : held) {
+    const Tensor* tensor = t.rank_scope(rank).FindLocal(v);
+    if (tensor != nullptr && tensor->initialized()) bytes += tensor->bytes();
+  }
+  return bytes;
+}
+
+// Stage 3 under AdamW: the parameters (merged from every rank's part) are
+// stage 2's bit for bit on every layout, since the gathers hand the
+// forward and backward the very values stage 2 keeps whole; a rerun
+// repeats itself; each rank holds 1/N of the parameters between steps
+// (a tied embedding's bucket aside, which stays whole).
+TEST(Sharding, Stage3MatchesStage2AndHoldsAnNthOfTheParameters) {
+  OptimizerConfig adamw;
+  for (const Case& k : kCases) {
+    SCOPED_TRACE(Name(k));
+    auto stage2 = Make(adamw, Sharded(k, 2));
+    auto stage3 = Make(adamw, Sharded(k, 3));
+    auto again = Make(adamw, Sharded(k, 3));
+    ASSERT_TRUE(stage2 && stage3 && again);
+    for (int s = 0; s < 3; ++s) {
+      auto a = stage2->Step(s);
+      auto b = stage3->Step(s);
+      auto c = again->Step(s);
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+      EXPECT_EQ(*a, *b) << "step " << s << ": the loss differs";
+    }
+    auto x = stage2->State();
+    auto y = stage3->State();
+    auto z = again->State();
+    ASSERT_TRUE(x.ok() && y.ok() && z.ok()) << x.status() << y.status() << z.status();
+    for (auto [from, to] : {std::pair{&x->parameters, &y->parameters},
+                            std::pair{&x->optimizer, &y->optimizer},
+                            std::pair{&y->parameters, &z->parameters}}) {
+      ASSERT_EQ(from->size(), to->size());
+      for (const auto& [name, t] : *from) {
+        auto it = to->find(name);
+        ASSERT_NE(it, to->end()) << name;
+        ASSERT_EQ(t.bytes(), it->second.bytes()) << name;
+        EXPECT_EQ(std::memcmp(t.raw_data(), it->second.raw_data(), t.bytes()), 0) << name;
+      }
+    }
+    for (int r : stage3->local_ranks()) {
+      const int64_t whole = ParameterBytes(*stage2, r);
+      const int64_t part = ParameterBytes(*stage3, r);
+      // 1/dp, plus padding and the tied embedding's bucket (128 x 64).
+      EXPECT_LT(part, 1.05 * whole / k.dp + (k.pp > 1 ? 128 * 64 * 4 : 0)) << "rank " << r;
+      EXPECT_GT(part, 0.95 * whole / k.dp) << "rank " << r;
+    }
+  }
+}
+
 // A checkpoint of a sharded run holds per-parameter state, equal to the
 // unsharded run's; it resumes sharded and unsharded runs alike, and a
 // sharded run resumed from an unsharded checkpoint continues bit for bit
@@ -227,7 +294,8 @@ TEST(Sharding, MatchesUnshardedAndHoldsAnNthOfTheState) {
 TEST(Sharding, StateIsPerParameterAndResumesEitherWay) {
   OptimizerConfig adamw;
   for (auto [k, stage] : {std::pair{kCases[1], 1}, std::pair{kCases[2], 1},
-                          std::pair{kCases[4], 1}, std::pair{kCases[0], 2}}) {
+                          std::pair{kCases[4], 1}, std::pair{kCases[0], 2},
+                          std::pair{kCases[0], 3}, std::pair{kCases[5], 3}}) {
     SCOPED_TRACE(StrCat(Name(k), " stage ", stage));
     auto plain = Make(adamw, Sharded(k, 0));
     auto sharded = Make(adamw, Sharded(k, stage));

@@ -50,8 +50,9 @@ TEST(Strategy, ValidationNamesTheField) {
             "pipeline.micro_batches (6) must be a multiple of pipeline.degree (4) for VPP");
   EXPECT_EQ(check("sharding { stage: 3 }"),
             "sharding.stage 3 shards over the data-parallel group, but dp.degree is 1");
-  EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 3 }"),
-            "sharding.stage 3 is not implemented yet (stages 1 and 2 are)");
+  EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 3 }"), "");
+  EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 4 }"),
+            "sharding.stage must be 0, 1, 2 or 3, got 4");
   EXPECT_EQ(check("dp { degree: 4 } sharding { stage: 1 degree: 2 }"),
             "sharding.degree 2 other than dp.degree (4) is not implemented");
   EXPECT_EQ(check("sharding { degree: 2 }"), "sharding.degree is 2 but sharding.stage is 0");

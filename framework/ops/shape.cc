@@ -361,6 +361,45 @@ Status InferFlatConcat(InferShapeContext& ctx) {
   return Status::OK();
 }
 
+// flat_split: output i is `shapes` dims [begin_i, begin_i + ranks[i]) at
+// element offsets[i] of the 1-D X.
+std::vector<int64_t> FlatSplitOffsets(const Op& op) {
+  return op.GetAttr<std::vector<int64_t>>("offsets");
+}
+
+Status InferFlatSplit(InferShapeContext& ctx) {
+  const TensorMeta& x = ctx.Input("X");
+  if (x.shape.size() != 1) return InvalidArgument("X is ", MetaToString(x), ", not 1-D");
+  const auto offsets = ctx.Attr<std::vector<int64_t>>("offsets");
+  const auto dims = ctx.Attr<std::vector<int64_t>>("dims");
+  const auto ranks = ctx.Attr<std::vector<int32_t>>("ranks");
+  if (static_cast<int>(offsets.size()) != ctx.OutputCount("Out") ||
+      ranks.size() != offsets.size()) {
+    return InvalidArgument(ctx.OutputCount("Out"), " outputs but ", offsets.size(),
+                           " offsets and ", ranks.size(), " ranks");
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    if (ranks[i] < 0 || at + ranks[i] > dims.size()) {
+      return InvalidArgument("output ", i, ": rank ", ranks[i], " runs past the ", dims.size(),
+                             " dims");
+    }
+    Shape shape(dims.begin() + at, dims.begin() + at + ranks[i]);
+    at += ranks[i];
+    for (int64_t d : shape) {
+      if (d < 0) return InvalidArgument("output ", i, ": negative dim ", d);
+    }
+    const int64_t n = NumElements(shape);
+    if (offsets[i] < 0 || offsets[i] + n > x.shape[0]) {
+      return InvalidArgument("output ", i, ": elements [", offsets[i], ", ", offsets[i] + n,
+                             ") lie outside X's ", x.shape[0]);
+    }
+    ctx.SetOutput("Out", TensorMeta{x.dtype, shape}, static_cast<int>(i));
+  }
+  if (at != dims.size()) return InvalidArgument(dims.size() - at, " dims left over");
+  return Status::OK();
+}
+
 void RegisterSplitConcat() {
   OpRegistry::Global().Register(
       OpSchema("flat_concat")
@@ -371,6 +410,19 @@ void RegisterSplitConcat() {
           .Doc("Joins the X vars, each read as a flat run of its elements, into the 1-D "
                "Out, in slot order: a gradient bucket. Where the X are temporaries "
                "their producers write them in place and nothing is copied."));
+  OpRegistry::Global().Register(
+      OpSchema("flat_split")
+          .Input("X")
+          .Output("Out", SlotSpec::kDuplicable)
+          .ViewOf("X", FlatSplitOffsets)
+          .Attr<std::vector<int64_t>>("offsets", {})
+          .Attr<std::vector<int64_t>>("dims", {})
+          .Attr<std::vector<int32_t>>("ranks", {})
+          .SetInferShape(InferFlatSplit)
+          .Doc("The reverse of flat_concat: output i is the elements of the 1-D X from "
+               "offsets[i], shaped as the next ranks[i] of dims (a gathered parameter "
+               "bucket handing out its parameters). The outputs view X: nothing is "
+               "copied."));
   OpRegistry::Global().Register(
       OpSchema("split")
           .Input("X")

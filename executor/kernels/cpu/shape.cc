@@ -257,6 +257,18 @@ Status FlatConcatKernel(const KernelContext& ctx) {
   return Status::OK();
 }
 
+// Runs only where flat_split cannot be a view (a persistable output).
+Status FlatSplitKernel(const KernelContext& ctx) {
+  const auto offsets = ctx.Attr<std::vector<int64_t>>("offsets");
+  const Tensor& x = ctx.Input("X");
+  const auto* in = static_cast<const uint8_t*>(x.raw_data());
+  for (int i = 0; i < ctx.OutputCount("Out"); ++i) {
+    Tensor* out = ctx.Output("Out", i);
+    std::memcpy(out->raw_data(), in + offsets[i] * SizeOf(x.dtype()), out->bytes());
+  }
+  return Status::OK();
+}
+
 Status ConcatGradKernel(const KernelContext& ctx) {
   const Tensor& dout = ctx.Input("Out@GRAD");
   LOOM_ASSIGN_OR_RETURN(int axis,
@@ -288,6 +300,7 @@ void RegisterShapeCpuKernels() {
   r.Register("split", SplitKernel);
   r.Register("concat", ConcatKernel);
   r.Register("flat_concat", FlatConcatKernel);
+  r.Register("flat_split", FlatSplitKernel);
   r.Register("concat_grad", ConcatGradKernel);
 }
 

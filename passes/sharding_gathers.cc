@@ -1,0 +1,204 @@
+#include "passes/sharding_gathers.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
+#include "scheduler/layout.h"
+
+namespace loom {
+namespace {
+
+constexpr const char* kPassName = "sharding";
+constexpr const char* kRegathered = "@REGATHER";
+
+// Where a phase reads a bucket: its first and last reader, as positions in
+// the phase's ops.
+struct Reads {
+  int first = -1;
+  int last = -1;
+};
+
+// The ops of one forward or backward phase of one VPP chunk, in program
+// order, and where they read each bucket.
+struct Phase {
+  bool backward = false;
+  int chunk = 0;
+  std::vector<Op*> ops;
+  std::map<int, Reads> reads;  // bucket index -> its reads
+};
+
+// An op whose every output is a weight gradient: split-backward puts it
+// in the W half, which a zero-bubble schedule runs later than the B half
+// that gathers, so a gather must not wait on it.
+bool OnlyWeightGradients(const Block& block, const Op& op) {
+  bool any = false;
+  for (const std::string& out : op.OutputVars()) {
+    if (!IsGradVarName(out)) return false;
+    const proto::VarDesc* fwd = block.FindVar(StripGradSuffix(out));
+    if (fwd == nullptr || !fwd->is_parameter()) return false;
+    any = true;
+  }
+  return any;
+}
+
+// Declares `name`, a temporary placed in `buffer` at `offset` as `like`.
+void DeclareMember(Block& block, const std::string& name, const proto::VarDesc& like,
+                   const std::string& buffer) {
+  proto::VarDesc* v = block.AddVar(name);
+  *v = like;
+  v->set_name(name);
+  v->set_persistable(false);
+  v->set_is_parameter(false);
+  v->mutable_flat()->set_buffer(buffer);
+}
+
+}  // namespace
+
+Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
+                              int nranks, int depth) {
+  Block& block = ctx.program().global_block();
+  std::unordered_map<std::string, int> bucket_of;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    for (const std::string& p : buckets[i].params) bucket_of[p] = static_cast<int>(i);
+  }
+  std::map<std::pair<bool, int>, Phase> phases;
+  for (Op* op : block.OpVector()) {
+    std::vector<int> read;
+    for (const std::string& in : op->InputVars()) {
+      auto it = bucket_of.find(in);
+      if (it == bucket_of.end()) continue;
+      if (op->HasRole(role::kOptimize)) {
+        return Unimplemented(op->Location(), ": reads parameter '", in, "', which ZeRO stage 3 "
+                             "holds whole only while forward and backward run");
+      }
+      read.push_back(it->second);
+    }
+    if (op->HasRole(role::kOptimize)) continue;
+    const bool backward = op->HasRole(role::kBackward);
+    Phase& phase = phases[{backward, op->desc().chunk()}];
+    phase.backward = backward;
+    phase.chunk = op->desc().chunk();
+    const int at = static_cast<int>(phase.ops.size());
+    phase.ops.push_back(op);
+    for (int b : read) {
+      Reads& r = phase.reads[b];
+      if (r.first < 0) r.first = at;
+      r.last = at;
+    }
+  }
+
+  int events = 0;
+  for (auto& [key, phase] : phases) {
+    if (phase.reads.empty()) continue;
+    std::vector<int> order;
+    for (const auto& [b, r] : phase.reads) order.push_back(b);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      return phase.reads[x].first < phase.reads[y].first;
+    });
+    const std::string suffix = phase.backward ? kRegathered : "";
+    // The backward reads its own copies of the parameters.
+    if (phase.backward) {
+      for (int b : order) {
+        const GatheredBucket& bucket = buckets[b];
+        const std::string buffer = bucket.buffer + suffix;
+        if (block.FindVar(buffer) == nullptr) {
+          proto::VarDesc* v = block.AddVar(buffer);
+          *v = *block.FindVar(bucket.buffer);
+          v->set_name(buffer);
+        }
+        for (const std::string& p : bucket.params) {
+          if (block.FindVar(p + suffix) == nullptr) {
+            DeclareMember(block, p + suffix, *block.FindVar(p), buffer);
+          }
+        }
+      }
+      for (Op* op : phase.ops) {
+        for (const auto& slot : std::vector<proto::OpDesc::Slot>(op->desc().inputs().begin(),
+                                                                 op->desc().inputs().end())) {
+          std::vector<std::string> vars(slot.vars().begin(), slot.vars().end());
+          bool renamed = false;
+          for (std::string& v : vars) {
+            if (bucket_of.count(v)) {
+              v += suffix;
+              renamed = true;
+            }
+          }
+          if (renamed) block.SetInputs(op, slot.name(), vars);
+        }
+      }
+    }
+    // Gathers with the same trigger go after it in bucket order; those
+    // with none, before the phase's first read.
+    std::map<const Op*, Op*> cursor;
+    Op* head = nullptr;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const GatheredBucket& bucket = buckets[order[i]];
+      const Reads& reads = phase.reads[order[i]];
+      int trigger = -1;
+      if (static_cast<int>(i) > depth) {
+        trigger = std::min(phase.reads[order[i - 1 - depth]].last, reads.first - 1);
+        while (trigger >= 0 && OnlyWeightGradients(block, *phase.ops[trigger])) --trigger;
+      }
+      const Op* first_reader = phase.ops[reads.first];
+      proto::OpDesc gather = OpDescBuilder("allgather")
+                                 .Input("X", bucket.shard)
+                                 .Output("Out", bucket.buffer + suffix)
+                                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                                 .Attr("nranks", static_cast<int32_t>(nranks))
+                                 .Role((phase.backward ? role::kBackward : role::kForward) |
+                                       role::kComm);
+      std::vector<int64_t> offsets, dims;
+      std::vector<int32_t> ranks;
+      std::vector<std::string> outs;
+      for (const std::string& p : bucket.params) {
+        const proto::VarDesc* v = block.FindVar(p);
+        offsets.push_back(v->flat().offset());
+        ranks.push_back(v->shape_size());
+        dims.insert(dims.end(), v->shape().begin(), v->shape().end());
+        outs.push_back(p + suffix);
+      }
+      proto::OpDesc split = OpDescBuilder("flat_split")
+                                .Input("X", bucket.buffer + suffix)
+                                .Output("Out", outs)
+                                .Attr("offsets", offsets)
+                                .Attr("dims", dims)
+                                .Attr("ranks", ranks)
+                                .Role(phase.backward ? role::kBackward : role::kForward);
+      for (proto::OpDesc* d : {&gather, &split}) {
+        d->set_stream(stream::kSharding);
+        d->set_pipeline_stage(first_reader->desc().pipeline_stage());
+        d->set_chunk(first_reader->desc().chunk());
+        d->set_creation_pass(kPassName);
+      }
+      Op* at = nullptr;
+      if (trigger >= 0) {
+        Op* t = phase.ops[trigger];
+        const std::string event = StrCat(bucket.buffer, suffix, ".gather.", events++);
+        t->annotations().add_record_events(event);
+        gather.add_wait_events(event);
+        auto [it, fresh] = cursor.emplace(t, t);
+        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, it->second, std::move(gather)));
+        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, at, std::move(split)));
+        it->second = at;
+      } else if (head == nullptr) {
+        LOOM_ASSIGN_OR_RETURN(at, InsertOpInferShapes(block, phase.ops[phase.reads[order[0]].first],
+                                                      std::move(gather)));
+        LOOM_ASSIGN_OR_RETURN(head, InsertOpAfterInferShapes(block, at, std::move(split)));
+      } else {
+        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, head, std::move(gather)));
+        LOOM_ASSIGN_OR_RETURN(head, InsertOpAfterInferShapes(block, at, std::move(split)));
+      }
+    }
+    ctx.Explain(kPassName,
+                StrCat(phase.backward ? "backward" : "forward",
+                       phase.chunk > 0 ? StrCat(" of chunk ", phase.chunk) : std::string(), ": ",
+                       order.size(), " buckets gathered before use, ", depth,
+                       " ahead of the one being read"));
+  }
+  return Status::OK();
+}
+
+}  // namespace loom

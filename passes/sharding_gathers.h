@@ -1,0 +1,42 @@
+// ZeRO stage 3's parameter gathers, for the sharding pass: once a bucket's
+// parameters live only as each rank's shard, every phase that reads them
+// (a job's forward, and again its backward) gathers the bucket first and
+// hands out its parameters as views.
+#ifndef LOOM_PASSES_SHARDING_GATHERS_H_
+#define LOOM_PASSES_SHARDING_GATHERS_H_
+
+#include <string>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace loom {
+
+// A bucket whose whole, `buffer`, is a temporary: its parameters (members
+// placed in it by VarDesc.flat) are temporaries too, and `shard` (this
+// rank's part) is all that persists.
+struct GatheredBucket {
+  std::string buffer;
+  std::string shard;
+  std::vector<std::string> params;
+};
+
+// Inserts, per phase (forward or backward, per VPP chunk) and bucket in the
+// order the phase first reads them: an all-gather of the shard into the
+// buffer on the sharding stream, then a flat_split handing out the
+// parameters as views of it. The phase's backward reads parameters under
+// names of their own (`w@REGATHER`), so that the forward's gathered buffer
+// is freed after its last forward use and the backward gathers again.
+//
+// A gather waits, by an event, until the phase has finished reading the
+// bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0
+// gathers a bucket once the previous one is done with, depth d keeps d
+// gathers in flight ahead of the compute. The first depth + 1 of a phase
+// start with it. Errors name an optimizer op that reads a parameter, which
+// under stage 3 exists only while forward and backward run.
+Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
+                              int nranks, int depth);
+
+}  // namespace loom
+
+#endif  // LOOM_PASSES_SHARDING_GATHERS_H_
