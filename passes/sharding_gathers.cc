@@ -91,6 +91,8 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
   }
 
   int events = 0;
+  std::map<int, int> last_forward;  // chunk -> the bucket its forward reads last
+  // Forward phases come first (the key's false < true).
   for (auto& [key, phase] : phases) {
     if (phase.reads.empty()) continue;
     std::vector<int> order;
@@ -98,10 +100,24 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
     std::sort(order.begin(), order.end(), [&](int x, int y) {
       return phase.reads[x].first < phase.reads[y].first;
     });
+    if (!phase.backward) {
+      last_forward[phase.chunk] = *std::max_element(order.begin(), order.end(), [&](int x, int y) {
+        return phase.reads[x].last < phase.reads[y].last;
+      });
+    }
+    // The bucket the forward reads last and the backward first (the
+    // output layer's) stays gathered from one to the other, as FSDP's
+    // root does: the backward would otherwise start on a gather with
+    // nothing to hide it.
+    auto last = last_forward.find(phase.chunk);
+    const int kept = phase.backward && last != last_forward.end() && last->second == order[0]
+                         ? order[0]
+                         : -1;
     const std::string suffix = phase.backward ? kRegathered : "";
     // The backward reads its own copies of the parameters.
     if (phase.backward) {
       for (int b : order) {
+        if (b == kept) continue;
         const GatheredBucket& bucket = buckets[b];
         const std::string buffer = bucket.buffer + suffix;
         if (block.FindVar(buffer) == nullptr) {
@@ -121,7 +137,8 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
           std::vector<std::string> vars(slot.vars().begin(), slot.vars().end());
           bool renamed = false;
           for (std::string& v : vars) {
-            if (bucket_of.count(v)) {
+            auto it = bucket_of.find(v);
+            if (it != bucket_of.end() && it->second != kept) {
               v += suffix;
               renamed = true;
             }
@@ -135,6 +152,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
     std::map<const Op*, Op*> cursor;
     Op* head = nullptr;
     for (size_t i = 0; i < order.size(); ++i) {
+      if (order[i] == kept) continue;
       const GatheredBucket& bucket = buckets[order[i]];
       const Reads& reads = phase.reads[order[i]];
       int trigger = -1;
@@ -195,8 +213,11 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
     ctx.Explain(kPassName,
                 StrCat(phase.backward ? "backward" : "forward",
                        phase.chunk > 0 ? StrCat(" of chunk ", phase.chunk) : std::string(), ": ",
-                       order.size(), " buckets gathered before use, ", depth,
-                       " ahead of the one being read"));
+                       order.size() - (kept >= 0), " buckets gathered before use, ", depth,
+                       " ahead of the one being read",
+                       kept >= 0 ? StrCat("; ", buckets[kept].buffer,
+                                          " stays gathered from the forward")
+                                 : std::string()));
   }
   return Status::OK();
 }

@@ -26,7 +26,9 @@ struct GatheredBucket {
 // buffer on the sharding stream, then a flat_split handing out the
 // parameters as views of it. The phase's backward reads parameters under
 // names of their own (`w@REGATHER`), so that the forward's gathered buffer
-// is freed after its last forward use and the backward gathers again.
+// is freed after its last forward use and the backward gathers again;
+// only the bucket the forward reads last and the backward first stays
+// gathered from one to the other.
 //
 // A gather waits, by an event, until the phase has finished reading the
 // bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0

@@ -33,6 +33,7 @@
 // model prices lower, bucket by bucket.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -77,6 +78,7 @@ class ShardingPass : public Pass {
 
   int n_ = 1;
   int stage_ = 1;
+  int64_t keep_left_ = 0;  // stage 3: bytes of buckets still to keep whole
   int events_ = 0;
 };
 
@@ -319,7 +321,15 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBuck
   // Stage 3: the rank keeps only P.shard; forward and backward gather P
   // when they read it (sharding_gathers.h). A tied bucket, which the
   // first and last stage sum across, stays whole (stage 2).
-  const bool regathered = stage_ >= 3 && !tied;
+  const int64_t bytes = padded * SizeOf(dtype);
+  const bool kept = stage_ >= 3 && !tied && bytes <= keep_left_;
+  if (kept) {
+    keep_left_ -= bytes;
+    ctx.Explain(kPassName, StrCat(p_buffer, " (", bytes, " bytes) is kept whole for the step "
+                                  "(sharding.keep_gathered_bytes): gathered once, after its "
+                                  "update"));
+  }
+  const bool regathered = stage_ >= 3 && !tied && !kept;
   if (regathered) {
     proto::VarDesc* p = block.FindVar(p_buffer);
     // Still a parameter, so that split-backward puts the join of its
@@ -508,6 +518,8 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
   }
   n_ = ctx.dp_degree();
   stage_ = s.stage();
+  keep_left_ = s.keep_gathered_bytes() < 0 ? std::numeric_limits<int64_t>::max()
+                                           : s.keep_gathered_bytes();
   if (n_ < 2) return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
   Block& block = ctx.program().global_block();
   std::map<std::string, std::string> param_of;  // grad -> param

@@ -61,6 +61,15 @@ Status ValidateSharding(const proto::Strategy& s) {
     return InvalidArgument("sharding.prefetch_depth must not be negative, got ",
                            sh.prefetch_depth());
   }
+  if (sh.keep_gathered_bytes() < -1) {
+    return InvalidArgument("sharding.keep_gathered_bytes must be -1 (all), 0 (none) or a size, "
+                           "got ", sh.keep_gathered_bytes());
+  }
+  if (sh.keep_gathered_bytes() != 0 && sh.stage() != 3) {
+    return InvalidArgument("sharding.keep_gathered_bytes is ", sh.keep_gathered_bytes(),
+                           " but sharding.stage is ", sh.stage(), " (only stage 3 gathers "
+                           "parameters before use)");
+  }
   if (sh.stage() == 0) {
     if (sh.degree() > 1) {
       return InvalidArgument("sharding.degree is ", sh.degree(), " but sharding.stage is 0");

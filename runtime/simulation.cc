@@ -73,6 +73,70 @@ std::string Megabytes(int64_t bytes) {
   return buf;
 }
 
+std::string Describe(const GptSimulation& s) {
+  const RankMetrics& peak = s.result.PeakRank();
+  return StrCat("peak ", Megabytes(peak.peak_bytes()), " on rank ", peak.rank, ", step ",
+                StrCat(std::round(s.result.step_time_s * 1e5) / 100), " ms");
+}
+
+// ZeRO-3 that fits `limit_bytes` gathering every bucket before each use
+// (`fitting`): keeps as many buckets whole for the step as still fit,
+// which saves their gathers in every micro-batch but gathers them after
+// the update, where nothing hides it. All if they fit, else the most found
+// by halving the bytes kept, five times; then the faster of that and
+// `fitting`.
+StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
+                                           const OptimizerConfig& optimizer,
+                                           proto::Strategy* strategy, const TimerFactory& timer,
+                                           int64_t limit_bytes, GptSimulation fitting,
+                                           std::string* explain, const SimulationOptions& options,
+                                           const PlanOptions& plan_options) {
+  const std::string head = StrCat("memory limit ", Megabytes(limit_bytes), ": stage 3 ");
+  proto::Strategy trial = *strategy;
+  trial.mutable_sharding()->set_keep_gathered_bytes(-1);
+  LOOM_ASSIGN_OR_RETURN(GptSimulation all,
+                        SimulateGpt(config, optimizer, trial, timer, options, plan_options));
+  if (all.result.PeakRank().peak_bytes() <= limit_bytes) {
+    *explain = StrCat(head, "keeps every bucket whole for the step (", Describe(all),
+                      "; gathering each before every use: ", Describe(fitting), ")");
+    *strategy = trial;
+    return all;
+  }
+  // The buckets' bytes: the rank's parameters are 1/dp of them.
+  int64_t lo = 0;
+  int64_t hi = fitting.result.PeakRank().persistent.parameters *
+               std::max(1, strategy->dp().degree());
+  std::optional<GptSimulation> best;
+  for (int round = 0; round < 5; ++round) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    trial.mutable_sharding()->set_keep_gathered_bytes(mid);
+    LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
+                          SimulateGpt(config, optimizer, trial, timer, options, plan_options));
+    if (sim.result.PeakRank().peak_bytes() <= limit_bytes) {
+      lo = mid;
+      best = std::move(sim);
+    } else {
+      hi = mid;
+    }
+  }
+  if (!best || lo == 0) {
+    *explain = StrCat(head, "gathers every bucket before each use (", Describe(fitting),
+                      "); keeping any whole for the step does not fit");
+    return fitting;
+  }
+  if (best->result.step_time_s >= fitting.result.step_time_s) {
+    *explain = StrCat(head, "gathers every bucket before each use (", Describe(fitting),
+                      "): keeping the ", Megabytes(lo), " that fit whole for the step is no "
+                      "faster (", Describe(*best), ")");
+    return fitting;
+  }
+  strategy->mutable_sharding()->set_keep_gathered_bytes(lo);
+  *explain = StrCat(head, "keeps up to ", Megabytes(lo), " of buckets whole for the step (",
+                    Describe(*best), ") and gathers the rest before each use (all kept: ",
+                    Describe(all), ")");
+  return std::move(*best);
+}
+
 }  // namespace
 
 StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
@@ -85,6 +149,14 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
                         SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
   const RankMetrics& first = sim.result.PeakRank();
+  if (first.peak_bytes() <= limit_bytes && strategy.sharding().stage() == 3 &&
+      strategy.sharding().keep_gathered_bytes() == 0) {
+    LOOM_ASSIGN_OR_RETURN(sim, KeepGatheredWithin(config, optimizer, &strategy, timer,
+                                                  limit_bytes, std::move(sim), explain, options,
+                                                  plan_options));
+    if (chosen != nullptr) *chosen = strategy;
+    return sim;
+  }
   if (first.peak_bytes() <= limit_bytes) {
     *explain = StrCat("memory limit ", Megabytes(limit_bytes), ": the plan fits (peak ",
                       Megabytes(first.peak_bytes()), " on rank ", first.rank, ")");
@@ -129,11 +201,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   }
   const std::string head = StrCat("memory limit ", Megabytes(limit_bytes), ": ", schedule->name,
                                   " peaks at ", Megabytes(uncapped), " on rank ", uncapped_rank);
-  auto describe = [](const GptSimulation& s) {
-    const RankMetrics& peak = s.result.PeakRank();
-    return StrCat("peak ", Megabytes(peak.peak_bytes()), " on rank ", peak.rank, ", step ",
-                  StrCat(std::round(s.result.step_time_s * 1e5) / 100), " ms");
-  };
+  const auto& describe = Describe;
   if (capped && (!plain || capped->result.step_time_s <= plain->result.step_time_s)) {
     *explain = StrCat(head, "; at most ", capped_strategy.pipeline().max_in_flight(),
                       " micro-batches in flight per stage fit (", describe(*capped), ")",

@@ -48,7 +48,8 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
 // pipeline.max_in_flight (1F1B-overlap), less overlap is tried: the most
 // micro-batches in flight that fit, and the schedule with no jobs
 // interleaved (ScheduleInfo::without_overlap); the faster that fits is
-// chosen. `*explain` says what was chosen and why, and `*chosen` (if given)
+// chosen. Under ZeRO stage 3 (with sharding.keep_gathered_bytes 0) a plan
+// that fits keeps as many buckets whole for the step as still fit. `*explain` says what was chosen and why, and `*chosen` (if given)
 // is the strategy that fits, to plan a run with. An error names the rank
 // and its peak when nothing fits.
 StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,

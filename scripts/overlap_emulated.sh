@@ -50,16 +50,7 @@ LOOM=$(realpath "$LOOM")
 WORK=$(mktemp -d /tmp/loom-overlap.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 
-world_size() {
-  local mp=1 pp=1
-  set -- $1
-  while (($#)); do
-    case "$1" in --mp) mp=$2 ;; --pp) pp=$2 ;; esac
-    shift
-  done
-  echo $((mp * pp))
-}
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. scripts/lib/measure.sh
 
 ROWS=$WORK/rows
 : > "$ROWS"
@@ -122,14 +113,5 @@ END_MARK="<!-- scripts/overlap_emulated.sh: generated up to here -->"
   echo
   echo "$END_MARK"
 } > "$WORK/generated"
-if [ -f "$OUT" ] && grep -qF "$BEGIN_MARK" "$OUT"; then
-  awk -v gen="$WORK/generated" -v b="$BEGIN_MARK" -v e="$END_MARK" '
-    $0 == b { while ((getline line < gen) > 0) print line; skip = 1; next }
-    $0 == e { skip = 0; next }
-    !skip' "$OUT" > "$WORK/out"
-else
-  { echo "# 1F1B-overlap on the emulated network"; echo; cat "$WORK/generated"; } > "$WORK/out"
-fi
-mkdir -p "$(dirname "$OUT")"
-mv "$WORK/out" "$OUT"
-echo "wrote $OUT" >&2
+replace_generated "$OUT" "$BEGIN_MARK" "$END_MARK" "$WORK/generated" \
+  "1F1B-overlap on the emulated network"

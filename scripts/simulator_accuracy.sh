@@ -137,7 +137,7 @@ timed_run() {
     'BEGIN { o = (b / hz - (c1 - c0)) / (w1 - w0); printf "%.2f", o < 0 ? 0 : o }')
 }
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. scripts/lib/measure.sh
 
 # The median step time (ms) of `loom run` output on stdin, after WARMUP.
 step_median() { awk -v w="$WARMUP" '$1 == "step" && $2 >= w { print $6 }' | median; }
@@ -145,18 +145,6 @@ step_median() { awk -v w="$WARMUP" '$1 == "step" && $2 >= w { print $6 }' | medi
 # step_time_s of `loom simulate --json`: the largest of the document's
 # step_time_s fields (the whole step's is the maximum over its ranks).
 sim_seconds() { grep -o '"step_time_s":[0-9.eE+-]*' | cut -d: -f2 | sort -g | tail -1; }
-
-world_size() {
-  local dp=1 mp=1 pp=1
-  set -- $1
-  while (($#)); do
-    case "$1" in
-      --dp) dp=$2 ;; --mp) mp=$2 ;; --pp) pp=$2 ;;
-    esac
-    shift
-  done
-  echo $((dp * mp * pp))
-}
 
 can_emulate() {
   [ "$(id -u)" -eq 0 ] && command -v ip > /dev/null && command -v tc > /dev/null

@@ -52,7 +52,8 @@ DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
 DEFINE_int64(memory_limit, 0,
              "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap gives up "
              "overlap (fewer micro-batches in flight, or none interleaved: 1F1B) until the plan "
-             "fits, takes the fastest that does, and says so; 0: none");
+             "fits, takes the fastest that does, and says so; ZeRO stage 3 keeps as many "
+             "buckets whole for the step as fit; 0: none");
 DEFINE_int32(max_in_flight, 0,
              "1F1B-overlap: at most this many micro-batches in flight per stage (0: the "
              "config's, else the schedule's own)");
@@ -73,6 +74,10 @@ DEFINE_string(sharding_fetch_mode, "",
 DEFINE_int32(sharding_prefetch_depth, -1,
              "stage 3: buckets whose gathers run ahead of the one being read (0: none; -1: the "
              "config's)");
+DEFINE_int64(sharding_keep_gathered_bytes, 0,
+             "stage 3: bytes of buckets kept whole for the step instead of gathered again in "
+             "every micro-batch (-1: all; 0: the config's, else none; --memory_limit keeps the "
+             "most that fits)");
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");
@@ -185,6 +190,9 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (FLAGS_sharding_degree != 0) s.mutable_sharding()->set_degree(FLAGS_sharding_degree);
   if (!FLAGS_sharding_fetch_mode.empty()) {
     s.mutable_sharding()->set_fetch_mode(FLAGS_sharding_fetch_mode);
+  }
+  if (FLAGS_sharding_keep_gathered_bytes != 0) {
+    s.mutable_sharding()->set_keep_gathered_bytes(FLAGS_sharding_keep_gathered_bytes);
   }
   if (FLAGS_sharding_prefetch_depth >= 0) {
     s.mutable_sharding()->set_prefetch_depth(FLAGS_sharding_prefetch_depth);

@@ -348,18 +348,26 @@ TEST(Sharding, StateIsPerParameterAndResumesEitherWay) {
 // copies a bucket.
 TEST(Sharding, PlansMoveBucketsWithoutCopies) {
   const TrainingProgram tp = BuildGptTrainingProgram(Tiny()).value();
+  for (int stage : {2, 3})
   for (const Case& k : kCases) {
-    SCOPED_TRACE(Name(k));
-    auto plan = PlanRanks(tp.main, tp.startup, Sharded(k, 2), {0});
+    SCOPED_TRACE(StrCat(Name(k), " stage ", stage));
+    auto plan = PlanRanks(tp.main, tp.startup, Sharded(k, stage), {0});
     ASSERT_TRUE(plan.ok()) << plan.status();
-    int scatters = 0, gathers = 0;
+    int scatters = 0, gathers = 0, splits = 0, regathers = 0;
     for (const auto& [key, program] : plan->ranks[0].programs()) {
       for (const Op* op : program.global_block().ops()) {
         if (op->type() == "reduce_scatter") ++scatters;
         // A stage-2 bucket's gradients are written in place: the join
-        // copies nothing.
+        // copies nothing; a stage-3 bucket's parameters are views of the
+        // gathered whole.
         if (op->type() == "flat_concat") EXPECT_TRUE(OpJoinOf(*op).has_value()) << op->Location();
+        if (op->type() == "flat_split") {
+          EXPECT_TRUE(OpViewOf(*op).has_value()) << op->Location();
+          ++splits;
+        }
         if (op->type() == "allgather") ++gathers;
+        // Stage 3's gathers before use, in forward and backward jobs.
+        if (op->type() == "allgather" && !op->HasRole(role::kOptimize)) ++regathers;
         if (op->type() == "allreduce") {
           EXPECT_NE(op->GetAttr<int32_t>("ring_id"), kDpRing) << op->Location();
         }
@@ -372,7 +380,16 @@ TEST(Sharding, PlansMoveBucketsWithoutCopies) {
       }
     }
     EXPECT_GE(scatters, 2);
-    EXPECT_EQ(scatters, gathers);
+    if (stage == 2) {
+      EXPECT_EQ(scatters, gathers);
+      EXPECT_EQ(regathers, 0);
+    } else {
+      // Every bucket but the tied one gathered in the forward and again
+      // in the backward, each handed out by one view; per chunk, the one
+      // the forward reads last and the backward first is gathered once.
+      EXPECT_EQ(regathers, 2 * (scatters - (k.pp > 1 ? 1 : 0)) - k.vpp);
+    }
+    EXPECT_EQ(splits, regathers);
   }
 }
 
@@ -409,6 +426,81 @@ TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
     const auto& exposed = sharded->result.ranks[0].exposed_comm_s;
     EXPECT_GT(exposed[static_cast<int>(CommCategory::kSharding)], 0);
     EXPECT_EQ(plain->result.ranks[0].exposed_comm_s[static_cast<int>(CommCategory::kSharding)], 0);
+  }
+}
+
+// loom simulate under stage 3 (gpt3-1.3b cut to 4 layers, dp=8, h100):
+// each rank holds 1/8 of the parameters; gathers a bucket ahead hide
+// most of the gathering under compute, more than gathering each bucket
+// once the one before is done with; under --memory_limit buckets are kept
+// whole for the step when that fits and is faster.
+TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
+  GptConfig c = GptPreset("gpt3-1.3b").value();
+  c.num_layers = 4;
+  c.batch_size = 32;
+  c.seq_len = 512;
+  const proto::Cluster cluster = LoadCluster("h100").value();
+  const OpCostModel ops(cluster, CostTable());
+  TimerFactory timer = CostModelTimers(cluster, ops);
+  proto::Strategy s = MakeStrategy(8, 1, 1, 1, "1F1B");
+  s.mutable_sharding()->set_stage(2);
+  auto stage2 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  s.mutable_sharding()->set_stage(3);
+  s.mutable_sharding()->set_prefetch_depth(0);
+  auto depth0 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  s.mutable_sharding()->set_prefetch_depth(1);
+  auto depth1 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  ASSERT_TRUE(stage2.ok() && depth0.ok() && depth1.ok())
+      << stage2.status() << depth0.status() << depth1.status();
+  const RankMetrics& two = stage2->result.ranks[0];
+  const RankMetrics& none = depth0->result.ranks[0];
+  const RankMetrics& ahead = depth1->result.ranks[0];
+  EXPECT_NEAR(static_cast<double>(ahead.persistent.parameters) / two.persistent.parameters,
+              1.0 / 8, 0.005);
+  // The peak falls by most of the 7/8 of the parameters, less the
+  // gathered buffers live at once (the embedding's, 412 MB, spans the
+  // forward).
+  EXPECT_LT(ahead.peak_bytes(), two.peak_bytes() - 0.5 * two.persistent.parameters);
+  auto busy = [](const RankMetrics& r) {
+    for (const StreamMetrics& st : r.streams) {
+      if (st.name == stream::kSharding) return st.busy_s;
+    }
+    return 0.0;
+  };
+  const int kSharding = static_cast<int>(CommCategory::kSharding);
+  ASSERT_GT(busy(ahead), 0);
+  // Both gather the same bytes; one ahead hides 72% of it (the first
+  // gather of the step and the last reduce-scatter have nothing to hide
+  // under), one at a time 60%.
+  EXPECT_NEAR(busy(none), busy(ahead), 1e-9);
+  EXPECT_GT(1 - ahead.exposed_comm_s[kSharding] / busy(ahead), 0.68);
+  EXPECT_LT(ahead.exposed_comm_s[kSharding], 0.8 * none.exposed_comm_s[kSharding]);
+  // Prefetching holds more gathered buffers at once.
+  EXPECT_GE(ahead.peak_temporary_bytes, none.peak_temporary_bytes);
+
+  // Micro-batches: a bucket gathered in every micro-batch's forward and
+  // backward, or kept whole for the step. A limit that fits all kept keeps
+  // all (faster); one that fits only the regathered plan keeps none.
+  s.mutable_pipeline()->set_micro_batches(4);
+  auto regather = SimulateGpt(c, OptimizerConfig(), s, timer);
+  ASSERT_TRUE(regather.ok()) << regather.status();
+  proto::Strategy keep_all = s;
+  keep_all.mutable_sharding()->set_keep_gathered_bytes(-1);
+  auto kept = SimulateGpt(c, OptimizerConfig(), keep_all, timer);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_LT(kept->result.step_time_s, regather->result.step_time_s);
+  EXPECT_GT(kept->result.PeakRank().peak_bytes(), regather->result.PeakRank().peak_bytes());
+  for (auto [limit, want] :
+       {std::pair{kept->result.PeakRank().peak_bytes(), int64_t{-1}},
+        std::pair{regather->result.PeakRank().peak_bytes() + 1000000, int64_t{0}}}) {
+    SCOPED_TRACE(StrCat("memory limit ", limit));
+    std::string why;
+    proto::Strategy chosen;
+    auto fit = SimulateGptWithinMemory(c, OptimizerConfig(), s, timer, limit, &why, &chosen);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    EXPECT_LE(fit->result.PeakRank().peak_bytes(), limit);
+    EXPECT_EQ(chosen.sharding().keep_gathered_bytes(), want) << why;
+    EXPECT_NE(why.find("stage 3"), std::string::npos) << why;
   }
 }
 

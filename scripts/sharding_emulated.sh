@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# ZeRO stage 3 for real, on the emulated network, beside the simulator's
+# prediction: dp=2 at stage 0 and at stage 3 with prefetch depth 0, 1, 2.
+#
+# First fits the shaped link (`loom profile --comm` under `loom launch
+# --net_rate RATE`) and profiles the model's ops into a fresh cost table.
+# Then for each variant: plans it once (`loom plan -o`), trains that plan
+# under `loom launch --net_rate RATE` (one process and one shaped link per
+# rank), takes the median step after the first, and reads the last step's
+# trace with `loom simulate --plan --compare` on the fitted link, which
+# gives the measured and the simulated exposed sharding and dp
+# communication (time in which it runs and calc does not) and the
+# simulated step. Writes the table between the markers of OUT.
+#
+# Needs root (network namespaces, tc); not run by CI: it takes minutes.
+#
+#   scripts/sharding_emulated.sh [--out FILE] [--steps K] [--net_rate 2gbit]
+#                                [--run_flags "FLAGS"]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/measure.sh
+
+OUT=docs/sharding_emulated.md
+STEPS=6
+# Fast enough that a step's gathers (twice the parameters) take about as
+# long as its compute, so that how many are hidden decides the step.
+NET_RATE=2gbit
+RUN_FLAGS="--stream_priorities"
+LOOM=${LOOM:-build/bin/loom}
+MODEL="--preset gpt-small --layers 2 --batch_size 32 --seq_len 32 --vocab_size 512"
+LAYOUT="--dp 2"
+VARIANTS=("--sharding_stage 0"
+          "--sharding_stage 3 --sharding_prefetch_depth 0"
+          "--sharding_stage 3 --sharding_prefetch_depth 1"
+          "--sharding_stage 3 --sharding_prefetch_depth 2")
+
+while (($#)); do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --net_rate) NET_RATE=$2; shift 2 ;;
+    --run_flags) RUN_FLAGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "sharding_emulated.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -x "$LOOM" ] || { echo "sharding_emulated.sh: $LOOM is missing; build first" >&2; exit 1; }
+if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
+  echo "sharding_emulated.sh: SKIPPED: needs root and iproute2 (ip, tc) for loom launch --net_rate" >&2
+  exit 0
+fi
+LOOM=$(realpath "$LOOM")
+WORK=$(mktemp -d /tmp/loom-sharding.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+n=$(world_size "$LAYOUT")
+
+echo "fitting the link at $NET_RATE ..." >&2
+cluster=$WORK/cluster.pbtxt
+"$LOOM" launch --nproc 2 --net_rate "$NET_RATE" -- "$LOOM" profile --comm --cluster emulated \
+  --cluster_out "$cluster" > "$WORK/fit.log" 2>&1 || { cat "$WORK/fit.log" >&2; exit 1; }
+echo "profiling the ops ..." >&2
+table=$WORK/table.pbtxt
+"$LOOM" profile $MODEL $LAYOUT --sharding_stage 3 --cost_table "$table" > "$WORK/profile.log" 2>&1 ||
+  { cat "$WORK/profile.log" >&2; exit 1; }
+
+ROWS=$WORK/rows
+: > "$ROWS"
+for variant in "${VARIANTS[@]}"; do
+  echo "running $LAYOUT $variant on $n ranks at $NET_RATE ..." >&2
+  plan=$WORK/plan.pb
+  "$LOOM" plan $MODEL $LAYOUT $variant -o "$plan" > /dev/null
+  trace=$WORK/trace.json
+  rm -f "$trace".rank*.json
+  "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
+    "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" $RUN_FLAGS \
+    > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; exit 1; }
+  measured=$(awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median)
+  traces=$(ls "$trace".rank*.json | paste -sd, -)
+  "$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" \
+    --compare "$traces" > "$WORK/compare.log" 2>&1 || { cat "$WORK/compare.log" >&2; exit 1; }
+  simulated=$(awk '$1 == "step:" { print $6 }' "$WORK/compare.log")
+  exposed() {  # measured and simulated exposed ms of category $1
+    sed -n "s/^exposed comm (ms, mean over ranks):.* $1 measured \([0-9.]*\) simulated \([0-9.]*\).*/\1 \2/p" \
+      "$WORK/compare.log"
+  }
+  echo "$variant|$measured|$simulated|$(exposed sharding)|$(exposed dp)" | tee -a "$ROWS" >&2
+done
+
+BEGIN_MARK="<!-- scripts/sharding_emulated.sh: generated from here -->"
+END_MARK="<!-- scripts/sharding_emulated.sh: generated up to here -->"
+{
+  echo "$BEGIN_MARK"
+  echo
+  echo "Written by \`scripts/sharding_emulated.sh\` on $(date -u +%Y-%m-%d): \`$MODEL $LAYOUT\`,"
+  echo "each rank a process of \`loom launch --net_rate $NET_RATE\`, running"
+  echo "\`loom run $RUN_FLAGS\`; measured step: the median of steps 1 to $((STEPS - 1));"
+  echo "exposed: time in which that communication runs and calc does not (mean over"
+  echo "ranks), measured from the last step's trace and simulated on the link as"
+  echo "fitted just before, with the model's ops profiled just before."
+  echo
+  echo "| variant | measured step ms | simulated step ms | exposed sharding measured ms | simulated ms | exposed dp measured ms | simulated ms |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+  while IFS='|' read -r variant measured simulated sharding dp; do
+    read -r sm ss <<< "$sharding"
+    read -r dm ds <<< "$dp"
+    echo "| \`$variant\` | $measured | $simulated | $sm | $ss | $dm | $ds |"
+  done < "$ROWS"
+  echo
+  echo "$END_MARK"
+} > "$WORK/generated"
+replace_generated "$OUT" "$BEGIN_MARK" "$END_MARK" "$WORK/generated" \
+  "ZeRO stage 3 on the emulated network"
