@@ -32,6 +32,13 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
     }
     auto* bytes = static_cast<uint8_t*>(bucket[0]->raw_data());
     const int64_t part = bucket[0]->bytes() / parts;
+    if (ctx.HasInput("Part")) {
+      const Tensor& mine = ctx.Input("Part");
+      if (mine.bytes() != part) {
+        return InvalidArgument("Part holds ", mine.bytes(), " bytes, not a part's ", part);
+      }
+      std::memcpy(bytes + comm->rank() * part, mine.raw_data(), part);
+    }
     std::memset(bytes, 0, comm->rank() * part);
     std::memset(bytes + (comm->rank() + 1) * part, 0, (parts - comm->rank() - 1) * part);
   }

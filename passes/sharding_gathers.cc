@@ -161,13 +161,33 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
         while (trigger >= 0 && OnlyWeightGradients(block, *phase.ops[trigger])) --trigger;
       }
       const Op* first_reader = phase.ops[reads.first];
-      proto::OpDesc gather = OpDescBuilder("allgather")
-                                 .Input("X", bucket.shard)
-                                 .Output("Out", bucket.buffer + suffix)
-                                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
-                                 .Attr("nranks", static_cast<int32_t>(nranks))
-                                 .Role((phase.backward ? role::kBackward : role::kForward) |
-                                       role::kComm);
+      const int32_t phase_role = phase.backward ? role::kBackward : role::kForward;
+      const std::string whole = bucket.buffer + suffix;
+      std::vector<proto::OpDesc> ops;
+      if (bucket.by_all_reduce) {
+        const proto::VarDesc* w = block.FindVar(bucket.buffer);
+        ops.push_back(OpDescBuilder("fill_constant")
+                          .Output("Out", whole)
+                          .Attr("shape", Shape{w->shape(0)})
+                          .Attr("dtype", static_cast<int32_t>(w->dtype()))
+                          .Attr("value", 0.0f)
+                          .Role(phase_role));
+        ops.push_back(OpDescBuilder("allreduce")
+                          .Input("X", whole)
+                          .Input("Part", bucket.shard)
+                          .Output("Out", whole)
+                          .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                          .Attr("reduce_op", std::string("sum"))
+                          .Attr("fetch_parts", static_cast<int32_t>(nranks))
+                          .Role(phase_role | role::kComm));
+      } else {
+        ops.push_back(OpDescBuilder("allgather")
+                          .Input("X", bucket.shard)
+                          .Output("Out", whole)
+                          .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                          .Attr("nranks", static_cast<int32_t>(nranks))
+                          .Role(phase_role | role::kComm));
+      }
       std::vector<int64_t> offsets, dims;
       std::vector<int32_t> ranks;
       std::vector<std::string> outs;
@@ -178,36 +198,38 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
         dims.insert(dims.end(), v->shape().begin(), v->shape().end());
         outs.push_back(p + suffix);
       }
-      proto::OpDesc split = OpDescBuilder("flat_split")
-                                .Input("X", bucket.buffer + suffix)
-                                .Output("Out", outs)
-                                .Attr("offsets", offsets)
-                                .Attr("dims", dims)
-                                .Attr("ranks", ranks)
-                                .Role(phase.backward ? role::kBackward : role::kForward);
-      for (proto::OpDesc* d : {&gather, &split}) {
-        d->set_stream(stream::kSharding);
-        d->set_pipeline_stage(first_reader->desc().pipeline_stage());
-        d->set_chunk(first_reader->desc().chunk());
-        d->set_creation_pass(kPassName);
+      ops.push_back(OpDescBuilder("flat_split")
+                        .Input("X", whole)
+                        .Output("Out", outs)
+                        .Attr("offsets", offsets)
+                        .Attr("dims", dims)
+                        .Attr("ranks", ranks)
+                        .Role(phase_role));
+      for (proto::OpDesc& d : ops) {
+        d.set_stream(stream::kSharding);
+        d.set_pipeline_stage(first_reader->desc().pipeline_stage());
+        d.set_chunk(first_reader->desc().chunk());
+        d.set_creation_pass(kPassName);
       }
-      Op* at = nullptr;
+      // Where the ops go: after the trigger (and the gathers it already
+      // starts), or before the phase's first read.
+      Op** after = nullptr;
       if (trigger >= 0) {
         Op* t = phase.ops[trigger];
-        const std::string event = StrCat(bucket.buffer, suffix, ".gather.", events++);
+        const std::string event = StrCat(whole, ".gather.", events++);
         t->annotations().add_record_events(event);
-        gather.add_wait_events(event);
-        auto [it, fresh] = cursor.emplace(t, t);
-        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, it->second, std::move(gather)));
-        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, at, std::move(split)));
-        it->second = at;
-      } else if (head == nullptr) {
-        LOOM_ASSIGN_OR_RETURN(at, InsertOpInferShapes(block, phase.ops[phase.reads[order[0]].first],
-                                                      std::move(gather)));
-        LOOM_ASSIGN_OR_RETURN(head, InsertOpAfterInferShapes(block, at, std::move(split)));
+        ops.front().add_wait_events(event);
+        after = &cursor.emplace(t, t).first->second;
+      } else if (head != nullptr) {
+        after = &head;
       } else {
-        LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, head, std::move(gather)));
-        LOOM_ASSIGN_OR_RETURN(head, InsertOpAfterInferShapes(block, at, std::move(split)));
+        LOOM_ASSIGN_OR_RETURN(head, InsertOpInferShapes(block, phase.ops[phase.reads[order[0]].first],
+                                                        std::move(ops.front())));
+        ops.erase(ops.begin());
+        after = &head;
+      }
+      for (proto::OpDesc& d : ops) {
+        LOOM_ASSIGN_OR_RETURN(*after, InsertOpAfterInferShapes(block, *after, std::move(d)));
       }
     }
     ctx.Explain(kPassName,

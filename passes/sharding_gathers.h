@@ -19,12 +19,15 @@ struct GatheredBucket {
   std::string buffer;
   std::string shard;
   std::vector<std::string> params;
+  // Fetched by DeepSpeed's all-reduce (the buffer zeroed, the rank's part
+  // written in, then summed) instead of an all-gather (sharding.fetch_mode).
+  bool by_all_reduce = false;
 };
 
 // Inserts, per phase (forward or backward, per VPP chunk) and bucket in the
 // order the phase first reads them: an all-gather of the shard into the
-// buffer on the sharding stream, then a flat_split handing out the
-// parameters as views of it. The phase's backward reads parameters under
+// buffer (or the all-reduce fetch) on the sharding stream, then a
+// flat_split handing out the parameters as views of it. The phase's backward reads parameters under
 // names of their own (`w@REGATHER`), so that the forward's gathered buffer
 // is freed after its last forward use and the backward gathers again;
 // only the bucket the forward reads last and the backward first stays

@@ -1,7 +1,8 @@
-// sharding: ZeRO stages 1 and 2 over the data-parallel group. Each dp rank
+// sharding: ZeRO stages 1 to 3 over the data-parallel group. Each dp rank
 // keeps and updates 1/N of every bucket's optimizer state instead of all of
 // it; under stage 2 it also keeps only 1/N of the bucket's gradients
-// (ScatterGradients below).
+// (ScatterGradients below); under stage 3 only 1/N of its parameters,
+// which forward and backward gather before reading (sharding_gathers.h).
 //
 // The data-parallel pass has made each bucket one flat gradient buffer G
 // (VarDesc.flat) whose members share one kind of update. Per bucket:
@@ -30,7 +31,8 @@
 // sharding.fetch_mode picks how P is made whole again: an all-gather of
 // the shards, or (DeepSpeed's fetch) an all-reduce of P with every part
 // but the rank's own zeroed, both in place; "auto" takes the one the comm
-// model prices lower, bucket by bucket.
+// model prices lower, bucket by bucket. Stage 3 fetches the same ways,
+// before use instead of after the update.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -337,7 +339,8 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBuck
     p->set_persistable(false);
     block.FindVar(p_shard)->set_is_parameter(true);
     for (const std::string& param : b.params) block.FindVar(param)->set_persistable(false);
-    gathered->push_back({p_buffer, p_shard, b.params});
+    LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce, FetchByAllReduce(ctx, p_buffer, bytes));
+    gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce});
   } else if (stage_ >= 3) {
     ctx.Explain(kPassName, StrCat(p_buffer, " is tied across the first and last stage: its "
                                             "parameters stay whole (stage 2)"));
@@ -577,8 +580,9 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
   }
   ctx.Explain(kPassName, StrCat("stage ", s.stage(), ": ", buckets.size(),
                                 " buckets' optimizer state split over ", n_,
-                                " dp ranks (each reduce-scattered, updated by shard, "
-                                "all-gathered)"));
+                                " dp ranks (each reduce-scattered and updated by shard; ",
+                                gathered.size(), " gathered before use, ",
+                                buckets.size() - gathered.size(), " after the update)"));
   return !buckets.empty();
 }
 
@@ -588,9 +592,9 @@ PassInfo ShardingPassInfo() {
   PassInfo info;
   info.name = kPassName;
   info.summary =
-      "ZeRO stages 1-2: each dp rank updates 1/N of every gradient bucket (reduce-scatter, "
+      "ZeRO stages 1-3: each dp rank updates 1/N of every gradient bucket (reduce-scatter, "
       "sharded update, all-gather, in place on flat buffers); stage 2 keeps 1/N of the "
-      "gradients";
+      "gradients, stage 3 of the parameters too (gathered before each use)";
   info.requires_passes = {"data-parallel"};
   info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
     return std::unique_ptr<Pass>(new ShardingPass());

@@ -66,20 +66,8 @@ for layout in "${LAYOUTS[@]}"; do
     # cluster would balance the pipeline by its costs, a run by FLOPs).
     plan=$WORK/plan.pb
     "$LOOM" plan $MODEL $layout --schedule "$schedule" -o "$plan" > /dev/null
-    trace=$WORK/trace.json
-    rm -f "$trace".rank*.json
-    "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
-      "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" $RUN_FLAGS \
-      > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; exit 1; }
-    measured=$(awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median)
-    traces=$(ls "$trace".rank*.json | paste -sd, -)
-    "$LOOM" simulate --plan "$plan" --cluster emulated \
-      --cost_table "$table" --compare "$traces" > "$WORK/compare.log" 2>&1 ||
-      { cat "$WORK/compare.log" >&2; exit 1; }
-    simulated=$(awk '$1 == "step" && $2 == "time" { print $3 }' "$WORK/compare.log")
-    exposed=$(sed -n 's/^exposed comm (ms, mean over ranks): mp measured \([0-9.]*\) simulated \([0-9.]*\);.*/\1 \2/p' \
-      "$WORK/compare.log")
-    echo "$layout|$schedule|$measured|$simulated|$exposed" | tee -a "$ROWS" >&2
+    measured=$(launch_and_compare "$plan" "$n" emulated "$table") || exit 1
+    echo "$layout|$schedule|$measured|$(simulated_step)|$(exposed_of mp)" | tee -a "$ROWS" >&2
   done
 done
 

@@ -69,21 +69,9 @@ for variant in "${VARIANTS[@]}"; do
   echo "running $LAYOUT $variant on $n ranks at $NET_RATE ..." >&2
   plan=$WORK/plan.pb
   "$LOOM" plan $MODEL $LAYOUT $variant -o "$plan" > /dev/null
-  trace=$WORK/trace.json
-  rm -f "$trace".rank*.json
-  "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
-    "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" $RUN_FLAGS \
-    > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; exit 1; }
-  measured=$(awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median)
-  traces=$(ls "$trace".rank*.json | paste -sd, -)
-  "$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" \
-    --compare "$traces" > "$WORK/compare.log" 2>&1 || { cat "$WORK/compare.log" >&2; exit 1; }
-  simulated=$(awk '$1 == "step:" { print $6 }' "$WORK/compare.log")
-  exposed() {  # measured and simulated exposed ms of category $1
-    sed -n "s/^exposed comm (ms, mean over ranks):.* $1 measured \([0-9.]*\) simulated \([0-9.]*\).*/\1 \2/p" \
-      "$WORK/compare.log"
-  }
-  echo "$variant|$measured|$simulated|$(exposed sharding)|$(exposed dp)" | tee -a "$ROWS" >&2
+  measured=$(launch_and_compare "$plan" "$n" "$cluster" "$table") || exit 1
+  echo "$variant|$measured|$(simulated_step)|$(exposed_of sharding)|$(exposed_of dp)" |
+    tee -a "$ROWS" >&2
 done
 
 BEGIN_MARK="<!-- scripts/sharding_emulated.sh: generated from here -->"

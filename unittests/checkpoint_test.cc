@@ -446,24 +446,30 @@ TEST(CheckpointCli, LaunchedRanksSaveOneCheckpoint) {
   fs::remove_all(dir);
 }
 
-// ZeRO stage 1 under launch: every dp rank hands over its part of each
-// bucket's state, and the checkpoint is byte for byte the unsharded run's.
+// ZeRO under launch: every dp rank hands over its part of each bucket's
+// state (under stage 3 its part of the parameters too), and the checkpoint
+// is byte for byte that of the run in one process: for stage 1 the
+// unsharded run's, for stage 3 (which averages each micro-batch before
+// summing) the in-process stage-3 run's.
 TEST(CheckpointCli, LaunchedShardedRanksSaveTheUnshardedCheckpoint) {
-  const std::string sharded = TempDir("launch-sharded"), plain = TempDir("plain");
-  const std::string layout = "--dp 2 --pp 2 --micro_batches 2 --steps 3 --save_dir ";
-  CliResult r = Loom(StrCat("launch --nproc 4 -- ", LOOM_BIN, " run --sharding_stage 1 ", layout,
-                            sharded));
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = Loom(StrCat("run ", layout, plain));
-  ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-    auto a = ReadFile(StrCat(sharded, "/step-00000003/", file));
-    auto b = ReadFile(StrCat(plain, "/step-00000003/", file));
-    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-    EXPECT_TRUE(*a == *b) << file << " differs from the unsharded run's";
+  for (int stage : {1, 3}) {
+    SCOPED_TRACE(StrCat("stage ", stage));
+    const std::string sharded = TempDir("launch-sharded"), plain = TempDir("plain");
+    const std::string layout = "--dp 2 --pp 2 --micro_batches 2 --steps 3 --save_dir ";
+    CliResult r = Loom(StrCat("launch --nproc 4 -- ", LOOM_BIN, " run --sharding_stage ", stage,
+                              " ", layout, sharded));
+    ASSERT_EQ(r.code, 0) << r.out;
+    r = Loom(StrCat("run ", stage == 3 ? "--sharding_stage 3 " : "", layout, plain));
+    ASSERT_EQ(r.code, 0) << r.out;
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      auto a = ReadFile(StrCat(sharded, "/step-00000003/", file));
+      auto b = ReadFile(StrCat(plain, "/step-00000003/", file));
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+      EXPECT_TRUE(*a == *b) << file << " differs from the run in one process";
+    }
+    fs::remove_all(sharded);
+    fs::remove_all(plain);
   }
-  fs::remove_all(sharded);
-  fs::remove_all(plain);
 }
 
 }  // namespace

@@ -66,6 +66,9 @@ void RegisterCollectiveOps() {
           // rank's (its place on the ring) is current; the others are zeroed
           // first, so that the sum is every rank's part, in place.
           .Attr<int32_t>("fetch_parts", 0)
+          // A fetch's rank part held apart (ZeRO-3, whose X is a zeroed
+          // temporary): copied into the rank's place of X before the sum.
+          .Input("Part", SlotSpec::kOptional)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             const std::string op = ctx.Attr<std::string>("reduce_op");
             if (op != "sum" && op != "avg" && op != "max") {
@@ -81,6 +84,15 @@ void RegisterCollectiveOps() {
                 return InvalidArgument("a fetch (fetch_parts ", parts, ") sums one 1-D var "
                                        "of equal parts, got ", ctx.InputCount("X"), " vars, ",
                                        "reduce_op ", op, ", X ", ShapeToString(x.shape));
+              }
+            }
+            if (ctx.InputCount("Part") > 0) {
+              const TensorMeta& x = ctx.Input("X", 0);
+              const TensorMeta& part = ctx.Input("Part");
+              if (parts == 0 || part.dtype != x.dtype ||
+                  NumElements(part.shape) * parts != NumElements(x.shape)) {
+                return InvalidArgument("Part ", MetaToString(part), " must be one of the ",
+                                       parts, " fetch_parts of X ", MetaToString(x));
               }
             }
             const int n = ctx.InputCount("X");

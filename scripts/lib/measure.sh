@@ -39,3 +39,29 @@ replace_generated() {
   mv "$tmp" "$out"
   echo "wrote $out" >&2
 }
+
+# Trains the saved plan $1 on $2 ranks under `loom launch --net_rate
+# $NET_RATE` for $STEPS steps (`loom run $RUN_FLAGS`, traced), prints the
+# median step time (ms) of steps 1 on, and leaves in $WORK/compare.log the
+# last step's trace compared with `loom simulate --plan` on cluster $3 and
+# cost table $4. Needs LOOM, WORK, STEPS, NET_RATE and RUN_FLAGS.
+launch_and_compare() {
+  local plan=$1 n=$2 cluster=$3 table=$4 trace=$WORK/trace.json traces
+  rm -f "$trace".rank*.json
+  "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
+    "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" $RUN_FLAGS \
+    > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; return 1; }
+  awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median
+  traces=$(ls "$trace".rank*.json | paste -sd, -)
+  "$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" \
+    --compare "$traces" > "$WORK/compare.log" 2>&1 || { cat "$WORK/compare.log" >&2; return 1; }
+}
+
+# From $WORK/compare.log: the simulated step (ms), and the measured and
+# simulated exposed ms of communication category $1 (mp, dp, p2p,
+# sharding).
+simulated_step() { awk '$1 == "step:" { print $6 }' "$WORK/compare.log"; }
+exposed_of() {
+  sed -n "s/^exposed comm (ms, mean over ranks):.* $1 measured \([0-9.]*\) simulated \([0-9.]*\).*/\1 \2/p" \
+    "$WORK/compare.log"
+}
