@@ -62,7 +62,11 @@ StatusOr<const CommModel*> PassContext::CommModelOrLocal() {
 }
 
 ParallelLayout PassContext::layout() const {
-  return ParallelLayout{dp_degree(), mp_degree(), pp_degree()};
+  ParallelLayout layout = LayoutOf(strategy());
+  layout.dp = dp_degree();
+  layout.mp = mp_degree();
+  layout.pp = pp_degree();
+  return layout;
 }
 
 RankPlan PassContext::TakeRankPlan() {

@@ -58,7 +58,7 @@ void DeclareMember(Block& block, const std::string& name, const proto::VarDesc& 
 }  // namespace
 
 Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
-                              int nranks, int depth) {
+                              int nranks, RingId ring, int depth) {
   Block& block = ctx.program().global_block();
   std::unordered_map<std::string, int> bucket_of;
   for (size_t i = 0; i < buckets.size(); ++i) {
@@ -93,7 +93,8 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
   int events = 0;
   std::map<int, int> last_forward;  // chunk -> the bucket its forward reads last
   // Forward phases come first (the key's false < true).
-  for (auto& [key, phase] : phases) {
+  for (auto& entry : phases) {
+    Phase& phase = entry.second;  // a reference, which lambdas may capture
     if (phase.reads.empty()) continue;
     std::vector<int> order;
     for (const auto& [b, r] : phase.reads) order.push_back(b);
@@ -176,7 +177,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
                           .Input("X", whole)
                           .Input("Part", bucket.shard)
                           .Output("Out", whole)
-                          .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                          .Attr("ring_id", static_cast<int32_t>(ring))
                           .Attr("reduce_op", std::string("sum"))
                           .Attr("fetch_parts", static_cast<int32_t>(nranks))
                           .Role(phase_role | role::kComm));
@@ -184,7 +185,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
         ops.push_back(OpDescBuilder("allgather")
                           .Input("X", bucket.shard)
                           .Output("Out", whole)
-                          .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                          .Attr("ring_id", static_cast<int32_t>(ring))
                           .Attr("nranks", static_cast<int32_t>(nranks))
                           .Role(phase_role | role::kComm));
       }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "scheduler/layout.h"
 
 namespace loom {
 
@@ -37,10 +38,11 @@ struct GatheredBucket {
 // bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0
 // gathers a bucket once the previous one is done with, depth d keeps d
 // gathers in flight ahead of the compute. The first depth + 1 of a phase
-// start with it. Errors name an optimizer op that reads a parameter, which
+// start with it. The gathers run among the `nranks` ranks of `ring`.
+// Errors name an optimizer op that reads a parameter, which
 // under stage 3 exists only while forward and backward run.
 Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
-                              int nranks, int depth);
+                              int nranks, RingId ring, int depth);
 
 }  // namespace loom
 

@@ -78,7 +78,9 @@ class ShardingPass : public Pass {
                                          int64_t shard, std::vector<proto::OpDesc>* after_update,
                                          std::vector<std::string>* gone);
 
-  int n_ = 1;
+  int n_ = 1;              // ranks sharing a bucket's state
+  RingId ring_ = kDpRing;  // theirs: the dp ring, or under hybrid sharding kShardingRing
+  int replicas_ = 1;       // hybrid sharding: groups holding the same state
   int stage_ = 1;
   int64_t keep_left_ = 0;  // stage 3: bytes of buckets still to keep whole
   int events_ = 0;
@@ -151,12 +153,12 @@ StatusOr<std::string> ShardingPass::ReduceScatterInPlace(PassContext& ctx, Bucke
   SetMeta(TensorMeta{dtype, {shard}}, v);
   v->set_persistable(true);
   v->mutable_flat()->set_buffer(b.grad_buffer);
-  v->mutable_flat()->set_shard_ring(kDpRing);
+  v->mutable_flat()->set_shard_ring(ring_);
   proto::OpDesc rs = OpDescBuilder("reduce_scatter")
                          .Input("X", b.grad_buffer)
                          .Input("Members", b.grads)
                          .Output("Out", g_shard)
-                         .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                         .Attr("ring_id", static_cast<int32_t>(ring_))
                          .Attr("nranks", static_cast<int32_t>(n_))
                          .Attr("reduce_op", std::string("avg"))
                          .Role(role::kBackward | role::kComm);
@@ -254,7 +256,7 @@ StatusOr<std::string> ShardingPass::ScatterGradients(PassContext& ctx, Bucket& b
   proto::OpDesc rs = placed(OpDescBuilder("reduce_scatter")
                                 .Input("X", b.grad_buffer)
                                 .Output("Out", scattered)
-                                .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                                .Attr("ring_id", static_cast<int32_t>(ring_))
                                 .Attr("nranks", static_cast<int32_t>(n_))
                                 .Attr("reduce_op", std::string("avg"))
                                 .Role(role::kBackward | role::kComm));
@@ -317,7 +319,7 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBuck
     SetMeta(TensorMeta{dtype, {shard}}, v);
     v->set_persistable(true);
     v->mutable_flat()->set_buffer(p_buffer);
-    v->mutable_flat()->set_shard_ring(kDpRing);
+    v->mutable_flat()->set_shard_ring(ring_);
   }
   const bool tied = TiedBucket(block, b);
   // Stage 3: the rank keeps only P.shard; forward and backward gather P
@@ -425,6 +427,38 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBuck
     update.add_wait_events(event);
   }
   Op* anchor = b.updates.back();
+  if (replicas_ > 1) {
+    // Hybrid sharding: the groups' parts, each the mean over its group,
+    // averaged across the groups once a step: in the backward, once the
+    // last micro-batch's part is in (it hides under the rest of the
+    // backward); a tied bucket's, whose members the stages' all-reduce
+    // writes after that, just before its update, waiting as the update does.
+    proto::OpDesc across = OpDescBuilder("allreduce")
+                               .Input("X", g_shard)
+                               .Output("Out", g_shard)
+                               .Attr("ring_id", static_cast<int32_t>(kDpReplicaRing))
+                               .Attr("reduce_op", std::string("avg"))
+                               .Role(role::kComm);
+    across.set_stream(stream::kSharding);
+    across.set_creation_pass(kPassName);
+    Op* after = anchor;
+    if (tied) {
+      across.set_role(role::kOptimize | role::kComm);
+      for (const std::string& e : update.wait_events()) across.add_wait_events(e);
+    } else {
+      for (Op* op : block.Producers(g_shard)) {
+        if (after == anchor || op->index() > after->index()) after = op;
+      }
+      if (after == anchor) return Internal(where, ": nothing writes ", g_shard);
+      across.set_role(role::kBackward | role::kComm);
+      across.set_last_micro_batch_only(true);
+    }
+    across.set_pipeline_stage(after->desc().pipeline_stage());
+    across.set_chunk(after->desc().chunk());
+    LOOM_ASSIGN_OR_RETURN(Op* placed_across,
+                          InsertOpAfterInferShapes(block, after, std::move(across)));
+    if (tied) anchor = placed_across;
+  }
   LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
   Op* after = placed;
   if (!regathered) {
@@ -470,7 +504,7 @@ StatusOr<Op*> ShardingPass::FetchAfterUpdate(PassContext& ctx, Op* placed,
     gather = OpDescBuilder("allreduce")
                  .Input("X", p_buffer)
                  .Output("Out", p_buffer)
-                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                 .Attr("ring_id", static_cast<int32_t>(ring_))
                  .Attr("reduce_op", std::string("sum"))
                  .Attr("fetch_parts", static_cast<int32_t>(n_))
                  .Role(role::kOptimize | role::kComm);
@@ -479,7 +513,7 @@ StatusOr<Op*> ShardingPass::FetchAfterUpdate(PassContext& ctx, Op* placed,
     gather = OpDescBuilder("allgather")
                  .Input("X", p_shard)
                  .Output("Out", p_buffer)
-                 .Attr("ring_id", static_cast<int32_t>(kDpRing))
+                 .Attr("ring_id", static_cast<int32_t>(ring_))
                  .Attr("nranks", static_cast<int32_t>(n_))
                  .Role(role::kOptimize | role::kComm);
   }
@@ -501,7 +535,7 @@ StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::strin
   if (mode == "all_gather") return false;
   if (mode == "all_reduce") return true;
   LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
-  const std::vector<int> group = RingMembers(ctx.layout(), ctx.rank(), kDpRing);
+  const std::vector<int> group = RingMembers(ctx.layout(), ctx.rank(), ring_);
   const double gather = comm->CommSeconds(CollectiveKind::kAllGather, CommAlgorithm::kDirect,
                                           bytes / n_, group);
   const double reduce =
@@ -519,11 +553,16 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
     ctx.Explain(kPassName, "sharding.stage is 0: nothing sharded");
     return false;
   }
-  n_ = ctx.dp_degree();
+  const ParallelLayout layout = ctx.layout();
+  n_ = layout.sharding > 0 ? layout.sharding : ctx.dp_degree();
+  ring_ = layout.sharding > 0 ? kShardingRing : kDpRing;
+  replicas_ = ctx.dp_degree() / n_;
   stage_ = s.stage();
   keep_left_ = s.keep_gathered_bytes() < 0 ? std::numeric_limits<int64_t>::max()
                                            : s.keep_gathered_bytes();
-  if (n_ < 2) return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
+  if (ctx.dp_degree() < 2) {
+    return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
+  }
   Block& block = ctx.program().global_block();
   std::map<std::string, std::string> param_of;  // grad -> param
   std::map<std::string, Op*> update_of;         // param -> its update
@@ -576,11 +615,13 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
   std::vector<GatheredBucket> gathered;
   for (Bucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
   if (!gathered.empty()) {
-    LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, s.prefetch_depth()));
+    LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, ring_, s.prefetch_depth()));
   }
   ctx.Explain(kPassName, StrCat("stage ", s.stage(), ": ", buckets.size(),
-                                " buckets' optimizer state split over ", n_,
-                                " dp ranks (each reduce-scattered and updated by shard; ",
+                                " buckets' optimizer state split over ", n_, " dp ranks",
+                                replicas_ > 1 ? StrCat(" and replicated ", replicas_, " times")
+                                              : std::string(),
+                                " (each reduce-scattered and updated by shard; ",
                                 gathered.size(), " gathered before use, ",
                                 buckets.size() - gathered.size(), " after the update)"));
   return !buckets.empty();

@@ -40,8 +40,11 @@ StatusOr<proto::Strategy> LoadStrategy(const std::string& path) {
 }
 
 ParallelLayout LayoutOf(const proto::Strategy& s) {
-  return ParallelLayout{s.dp().degree(), s.mp().degree(),
-                        s.pipeline().degree()};
+  const int sharding = s.sharding().stage() > 0 && s.sharding().degree() > 0 &&
+                               s.sharding().degree() < s.dp().degree()
+                           ? s.sharding().degree()
+                           : 0;
+  return ParallelLayout{s.dp().degree(), s.mp().degree(), s.pipeline().degree(), sharding};
 }
 
 namespace {
@@ -80,9 +83,9 @@ Status ValidateSharding(const proto::Strategy& s) {
     return InvalidArgument("sharding.stage ", sh.stage(), " shards over the data-parallel "
                            "group, but dp.degree is ", s.dp().degree());
   }
-  if (sh.degree() != 0 && sh.degree() != s.dp().degree()) {
-    return Unimplemented("sharding.degree ", sh.degree(), " other than dp.degree (",
-                         s.dp().degree(), ") is not implemented");
+  if (sh.degree() != 0 && (sh.degree() < 2 || s.dp().degree() % sh.degree() != 0)) {
+    return InvalidArgument("sharding.degree ", sh.degree(), " must divide dp.degree (",
+                           s.dp().degree(), ") and be at least 2");
   }
   return Status::OK();
 }

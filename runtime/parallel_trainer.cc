@@ -239,10 +239,15 @@ StateHolder ParallelTrainer::Holder(int rank) const {
   h.mp_rank = rp.coords.mp;
   h.scope = scopes_[rank].get();
   h.buckets = BucketsOf(rank);
-  h.dp = plan_.layout.dp;
-  h.dp_rank = rp.coords.dp;
+  PlaceInShardingGroup(rank, &h.dp, &h.dp_rank);
   h.pp_rank = rp.coords.pp;
   return h;
+}
+
+void ParallelTrainer::PlaceInShardingGroup(int rank, int* size, int* index) const {
+  const ParallelLayout& l = plan_.layout;
+  *size = l.sharding > 0 ? l.sharding : l.dp;
+  *index = plan_.ranks[rank].coords.dp % *size;
 }
 
 std::string ParallelTrainer::Layout() const {
@@ -311,8 +316,7 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
     LOOM_ASSIGN_OR_RETURN(RankShards shards, DecodeRankShards(bytes, file(r)));
     // The buckets' layout is the plan's, which this process has too.
     shards.buckets = BucketsOf(r);
-    shards.dp = plan_.layout.dp;
-    shards.dp_rank = plan_.ranks[r].coords.dp;
+    PlaceInShardingGroup(r, &shards.dp, &shards.dp_rank);
     shards.pp_rank = plan_.ranks[r].coords.pp;
     ranks.push_back(std::move(shards));
   }

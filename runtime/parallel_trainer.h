@@ -138,6 +138,10 @@ class ParallelTrainer : public Trainer {
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;
   // The ZeRO buckets whose state `rank` holds part of (none unsharded).
+  // The group of ranks whose ZeRO parts make a whole, for `rank`: its size
+  // and the rank's place in it (the dp group, or under hybrid sharding the
+  // rank's block of layout.sharding dp ranks).
+  void PlaceInShardingGroup(int rank, int* size, int* index) const;
   std::vector<ShardedBucket> BucketsOf(int rank) const;
 };
 

@@ -26,9 +26,10 @@ struct StateHolder {
   int mp = 1;
   int mp_rank = 0;
   Scope* scope = nullptr;
-  // ZeRO stage 1: the buckets whose optimizer state this rank holds 1/dp
-  // of (runtime/sharded_state.h), and its place among the dp ranks and
-  // pipeline stages.
+  // ZeRO: the buckets whose state this rank holds 1/dp of
+  // (runtime/sharded_state.h), and its place among the `dp` ranks sharing
+  // them (the dp group, or under hybrid sharding the rank's block of it)
+  // and among the pipeline stages.
   std::vector<ShardedBucket> buckets;
   int dp = 1;
   int dp_rank = 0;

@@ -12,6 +12,10 @@ const char* RingName(RingId ring) {
       return "pp";
     case kSharedParamRing:
       return "shared_param";
+    case kShardingRing:
+      return "sharding";
+    case kDpReplicaRing:
+      return "dp_replica";
   }
   return "unknown";
 }
@@ -44,6 +48,16 @@ std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
       if (layout.pp > 1 && (c.pp == 0 || c.pp == layout.pp - 1)) {
         members = {layout.RankAtStage(c, 0),
                    layout.RankAtStage(c, layout.pp - 1)};
+      }
+      break;
+    case kShardingRing:
+    case kDpReplicaRing:
+      if (layout.sharding > 0) {
+        const int n = layout.sharding;
+        for (int d = 0; d < layout.dp; ++d) {
+          const bool same = ring == kShardingRing ? d / n == c.dp / n : d % n == c.dp % n;
+          if (same) members.push_back(layout.Rank(RankCoords{d, c.mp, c.pp}));
+        }
       }
       break;
   }

@@ -19,14 +19,17 @@ enum RingId : int {
   kDpRing = 2,           // ranks that differ only in dp
   kPpRing = 3,           // ranks that differ only in pp (send/recv peers)
   kSharedParamRing = 4,  // the stages sharing a tied parameter
+  kShardingRing = 5,     // hybrid sharding: the dp ranks sharing one state
+  kDpReplicaRing = 6,    // hybrid sharding: the ranks holding the same part
 };
 
 // Arrays indexed by RingId have this size (index 0 is unused).
-inline constexpr int kNumRingIds = 5;
-inline constexpr RingId kAllRings[] = {kMpRing, kDpRing, kPpRing,
-                                       kSharedParamRing};
+inline constexpr int kNumRingIds = 7;
+inline constexpr RingId kAllRings[] = {kMpRing,          kDpRing,       kPpRing,
+                                       kSharedParamRing, kShardingRing, kDpReplicaRing};
 
-// "mp", "dp", "pp", "shared_param"; "unknown" for a value outside RingId.
+// "mp", "dp", "pp", "shared_param", "sharding", "dp_replica"; "unknown" for
+// a value outside RingId.
 const char* RingName(RingId ring);
 
 struct RankCoords {
@@ -42,6 +45,10 @@ struct ParallelLayout {
   int dp = 1;
   int mp = 1;
   int pp = 1;
+  // Hybrid sharding: ZeRO state shared by groups of this many consecutive
+  // dp ranks and replicated across the groups; 0 when it is not split
+  // (no sharding, or sharding over the whole dp group).
+  int sharding = 0;
 
   int world_size() const { return dp * mp * pp; }
   RankCoords Coords(int rank) const {
@@ -65,6 +72,10 @@ std::string CoordsToString(const RankCoords& c);
 //   kSharedParamRing the first and last stage with its dp and mp (group
 //                    rank 0 is stage 0); only when pp > 1, and only for
 //                    those two stages
+//   kShardingRing    with layout.sharding: the dp group's ranks in its
+//                    block of `sharding` consecutive dp ranks, in dp order
+//   kDpReplicaRing   with layout.sharding: the dp group's ranks at its
+//                    place in every block, in dp order
 // Empty when the rank has no such group. The one definition of group
 // membership: communicators, lowering and the plan verifier all use it.
 std::vector<int> RingMembers(const ParallelLayout& layout, int rank,

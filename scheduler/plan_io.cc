@@ -75,6 +75,11 @@ Status CheckLayout(const proto::PlanDesc& desc) {
     return InvalidArgument("the plan lists ", desc.ranks_size(), " ranks but layout dp=",
                            l.dp(), " mp=", l.mp(), " pp=", l.pp(), " has ", world);
   }
+  const int n = desc.sharding_degree();
+  if (n < 0 || (n > 0 && (n < 2 || n >= l.dp() || l.dp() % n != 0))) {
+    return InvalidArgument("sharding_degree ", n, " must be 0 or a divisor of layout.dp (",
+                           l.dp(), ") between 2 and dp/2");
+  }
   return Status::OK();
 }
 
@@ -142,6 +147,7 @@ proto::PlanDesc PlanToProto(const Plan& plan) {
   desc.mutable_layout()->set_dp(plan.layout.dp);
   desc.mutable_layout()->set_mp(plan.layout.mp);
   desc.mutable_layout()->set_pp(plan.layout.pp);
+  if (plan.layout.sharding > 0) desc.set_sharding_degree(plan.layout.sharding);
   desc.mutable_model()->set_name(plan.model_name);
   for (const auto& [key, value] : plan.model_config) {
     (*desc.mutable_model()->mutable_config())[key] = value;
@@ -172,7 +178,8 @@ proto::PlanDesc PlanToProto(const Plan& plan) {
 StatusOr<Plan> PlanFromProto(const proto::PlanDesc& desc) {
   LOOM_RETURN_IF_ERROR(CheckLayout(desc));
   Plan plan;
-  plan.layout = ParallelLayout{desc.layout().dp(), desc.layout().mp(), desc.layout().pp()};
+  plan.layout = ParallelLayout{desc.layout().dp(), desc.layout().mp(), desc.layout().pp(),
+                               desc.sharding_degree()};
   plan.resolved = desc.resolved();
   plan.model_name = desc.model().name();
   plan.model_config.insert(desc.model().config().begin(), desc.model().config().end());

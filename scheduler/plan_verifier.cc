@@ -219,7 +219,7 @@ Status PlanVerifier::AnalyzeProgram(int r, int j, const Program& program,
       oi.kind = OpKind::kCollective;
       StatusOr<int> ring = IntAttr(*op, "ring_id");
       if (!ring.ok()) return bad_attr(ring.status());
-      if (*ring < kMpRing || *ring > kSharedParamRing) {
+      if (*ring < kMpRing || *ring >= kNumRingIds) {
         std::string known;  // "1 mp, 2 dp, 3 pp, 4 shared_param"
         for (RingId id : kAllRings) {
           known += StrCat(known.empty() ? "" : ", ", static_cast<int>(id), " ",

@@ -84,7 +84,8 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
       return InvalidArgument(InstructionLocation(g, ins), ": rank ", g.rank, " has no ",
                              RingName(ins.ring), " group");
     }
-    if (folded_ && ins.ring == kDpRing) {
+    if (folded_ && (ins.ring == kDpRing || ins.ring == kShardingRing ||
+                    ins.ring == kDpReplicaRing)) {
       // The replicas not simulated arrive when this one does.
       *size = 1;
       return RendezvousKey{static_cast<int>(ins.ring), g.rank, 0, ins.comm_seq};

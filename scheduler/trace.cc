@@ -52,8 +52,11 @@ CommCategory CommCategoryOf(const RankGraph& graph, const Instruction& ins) {
     case kPpRing:
       return CommCategory::kP2p;
     case kDpRing:
+    case kDpReplicaRing:
       return graph.StreamName(ins) == stream::kSharding ? CommCategory::kSharding
                                                         : CommCategory::kDp;
+    case kShardingRing:
+      return CommCategory::kSharding;
     case kSharedParamRing:
       return CommCategory::kDp;
   }

@@ -129,6 +129,15 @@ TEST(CommWorldTest, RingsOfOneAreLocal) {
       RingMembers(ParallelLayout{1, 1, 3}, 1, kSharedParamRing).empty());
   EXPECT_EQ(RingMembers(ParallelLayout{1, 1, 3}, 2, kSharedParamRing),
             (std::vector<int>{0, 2}));
+  // Hybrid sharding, dp=4 in groups of 2 (mp=2: dp ranks are 2 apart):
+  // rank 6 (dp 3) shares with dp 2 and is replicated at dp 1.
+  const ParallelLayout hybrid{4, 2, 1, /*sharding=*/2};
+  EXPECT_EQ(RingMembers(hybrid, 6, kShardingRing), (std::vector<int>{4, 6}));
+  EXPECT_EQ(RingMembers(hybrid, 6, kDpReplicaRing), (std::vector<int>{2, 6}));
+  EXPECT_EQ(RingMembers(hybrid, 6, kDpRing), (std::vector<int>{0, 2, 4, 6}));
+  // Without it, neither ring exists.
+  EXPECT_TRUE(RingMembers(ParallelLayout{4, 2, 1}, 6, kShardingRing).empty());
+  EXPECT_TRUE(RingMembers(ParallelLayout{4, 2, 1}, 6, kDpReplicaRing).empty());
 }
 
 TEST(CommWorldTest, FileStoreInATempDir) {

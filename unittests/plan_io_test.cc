@@ -173,6 +173,8 @@ TEST(PlanProto, ErrorsNameTheCulprit) {
             "the plan lists 4 ranks but layout dp=1 mp=1 pp=2 has 2");
   EXPECT_EQ(ErrorAfter([](proto::PlanDesc& d) { d.mutable_layout()->set_mp(0); }),
             "layout.mp must be at least 1, got 0");
+  EXPECT_EQ(ErrorAfter([](proto::PlanDesc& d) { d.set_sharding_degree(2); }),
+            "sharding_degree 2 must be 0 or a divisor of layout.dp (2) between 2 and dp/2");
   EXPECT_EQ(ErrorAfter([](proto::PlanDesc& d) {
               d.mutable_ranks(1)->mutable_coords()->set_dp(0);
             }),

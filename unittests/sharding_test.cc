@@ -29,11 +29,14 @@ struct Case {
   const char* schedule;
   int micro_batches;
   int vpp = 1;
+  int sharding_degree = 0;  // 0: dp's; less: hybrid (groups of this many)
 };
 
 constexpr Case kCases[] = {{2, 1, 1, "FThenB", 1},     {2, 2, 2, "1F1B", 4},
                            {4, 1, 2, "ZBH1", 2},       {2, 1, 2, "VPP", 4, 2},
                            {2, 2, 1, "1F1B-overlap", 2}, {4, 2, 1, "FThenB", 1}};
+// Hybrid sharding: dp=4 as two groups of 2 holding the same state.
+constexpr Case kHybridCases[] = {{4, 1, 2, "1F1B", 2, 1, 2}, {4, 2, 1, "FThenB", 1, 1, 2}};
 
 GptConfig Tiny() {
   GptConfig c = GptPreset("gpt-tiny").value();
@@ -45,14 +48,20 @@ GptConfig Tiny() {
 proto::Strategy Sharded(const Case& k, int stage) {
   proto::Strategy s = MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp);
   s.mutable_sharding()->set_stage(stage);
+  if (stage > 0) s.mutable_sharding()->set_degree(k.sharding_degree);
   s.mutable_dp()->set_bucket_size_bytes(32 * 1024);  // several buckets a stage
   return s;
 }
 
 std::string Name(const Case& k) {
   return StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " vpp=", k.vpp,
-                " micro-batches=", k.micro_batches);
+                " micro-batches=", k.micro_batches,
+                k.sharding_degree > 0 ? StrCat(" sharding degree ", k.sharding_degree)
+                                      : std::string());
 }
+
+// The ranks whose parts make a bucket whole.
+int Sharing(const Case& k) { return k.sharding_degree > 0 ? k.sharding_degree : k.dp; }
 
 std::unique_ptr<ParallelTrainer> Make(const OptimizerConfig& opt, const proto::Strategy& s) {
   ParallelTrainer::Options options;
@@ -81,8 +90,10 @@ TEST(Sharding, ParametersMatchSerialTrainingUnderSgd) {
   OptimizerConfig sgd;
   sgd.type = "sgd";
   sgd.learning_rate = 0.5f;  // large, so that a wrong gradient moves far
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.insert(cases.end(), std::begin(kHybridCases), std::end(kHybridCases));
   for (int stage : {1, 2, 3})
-  for (const Case& k : kCases) {
+  for (const Case& k : cases) {
     SCOPED_TRACE(StrCat(Name(k), " stage ", stage));
     auto serial = SerialTrainer::Create(Tiny(), sgd).value();
     auto t = Make(sgd, Sharded(k, stage));
@@ -254,7 +265,9 @@ int64_t ParameterBytes(ParallelTrainer& t, int rank) {
 // (a tied embedding's bucket aside, which stays whole).
 TEST(Sharding, Stage3MatchesStage2AndHoldsAnNthOfTheParameters) {
   OptimizerConfig adamw;
-  for (const Case& k : kCases) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.insert(cases.end(), std::begin(kHybridCases), std::end(kHybridCases));
+  for (const Case& k : cases) {
     SCOPED_TRACE(Name(k));
     auto stage2 = Make(adamw, Sharded(k, 2));
     auto stage3 = Make(adamw, Sharded(k, 3));
@@ -286,8 +299,22 @@ TEST(Sharding, Stage3MatchesStage2AndHoldsAnNthOfTheParameters) {
       const int64_t whole = ParameterBytes(*stage2, r);
       const int64_t part = ParameterBytes(*stage3, r);
       // 1/dp, plus padding and the tied embedding's bucket (128 x 64).
-      EXPECT_LT(part, 1.05 * whole / k.dp + (k.pp > 1 ? 128 * 64 * 4 : 0)) << "rank " << r;
-      EXPECT_GT(part, 0.95 * whole / k.dp) << "rank " << r;
+      EXPECT_LT(part, 1.05 * whole / Sharing(k) + (k.pp > 1 ? 128 * 64 * 4 : 0))
+          << "rank " << r;
+      EXPECT_GT(part, 0.95 * whole / Sharing(k)) << "rank " << r;
+    }
+    // A stage-3 run resumed from stage 2's state goes on as stage 2 does.
+    auto resumed = Make(adamw, Sharded(k, 3));
+    ASSERT_NE(resumed, nullptr);
+    ASSERT_TRUE(resumed->SetState(*x, "stage 2").ok());
+    ASSERT_TRUE(stage2->Step(3).ok());
+    ASSERT_TRUE(resumed->Step(3).ok());
+    auto want = stage2->State();
+    auto got = resumed->State();
+    ASSERT_TRUE(want.ok() && got.ok()) << want.status() << got.status();
+    for (const auto& [name, t] : want->parameters) {
+      const Tensor& u = got->parameters.at(name);
+      EXPECT_EQ(std::memcmp(t.raw_data(), u.raw_data(), t.bytes()), 0) << name << " resumed";
     }
   }
 }

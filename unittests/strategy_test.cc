@@ -53,8 +53,11 @@ TEST(Strategy, ValidationNamesTheField) {
   EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 3 }"), "");
   EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 4 }"),
             "sharding.stage must be 0, 1, 2 or 3, got 4");
-  EXPECT_EQ(check("dp { degree: 4 } sharding { stage: 1 degree: 2 }"),
-            "sharding.degree 2 other than dp.degree (4) is not implemented");
+  EXPECT_EQ(check("dp { degree: 4 } sharding { stage: 1 degree: 2 }"), "");
+  EXPECT_EQ(check("dp { degree: 6 } sharding { stage: 1 degree: 4 }"),
+            "sharding.degree 4 must divide dp.degree (6) and be at least 2");
+  EXPECT_EQ(check("dp { degree: 4 } sharding { stage: 1 degree: 1 }"),
+            "sharding.degree 1 must divide dp.degree (4) and be at least 2");
   EXPECT_EQ(check("sharding { degree: 2 }"), "sharding.degree is 2 but sharding.stage is 0");
   EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 1 fetch_mode: 'scatter' }"),
             "sharding.fetch_mode must be all_gather, all_reduce or auto, got 'scatter'");

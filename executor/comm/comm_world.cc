@@ -61,7 +61,7 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
   CommOptions comm_options;
   comm_options.timeout = options.timeout;
   // The fixed order every rank follows (see the header).
-  for (RingId ring : {kMpRing, kDpRing, kPpRing, kSharedParamRing}) {
+  for (RingId ring : kAllRings) {
     std::vector<int> members = RingMembers(layout, rank, ring);
     if (members.empty()) continue;
     const std::string name = GroupName(RingName(ring), members);

@@ -81,7 +81,7 @@ class CommWorld {
   CommWorld(const ParallelLayout& layout, int rank)
       : layout_(layout), rank_(rank) {}
 
-  static constexpr int kNumRings = 4;
+  static constexpr int kNumRings = kNumRingIds - 1;
   static int Index(RingId ring) { return static_cast<int>(ring) - 1; }
 
   ParallelLayout layout_;
