@@ -1,7 +1,7 @@
 // sharding: ZeRO stages 1 to 3 over the data-parallel group. Each dp rank
 // keeps and updates 1/N of every bucket's optimizer state instead of all of
 // it; under stage 2 it also keeps only 1/N of the bucket's gradients
-// (ScatterGradients below); under stage 3 only 1/N of its parameters,
+// (sharding_gradients.h); under stage 3 only 1/N of its parameters,
 // which forward and backward gather before reading (sharding_gathers.h).
 //
 // The data-parallel pass has made each bucket one flat gradient buffer G
@@ -45,38 +45,26 @@
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 #include "passes/sharding_gathers.h"
+#include "passes/sharding_gradients.h"
 
 namespace loom {
 namespace {
 
 constexpr const char* kPassName = "sharding";
 
-// A bucket's all-reduce and what its members need.
-struct Bucket {
-  Op* allreduce = nullptr;
-  std::string grad_buffer;
-  std::vector<std::string> grads;
-  std::vector<std::string> params;
-  std::vector<Op*> updates;  // each parameter's update op, in program order
-};
-
 class ShardingPass : public Pass {
  public:
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
-  Status Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBucket>* gathered);
+  Status Shard(PassContext& ctx, ShardingBucket& b, std::vector<GatheredBucket>* gathered);
   // Makes P whole after the update of P.shard (stages 1 and 2, and a
   // tied bucket): by all-gather or all-reduce; returns the op.
   StatusOr<Op*> FetchAfterUpdate(PassContext& ctx, Op* placed, const std::string& p_buffer,
                                  const std::string& p_shard, int64_t padded, DataType dtype);
-  StatusOr<std::string> ReduceScatterInPlace(PassContext& ctx, Bucket& b, int64_t shard);
   // sharding.fetch_mode for a bucket of `bytes`; "auto" asks the comm
   // model and says why.
   StatusOr<bool> FetchByAllReduce(PassContext& ctx, const std::string& bucket, int64_t bytes);
-  StatusOr<std::string> ScatterGradients(PassContext& ctx, Bucket& b, int64_t padded,
-                                         int64_t shard, std::vector<proto::OpDesc>* after_update,
-                                         std::vector<std::string>* gone);
 
   int n_ = 1;              // ranks sharing a bucket's state
   RingId ring_ = kDpRing;  // theirs: the dp ring, or under hybrid sharding kShardingRing
@@ -96,7 +84,7 @@ bool IsStateSlot(const Op& op, const proto::OpDesc::Slot& slot) {
 // Whether another op than the bucket's all-reduce and updates reads its
 // gradients: the tied embedding's all-reduce across the first and last
 // stage, which needs them whole after the reduce.
-bool TiedBucket(const Block& block, const Bucket& b) {
+bool TiedBucket(const Block& block, const ShardingBucket& b) {
   for (const std::string& g : b.grads) {
     for (const Op* op : block.Consumers(g)) {
       if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kSharedParamRing) {
@@ -140,154 +128,7 @@ void EraseInit(Block& startup, const std::string& name) {
   }
 }
 
-// Stage 1 (and a tied bucket under stage 2): the gradients stay in their
-// persistent buffer, reduce-scattered in place into the rank's part of it.
-StatusOr<std::string> ShardingPass::ReduceScatterInPlace(PassContext& ctx, Bucket& b,
-                                                         int64_t shard) {
-  Block& block = ctx.program().global_block();
-  const DataType dtype = block.FindVar(b.grad_buffer)->dtype();
-  // Named as a gradient of P, so that split-backward puts the reduce-scatter
-  // in the W half with the gradients it reduces.
-  const std::string g_shard = b.grad_buffer + "@SHARD";
-  proto::VarDesc* v = block.AddVar(g_shard);
-  SetMeta(TensorMeta{dtype, {shard}}, v);
-  v->set_persistable(true);
-  v->mutable_flat()->set_buffer(b.grad_buffer);
-  v->mutable_flat()->set_shard_ring(ring_);
-  proto::OpDesc rs = OpDescBuilder("reduce_scatter")
-                         .Input("X", b.grad_buffer)
-                         .Input("Members", b.grads)
-                         .Output("Out", g_shard)
-                         .Attr("ring_id", static_cast<int32_t>(ring_))
-                         .Attr("nranks", static_cast<int32_t>(n_))
-                         .Attr("reduce_op", std::string("avg"))
-                         .Role(role::kBackward | role::kComm);
-  rs.set_stream(stream::kSharding);
-  rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
-  rs.set_chunk(b.allreduce->desc().chunk());
-  rs.set_last_micro_batch_only(b.allreduce->desc().last_micro_batch_only());
-  LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, b.allreduce, rs).status());
-  block.EraseOp(b.allreduce);
-  return g_shard;
-}
-
-// Stage 2: the bucket's gradients are a temporary, joined in place each
-// micro-batch (flat_concat, with a zero tail to a multiple of N) and
-// reduce-scattered at once; only the rank's part persists, summed over the
-// micro-batches where gradients accumulate. The full-size accumulators go.
-StatusOr<std::string> ShardingPass::ScatterGradients(PassContext& ctx, Bucket& b, int64_t padded,
-                                                     int64_t shard,
-                                                     std::vector<proto::OpDesc>* after_update,
-                                                     std::vector<std::string>* gone) {
-  Block& block = ctx.program().global_block();
-  Block& startup = ctx.startup().global_block();
-  const std::string where = StrCat("bucket ", b.grad_buffer);
-  const bool accumulating = ctx.micro_batches() > 1;
-  proto::VarDesc* g = block.FindVar(b.grad_buffer);
-  const DataType dtype = g->dtype();
-  auto placed = [&](proto::OpDesc d) {
-    d.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
-    d.set_chunk(b.allreduce->desc().chunk());
-    d.set_creation_pass(kPassName);
-    return d;
-  };
-  std::vector<std::string> parts;
-  int64_t filled = 0;
-  for (const std::string& name : b.grads) {
-    proto::VarDesc* var = block.FindVar(name);
-    filled += NumElements(MetaOf(*var).shape);
-    if (!accumulating) {
-      var->clear_flat();
-      var->set_persistable(false);
-      parts.push_back(name);
-      continue;
-    }
-    // An accumulator (acc = acc + this micro-batch's gradient): the join
-    // takes the micro-batch's gradient; the accumulator, its add and its
-    // zeroing go.
-    Op* add = nullptr;
-    for (Op* op : block.Producers(name)) {
-      if (op->type() == "elementwise_add" && op->HasRole(role::kBackward) &&
-          op->Input("X") == name) {
-        add = op;
-      }
-    }
-    if (add == nullptr) {
-      return FailedPrecondition(where, ": accumulator '", name, "' has no accumulating add");
-    }
-    parts.push_back(add->Input("Y"));
-    block.EraseOp(add);
-    for (Op* op : std::vector<Op*>(block.Producers(name))) {
-      if (op->HasRole(role::kOptimize) && op->type() == "fill_constant") block.EraseOp(op);
-    }
-    gone->push_back(name);
-  }
-  std::vector<proto::OpDesc> ops;
-  if (padded > filled) {
-    const std::string pad = b.grad_buffer + "@PAD";
-    SetMeta(TensorMeta{dtype, {padded - filled}}, block.AddVar(pad));
-    ops.push_back(placed(OpDescBuilder("fill_constant")
-                             .Output("Out", pad)
-                             .Attr("shape", Shape{padded - filled})
-                             .Attr("dtype", static_cast<int32_t>(dtype))
-                             .Attr("value", 0.0f)
-                             .Role(role::kBackward)));
-    parts.push_back(pad);
-  }
-  g->set_persistable(false);
-  ops.push_back(placed(OpDescBuilder("flat_concat")
-                           .Input("X", parts)
-                           .Output("Out", b.grad_buffer)
-                           .Role(role::kBackward)));
-  const std::string g_shard = b.grad_buffer + "@SHARD";
-  for (Block* blk : {&block, &startup}) {
-    proto::VarDesc* v = blk->AddVar(g_shard);
-    SetMeta(TensorMeta{dtype, {shard}}, v);
-    v->set_persistable(true);
-  }
-  LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup, OpDescBuilder("fill_constant")
-                                                        .Output("Out", g_shard)
-                                                        .Attr("shape", Shape{shard})
-                                                        .Attr("dtype", static_cast<int32_t>(dtype))
-                                                        .Attr("value", 0.0f))
-                           .status());
-  const std::string scattered = accumulating ? b.grad_buffer + "@SCATTER" : g_shard;
-  if (accumulating) SetMeta(TensorMeta{dtype, {shard}}, block.AddVar(scattered));
-  proto::OpDesc rs = placed(OpDescBuilder("reduce_scatter")
-                                .Input("X", b.grad_buffer)
-                                .Output("Out", scattered)
-                                .Attr("ring_id", static_cast<int32_t>(ring_))
-                                .Attr("nranks", static_cast<int32_t>(n_))
-                                .Attr("reduce_op", std::string("avg"))
-                                .Role(role::kBackward | role::kComm));
-  rs.set_stream(stream::kSharding);
-  ops.push_back(rs);
-  if (accumulating) {
-    // On the sharding stream too, so that calc never waits for the
-    // reduce-scatter of the micro-batch it has moved past.
-    proto::OpDesc sum = placed(OpDescBuilder("elementwise_add")
-                                   .Input("X", g_shard)
-                                   .Input("Y", scattered)
-                                   .Output("Out", g_shard)
-                                   .Role(role::kBackward));
-    sum.set_stream(stream::kSharding);
-    ops.push_back(sum);
-    after_update->push_back(OpDescBuilder("fill_constant")
-                                .Output("Out", g_shard)
-                                .Attr("shape", Shape{shard})
-                                .Attr("dtype", static_cast<int32_t>(dtype))
-                                .Attr("value", 0.0f)
-                                .Role(role::kOptimize));
-  }
-  Op* at = b.allreduce;
-  for (proto::OpDesc& d : ops) {
-    LOOM_ASSIGN_OR_RETURN(at, InsertOpAfterInferShapes(block, at, std::move(d)));
-  }
-  block.EraseOp(b.allreduce);
-  return g_shard;
-}
-
-Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBucket>* gathered) {
+Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<GatheredBucket>* gathered) {
   Block& block = ctx.program().global_block();
   Block& startup = ctx.startup().global_block();
   const std::string where = StrCat("bucket ", b.grad_buffer);
@@ -351,9 +192,9 @@ Status ShardingPass::Shard(PassContext& ctx, Bucket& b, std::vector<GatheredBuck
   std::vector<std::string> gone;  // vars no op reads once the updates are gone
   std::string g_shard;
   if (stage_ >= 2 && !tied) {
-    LOOM_ASSIGN_OR_RETURN(g_shard, ScatterGradients(ctx, b, padded, shard, &after_update, &gone));
+    LOOM_ASSIGN_OR_RETURN(g_shard, ScatterGradients(ctx, b, {n_, ring_}, padded, shard, &after_update, &gone));
   } else {
-    LOOM_ASSIGN_OR_RETURN(g_shard, ReduceScatterInPlace(ctx, b, shard));
+    LOOM_ASSIGN_OR_RETURN(g_shard, ReduceScatterInPlace(ctx, b, {n_, ring_}, shard));
   }
 
   // One update of the shard, in the last member update's place, with state
@@ -572,13 +413,13 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
       update_of[op->Input("Param")] = op;
     }
   }
-  std::vector<Bucket> buckets;
+  std::vector<ShardingBucket> buckets;
   for (Op* op : block.ops()) {
     if (op->type() != "allreduce" || op->GetAttr<int32_t>("ring_id") != kDpRing ||
         !op->HasRole(role::kBackward)) {
       continue;
     }
-    Bucket b;
+    ShardingBucket b;
     b.allreduce = op;
     b.grads = op->InputVars();
     for (const std::string& g : b.grads) {
@@ -613,7 +454,7 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
     buckets.push_back(std::move(b));
   }
   std::vector<GatheredBucket> gathered;
-  for (Bucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
+  for (ShardingBucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
   if (!gathered.empty()) {
     LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, ring_, s.prefetch_depth()));
   }
