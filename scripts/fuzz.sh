@@ -26,7 +26,8 @@ command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ is missing (scripts/s
 
 BUILD=build-fuzz
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER=clang++ -DLOOM_FUZZ=ON -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCH=OFF > /dev/null
+  -DCMAKE_CXX_COMPILER=clang++ -DLOOM_FUZZ=ON -DLOOM_BUILD_TESTS=OFF -DLOOM_BUILD_BENCH=OFF \
+  -DLOOM_CUDA=OFF > /dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target program_fuzzer strategy_fuzzer pass_pipeline_fuzzer \
   checkpoint_fuzzer
 

@@ -63,7 +63,7 @@ exclude_regex() {
 configure() {
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++ -DLOOM_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_COMPILER=clang++ -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -fno-omit-frame-pointer $*" \
     -DCMAKE_EXE_LINKER_FLAGS="$*" -DCMAKE_SHARED_LINKER_FLAGS="$*" > /dev/null
 }
