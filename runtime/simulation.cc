@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "passes/strategy.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/schedule.h"
@@ -102,10 +103,11 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
     *strategy = trial;
     return all;
   }
-  // The buckets' bytes: the rank's parameters are 1/dp of them.
+  // The buckets' bytes: the rank holds 1/N of them, N the ranks sharing.
+  const ParallelLayout layout = LayoutOf(*strategy);
   int64_t lo = 0;
   int64_t hi = fitting.result.PeakRank().persistent.parameters *
-               std::max(1, strategy->dp().degree());
+               std::max(1, layout.sharding > 0 ? layout.sharding : layout.dp);
   std::optional<GptSimulation> best;
   for (int round = 0; round < 5; ++round) {
     const int64_t mid = lo + (hi - lo) / 2;

@@ -140,6 +140,10 @@ StatusOr<InterferenceResult> MeasureInterferenceHere(const InterferenceOptions& 
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
+// Whether `timings` determine a link's α-β under either duplex (defined
+// below, beside the fitting).
+bool DeterminesLink(const std::vector<CommTiming>& timings);
+
 Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   *link_out = nullptr;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());
@@ -158,7 +162,17 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
   // In the step regime, twice: the parties arriving together, and apart.
   options.together = options.between_calls_max_seconds > 0;
-  LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, TimeCollectives(options, env));
+  std::vector<CommTiming> timings;
+  // On a busy host the times may not grow with the bytes moved, and then
+  // determine no bandwidth. In one process, time them again (twice at
+  // most); the ranks of a launch cannot agree to without a round trip,
+  // and report it.
+  for (int attempt = 1;; ++attempt) {
+    LOOM_ASSIGN_OR_RETURN(timings, TimeCollectives(options, env));
+    if (env.has_value() || attempt == 3 || DeterminesLink(timings)) break;
+    std::fprintf(stderr, "the times do not grow with the bytes moved (a busy host?): timing "
+                 "again, %d of 3\n", attempt + 1);
+  }
   std::vector<CommTiming> waited;
   if (options.between_calls_max_seconds > 0) {
     options.together = false;
@@ -302,6 +316,12 @@ void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op,
     c->set_latency_seconds(own->latency_seconds);
     c->set_bandwidth(own->bandwidth);
   }
+}
+
+bool DeterminesLink(const std::vector<CommTiming>& timings) {
+  std::map<std::string, std::vector<CommSample>> by_op;
+  StatusOr<std::vector<CommSample>> all = SamplesOf(timings, &by_op);
+  return all.ok() && (FitAlphaBeta(*all, false).ok() || FitAlphaBeta(*all, true).ok());
 }
 
 }  // namespace
