@@ -255,12 +255,17 @@ std::string ParallelTrainer::Layout() const {
   return StrCat("dp=", l.dp, " mp=", l.mp, " pp=", l.pp, " ", plan_.resolved.schedule_mode());
 }
 
-std::vector<ShardedBucket> ParallelTrainer::BucketsOf(int rank) const {
-  std::vector<const Block*> blocks;
-  for (const auto& [key, program] : plan_.ranks[rank].programs()) {
-    blocks.push_back(&program.global_block());
+const std::vector<ShardedBucket>& ParallelTrainer::BucketsOf(int rank) const {
+  // Once per program set: dp replicas share theirs, and checkpoints ask
+  // for every rank's.
+  const RankPlan& rp = plan_.ranks[rank];
+  auto [it, fresh] = buckets_.try_emplace(rp.programs_key());
+  if (fresh) {
+    std::vector<const Block*> blocks;
+    for (const auto& [key, program] : rp.programs()) blocks.push_back(&program.global_block());
+    it->second = ShardedBucketsOf(blocks);
   }
-  return ShardedBucketsOf(blocks);
+  return it->second;
 }
 
 StatusOr<TrainingState> ParallelTrainer::State() {

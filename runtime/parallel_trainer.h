@@ -7,6 +7,7 @@
 #ifndef LOOM_RUNTIME_PARALLEL_TRAINER_H_
 #define LOOM_RUNTIME_PARALLEL_TRAINER_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,12 +138,14 @@ class ParallelTrainer : public Trainer {
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;
-  // The ZeRO buckets whose state `rank` holds part of (none unsharded).
   // The group of ranks whose ZeRO parts make a whole, for `rank`: its size
   // and the rank's place in it (the dp group, or under hybrid sharding the
   // rank's block of layout.sharding dp ranks).
   void PlaceInShardingGroup(int rank, int* size, int* index) const;
-  std::vector<ShardedBucket> BucketsOf(int rank) const;
+  // The ZeRO buckets whose state `rank` holds part of (none unsharded).
+  const std::vector<ShardedBucket>& BucketsOf(int rank) const;
+  // BucketsOf's, per program set, found when first asked for.
+  mutable std::map<const void*, std::vector<ShardedBucket>> buckets_;
 };
 
 }  // namespace loom

@@ -21,36 +21,18 @@
 #                               [--run_flags "FLAGS"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/measure.sh
 
 OUT=docs/overlap_emulated.md
 STEPS=6
 NET_RATE=200mbit
 RUN_FLAGS="--stream_priorities"
-LOOM=build/bin/loom
+LOOM=${LOOM:-build/bin/loom}
 MODEL="--preset gpt-small --layers 12 --batch_size 8 --seq_len 32"
 LAYOUTS=("--mp 2 --micro_batches 8" "--mp 2 --pp 2 --micro_batches 8")
 SCHEDULES=(1F1B 1F1B-overlap)
 
-while (($#)); do
-  case "$1" in
-    --out) OUT=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --net_rate) NET_RATE=$2; shift 2 ;;
-    --run_flags) RUN_FLAGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    *) echo "overlap_emulated.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-[ -x "$LOOM" ] || { echo "overlap_emulated.sh: $LOOM is missing; build first" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
-  echo "overlap_emulated.sh: SKIPPED: needs root and iproute2 (ip, tc) for loom launch --net_rate" >&2
-  exit 0
-fi
-LOOM=$(realpath "$LOOM")
-WORK=$(mktemp -d /tmp/loom-overlap.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-
-. scripts/lib/measure.sh
+emulated_setup overlap_emulated.sh 21 "$@"
 
 ROWS=$WORK/rows
 : > "$ROWS"

@@ -34,24 +34,7 @@ VARIANTS=("--sharding_stage 0"
           "--sharding_stage 3 --sharding_prefetch_depth 1"
           "--sharding_stage 3 --sharding_prefetch_depth 2")
 
-while (($#)); do
-  case "$1" in
-    --out) OUT=$2; shift 2 ;;
-    --steps) STEPS=$2; shift 2 ;;
-    --net_rate) NET_RATE=$2; shift 2 ;;
-    --run_flags) RUN_FLAGS=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-    *) echo "sharding_emulated.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
-[ -x "$LOOM" ] || { echo "sharding_emulated.sh: $LOOM is missing; build first" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
-  echo "sharding_emulated.sh: SKIPPED: needs root and iproute2 (ip, tc) for loom launch --net_rate" >&2
-  exit 0
-fi
-LOOM=$(realpath "$LOOM")
-WORK=$(mktemp -d /tmp/loom-sharding.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+emulated_setup sharding_emulated.sh 18 "$@"
 n=$(world_size "$LAYOUT")
 
 echo "fitting the link at $NET_RATE ..." >&2

@@ -65,3 +65,32 @@ exposed_of() {
   sed -n "s/^exposed comm (ms, mean over ranks):.* $1 measured \([0-9.]*\) simulated \([0-9.]*\).*/\1 \2/p" \
     "$WORK/compare.log"
 }
+
+# emulated_setup NAME LAST_HELP_LINE ARGS...: what the scripts that train on
+# the emulated network share before measuring. Parses their options
+# (--out, --steps, --net_rate, --run_flags; -h prints the script's lines 2
+# to LAST_HELP_LINE), checks for a built $LOOM and for root and tc (without
+# them: SKIPPED, exit 0), sets LOOM to its real path and WORK to a fresh
+# directory removed on exit.
+emulated_setup() {
+  local name=$1 help=$2
+  shift 2
+  while (($#)); do
+    case "$1" in
+      --out) OUT=$2; shift 2 ;;
+      --steps) STEPS=$2; shift 2 ;;
+      --net_rate) NET_RATE=$2; shift 2 ;;
+      --run_flags) RUN_FLAGS=$2; shift 2 ;;
+      -h|--help) sed -n "2,${help}p" "scripts/$name"; exit 0 ;;
+      *) echo "$name: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+  done
+  [ -x "$LOOM" ] || { echo "$name: $LOOM is missing; build first" >&2; exit 1; }
+  if [ "$(id -u)" -ne 0 ] || ! command -v tc > /dev/null; then
+    echo "$name: SKIPPED: needs root and iproute2 (ip, tc) for loom launch --net_rate" >&2
+    exit 0
+  fi
+  LOOM=$(realpath "$LOOM")
+  WORK=$(mktemp -d "/tmp/loom-${name%.sh}.XXXXXX")
+  trap 'rm -rf "$WORK"' EXIT
+}
