@@ -52,6 +52,20 @@ KernelRegistry& KernelRegistry::Cpu() {
   return *registry;
 }
 
+KernelRegistry& KernelRegistry::Cuda() {
+  static KernelRegistry* const registry = new KernelRegistry();
+  return *registry;
+}
+
+KernelRegistry& KernelRegistry::For(DeviceType type) {
+  return type == DeviceType::kCuda ? Cuda() : Cpu();
+}
+
+#ifndef LOOM_WITH_CUDA
+// Without the CUDA backend the CUDA registry stays empty.
+void RegisterAllCudaKernels() {}
+#endif
+
 void KernelRegistry::Register(const std::string& type, KernelFn fn) {
   CHECK(kernels_.count(type) == 0) << "kernel " << type << " registered twice";
   kernels_[type] = fn;

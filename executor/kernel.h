@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/stream.h"
 #include "executor/tensor.h"
 #include "framework/op_registry.h"
 #include "framework/status.h"
@@ -35,15 +36,24 @@ struct RunInfo {
   int64_t row_offset = 0;
 };
 
+class Device;
+
 class KernelContext {
  public:
+  // `device` and `stream`: where the kernel runs (a device kernel issues
+  // its work on the stream); nullptr for CPU kernels run outside a rank
+  // executor, which ignore them.
   KernelContext(const proto::OpDesc& desc, const std::vector<BoundSlot>& inputs,
-                const std::vector<BoundSlot>& outputs, const RunInfo& run = RunInfo())
-      : desc_(desc), inputs_(inputs), outputs_(outputs), run_(run) {}
+                const std::vector<BoundSlot>& outputs, const RunInfo& run = RunInfo(),
+                Device* device = nullptr, Stream* stream = nullptr)
+      : desc_(desc), inputs_(inputs), outputs_(outputs), run_(run), device_(device),
+        stream_(stream) {}
 
   const proto::OpDesc& desc() const { return desc_; }
   const std::string& type() const { return desc_.type(); }
   const RunInfo& run() const { return run_; }
+  Device* device() const { return device_; }
+  Stream* stream() const { return stream_; }
 
   int InputCount(const std::string& slot) const;
   bool HasInput(const std::string& slot) const;
@@ -67,13 +77,19 @@ class KernelContext {
   const std::vector<BoundSlot>& inputs_;
   const std::vector<BoundSlot>& outputs_;
   const RunInfo run_;
+  Device* device_;
+  Stream* stream_;
 };
 
 using KernelFn = Status (*)(const KernelContext&);
 
+// One registry per device type; an op runs on a device only if that
+// device's registry has its kernel (`loom ops` lists which do).
 class KernelRegistry {
  public:
   static KernelRegistry& Cpu();
+  static KernelRegistry& Cuda();
+  static KernelRegistry& For(DeviceType type);
   void Register(const std::string& type, KernelFn fn);
   KernelFn Find(const std::string& type) const;
   std::vector<std::string> Types() const;
@@ -84,6 +100,9 @@ class KernelRegistry {
 
 // Registers every CPU kernel once (and every op schema). Idempotent.
 void RegisterAllCpuKernels();
+// Registers every CUDA kernel once, where the build has the CUDA backend
+// (LOOM_WITH_CUDA); otherwise does nothing. Idempotent.
+void RegisterAllCudaKernels();
 
 }  // namespace loom
 

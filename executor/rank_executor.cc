@@ -1,9 +1,6 @@
 #include "executor/rank_executor.h"
 
 #include <cblas.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "executor/cpu/cpu_device.h"
 #include "executor/flat_buffers.h"
 #include "framework/op_view.h"
 #include "framework/shape_inference.h"
@@ -31,7 +29,7 @@ RankExecutor::RankExecutor(const RankGraph& graph, Scope* step_scope,
     : graph_(graph),
       step_scope_(step_scope),
       options_(std::move(options)),
-      done_(graph.instructions().size()) {}
+      device_(options_.device != nullptr ? options_.device : CpuDevice::Default()) {}
 
 StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     const RankGraph& graph, const RankPlan& plan, Scope* step_scope,
@@ -47,27 +45,11 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
   }
   exec->runs_.resize(exec->micro_scopes_.size());
   LOOM_RETURN_IF_ERROR(exec->Bind(plan));
-  // A stream's priority is its instructions' highest; over the streams
-  // that run anything, the highest and the lowest.
-  std::vector<int> priority(graph.streams().size(), std::numeric_limits<int>::min());
-  int top = std::numeric_limits<int>::min(), bottom = std::numeric_limits<int>::max();
-  for (size_t i = 0; i < graph.streams().size(); ++i) {
-    const std::vector<int>& queue = graph.streams()[i].queue;
-    if (queue.empty()) continue;
-    for (int id : queue) {
-      priority[i] = std::max(priority[i], graph.instructions()[id].stream_priority);
+  LOOM_RETURN_IF_ERROR(exec->MakeStreamsAndEvents());
+  for (size_t i = 0; i < exec->streams_.size(); ++i) {
+    if (exec->streams_[i] != nullptr) {
+      exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), static_cast<int>(i));
     }
-    top = std::max(top, priority[i]);
-    bottom = std::min(bottom, priority[i]);
-  }
-  for (size_t i = 0; i < graph.streams().size(); ++i) {
-    const Stream& stream = graph.streams()[i];
-    if (stream.queue.empty()) continue;
-    const bool ranked = exec->options_.low_priority_nice != 0 && bottom < top;
-    const int nice = ranked && priority[i] < top ? exec->options_.low_priority_nice : 0;
-    const bool outranks = ranked && priority[i] == top;
-    exec->threads_.emplace_back(&RankExecutor::StreamLoop, exec.get(), &stream.queue, nice,
-                                outranks);
   }
   return exec;
 }
@@ -79,8 +61,53 @@ RankExecutor::~RankExecutor() {
   }
   abort_ = true;
   step_cv_.notify_all();
-  done_.WakeAll();
+  for (const auto& e : events_) {
+    if (e != nullptr) e->issued().WakeAll();
+  }
   for (auto& t : threads_) t.join();
+}
+
+Status RankExecutor::MakeStreamsAndEvents() {
+  const auto& streams = graph_.streams();
+  // A stream's priority is its instructions' highest; over the streams
+  // that run anything, the highest and the lowest.
+  std::vector<int> priority(streams.size(), std::numeric_limits<int>::min());
+  int top = std::numeric_limits<int>::min(), bottom = std::numeric_limits<int>::max();
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].queue.empty()) continue;
+    for (int id : streams[i].queue) {
+      priority[i] = std::max(priority[i], graph_.instructions()[id].stream_priority);
+    }
+    top = std::max(top, priority[i]);
+    bottom = std::min(bottom, priority[i]);
+  }
+  streams_.resize(streams.size());
+  for (size_t i = 0; i < streams.size(); ++i) {
+    if (streams[i].queue.empty()) continue;
+    StreamOptions options{streams[i].name, priority[i], top, bottom};
+    StatusOr<std::unique_ptr<Stream>> stream = device_->CreateStream(options);
+    if (!stream.ok()) {
+      return stream.status().WithContext(StrCat("rank ", graph_.rank, " stream ", streams[i].name));
+    }
+    streams_[i] = std::move(stream).value();
+  }
+  events_.resize(graph_.instructions().size());
+  for (const Instruction& ins : graph_.instructions()) {
+    for (int d : ins.deps) {
+      if (events_[d] != nullptr) continue;
+      LOOM_ASSIGN_OR_RETURN(events_[d], device_->CreateEvent());
+    }
+  }
+  // Which streams touch each temporary: its memory goes back to the device
+  // only after their work.
+  for (const Instruction& ins : graph_.instructions()) {
+    Stream* stream = streams_[ins.stream].get();
+    for (int i = 0; i < ins.touches_count; ++i) {
+      std::vector<Stream*>& on = uses_[graph_.body->touches[ins.touches_begin + i]].streams;
+      if (std::find(on.begin(), on.end(), stream) == on.end()) on.push_back(stream);
+    }
+  }
+  return Status::OK();
 }
 
 Status RankExecutor::Bind(const RankPlan& plan) {
@@ -139,9 +166,10 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     }
     // The schema says who runs an op: a kernel, or the communicators.
     if (ins.kind == InstructionKind::kCompute) {
-      b.kernel = KernelRegistry::Cpu().Find(ins.op_type);
+      b.kernel = KernelRegistry::For(device_->type()).Find(ins.op_type);
       if (b.kernel == nullptr) {
-        return Unimplemented(InstructionLocation(graph_, ins), ": no CPU kernel");
+        return Unimplemented(InstructionLocation(graph_, ins), ": no ",
+                             DeviceTypeName(device_->type()), " kernel");
       }
     }
     b.inputs = bind(op->desc().inputs());
@@ -200,10 +228,12 @@ void RankExecutor::Fail(Status s) {
     if (status_.ok()) status_ = std::move(s);
   }
   abort_ = true;
-  done_.WakeAll();
+  for (const auto& e : events_) {
+    if (e != nullptr) e->issued().WakeAll();
+  }
 }
 
-Status RankExecutor::RunInstruction(Bound& b) {
+Status RankExecutor::RunInstruction(Bound& b, Stream* stream) {
   const Instruction& ins = *b.ins;
   if (ins.kind == InstructionKind::kNoOp) return Status::OK();
   if (b.viewed != nullptr) {
@@ -216,11 +246,16 @@ Status RankExecutor::RunInstruction(Bound& b) {
   if (b.joined) return Status::OK();
   for (Bound::PlacedOut& p : b.placed) {
     // Parts of one join are written on one stream (OpJoinOf), in order.
-    if (!p.whole->initialized()) p.whole->Resize(p.whole_meta);
+    if (!p.whole->initialized()) {
+      LOOM_RETURN_IF_ERROR(p.whole->Resize(p.whole_meta, device_, stream));
+    }
     *p.tensor = p.whole->View(p.offset, p.shape);
   }
-  for (auto& [tensor, meta] : b.allocs) tensor->Resize(meta);
-  KernelContext ctx(b.op->desc(), b.inputs, b.outputs, runs_.at(ins.micro_batch));
+  for (auto& [tensor, meta] : b.allocs) {
+    LOOM_RETURN_IF_ERROR(tensor->Resize(meta, device_, stream));
+  }
+  KernelContext ctx(b.op->desc(), b.inputs, b.outputs, runs_.at(ins.micro_batch), device_,
+                    stream);
   if (b.kernel != nullptr) return b.kernel(ctx);
   if (!options_.comm) {
     return Unimplemented("communication op without a communicator");
@@ -228,10 +263,10 @@ Status RankExecutor::RunInstruction(Bound& b) {
   return options_.comm(ins, ctx);
 }
 
-void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice, bool outranks) {
-  // Per thread on Linux (a thread is a schedulable entity of its own).
-  // Best effort: where it fails, the stream runs at normal priority.
-  if (nice != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+void RankExecutor::StreamLoop(int stream_index) {
+  Stream* stream = streams_[stream_index].get();
+  const std::vector<int>& queue = graph_.streams()[stream_index].queue;
+  stream->OnIssuingThread();
   int64_t seen = 0;
   while (true) {
     {
@@ -240,20 +275,29 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice, bool outr
       if (shutdown_) return;
       seen = step_;
     }
-    for (int id : *queue) {
+    for (int id : queue) {
       Bound& b = bound_[id];
-      bool ok = !abort_.load();
-      for (int d : b.ins->deps) {
-        if (!ok) break;
-        ok = done_.Wait(d, seen, abort_, /*yield=*/!outranks);
+      Status s;
+      bool go = !abort_.load();
+      for (auto d = b.ins->deps.begin(); go && d != b.ins->deps.end(); ++d) {
+        StatusOr<bool> waited = stream->Wait(events_[*d].get(), seen, abort_);
+        if (!waited.ok()) s = waited.status();
+        go = waited.ok() && *waited;
       }
-      if (!ok) break;
-      const int64_t start = options_.trace ? NowNs() : 0;
-      Status s = RunInstruction(b);
-      if (!s.ok()) {
-        Fail(s.WithContext(InstructionLocation(graph_, *b.ins)));
-        break;
+      // On CUDA these are the times the host issued the work, not ran it.
+      const int64_t start = go && options_.trace ? NowNs() : 0;
+      if (go) s = RunInstruction(b, stream);
+      for (int u : b.touches) {
+        if (!go || !s.ok()) break;
+        if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          for (Stream* on : uses_[u].streams) device_->MarkUsedOn(uses_[u].tensor->storage(), on);
+          uses_[u].tensor->Free();
+          for (Tensor* v : uses_[u].views) v->Free();
+        }
       }
+      if (go && s.ok() && events_[id] != nullptr) s = stream->Record(events_[id].get(), seen);
+      if (!s.ok()) Fail(s.WithContext(InstructionLocation(graph_, *b.ins)));
+      if (!go || !s.ok()) break;
       if (options_.trace) {
         // The host's monotonic clock, shared by every rank's executor (and
         // process) on it, so that ranks line up in one trace.
@@ -261,13 +305,6 @@ void RankExecutor::StreamLoop(const std::vector<int>* queue, int nice, bool outr
         std::lock_guard<std::mutex> lock(trace_mu_);
         trace_.push_back(std::move(e));
       }
-      for (int u : b.touches) {
-        if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          uses_[u].tensor->Free();
-          for (Tensor* v : uses_[u].views) v->Free();
-        }
-      }
-      done_.MarkDone(id, seen);
     }
     {
       std::lock_guard<std::mutex> lock(step_mu_);
@@ -290,6 +327,14 @@ Status RankExecutor::RunStep(const StepInfo& info) {
   const int streams = static_cast<int>(threads_.size());
   step_cv_.wait(lock, [&] { return finished_ == streams; });
   lock.unlock();
+  // Everything is issued; wait for the device to finish it (a CPU stream
+  // already has).
+  for (const auto& stream : streams_) {
+    if (stream == nullptr) continue;
+    Status s = stream->Synchronize();
+    if (!s.ok()) Fail(s.WithContext(StrCat("rank ", graph_.rank, " stream ",
+                                           stream->options().name)));
+  }
   std::lock_guard<std::mutex> status_lock(status_mu_);
   return status_;
 }

@@ -1,6 +1,7 @@
-// Runs one rank's part of an ExecutionGraph: one thread per named stream,
-// each running its instructions in issue order, each instruction starting
-// once the instructions it depends on (on other streams) have finished.
+// Runs one rank's part of an ExecutionGraph on one Device: one host thread
+// per named stream issues its instructions in order on that stream
+// (stream.h), an instruction's dependencies on other streams becoming
+// event waits. On CPU issuing runs the work; on CUDA it enqueues it.
 //
 // Scopes: persistables (parameters, optimizer state, gradient accumulators)
 // live in the step scope; every other var lives in the scope of its
@@ -9,7 +10,8 @@
 // stream and job they are in.
 //
 // Setup apart from execution: Create() binds every instruction to its
-// kernel and tensors and starts the stream threads; RunStep() only runs.
+// kernel and tensors, makes the streams and events and starts the stream
+// threads; RunStep() only runs.
 #ifndef LOOM_EXECUTOR_RANK_EXECUTOR_H_
 #define LOOM_EXECUTOR_RANK_EXECUTOR_H_
 
@@ -22,9 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include "executor/device.h"
 #include "executor/kernel.h"
 #include "executor/scope.h"
-#include "executor/stream_sync.h"
 #include "scheduler/execution_graph.h"
 #include "scheduler/trace.h"
 
@@ -41,14 +43,10 @@ struct RankExecutorOptions {
   std::vector<std::string> keep;
   CommKernelFn comm;  // empty: communication ops are an error
   bool trace = false;
-  // Stream priorities on CPU threads: a stream whose instructions rank
-  // below the rank's highest runs its thread at this nice value (raising
-  // nice needs no privilege), so that a woken communication thread takes
-  // a core from computation at once instead of at the next tick, and the
-  // outranking streams block rather than yield while they wait. 0: all
-  // threads alike. Set by the runtime, which knows how many ranks share
-  // the host's cores (runtime/parallel_trainer.cc).
-  int low_priority_nice = 0;
+  // Where the rank runs; not owned. nullptr: CpuDevice::Default(). Each
+  // stream's priority is its instructions' highest, which the device maps
+  // onto what it has (a CpuDevice's low_priority_nice, CUDA's priorities).
+  Device* device = nullptr;
 };
 
 // What RunStep() tells kernels of the step (RunInfo): the training step,
@@ -112,15 +110,21 @@ class RankExecutor {
   RankExecutor(const RankGraph& graph, Scope* step_scope,
                RankExecutorOptions options);
   Status Bind(const RankPlan& plan);
-  // `nice`: the thread's nice value; `outranks`: the stream ranks above
-  // another of the rank (it blocks rather than yields while waiting).
-  void StreamLoop(const std::vector<int>* queue, int nice, bool outranks);
-  Status RunInstruction(Bound& b);
+  // The device's streams (those that run anything) and an event for each
+  // instruction another stream waits on.
+  Status MakeStreamsAndEvents();
+  void StreamLoop(int stream);
+  Status RunInstruction(Bound& b, Stream* stream);
   void Fail(Status s);
 
   const RankGraph& graph_;
   Scope* step_scope_;
   RankExecutorOptions options_;
+  Device* device_;
+  // Per graph stream; nullptr for one that runs nothing.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  // Per instruction; nullptr unless another stream depends on it.
+  std::vector<std::unique_ptr<Event>> events_;
   std::vector<std::unique_ptr<Scope>> micro_scopes_;
   // Per micro-batch, what its kernels see of the step; set by RunStep()
   // before the stream threads are woken (under step_mu_), read by them.
@@ -131,13 +135,15 @@ class RankExecutor {
   struct Use {
     Tensor* tensor;
     std::vector<Tensor*> views;  // freed with it
+    // The streams of the instructions touching it: its memory goes back
+    // to the device only after their work (Device::MarkUsedOn).
+    std::vector<Stream*> streams;
     int total;
     std::atomic<int> left;
   };
   std::unique_ptr<Use[]> uses_;
   size_t num_uses_ = 0;
 
-  CompletionFlags done_;
   std::atomic<bool> abort_{false};
   std::mutex status_mu_;
   Status status_;

@@ -1,30 +1,41 @@
 #include "executor/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
 
+#include "executor/cpu/cpu_device.h"
+
 namespace loom {
-namespace {
-
-std::shared_ptr<void> Allocate(int64_t bytes) {
-  constexpr int64_t kAlign = 64;
-  int64_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes";
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-}
-
-}  // namespace
 
 void Tensor::Resize(const TensorMeta& meta) {
   // Already that meta: keep the storage (and any view) as it is.
-  if (storage_ != nullptr && meta_ == meta) return;
+  if (storage_ != nullptr && meta_ == meta && device_type_ == DeviceType::kCpu) return;
   int64_t need = NumElements(meta.shape) * SizeOf(meta.dtype);
   meta_ = meta;
-  if (storage_ != nullptr && capacity_ == need && offset_ == 0) return;
-  storage_ = Allocate(need);
+  if (storage_ != nullptr && capacity_ == need && offset_ == 0 &&
+      device_type_ == DeviceType::kCpu) {
+    return;
+  }
+  storage_ = AllocateHostMemory(need);
+  CHECK(storage_ != nullptr) << "out of memory allocating " << need << " bytes";
   offset_ = 0;
   capacity_ = need;
+  device_type_ = DeviceType::kCpu;
+}
+
+Status Tensor::Resize(const TensorMeta& meta, Device* device, Stream* stream) {
+  const DeviceType type = device->type();
+  if (storage_ != nullptr && meta_ == meta && device_type_ == type) return Status::OK();
+  const int64_t need = NumElements(meta.shape) * SizeOf(meta.dtype);
+  meta_ = meta;
+  if (storage_ != nullptr && capacity_ == need && offset_ == 0 && device_type_ == type) {
+    return Status::OK();
+  }
+  storage_.reset();  // back to the device before asking again
+  LOOM_ASSIGN_OR_RETURN(storage_, device->Allocate(need, stream));
+  offset_ = 0;
+  capacity_ = need;
+  device_type_ = type;
+  return Status::OK();
 }
 
 void Tensor::Reshape(const Shape& shape) {
@@ -45,10 +56,12 @@ Tensor Tensor::View(int64_t offset, const Shape& shape) const {
   t.storage_ = storage_;
   t.offset_ = offset_ + offset * SizeOf(meta_.dtype);
   t.capacity_ = 0;
+  t.device_type_ = device_type_;
   return t;
 }
 
 void Tensor::CopyFrom(const Tensor& src) {
+  CHECK(src.device_type_ == DeviceType::kCpu) << "CopyFrom of a device tensor";
   if (storage_ == src.storage_ && offset_ == src.offset_) {
     meta_ = src.meta_;
     return;
@@ -58,6 +71,7 @@ void Tensor::CopyFrom(const Tensor& src) {
 }
 
 std::vector<float> Tensor::ToFloatVector() const {
+  CHECK(device_type_ == DeviceType::kCpu) << "ToFloatVector of a device tensor";
   std::vector<float> out(numel());
   if (dtype() == proto::FP32) {
     std::memcpy(out.data(), raw_data(), bytes());
@@ -71,6 +85,7 @@ std::vector<float> Tensor::ToFloatVector() const {
 }
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {
+  CHECK(device_type_ == DeviceType::kCpu) << "ToInt64Vector of a device tensor";
   const int64_t* p = data<int64_t>();
   return std::vector<int64_t>(p, p + numel());
 }

@@ -1,6 +1,9 @@
-// A dense CPU tensor: a meta (dtype, shape) over a shared, 64-byte aligned
-// buffer. Several tensors may view one buffer at different offsets, which is
-// how flat parameter buffers will hand out per-parameter views.
+// A dense tensor: a meta (dtype, shape) over a shared, 64-byte aligned
+// buffer in host memory, or in a device's (Resize with a Device). Several
+// tensors may view one buffer at different offsets, which is how flat
+// parameter buffers hand out per-parameter views. The element accessors
+// give device pointers for a device's tensor; only the host helpers
+// (CopyFrom, To*Vector) insist on host memory.
 #ifndef LOOM_EXECUTOR_TENSOR_H_
 #define LOOM_EXECUTOR_TENSOR_H_
 
@@ -11,9 +14,13 @@
 
 #include <glog/logging.h>
 
+#include "executor/stream.h"
+#include "framework/status.h"
 #include "framework/types.h"
 
 namespace loom {
+
+class Device;
 
 template <typename T>
 struct DataTypeOf;
@@ -41,6 +48,8 @@ class Tensor {
   // buffer (owned, not a view) is already exactly that many bytes. Contents
   // are unspecified afterwards.
   void Resize(const TensorMeta& meta);
+  // As Resize, in `device`'s memory ordered on `stream` (device.h).
+  Status Resize(const TensorMeta& meta, Device* device, Stream* stream);
   // Same meta, but the data stays; only the shape changes (reshape).
   void Reshape(const Shape& shape);
   // Drops the storage (the meta stays, for error messages).
@@ -62,6 +71,10 @@ class Tensor {
   const T* data() const {
     return const_cast<Tensor*>(this)->data<T>();
   }
+  // Where the storage lives (kCpu: the host).
+  DeviceType device_type() const { return device_type_; }
+  const std::shared_ptr<void>& storage() const { return storage_; }
+
   void* raw_data() {
     return static_cast<uint8_t*>(storage_.get()) + offset_;
   }
@@ -80,6 +93,7 @@ class Tensor {
   std::shared_ptr<void> storage_;
   int64_t offset_ = 0;    // bytes
   int64_t capacity_ = 0;  // bytes owned; 0 for a view
+  DeviceType device_type_ = DeviceType::kCpu;
 };
 
 // Helpers for tests and data loaders.

@@ -16,6 +16,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kDeadlineExceeded: return "deadline exceeded";
     case StatusCode::kAborted: return "aborted";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
   }
   return "unknown";
 }

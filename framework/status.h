@@ -36,6 +36,8 @@ enum class StatusCode {
   // Stopped for a reason the caller may handle and go on (a training step
   // whose loss is not finite, which a trainer may skip).
   kAborted,
+  // Out of memory on a device (the size asked and the device named).
+  kResourceExhausted,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -106,6 +108,11 @@ Status DataLoss(const Args&... args) {
 template <typename... Args>
 Status Aborted(const Args&... args) {
   return Status(StatusCode::kAborted, StrCat(args...));
+}
+
+template <typename... Args>
+Status ResourceExhausted(const Args&... args) {
+  return Status(StatusCode::kResourceExhausted, StrCat(args...));
 }
 
 template <typename T>

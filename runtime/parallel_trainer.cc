@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "executor/comm_kernels.h"
+#include "executor/cpu/cpu_device.h"
 #include "executor/serial_executor.h"
 #include "framework/file_util.h"
 #include "framework/optimizer.h"
@@ -117,6 +118,15 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
       return Status::OK();
     }));
   }
+  // Only while every rank of the host (in this process, or the processes
+  // of a launch) can have a core. Oversubscribed, priorities cost more
+  // than they give: gpt-tiny mp=2 pp=2 (4 ranks on 2 cores) took 69-78 ms
+  // a step with them against 36-46 without (medians of 3 runs, loom run
+  // --steps 40). Nice 5 gives a calc thread about a third of a
+  // communication thread's weight.
+  CpuDeviceOptions device_options;
+  if (t->priorities_) device_options.low_priority_nice = 5;
+  t->device_ = std::make_unique<CpuDevice>(device_options);
   for (int r : t->local_) {
     t->scopes_[r] = std::make_unique<Scope>();
     LOOM_ASSIGN_OR_RETURN(auto startup,
@@ -125,13 +135,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar};
     exec_options.trace = options.trace;
-    // Only while every rank of the host (in this process, or the processes
-    // of a launch) can have a core. Oversubscribed, priorities cost more
-    // than they give: gpt-tiny mp=2 pp=2 (4 ranks on 2 cores) took 69-78 ms
-    // a step with them against 36-46 without (medians of 3 runs, loom run
-    // --steps 40). Nice 5 gives a calc thread about a third of a
-    // communication thread's weight.
-    if (t->priorities_) exec_options.low_priority_nice = 5;
+    exec_options.device = t->device_.get();
     if (options.local_communication) {
       exec_options.comm = MakeLocalCommKernels();
     } else if (world > 1) {

@@ -133,6 +133,7 @@ class ParallelTrainer : public Trainer {
   ExecutionGraph graph_;
   std::vector<int> local_;
   // Indexed by global rank; null for ranks of other processes.
+  std::unique_ptr<Device> device_;  // outlives the executors
   std::vector<std::unique_ptr<CommWorld>> worlds_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;

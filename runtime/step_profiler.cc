@@ -36,7 +36,7 @@ std::vector<const TraceEvent*> ById(const RankGraph& graph, const std::vector<Tr
 // The instruction before each on its stream, or -1.
 std::vector<int> PreviousOnStream(const RankGraph& graph) {
   std::vector<int> prev(graph.instructions().size(), -1);
-  for (const Stream& stream : graph.streams()) {
+  for (const StreamQueue& stream : graph.streams()) {
     for (size_t i = 1; i < stream.queue.size(); ++i) prev[stream.queue[i]] = stream.queue[i - 1];
   }
   return prev;

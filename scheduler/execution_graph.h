@@ -86,7 +86,8 @@ struct Instruction {
   }
 };
 
-struct Stream {
+// One named stream of a rank: its instructions in issue order.
+struct StreamQueue {
   std::string name;          // "calc", "mp", "dp", "p2p_send", ...
   std::vector<int> queue;    // instruction ids, issue order
 };
@@ -118,7 +119,7 @@ struct RankGraphBody {
   int micro_batches = 1;
   int num_chunks = 1;
   std::vector<Instruction> instructions;  // issue order
-  std::vector<Stream> streams;            // sorted by name
+  std::vector<StreamQueue> streams;            // sorted by name
   std::vector<std::string> signatures;
   std::vector<Temporary> temporaries;
   std::vector<int> touches;  // temporary ids, by instruction (see there)
@@ -139,7 +140,7 @@ struct RankGraph {
   std::vector<int> stage_ranks;
 
   const std::vector<Instruction>& instructions() const { return body->instructions; }
-  const std::vector<Stream>& streams() const { return body->streams; }
+  const std::vector<StreamQueue>& streams() const { return body->streams; }
   int micro_batches() const { return body->micro_batches; }
   const std::vector<int>& Group(const Instruction& ins) const { return groups[ins.ring]; }
   int Peer(const Instruction& ins) const { return stage_ranks.at(ins.peer_stage); }

@@ -133,7 +133,7 @@ Status RankLowering::CollectStreams() {
   }
   for (const std::string& name : names) {
     stream_index_[name] = static_cast<int>(body_->streams.size());
-    body_->streams.push_back(Stream{name, {}});
+    body_->streams.push_back(StreamQueue{name, {}});
   }
   return Status::OK();
 }
@@ -462,7 +462,7 @@ RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
 
 std::string RankGraphToString(const RankGraph& g) {
   std::string out;
-  for (const Stream& s : g.streams()) {
+  for (const StreamQueue& s : g.streams()) {
     if (s.queue.empty()) continue;
     out += s.name + ":";
     for (int id : s.queue) {

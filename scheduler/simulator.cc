@@ -69,7 +69,7 @@ Status Simulation::Init() {
       }
       st.metrics.peak_temporary_bytes = st.live_bytes;
     }
-    for (const Stream& s : g.streams()) {
+    for (const StreamQueue& s : g.streams()) {
       st.metrics.streams.push_back(StreamMetrics{s.name, 0, 0});
     }
   }

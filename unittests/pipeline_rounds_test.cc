@@ -94,7 +94,7 @@ StatusOr<SimulationResult> SimulateWith(const ExecutionGraph& graph, const Instr
 int BusiestTransferStream(const ExecutionGraph& graph) {
   size_t most = 0;
   for (const RankGraph& g : graph.ranks) {
-    for (const Stream& s : g.streams()) {
+    for (const StreamQueue& s : g.streams()) {
       if (s.name == stream::kP2pSend || s.name == stream::kP2pRecv) {
         most = std::max(most, s.queue.size());
       }
@@ -228,7 +228,7 @@ TEST(PipelineRounds, NoSwapOfTwoTransfersShortensTheStep) {
     for (RankGraph& g : graph.ranks) {
       auto body = std::make_shared<RankGraphBody>(*g.body);
       g.body = body;
-      for (Stream& s : body->streams) {
+      for (StreamQueue& s : body->streams) {
         if (s.name != stream::kP2pSend && s.name != stream::kP2pRecv) continue;
         for (size_t i = 0; i + 1 < s.queue.size(); ++i) {
           if (body->instructions[s.queue[i]].peer_stage ==

@@ -1,0 +1,62 @@
+#include "executor/cpu/cpu_device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "executor/cpu/cpu_stream.h"
+
+namespace loom {
+
+std::shared_ptr<void> AllocateHostMemory(int64_t bytes) {
+  constexpr int64_t kAlign = 64;
+  const int64_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  if (p == nullptr) return nullptr;
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}
+
+CpuDevice* CpuDevice::Default() {
+  static CpuDevice* device = new CpuDevice();
+  return device;
+}
+
+StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateStream(const StreamOptions& options) {
+  const bool ranked = options_.low_priority_nice != 0 && options.lowest < options.highest;
+  const int nice = ranked && options.priority < options.highest ? options_.low_priority_nice : 0;
+  const bool outranks = ranked && options.priority == options.highest;
+  return std::unique_ptr<Stream>(new CpuStream(options, nice, outranks));
+}
+
+StatusOr<std::unique_ptr<Event>> CpuDevice::CreateEvent() {
+  return std::make_unique<Event>();
+}
+
+StatusOr<std::shared_ptr<void>> CpuDevice::Allocate(int64_t bytes, Stream*) {
+  std::shared_ptr<void> memory = AllocateHostMemory(bytes);
+  if (memory == nullptr) {
+    return ResourceExhausted("cpu: out of memory allocating ", bytes, " bytes");
+  }
+  return memory;
+}
+
+Status CpuDevice::Copy(void* dst, const void* src, int64_t bytes, Stream*) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return Status::OK();
+}
+
+Status CpuDevice::CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) {
+  return Copy(dst, host_src, bytes, stream);
+}
+
+Status CpuDevice::CopyToHost(void* host_dst, const void* src, int64_t bytes, Stream* stream) {
+  return Copy(host_dst, src, bytes, stream);
+}
+
+Status CpuDevice::Memset(void* dst, int byte, int64_t bytes, Stream*) {
+  if (bytes > 0) std::memset(dst, byte, bytes);
+  return Status::OK();
+}
+
+}  // namespace loom

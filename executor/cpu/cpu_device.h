@@ -1,0 +1,48 @@
+// The CPU backend: host memory, memcpy and memset, and CPU streams
+// (cpu_stream.h). Work on a CPU stream runs as it is issued, so the
+// stream-ordered parts of the Device contract hold trivially.
+#ifndef LOOM_EXECUTOR_CPU_CPU_DEVICE_H_
+#define LOOM_EXECUTOR_CPU_CPU_DEVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "executor/device.h"
+
+namespace loom {
+
+struct CpuDeviceOptions {
+  // The nice value of streams below the rank's highest priority (see
+  // cpu_stream.h); 0: every stream's thread alike. Set by the runtime,
+  // which knows how many ranks share the host's cores.
+  int low_priority_nice = 0;
+};
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(CpuDeviceOptions options = CpuDeviceOptions());
+  // A shared CPU device with default options.
+  static CpuDevice* Default();
+
+  DeviceType type() const override { return DeviceType::kCpu; }
+  const std::string& name() const override { return name_; }
+  StatusOr<std::unique_ptr<Stream>> CreateStream(const StreamOptions& options) override;
+  StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  StatusOr<std::shared_ptr<void>> Allocate(int64_t bytes, Stream* stream) override;
+  Status Copy(void* dst, const void* src, int64_t bytes, Stream* stream) override;
+  Status CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) override;
+  Status CopyToHost(void* host_dst, const void* src, int64_t bytes, Stream* stream) override;
+  Status Memset(void* dst, int byte, int64_t bytes, Stream* stream) override;
+
+ private:
+  CpuDeviceOptions options_;
+  std::string name_ = "cpu";
+};
+
+// 64-byte aligned host memory (nullptr when there is none), freed when the
+// last reference goes: what CPU tensors hold.
+std::shared_ptr<void> AllocateHostMemory(int64_t bytes);
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_CPU_CPU_DEVICE_H_

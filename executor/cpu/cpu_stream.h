@@ -1,0 +1,50 @@
+// The CPU backend's streams and events. A CPU stream is the host thread
+// that issues its work: each piece runs as it is issued, so a recorded
+// event is a raised completion flag and a wait blocks the thread until the
+// flag is up.
+//
+// Priorities become nice values: a stream below the rank's highest runs
+// its thread at `low_priority_nice` (raising nice needs no privilege), so
+// that a woken communication thread takes a core from computation at once
+// instead of at the next tick; a stream at the highest priority blocks
+// rather than yields while it waits, or it would win the core back at every
+// yield and starve the others.
+#ifndef LOOM_EXECUTOR_CPU_CPU_STREAM_H_
+#define LOOM_EXECUTOR_CPU_CPU_STREAM_H_
+
+#include "executor/stream.h"
+
+namespace loom {
+
+class CpuStream : public Stream {
+ public:
+  // `nice`: the issuing thread's nice value (0: unchanged); `outranks`:
+  // this stream ranks above another of the rank.
+  CpuStream(StreamOptions options, int nice, bool outranks)
+      : options_(std::move(options)), nice_(nice), outranks_(outranks) {}
+
+  const StreamOptions& options() const override { return options_; }
+  void OnIssuingThread() override;
+  Status Record(Event* event, int64_t generation) override {
+    event->issued().Raise(generation);
+    return Status::OK();
+  }
+  StatusOr<bool> Wait(Event* event, int64_t generation,
+                      const std::atomic<bool>& abort) override {
+    return event->issued().Wait(generation, abort, /*yield=*/!outranks_);
+  }
+  // Work issued on a CPU stream is done when issuing returns.
+  Status Synchronize() override { return Status::OK(); }
+
+  int nice() const { return nice_; }
+  bool outranks() const { return outranks_; }
+
+ private:
+  StreamOptions options_;
+  int nice_;
+  bool outranks_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_CPU_CPU_STREAM_H_
