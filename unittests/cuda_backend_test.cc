@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #ifdef LOOM_WITH_CUDA
-#include "executor/cuda/cuda_device.h"
+#include "executor/cuda/cuda_probe.h"
 #endif
 
 namespace loom {

@@ -1,32 +1,46 @@
-// The first piece of the CUDA backend: what this process's CUDA runtime
-// sees, and one kernel that proves the code compiled for sm_80/sm_90 runs
-// on the device there is. Plain types only, so that nvcc compiles nothing
-// of Loom's beyond this header.
+// The CUDA backend's Device (the CPU backend's is cpu/cpu_device.h): one
+// GPU, its streams and events (cuda_stream.h) and a stream-ordered caching
+// allocator (cuda_allocator.h). Copies and fills are asynchronous on the
+// stream given, but for CopyToHost, which returns once the host has the
+// bytes.
 #ifndef LOOM_EXECUTOR_CUDA_CUDA_DEVICE_H_
 #define LOOM_EXECUTOR_CUDA_CUDA_DEVICE_H_
 
+#include <memory>
 #include <string>
-#include <vector>
+
+#include "executor/cuda/cuda_allocator.h"
+#include "executor/device.h"
 
 namespace loom {
 
-struct CudaProbe {
-  int devices = 0;
-  int runtime_version = 0;  // 13000 for CUDA 13.0
-  int driver_version = 0;   // 0 without a driver
-  // Where there is no device: the runtime's reason ("no CUDA-capable
-  // device is detected", "CUDA driver version is insufficient ...").
-  std::string why_none;
+class CudaDevice : public Device {
+ public:
+  // Device `ordinal` of those this process sees (CUDA_VISIBLE_DEVICES);
+  // Unavailable, saying why, where there is none.
+  static StatusOr<std::unique_ptr<CudaDevice>> Create(int ordinal);
+
+  DeviceType type() const override { return DeviceType::kCuda; }
+  const std::string& name() const override { return name_; }
+  int ordinal() const { return ordinal_; }
+
+  StatusOr<std::unique_ptr<Stream>> CreateStream(const StreamOptions& options) override;
+  StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  StatusOr<std::shared_ptr<void>> Allocate(int64_t bytes, Stream* stream) override;
+  void MarkUsedOn(const std::shared_ptr<void>& memory, Stream* stream) override;
+  Status Copy(void* dst, const void* src, int64_t bytes, Stream* stream) override;
+  Status CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) override;
+  Status CopyToHost(void* host_dst, const void* src, int64_t bytes, Stream* stream) override;
+  Status Memset(void* dst, int byte, int64_t bytes, Stream* stream) override;
+
+  CudaAllocator::Stats memory_stats() const { return allocator_.stats(); }
+
+ private:
+  explicit CudaDevice(int ordinal);
+  const int ordinal_;
+  const std::string name_;
+  CudaAllocator allocator_;
 };
-
-CudaProbe ProbeCuda();
-
-// Fills `n` floats with `value` in a kernel on `device` and copies them
-// into `out`. The CUDA error's text on failure, empty on success.
-std::string FillOnDevice(int device, int n, float value, std::vector<float>* out);
-
-// NCCL's version as "2.27.3", from the library linked in.
-std::string NcclVersion();
 
 }  // namespace loom
 

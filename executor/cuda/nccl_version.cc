@@ -1,6 +1,6 @@
 #include <nccl.h>
 
-#include "executor/cuda/cuda_device.h"
+#include "executor/cuda/cuda_probe.h"
 
 namespace loom {
 

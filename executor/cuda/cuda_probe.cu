@@ -1,4 +1,4 @@
-#include "executor/cuda/cuda_device.h"
+#include "executor/cuda/cuda_probe.h"
 
 #include <cuda_runtime.h>
 
