@@ -9,6 +9,9 @@
 #include <gloo/transport/device.h>
 
 #include "executor/comm/gloo_communicator.h"
+#ifdef LOOM_WITH_CUDA
+#include "executor/comm/nccl_communicator.h"
+#endif
 
 namespace loom {
 
@@ -37,6 +40,20 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
   std::unique_ptr<CommWorld> world(new CommWorld(layout, rank));
   const std::string where = StrCat("comm world, rank ", rank, " (",
                                    CoordsToString(layout.Coords(rank)), ")");
+  const bool nccl = options.backend == CommBackend::kNccl;
+#ifdef LOOM_WITH_CUDA
+  // Before any store or socket: a machine without a device fails at once,
+  // in one line, instead of in NCCL.
+  if (nccl) {
+    LOOM_RETURN_IF_ERROR(CheckCudaDevice(options.cuda_device).WithContext(
+        StrCat(where, ", NCCL backend")));
+  }
+#else
+  if (nccl) {
+    return Unimplemented(where, ": this build has no NCCL (LOOM_CUDA=OFF, or "
+                         "configure found no CUDA)");
+  }
+#endif
 
   if (layout.world_size() > 1) {
     if (options.store != nullptr) {
@@ -53,9 +70,11 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
     } else {
       world->store_ = InProcessStore(options.job);
     }
-    auto device = CreateGlooTcpDevice(options.host);
-    if (!device.ok()) return device.status().WithContext(where);
-    world->device_ = *device;
+    if (!nccl) {
+      auto device = CreateGlooTcpDevice(options.host);
+      if (!device.ok()) return device.status().WithContext(where);
+      world->device_ = *device;
+    }
   }
 
   CommOptions comm_options;
@@ -65,9 +84,22 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
     std::vector<int> members = RingMembers(layout, rank, ring);
     if (members.empty()) continue;
     const std::string name = GroupName(RingName(ring), members);
-    auto comm = GlooCommunicator::Create(
-        name, members, rank, world->store_.get(),
-        StrCat(options.job, "/", name), world->device_, comm_options);
+    const std::string key_prefix = StrCat(options.job, "/", name);
+    if (nccl) {
+#ifdef LOOM_WITH_CUDA
+      auto priority = options.nccl_stream_priority.find(ring);
+      auto comm = NcclCommunicator::Create(
+          name, members, rank, world->store_, key_prefix, options.cuda_device,
+          priority == options.nccl_stream_priority.end() ? 0 : priority->second,
+          comm_options);
+      if (!comm.ok()) return comm.status().WithContext(where);
+      world->comms_[Index(ring)] = std::move(comm).value();
+#endif
+      continue;
+    }
+    auto comm = GlooCommunicator::Create(name, members, rank,
+                                         world->store_.get(), key_prefix,
+                                         world->device_, comm_options);
     if (!comm.ok()) return comm.status().WithContext(where);
     world->comms_[Index(ring)] = std::move(comm).value();
   }

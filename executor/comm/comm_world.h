@@ -3,6 +3,10 @@
 // Groups are RingMembers (scheduler/layout.h). A ring of one rank is a
 // valid communicator whose operations are local.
 //
+// Backends: Gloo (CPU tensors, TCP) or NCCL (device tensors on
+// `cuda_device`; nccl_communicator.h), built in the same order through the
+// same store; NCCL keeps its ids under "J/G/nccl/...".
+//
 // Setup apart from execution: Create() makes every connection (one Gloo TCP
 // device per rank, one full mesh per group); calls only communicate. Group
 // creation is collective, so every rank creates its groups in one fixed
@@ -23,6 +27,7 @@
 
 #include <array>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +46,8 @@ class Store;
 
 namespace loom {
 
+enum class CommBackend { kGloo, kNccl };
+
 struct CommWorldOptions {
   // Bounds setup and every call.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
@@ -57,6 +64,12 @@ struct CommWorldOptions {
   //  - else the in-process HashStore of `job` (InProcessStore).
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::string file_store_dir;
+  // kNccl needs a build with CUDA (LOOM_WITH_CUDA) and a device: this
+  // rank's is `cuda_device`. Each ring's NCCL stream gets its CUDA priority
+  // from `nccl_stream_priority` (lower is more urgent; 0 if absent).
+  CommBackend backend = CommBackend::kGloo;
+  int cuda_device = 0;
+  std::map<RingId, int> nccl_stream_priority;
 };
 
 // The HashStore of `job` in this process, created on first use and kept for
