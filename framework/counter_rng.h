@@ -8,10 +8,18 @@
 
 #include <cstdint>
 
+// nvcc compiles these for the device too, so that the CUDA dropout draws
+// with this one implementation (executor/kernels/cuda/dropout.cu).
+#ifdef __CUDACC__
+#define LOOM_HOST_DEVICE __host__ __device__
+#else
+#define LOOM_HOST_DEVICE
+#endif
+
 namespace loom {
 
 // splitmix64's finalizer: a bijective 64-bit mix with full avalanche.
-inline uint64_t Mix64(uint64_t z) {
+LOOM_HOST_DEVICE inline uint64_t Mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -19,16 +27,16 @@ inline uint64_t Mix64(uint64_t z) {
 
 // Element i of the splitmix64 stream keyed by `key`; chained, a stream
 // keyed by several counters.
-inline uint64_t StreamAt(uint64_t key, uint64_t i) {
+LOOM_HOST_DEVICE inline uint64_t StreamAt(uint64_t key, uint64_t i) {
   constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
   return Mix64(key + (i + 1) * kGolden);
 }
 
 // One splitmix64 step from state x: StreamAt(x, 0).
-inline uint64_t SplitMix64(uint64_t x) { return StreamAt(x, 0); }
+LOOM_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) { return StreamAt(x, 0); }
 
 // Uniform in [0, 1) from the top 53 bits of a draw.
-inline double ToUnit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+LOOM_HOST_DEVICE inline double ToUnit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
 }  // namespace loom
 

@@ -1,0 +1,104 @@
+// CUDA kernels for dropout and dropout_grad (host side): the CPU kernel's
+// validation and mask keys (kernels/cpu/dropout.cc), the draws in
+// dropout.cu.
+#include <vector>
+
+#include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "framework/counter_rng.h"
+
+namespace loom {
+namespace {
+
+float KeptScale(const KernelContext& ctx) {
+  const float p = ctx.Attr<float>("dropout_prob");
+  return ctx.Attr<bool>("is_test") ? 1.0f : 1.0f / (1.0f - p);
+}
+
+Status DropoutKernel(const KernelContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  if (x.dtype() != proto::FP32) {
+    return Unimplemented("dropout of ", DataTypeName(x.dtype()));
+  }
+  const float p = ctx.Attr<float>("dropout_prob");
+  const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
+  const float scale = KeptScale(ctx);
+  const int64_t n = x.numel();
+  // Mask is an output like any other, so it may be pruned.
+  bool* mask = ctx.HasOutput("Mask") ? ctx.Output("Mask")->data<bool>() : nullptr;
+  float* out = ctx.HasOutput("Out") ? ctx.Output("Out")->data<float>() : nullptr;
+  if (pass) {
+    cuda::LaunchDropoutPass(x.data<float>(), mask, out, n, NativeStream(ctx));
+    return LastLaunchStatus("dropout");
+  }
+  // Dim 0 is the rows; the row is placed in the full row by the shard
+  // attributes, checked here as on the CPU.
+  const Shape& shape = x.shape();
+  const Shape local(shape.empty() ? shape.begin() : shape.begin() + 1, shape.end());
+  const size_t row_dims = local.size();
+  std::vector<int64_t> full = ctx.Attr<std::vector<int64_t>>("full_shape");
+  std::vector<int64_t> offsets = ctx.Attr<std::vector<int64_t>>("shard_offsets");
+  if (full.empty()) full = local;
+  if (offsets.empty()) offsets.assign(row_dims, 0);
+  if (full.size() != row_dims || offsets.size() != row_dims) {
+    return InvalidArgument("full_shape ", ShapeToString(full), " and shard_offsets ",
+                           ShapeToString(offsets), " do not fit X ", MetaToString(x.meta()));
+  }
+  std::vector<int64_t> stride(row_dims);  // of the full row
+  int64_t first = 0;                      // index in the full row of the local row's first element
+  for (int64_t d = static_cast<int64_t>(row_dims) - 1, s = 1; d >= 0; --d) {
+    if (offsets[d] < 0 || offsets[d] > full[d] - local[d]) {
+      return InvalidArgument("X ", MetaToString(x.meta()), " at shard_offsets ",
+                             ShapeToString(offsets), " reaches past full_shape ",
+                             ShapeToString(full));
+    }
+    stride[d] = s;
+    first += offsets[d] * s;
+    s *= full[d];
+  }
+  cuda::DropoutPlan plan;
+  plan.rows = shape.empty() ? 1 : shape[0];
+  plan.row_len = NumElements(local);
+  // Local dims walked per element: fold those contiguous in the full row
+  // too (the CPU walks the same indices with an odometer).
+  Shape dims = local;
+  std::vector<int64_t> local_stride = ContiguousStrides(local);
+  FoldDims(&dims, {&local_stride, &stride});
+  if (dims.size() > static_cast<size_t>(cuda::kMaxDims)) {
+    return Unimplemented("dropout on CUDA of a row of more than ", cuda::kMaxDims,
+                         " non-contiguous dims: X ", MetaToString(x.meta()));
+  }
+  plan.dims = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    plan.local[d] = dims[d];
+    plan.full_stride[d] = stride[d];
+  }
+  plan.first = first;
+  plan.step_key = StreamAt(Mix64(static_cast<uint64_t>(ctx.Attr<int64_t>("seed"))),
+                           static_cast<uint64_t>(ctx.run().step));
+  plan.row_offset = ctx.run().row_offset;
+  plan.p = p;
+  plan.scale = scale;
+  cuda::LaunchDropout(plan, x.data<float>(), mask, out, NativeStream(ctx));
+  return LastLaunchStatus("dropout");
+}
+
+Status DropoutGradKernel(const KernelContext& ctx) {
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  if (dout.dtype() != proto::FP32) {
+    return Unimplemented("dropout_grad of ", DataTypeName(dout.dtype()));
+  }
+  cuda::LaunchDropoutGrad(ctx.Input("Mask").data<bool>(), dout.data<float>(),
+                          ctx.Output("X@GRAD")->data<float>(), dout.numel(), KeptScale(ctx),
+                          NativeStream(ctx));
+  return LastLaunchStatus("dropout_grad");
+}
+
+}  // namespace
+
+void RegisterDropoutCudaKernels() {
+  auto& r = KernelRegistry::Cuda();
+  r.Register("dropout", DropoutKernel);
+  r.Register("dropout_grad", DropoutGradKernel);
+}
+
+}  // namespace loom

@@ -1,0 +1,189 @@
+// CUDA kernels for the elementwise ops, and the fixed-order reduction that
+// their gradients and reduce_sum/reduce_mean share (kernels/cpu/
+// elementwise.cc, reduce.cc).
+#include "executor/kernels/cuda/launchers.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+#define LOOM_GRID_STRIDE(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{gridDim.x} * blockDim.x)
+
+__device__ float Apply(BinaryOp op, float a, float b, float scale) {
+  switch (op) {
+    case kAdd:
+      return a + b;
+    case kSub:
+      return a - b;
+    case kMul:
+      return a * b;
+    default:
+      return a * scale;
+  }
+}
+
+__global__ void SameShapeKernel(BinaryOp op, const float* x, const float* y, float* out, int64_t n,
+                                float scale) {
+  LOOM_GRID_STRIDE(i, n) { out[i] = Apply(op, x[i], op == kScaleX ? 0.0f : y[i], scale); }
+}
+
+__global__ void BroadcastKernel(BinaryOp op, const float* x, const float* y, float* out, int64_t n,
+                                BroadcastIndex index, float scale) {
+  LOOM_GRID_STRIDE(i, n) {
+    int64_t rest = i, a = 0, b = 0;
+    for (int d = index.rank - 1; d >= 0; --d) {
+      const int64_t c = rest % index.shape[d];
+      rest /= index.shape[d];
+      a += c * index.sx[d];
+      b += c * index.sy[d];
+    }
+    out[i] = Apply(op, x[a], op == kScaleX ? 0.0f : y[b], scale);
+  }
+}
+
+__global__ void ScaleKernel(const float* x, float* out, int64_t n, float scale, float bias) {
+  LOOM_GRID_STRIDE(i, n) { out[i] = scale * x[i] + bias; }
+}
+
+__global__ void SumKernel(SumInputs in, float* out, int64_t n) {
+  LOOM_GRID_STRIDE(i, n) {
+    float acc = in.in[0][i];
+    for (int k = 1; k < in.count; ++k) acc += in.in[k][i];
+    out[i] = acc;
+  }
+}
+
+// Offsets into g and f of target t's first summand.
+__device__ void TargetBase(const ReducePlan& p, int64_t t, int64_t* og, int64_t* of) {
+  *og = 0;
+  *of = 0;
+  for (int d = p.kept_rank - 1; d >= 0; --d) {
+    const int64_t c = t % p.kept_shape[d];
+    t /= p.kept_shape[d];
+    *og += c * p.kept_g[d];
+    *of += c * p.kept_f[d];
+  }
+}
+
+// One thread per target, walking its summands in row-major order with an
+// odometer: the CPU's order exactly.
+template <typename Acc>
+__global__ void ReduceSerialKernel(ReducePlan p, const float* g, const float* f, float* out,
+                                   double scale) {
+  LOOM_GRID_STRIDE(t, p.kept_count) {
+    int64_t og, of;
+    TargetBase(p, t, &og, &of);
+    int64_t idx[kMaxDims] = {0};
+    Acc acc = 0;
+    for (int64_t r = 0; r < p.red_count; ++r) {
+      acc += f ? Acc(g[og] * f[of]) : Acc(g[og]);
+      for (int d = p.red_rank - 1; d >= 0; --d) {
+        og += p.red_g[d];
+        of += p.red_f[d];
+        if (++idx[d] < p.red_shape[d]) break;
+        og -= p.red_g[d] * p.red_shape[d];
+        of -= p.red_f[d] * p.red_shape[d];
+        idx[d] = 0;
+      }
+    }
+    out[t] = static_cast<float>(acc * static_cast<Acc>(scale));
+  }
+}
+
+// One block per target: strided partial sums, then a fixed tree. Same
+// order on every run (the block size is fixed), for few, long targets.
+template <typename Acc>
+__global__ void ReduceTreeKernel(ReducePlan p, const float* g, const float* f, float* out,
+                                 double scale) {
+  __shared__ Acc part[kBlock];
+  for (int64_t t = blockIdx.x; t < p.kept_count; t += gridDim.x) {
+    int64_t og0, of0;
+    TargetBase(p, t, &og0, &of0);
+    Acc acc = 0;
+    for (int64_t r = threadIdx.x; r < p.red_count; r += blockDim.x) {
+      int64_t rest = r, og = og0, of = of0;
+      for (int d = p.red_rank - 1; d >= 0; --d) {
+        const int64_t c = rest % p.red_shape[d];
+        rest /= p.red_shape[d];
+        og += c * p.red_g[d];
+        of += c * p.red_f[d];
+      }
+      acc += f ? Acc(g[og] * f[of]) : Acc(g[og]);
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = kBlock / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[t] = static_cast<float>(part[0] * static_cast<Acc>(scale));
+    __syncthreads();
+  }
+}
+
+__global__ void FirstOutOfRangeKernel(const int64_t* v, int64_t n, int64_t lo, int64_t hi,
+                                      bool has_skip, int64_t skip, unsigned long long* first) {
+  LOOM_GRID_STRIDE(i, n) {
+    const int64_t x = v[i];
+    if ((!has_skip || x != skip) && (x < lo || x >= hi)) {
+      atomicMin(first, static_cast<unsigned long long>(i));  // integer: order-free
+    }
+  }
+}
+
+__global__ void SetMaxKernel(unsigned long long* p) { *p = ~0ull; }
+
+}  // namespace
+
+void LaunchBinary(BinaryOp op, const float* x, const float* y, float* out, int64_t n,
+                  const BroadcastIndex* index, float scale, cudaStream_t s) {
+  if (n <= 0) return;
+  if (index == nullptr) {
+    SameShapeKernel<<<GridFor(n), kBlock, 0, s>>>(op, x, y, out, n, scale);
+  } else {
+    BroadcastKernel<<<GridFor(n), kBlock, 0, s>>>(op, x, y, out, n, *index, scale);
+  }
+}
+
+void LaunchScale(const float* x, float* out, int64_t n, float scale, float bias, cudaStream_t s) {
+  if (n > 0) ScaleKernel<<<GridFor(n), kBlock, 0, s>>>(x, out, n, scale, bias);
+}
+
+void LaunchSum(const SumInputs& inputs, float* out, int64_t n, cudaStream_t s) {
+  if (n > 0) SumKernel<<<GridFor(n), kBlock, 0, s>>>(inputs, out, n);
+}
+
+void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
+                  bool in_double, cudaStream_t s) {
+  if (plan.kept_count <= 0) return;
+  // The choice depends on the shapes only, so a rerun takes the same path.
+  const bool serial = plan.red_count <= 64 || plan.kept_count >= 16384;
+  if (serial) {
+    const unsigned grid = GridFor(plan.kept_count);
+    if (in_double) {
+      ReduceSerialKernel<double><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+    } else {
+      ReduceSerialKernel<float><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+    }
+    return;
+  }
+  const unsigned grid = GridFor(plan.kept_count, 1);
+  if (in_double) {
+    ReduceTreeKernel<double><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+  } else {
+    ReduceTreeKernel<float><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+  }
+}
+
+void LaunchFirstOutOfRange(const int64_t* v, int64_t n, int64_t lo, int64_t hi, bool has_skip,
+                           int64_t skip, unsigned long long* first, cudaStream_t s) {
+  SetMaxKernel<<<1, 1, 0, s>>>(first);
+  if (n > 0) {
+    FirstOutOfRangeKernel<<<GridFor(n), kBlock, 0, s>>>(v, n, lo, hi, has_skip, skip, first);
+  }
+}
+
+}  // namespace cuda
+}  // namespace loom

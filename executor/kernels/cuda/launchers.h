@@ -1,0 +1,178 @@
+// The CUDA kernels' launchers, in plain types only, so that nvcc compiles
+// nothing of Loom's beyond this header (and framework/counter_rng.h). The
+// host side (kernels/cuda/*.cc) unpacks a KernelContext, calls these on
+// the op's stream and turns cudaGetLastError into a Status. Every launcher
+// enqueues and returns; none synchronizes. All sizes are element counts.
+#ifndef LOOM_EXECUTOR_KERNELS_CUDA_LAUNCHERS_H_
+#define LOOM_EXECUTOR_KERNELS_CUDA_LAUNCHERS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace loom {
+namespace cuda {
+
+// Index spaces walked by the strided kernels carry at most this many dims
+// (after the host folds contiguous ones together).
+constexpr int kMaxDims = 8;
+
+// Blocks for n items at `block` threads a block, clamped: the kernels loop
+// grid-stride, so a clamped grid still covers every item.
+constexpr int kBlock = 256;
+inline unsigned GridFor(int64_t n, int block = kBlock) {
+  const int64_t blocks = (n + block - 1) / block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
+}
+
+// activation.cu
+void LaunchGelu(const float* x, float* out, int64_t n, bool approximate, cudaStream_t s);
+void LaunchGeluGrad(const float* x, const float* dout, float* dx, int64_t n, bool approximate,
+                    cudaStream_t s);
+void LaunchRelu(const float* x, float* out, int64_t n, cudaStream_t s);
+void LaunchReluGrad(const float* out, const float* dout, float* dx, int64_t n, cudaStream_t s);
+
+// elementwise.cu
+enum BinaryOp : int { kAdd = 0, kSub = 1, kMul = 2, kScaleX = 3 };
+// out[i] = op(x[a], y[b]) for out element i with coordinates c (row-major
+// over `shape`), a = sum c[d] * sx[d], b = sum c[d] * sy[d]. kScaleX
+// ignores y and gives x[a] * scale.
+struct BroadcastIndex {
+  int rank = 0;
+  int64_t shape[kMaxDims];
+  int64_t sx[kMaxDims];
+  int64_t sy[kMaxDims];
+};
+// `index` null: x, y and out share one shape.
+void LaunchBinary(BinaryOp op, const float* x, const float* y, float* out, int64_t n,
+                  const BroadcastIndex* index, float scale, cudaStream_t s);
+void LaunchScale(const float* x, float* out, int64_t n, float scale, float bias, cudaStream_t s);
+// out[i] = in[0][i] + in[1][i] + ..., left to right; out may alias any input.
+constexpr int kMaxSumInputs = 8;
+struct SumInputs {
+  int count = 0;
+  const float* in[kMaxSumInputs];
+};
+void LaunchSum(const SumInputs& inputs, float* out, int64_t n, cudaStream_t s);
+
+// A reduction of g (contiguous over a full space) onto `kept` targets:
+// target t (row-major over the kept dims) sums g[...] * f[...] over the
+// reduced dims in row-major order. f is optional (null: 1).
+struct ReducePlan {
+  int kept_rank = 0;
+  int64_t kept_shape[kMaxDims];
+  int64_t kept_g[kMaxDims];  // strides into g
+  int64_t kept_f[kMaxDims];  // strides into f
+  int red_rank = 0;
+  int64_t red_shape[kMaxDims];
+  int64_t red_g[kMaxDims];
+  int64_t red_f[kMaxDims];
+  int64_t kept_count = 0;
+  int64_t red_count = 0;
+};
+// out[t] = acc * scale, accumulated in double where `in_double` (else in
+// float). Deterministic: each target's sum has a fixed order.
+void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
+                  bool in_double, cudaStream_t s);
+
+// Validation of index tensors (ids, labels): the first position i with
+// v[i] != skip (when has_skip) and v[i] outside [lo, hi) goes to *first,
+// which the launcher sets to UINT64_MAX first (none).
+void LaunchFirstOutOfRange(const int64_t* v, int64_t n, int64_t lo, int64_t hi, bool has_skip,
+                           int64_t skip, unsigned long long* first, cudaStream_t s);
+
+// shape.cu: dst[dst_offset + sum c[d] * dst_stride[d]] =
+// src[src_offset + sum c[d] * src_stride[d]] over `shape`; elem_size is
+// 1, 2, 4 or 8 bytes.
+struct CopyPlan {
+  int rank = 0;
+  int64_t shape[kMaxDims];
+  int64_t src_stride[kMaxDims];
+  int64_t dst_stride[kMaxDims];
+  int64_t src_offset = 0;
+  int64_t dst_offset = 0;
+};
+void LaunchStridedCopy(const void* src, void* dst, const CopyPlan& plan, int elem_size,
+                       cudaStream_t s);
+
+// dropout.cu. X is [rows, local...]; an element's draw is keyed by its
+// row and its index j in the logical full row: j = first + sum idx[d] *
+// full_stride[d] over the local dims.
+struct DropoutPlan {
+  int64_t rows = 0;
+  int64_t row_len = 0;
+  int dims = 0;
+  int64_t local[kMaxDims];
+  int64_t full_stride[kMaxDims];
+  int64_t first = 0;
+  uint64_t step_key = 0;
+  int64_t row_offset = 0;
+  float p = 0.0f;
+  float scale = 1.0f;
+};
+// mask and out are each optional (pruned outputs).
+void LaunchDropout(const DropoutPlan& plan, const float* x, bool* mask, float* out, cudaStream_t s);
+// pass-through: mask all true, out = x.
+void LaunchDropoutPass(const float* x, bool* mask, float* out, int64_t n, cudaStream_t s);
+void LaunchDropoutGrad(const bool* mask, const float* dout, float* dx, int64_t n, float scale,
+                       cudaStream_t s);
+
+// embedding.cu. Rows of `row_bytes` bytes; a row is start == -1 ? id :
+// id - start when in [0, vocab); other ids and `padding` give zeros.
+void LaunchLookupTable(const void* table, const int64_t* ids, void* out, int64_t n,
+                       int64_t row_bytes, int64_t start, int64_t vocab, int64_t padding,
+                       cudaStream_t s);
+// dw (zeroed here) += the rows of dout, each column summed over the ids in
+// order.
+void LaunchLookupTableGrad(const float* dout, const int64_t* ids, float* dw, int64_t n, int64_t h,
+                           int64_t start, int64_t vocab, int64_t padding, cudaStream_t s);
+
+// fill.cu
+void LaunchFillFloat(float* out, int64_t n, float value, cudaStream_t s);
+void LaunchFillInt64(int64_t* out, int64_t n, int64_t value, cudaStream_t s);
+void LaunchFillInt32(int32_t* out, int64_t n, int32_t value, cudaStream_t s);
+
+// layer_norm.cu: X as [rows, h]; scale, bias, mean and var optional.
+void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
+                     float* var, int64_t rows, int64_t h, double eps, cudaStream_t s);
+// dscale/dbias: column sums in double, over chunks of rows into
+// `partial` (2 * ChunksOf(rows) * h doubles) then across the chunks.
+int64_t LayerNormGradChunks(int64_t rows);
+void LaunchLayerNormGrad(const float* x, const float* scale, const float* mean, const float* var,
+                         const float* dy, float* dx, float* dscale, float* dbias, double* partial,
+                         int64_t rows, int64_t h, double eps, cudaStream_t s);
+
+// optimizer.cu: the scalars (lr, beta pows) are read on the device.
+void LaunchSgd(const float* param, const float* grad, const float* lr, float* out, int64_t n,
+               cudaStream_t s);
+struct AdamWArgs {
+  float beta1, beta2, epsilon, weight_decay;
+  const float* lr;
+  const float* beta1_pow;
+  const float* beta2_pow;
+  float* beta1_pow_out;
+  float* beta2_pow_out;
+};
+void LaunchAdamW(const AdamWArgs& a, const float* param, const float* grad, const float* m,
+                 const float* v, float* param_out, float* m_out, float* v_out, int64_t n,
+                 cudaStream_t s);
+
+// softmax.cu: X as [outer, n, inner] around the axis; causal (inner == 1)
+// rows see the first min(n, row % sq + n - sq + 1) entries.
+void LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool causal,
+                   int64_t sq, cudaStream_t s);
+void LaunchSoftmaxGrad(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
+                       int64_t inner, cudaStream_t s);
+// Cross entropy over rows of v logits holding classes [begin, begin + v)
+// of `classes` (one rank: begin 0, classes v). Labels are valid (checked).
+void LaunchCrossEntropy(const float* logits, const int64_t* label, float* softmax, float* loss,
+                        int64_t rows, int64_t v, int64_t begin, int64_t classes, int64_t ignore,
+                        cudaStream_t s);
+void LaunchCrossEntropyGrad(const float* softmax, const int64_t* label, const float* dloss,
+                            float* dlogits, int64_t rows, int64_t v, int64_t begin, int64_t ignore,
+                            cudaStream_t s);
+
+}  // namespace cuda
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_KERNELS_CUDA_LAUNCHERS_H_

@@ -1,0 +1,206 @@
+// CUDA kernels for softmax and the cross entropies, and their gradients
+// (kernels/cpu/softmax.cc). A row along the last axis gets a block, with
+// sums in double over a fixed tree; a row strided by inner > 1 gets a
+// thread that walks it in order, as the CPU does.
+#include <cmath>
+
+#include "executor/kernels/cuda/launchers.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+#define LOOM_GRID_STRIDE(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{gridDim.x} * blockDim.x)
+
+__device__ double BlockSum(double v, double* buf) {
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kBlock / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) buf[threadIdx.x] += buf[threadIdx.x + w];
+    __syncthreads();
+  }
+  const double total = buf[0];
+  __syncthreads();
+  return total;
+}
+
+__device__ float BlockMax(float v, float* buf) {
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = kBlock / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) buf[threadIdx.x] = fmaxf(buf[threadIdx.x], buf[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const float m = buf[0];
+  __syncthreads();
+  return m;
+}
+
+__device__ int64_t Visible(bool causal, int64_t row, int64_t n, int64_t sq) {
+  if (!causal) return n;
+  const int64_t q = row % sq;
+  return min(n, q + (n - sq) + 1);
+}
+
+__global__ void SoftmaxRowKernel(const float* x, float* y, int64_t rows, int64_t n, bool causal,
+                                 int64_t sq) {
+  __shared__ double sums[kBlock];
+  __shared__ float maxes[kBlock];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    const int64_t visible = Visible(causal, r, n, sq);
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    mx = BlockMax(mx, maxes);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += expf(xr[j] - mx);
+    const float inv = static_cast<float>(1.0 / BlockSum(sum, sums));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      yr[j] = j < visible ? expf(xr[j] - mx) * inv : 0.0f;
+    }
+  }
+}
+
+// Rows strided by inner: one thread each (never causal).
+__global__ void SoftmaxColumnKernel(const float* x, float* y, int64_t outer, int64_t n,
+                                    int64_t inner) {
+  LOOM_GRID_STRIDE(c, outer * inner) {
+    const int64_t o = c / inner, i = c - o * inner;
+    const float* xr = x + o * n * inner + i;
+    float* yr = y + o * n * inner + i;
+    float mx = xr[0];
+    for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, xr[j * inner]);
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = expf(xr[j * inner] - mx);
+      yr[j * inner] = e;
+      sum += e;
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j) yr[j * inner] *= inv;
+  }
+}
+
+// dX = Out * (dOut - sum(dOut * Out)).
+__global__ void SoftmaxGradRowKernel(const float* y, const float* dy, float* dx, int64_t rows,
+                                     int64_t n) {
+  __shared__ double sums[kBlock];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * n;
+    double dot = 0.0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      dot += double{dy[base + j]} * y[base + j];
+    }
+    const float fdot = static_cast<float>(BlockSum(dot, sums));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      dx[base + j] = y[base + j] * (dy[base + j] - fdot);
+    }
+  }
+}
+
+__global__ void SoftmaxGradColumnKernel(const float* y, const float* dy, float* dx, int64_t outer,
+                                        int64_t n, int64_t inner) {
+  LOOM_GRID_STRIDE(c, outer * inner) {
+    const int64_t o = c / inner, i = c - o * inner;
+    const int64_t base = o * n * inner + i;
+    double dot = 0.0;
+    for (int64_t j = 0; j < n; ++j) dot += double{dy[base + j * inner]} * y[base + j * inner];
+    const float fdot = static_cast<float>(dot);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t k = base + j * inner;
+      dx[k] = y[k] * (dy[k] - fdot);
+    }
+  }
+}
+
+// One block per row: log-sum-exp around the max, in double.
+__global__ void CrossEntropyKernel(const float* logits, const int64_t* label, float* softmax,
+                                   float* loss, int64_t rows, int64_t v, int64_t begin,
+                                   int64_t classes, int64_t ignore) {
+  __shared__ double sums[kBlock];
+  __shared__ float maxes[kBlock];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const bool counted = label[r] != ignore;
+    if (classes == 0) {  // no classes anywhere: only ignored rows get here
+      if (threadIdx.x == 0) loss[r] = 0.0f;
+      continue;
+    }
+    const float* xr = logits + r * v;
+    float* sr = softmax + r * v;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    mx = BlockMax(mx, maxes);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) sum += exp(double{xr[j]} - mx);
+    const double lse = mx + log(BlockSum(sum, sums));
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+      sr[j] = static_cast<float>(exp(xr[j] - lse));
+    }
+    if (threadIdx.x == 0) {
+      const int64_t local = label[r] - begin;
+      const double target = counted && local >= 0 && local < v ? xr[local] : 0.0;
+      loss[r] = counted ? static_cast<float>(lse - target) : 0.0f;
+    }
+  }
+}
+
+// dLogits = dLoss * (Softmax - onehot(Label - begin)), zero on ignored rows.
+__global__ void CrossEntropyGradKernel(const float* softmax, const int64_t* label,
+                                       const float* dloss, float* dlogits, int64_t rows, int64_t v,
+                                       int64_t begin, int64_t ignore) {
+  LOOM_GRID_STRIDE(e, rows * v) {
+    const int64_t r = e / v, j = e - r * v;
+    const int64_t l = label[r];
+    if (l == ignore) {
+      dlogits[e] = 0.0f;
+      continue;
+    }
+    const float g = dloss[r];
+    const float d = g * softmax[e];
+    dlogits[e] = j == l - begin ? d - g : d;
+  }
+}
+
+}  // namespace
+
+void LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool causal,
+                   int64_t sq, cudaStream_t s) {
+  if (outer * n * inner <= 0) return;
+  if (inner == 1) {
+    SoftmaxRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(x, y, outer, n, causal, sq);
+  } else {
+    SoftmaxColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(x, y, outer, n, inner);
+  }
+}
+
+void LaunchSoftmaxGrad(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
+                       int64_t inner, cudaStream_t s) {
+  if (outer * n * inner <= 0) return;
+  if (inner == 1) {
+    SoftmaxGradRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(y, dy, dx, outer, n);
+  } else {
+    SoftmaxGradColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(y, dy, dx, outer, n, inner);
+  }
+}
+
+void LaunchCrossEntropy(const float* logits, const int64_t* label, float* softmax, float* loss,
+                        int64_t rows, int64_t v, int64_t begin, int64_t classes, int64_t ignore,
+                        cudaStream_t s) {
+  if (rows <= 0) return;
+  CrossEntropyKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(logits, label, softmax, loss, rows, v,
+                                                         begin, classes, ignore);
+}
+
+void LaunchCrossEntropyGrad(const float* softmax, const int64_t* label, const float* dloss,
+                            float* dlogits, int64_t rows, int64_t v, int64_t begin, int64_t ignore,
+                            cudaStream_t s) {
+  if (rows * v <= 0) return;
+  CrossEntropyGradKernel<<<GridFor(rows * v), kBlock, 0, s>>>(softmax, label, dloss, dlogits, rows,
+                                                              v, begin, ignore);
+}
+
+}  // namespace cuda
+}  // namespace loom
