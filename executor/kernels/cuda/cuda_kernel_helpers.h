@@ -57,6 +57,10 @@ StatusOr<cuda::CopyPlan> CopyPlanFor(Shape shape, std::vector<int64_t> src_strid
 Status RunCopy(const KernelContext& ctx, const void* src, void* dst, const cuda::CopyPlan& plan,
                int elem_size, const std::string& what);
 
+// dropout's plan (dropout.cc): the CPU kernel's checks of the shard
+// attributes, and the keys of X's rows and elements.
+StatusOr<cuda::DropoutPlan> DropoutPlanFor(const KernelContext& ctx, const Tensor& x);
+
 }  // namespace loom
 
 #endif  // LOOM_EXECUTOR_KERNELS_CUDA_CUDA_KERNEL_HELPERS_H_

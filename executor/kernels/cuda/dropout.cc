@@ -14,24 +14,11 @@ float KeptScale(const KernelContext& ctx) {
   return ctx.Attr<bool>("is_test") ? 1.0f : 1.0f / (1.0f - p);
 }
 
-Status DropoutKernel(const KernelContext& ctx) {
-  const Tensor& x = ctx.Input("X");
-  if (x.dtype() != proto::FP32) {
-    return Unimplemented("dropout of ", DataTypeName(x.dtype()));
-  }
-  const float p = ctx.Attr<float>("dropout_prob");
-  const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
-  const float scale = KeptScale(ctx);
-  const int64_t n = x.numel();
-  // Mask is an output like any other, so it may be pruned.
-  bool* mask = ctx.HasOutput("Mask") ? ctx.Output("Mask")->data<bool>() : nullptr;
-  float* out = ctx.HasOutput("Out") ? ctx.Output("Out")->data<float>() : nullptr;
-  if (pass) {
-    cuda::LaunchDropoutPass(x.data<float>(), mask, out, n, NativeStream(ctx));
-    return LastLaunchStatus("dropout");
-  }
+}  // namespace
+
+StatusOr<cuda::DropoutPlan> DropoutPlanFor(const KernelContext& ctx, const Tensor& x) {
   // Dim 0 is the rows; the row is placed in the full row by the shard
-  // attributes, checked here as on the CPU.
+  // attributes, checked here as on the CPU (they index memory).
   const Shape& shape = x.shape();
   const Shape local(shape.empty() ? shape.begin() : shape.begin() + 1, shape.end());
   const size_t row_dims = local.size();
@@ -58,8 +45,8 @@ Status DropoutKernel(const KernelContext& ctx) {
   cuda::DropoutPlan plan;
   plan.rows = shape.empty() ? 1 : shape[0];
   plan.row_len = NumElements(local);
-  // Local dims walked per element: fold those contiguous in the full row
-  // too (the CPU walks the same indices with an odometer).
+  // The local dims each element decodes, folded where contiguous in the
+  // full row too (the CPU walks the same indices with an odometer).
   Shape dims = local;
   std::vector<int64_t> local_stride = ContiguousStrides(local);
   FoldDims(&dims, {&local_stride, &stride});
@@ -76,8 +63,28 @@ Status DropoutKernel(const KernelContext& ctx) {
   plan.step_key = StreamAt(Mix64(static_cast<uint64_t>(ctx.Attr<int64_t>("seed"))),
                            static_cast<uint64_t>(ctx.run().step));
   plan.row_offset = ctx.run().row_offset;
-  plan.p = p;
-  plan.scale = scale;
+  plan.p = ctx.Attr<float>("dropout_prob");
+  plan.scale = KeptScale(ctx);
+  return plan;
+}
+
+namespace {
+
+Status DropoutKernel(const KernelContext& ctx) {
+  const Tensor& x = ctx.Input("X");
+  if (x.dtype() != proto::FP32) {
+    return Unimplemented("dropout of ", DataTypeName(x.dtype()));
+  }
+  const float p = ctx.Attr<float>("dropout_prob");
+  const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
+  // Mask is an output like any other, so it may be pruned.
+  bool* mask = ctx.HasOutput("Mask") ? ctx.Output("Mask")->data<bool>() : nullptr;
+  float* out = ctx.HasOutput("Out") ? ctx.Output("Out")->data<float>() : nullptr;
+  if (pass) {
+    cuda::LaunchDropoutPass(x.data<float>(), mask, out, x.numel(), NativeStream(ctx));
+    return LastLaunchStatus("dropout");
+  }
+  LOOM_ASSIGN_OR_RETURN(cuda::DropoutPlan plan, DropoutPlanFor(ctx, x));
   cuda::LaunchDropout(plan, x.data<float>(), mask, out, NativeStream(ctx));
   return LastLaunchStatus("dropout");
 }
