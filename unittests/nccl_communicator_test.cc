@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -78,6 +79,7 @@ TEST(NcclCommunicatorTest, CommWorldWithoutADeviceFailsInOneLine) {
   EXPECT_NE(msg.find("no CUDA device"), std::string::npos) << msg;
   EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  std::printf("  %s\n", world.status().ToString().c_str());  // for the reader
 }
 
 TEST(NcclCommunicatorTest, CreateWithoutADeviceIsUnavailable) {
@@ -86,7 +88,7 @@ TEST(NcclCommunicatorTest, CreateWithoutADeviceIsUnavailable) {
                                        /*cuda_device=*/0, 0, CommOptions{});
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(comm.status().message().find("setup on group dp[0]: no CUDA device"),
+  EXPECT_NE(comm.status().message().find("setup on group dp[0] (NCCL): no CUDA device"),
             std::string::npos)
       << comm.status();
 }

@@ -78,8 +78,7 @@ Status CheckCudaDevice(int cuda_device) {
   const CudaProbe probe = ProbeCuda();
   if (probe.devices == 0) {
     return Status(StatusCode::kUnavailable,
-                  StrCat("no CUDA device (", probe.why_none,
-                         "): the NCCL backend needs one per rank"));
+                  StrCat("no CUDA device (", probe.why_none, ")"));
   }
   if (cuda_device < 0 || cuda_device >= probe.devices) {
     return InvalidArgument("CUDA device ", cuda_device,
@@ -112,7 +111,8 @@ StatusOr<std::unique_ptr<NcclLane>> NcclLane::Join(const NcclLaneSpec& spec) {
   if (n > 1 && spec.store == nullptr) {
     return InvalidArgument(where, ": a group of ", n, " needs a store");
   }
-  LOOM_RETURN_IF_ERROR(CheckCudaDevice(spec.cuda_device).WithContext(where));
+  LOOM_RETURN_IF_ERROR(
+      CheckCudaDevice(spec.cuda_device).WithContext(StrCat(where, " (NCCL)")));
   PinNcclAlgorithm();
   const Clock::time_point deadline = Clock::now() + spec.timeout;
   const std::string id_key = StrCat(spec.key, "/id");
@@ -299,7 +299,7 @@ Status NcclLane::Wait(const std::string& what, const std::string& waiting,
   Abort();
   return Status(StatusCode::kDeadlineExceeded,
                 StrCat(what, " timed out after ", FormatTimeout(timeout_),
-                       waiting, " (its NCCL communicator is aborted)"));
+                       waiting, "; its NCCL communicator was aborted"));
 }
 
 void NcclLane::Abort() {

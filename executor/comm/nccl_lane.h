@@ -84,8 +84,8 @@ class NcclLane {
   Status CheckIssued(ncclResult_t result, const std::string& what);
   // Returns once everything issued on the lane is done. Past `deadline`
   // aborts the communicator and gives kDeadlineExceeded "<what> timed out
-  // after <timeout><waiting>"; an asynchronous NCCL error gives
-  // kUnavailable with NCCL's text.
+  // after <timeout><waiting>; its NCCL communicator was aborted"; an
+  // asynchronous NCCL error gives kUnavailable with NCCL's text.
   Status Wait(const std::string& what, const std::string& waiting,
               Clock::time_point deadline);
 
