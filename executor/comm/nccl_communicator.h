@@ -11,7 +11,8 @@
 // it returns.
 //
 // Tensors: device memory (Tensor::device_type() == kCuda) on the
-// communicator's device, every one initialized. NCCL cannot allocate
+// communicator's device, every one initialized. Each call makes that
+// device current on the calling thread (cudaSetDevice) and leaves it so. NCCL cannot allocate
 // through the executor's Device, so unlike Gloo, AllGather and
 // ReduceScatter need `out` already sized on the device (FailedPrecondition
 // otherwise).
