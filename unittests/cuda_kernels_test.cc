@@ -157,7 +157,7 @@ bool IsElementwise(const std::string& type) {
 // Runs `op`'s CPU kernel on the host values of its inputs, into fresh
 // outputs stored back into `host` by var.
 Status RunOnCpu(const Op& op, const RunInfo& run, std::map<std::string, Tensor>* host) {
-  std::vector<std::unique_ptr<Tensor> > keep;
+  std::vector<std::unique_ptr<Tensor>> keep;
   std::map<std::string, Tensor*> outputs;
   auto bind = [&](const auto& slots, bool inputs) {
     std::vector<BoundSlot> bound;
@@ -207,7 +207,7 @@ class CudaKernelsOnDevice : public ::testing::Test {
   // into fresh outputs copied back to the host.
   Status RunOnDevice(const Op& op, const std::map<std::string, Tensor>& in, const RunInfo& run,
                      std::map<std::string, Tensor>* out) {
-    std::vector<std::unique_ptr<Tensor> > keep;
+    std::vector<std::unique_ptr<Tensor>> keep;
     auto bind = [&](const auto& slots, bool inputs, std::vector<BoundSlot>* bound) -> Status {
       for (const auto& slot : slots) {
         BoundSlot b{slot.name(), {}};
@@ -670,15 +670,17 @@ std::pair<int64_t, int64_t> TreeSummand(const cuda::ReducePlan& p, int64_t t, in
 }
 
 TEST(CudaKernelPlans, ReductionsSumWhatTheCpuSums) {
-  const std::vector<std::pair<Shape, Shape> > cases = {{{4, 3, 5}, {5}},
-                                                       {{4, 3, 5}, {3, 1}},
-                                                       {{4, 3, 5}, {4, 1, 1}},
-                                                       {{4, 3, 5}, {4, 3, 5}},
-                                                       {{300, 40}, {40}},
-                                                       {{2, 3, 4, 5}, {3, 1, 5}},
-                                                       {{7}, {1}},
-                                                       {{6, 1, 4}, {6, 1, 1}}};
+  const std::vector<std::pair<Shape, Shape>> cases = {{{4, 3, 5}, {5}},
+                                                      {{4, 3, 5}, {3, 1}},
+                                                      {{4, 3, 5}, {4, 1, 1}},
+                                                      {{4, 3, 5}, {4, 3, 5}},
+                                                      {{300, 40}, {40}},
+                                                      {{2, 3, 4, 5}, {3, 1, 5}},
+                                                      {{7}, {1}},
+                                                      {{6, 1, 4}, {6, 1, 1}},
+                                                      {{5, 300}, {5, 1}}};
   uint64_t seed = 1;
+  std::set<int> modes;
   for (const auto& [full, target] : cases) {
     SCOPED_TRACE(ShapeToString(full) + " onto " + ShapeToString(target));
     const Tensor g = RandomTensor(full, seed++);
@@ -690,12 +692,37 @@ TEST(CudaKernelPlans, ReductionsSumWhatTheCpuSums) {
     ASSERT_EQ(plan->kept_count, NumElements(target));
     for (int64_t t = 0; t < plan->kept_count; ++t) {
       EXPECT_EQ(SerialReduce(*plan, g.data<float>(), nullptr, t), expected[t]) << t;
-      float tree = 0;
-      for (int64_t r = 0; r < plan->red_count; ++r) {
-        tree += g.data<float>()[TreeSummand(*plan, t, r).first];
+      // The summands in the order the plan's kernel adds them.
+      float sum = 0;
+      switch (cuda::ReduceModeOf(*plan)) {
+        case cuda::ReduceMode::kSerial:
+          sum = SerialReduce(*plan, g.data<float>(), nullptr, t);
+          break;
+        case cuda::ReduceMode::kTree: {
+          std::vector<float> part(cuda::kBlock, 0.0f);
+          for (int64_t r = 0; r < plan->red_count; ++r) {
+            part[r % cuda::kBlock] += g.data<float>()[TreeSummand(*plan, t, r).first];
+          }
+          for (int w = cuda::kBlock / 2; w > 0; w /= 2) {
+            for (int i = 0; i < w; ++i) part[i] += part[i + w];
+          }
+          sum = part[0];
+          break;
+        }
+        case cuda::ReduceMode::kChunked:
+          for (int64_t c = 0; c * cuda::kReduceChunk < plan->red_count; ++c) {
+            float chunk = 0;
+            for (int64_t r = c * cuda::kReduceChunk;
+                 r < std::min(plan->red_count, (c + 1) * cuda::kReduceChunk); ++r) {
+              chunk += g.data<float>()[TreeSummand(*plan, t, r).first];
+            }
+            sum += chunk;
+          }
+          break;
       }
-      EXPECT_EQ(tree, expected[t]) << t;
+      EXPECT_NEAR(sum, expected[t], 1e-5 * (1 + std::fabs(expected[t]))) << t;
     }
+    modes.insert(static_cast<int>(cuda::ReduceModeOf(*plan)));
     // With a factor broadcast from the full shape (mul_grad's dX with Y
     // = the full shape), against the CPU's walk.
     const Tensor f = RandomTensor(full, seed++);
@@ -710,10 +737,11 @@ TEST(CudaKernelPlans, ReductionsSumWhatTheCpuSums) {
       EXPECT_EQ(SerialReduce(*fplan, g.data<float>(), f.data<float>(), t), with_f[t]) << t;
     }
   }
+  EXPECT_EQ(modes.size(), 3u) << "the cases take every kind of reduction kernel";
 }
 
 TEST(CudaKernelPlans, BroadcastAndCopyIndicesAreTheCpus) {
-  const std::vector<std::pair<Shape, Shape> > pairs = {
+  const std::vector<std::pair<Shape, Shape>> pairs = {
       {{4, 3, 5}, {5}}, {{4, 1, 5}, {3, 1}}, {{2, 3, 4, 5}, {3, 1, 5}}, {{6, 6}, {6, 6}}};
   for (const auto& [x, y] : pairs) {
     Shape out(std::max(x.size(), y.size()));

@@ -34,8 +34,13 @@ Status ReduceGradTo(const KernelContext& ctx, const Tensor& g, const Tensor* f, 
                     float sign) {
   LOOM_ASSIGN_OR_RETURN(cuda::ReducePlan plan,
                         ReducePlanFor(g.shape(), target->shape(), f ? &f->shape() : nullptr));
+  std::shared_ptr<void> scratch;
+  const int64_t bytes = cuda::ReduceScratchBytes(plan, /*in_double=*/false);
+  if (bytes > 0) {
+    LOOM_ASSIGN_OR_RETURN(scratch, Scratch(ctx, bytes));
+  }
   cuda::LaunchReduce(plan, g.data<float>(), f ? f->data<float>() : nullptr, target->data<float>(),
-                     sign, /*in_double=*/false, NativeStream(ctx));
+                     sign, /*in_double=*/false, scratch.get(), NativeStream(ctx));
   return LastLaunchStatus(ctx.type());
 }
 

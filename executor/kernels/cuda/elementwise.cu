@@ -123,6 +123,52 @@ __global__ void ReduceTreeKernel(ReducePlan p, const float* g, const float* f, f
   }
 }
 
+// Partial sums of chunk c of every target, the chunk walked in order:
+// partial[c * kept_count + t].
+template <typename Acc>
+__global__ void ReducePartialKernel(ReducePlan p, const float* g, const float* f, Acc* partial,
+                                    int64_t chunks) {
+  LOOM_GRID_STRIDE(e, chunks * p.kept_count) {
+    const int64_t c = e / p.kept_count, t = e - c * p.kept_count;
+    int64_t og, of;
+    TargetBase(p, t, &og, &of);
+    // The chunk's first summand, then an odometer.
+    const int64_t first = c * kReduceChunk;
+    const int64_t end = min(p.red_count, first + kReduceChunk);
+    int64_t idx[kMaxDims] = {0};
+    int64_t rest = first;
+    for (int d = p.red_rank - 1; d >= 0; --d) {
+      idx[d] = rest % p.red_shape[d];
+      rest /= p.red_shape[d];
+      og += idx[d] * p.red_g[d];
+      of += idx[d] * p.red_f[d];
+    }
+    Acc acc = 0;
+    for (int64_t r = first; r < end; ++r) {
+      acc += f ? Acc(g[og] * f[of]) : Acc(g[og]);
+      for (int d = p.red_rank - 1; d >= 0; --d) {
+        og += p.red_g[d];
+        of += p.red_f[d];
+        if (++idx[d] < p.red_shape[d]) break;
+        og -= p.red_g[d] * p.red_shape[d];
+        of -= p.red_f[d] * p.red_shape[d];
+        idx[d] = 0;
+      }
+    }
+    partial[e] = acc;
+  }
+}
+
+template <typename Acc>
+__global__ void ReduceChunksKernel(const Acc* partial, float* out, int64_t kept, int64_t chunks,
+                                   double scale) {
+  LOOM_GRID_STRIDE(t, kept) {
+    Acc acc = 0;
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[c * kept + t];
+    out[t] = static_cast<float>(acc * static_cast<Acc>(scale));
+  }
+}
+
 __global__ void FirstOutOfRangeKernel(const int64_t* v, int64_t n, int64_t lo, int64_t hi,
                                       bool has_skip, int64_t skip, unsigned long long* first) {
   LOOM_GRID_STRIDE(i, n) {
@@ -155,25 +201,47 @@ void LaunchSum(const SumInputs& inputs, float* out, int64_t n, cudaStream_t s) {
   if (n > 0) SumKernel<<<GridFor(n), kBlock, 0, s>>>(inputs, out, n);
 }
 
-void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
-                  bool in_double, cudaStream_t s) {
-  if (plan.kept_count <= 0) return;
-  // The choice depends on the shapes only, so a rerun takes the same path.
-  const bool serial = plan.red_count <= 64 || plan.kept_count >= 16384;
-  if (serial) {
-    const unsigned grid = GridFor(plan.kept_count);
-    if (in_double) {
-      ReduceSerialKernel<double><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
-    } else {
-      ReduceSerialKernel<float><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+ReduceMode ReduceModeOf(const ReducePlan& plan) {
+  if (plan.red_count <= kReduceChunk) return ReduceMode::kSerial;
+  if (plan.red_g[plan.red_rank - 1] == 1) return ReduceMode::kTree;
+  return ReduceMode::kChunked;
+}
+
+int64_t ReduceScratchBytes(const ReducePlan& plan, bool in_double) {
+  if (ReduceModeOf(plan) != ReduceMode::kChunked) return 0;
+  const int64_t chunks = (plan.red_count + kReduceChunk - 1) / kReduceChunk;
+  return chunks * plan.kept_count * (in_double ? sizeof(double) : sizeof(float));
+}
+
+template <typename Acc>
+void Reduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
+            void* scratch, cudaStream_t s) {
+  switch (ReduceModeOf(plan)) {
+    case ReduceMode::kSerial:
+      ReduceSerialKernel<Acc><<<GridFor(plan.kept_count), kBlock, 0, s>>>(plan, g, f, out, scale);
+      return;
+    case ReduceMode::kTree:
+      ReduceTreeKernel<Acc><<<GridFor(plan.kept_count, 1), kBlock, 0, s>>>(plan, g, f, out, scale);
+      return;
+    case ReduceMode::kChunked: {
+      const int64_t chunks = (plan.red_count + kReduceChunk - 1) / kReduceChunk;
+      Acc* partial = static_cast<Acc*>(scratch);
+      ReducePartialKernel<Acc>
+          <<<GridFor(chunks * plan.kept_count), kBlock, 0, s>>>(plan, g, f, partial, chunks);
+      ReduceChunksKernel<Acc><<<GridFor(plan.kept_count), kBlock, 0, s>>>(
+          partial, out, plan.kept_count, chunks, scale);
+      return;
     }
-    return;
   }
-  const unsigned grid = GridFor(plan.kept_count, 1);
+}
+
+void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
+                  bool in_double, void* scratch, cudaStream_t s) {
+  if (plan.kept_count <= 0) return;
   if (in_double) {
-    ReduceTreeKernel<double><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+    Reduce<double>(plan, g, f, out, scale, scratch, s);
   } else {
-    ReduceTreeKernel<float><<<grid, kBlock, 0, s>>>(plan, g, f, out, scale);
+    Reduce<float>(plan, g, f, out, scale, scratch, s);
   }
 }
 

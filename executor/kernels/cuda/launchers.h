@@ -70,10 +70,21 @@ struct ReducePlan {
   int64_t kept_count = 0;
   int64_t red_count = 0;
 };
+// How a plan is summed; its shapes alone decide, so a rerun takes the same
+// path and gives the same bits. kSerial: a thread per target walks its
+// summands in row-major order (the CPU's order exactly); kTree: a block
+// per target over contiguous summands, then a fixed tree; kChunked: a
+// thread per (chunk of kReduceChunk summands, target), adjacent threads on
+// adjacent targets (coalesced column sums), then the chunks in order.
+enum class ReduceMode { kSerial, kTree, kChunked };
+constexpr int64_t kReduceChunk = 64;
+ReduceMode ReduceModeOf(const ReducePlan& plan);
+// Device scratch LaunchReduce needs, in bytes (0: none).
+int64_t ReduceScratchBytes(const ReducePlan& plan, bool in_double);
 // out[t] = acc * scale, accumulated in double where `in_double` (else in
-// float). Deterministic: each target's sum has a fixed order.
+// float).
 void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
-                  bool in_double, cudaStream_t s);
+                  bool in_double, void* scratch, cudaStream_t s);
 
 // Validation of index tensors (ids, labels): the first position i with
 // v[i] != skip (when has_skip) and v[i] outside [lo, hi) goes to *first,

@@ -23,8 +23,13 @@ Status Reduce(const KernelContext& ctx, bool mean) {
   LOOM_ASSIGN_OR_RETURN(Shape kept, KeptShape(ctx, x.shape()));
   LOOM_ASSIGN_OR_RETURN(cuda::ReducePlan plan, ReducePlanFor(x.shape(), kept, nullptr));
   const double scale = mean ? static_cast<double>(out->numel()) / x.numel() : 1.0;
+  std::shared_ptr<void> scratch;
+  const int64_t bytes = cuda::ReduceScratchBytes(plan, /*in_double=*/true);
+  if (bytes > 0) {
+    LOOM_ASSIGN_OR_RETURN(scratch, Scratch(ctx, bytes));
+  }
   cuda::LaunchReduce(plan, x.data<float>(), nullptr, out->data<float>(), scale,
-                     /*in_double=*/true, NativeStream(ctx));
+                     /*in_double=*/true, scratch.get(), NativeStream(ctx));
   return LastLaunchStatus(ctx.type());
 }
 
