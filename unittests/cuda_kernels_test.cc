@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -21,7 +22,9 @@
 #include "executor/cuda/cuda_device.h"
 #include "executor/cuda/cuda_probe.h"
 #include "executor/kernels/cpu/cpu_helpers.h"
+#include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
 #include "framework/autodiff.h"
 #include "framework/counter_rng.h"
 #include "framework/op_builder.h"
@@ -156,7 +159,19 @@ bool IsElementwise(const std::string& type) {
 
 // Runs `op`'s CPU kernel on the host values of its inputs, into fresh
 // outputs stored back into `host` by var.
-Status RunOnCpu(const Op& op, const RunInfo& run, std::map<std::string, Tensor>* host) {
+// A kernel to run in place of the registry's, for ops of its type.
+struct Override {
+  std::string type;
+  std::function<Status(const KernelContext&)> fn;
+};
+
+Status RunKernel(const Op& op, const KernelContext& ctx, const Override& o, bool cuda) {
+  if (!o.type.empty() && op.type() == o.type) return o.fn(ctx);
+  return (cuda ? KernelRegistry::Cuda() : KernelRegistry::Cpu()).Find(op.type())(ctx);
+}
+
+Status RunOnCpu(const Op& op, const RunInfo& run, std::map<std::string, Tensor>* host,
+                const Override& o = {}) {
   std::vector<std::unique_ptr<Tensor>> keep;
   std::map<std::string, Tensor*> outputs;
   auto bind = [&](const auto& slots, bool inputs) {
@@ -180,8 +195,7 @@ Status RunOnCpu(const Op& op, const RunInfo& run, std::map<std::string, Tensor>*
   };
   const std::vector<BoundSlot> ins = bind(op.desc().inputs(), true);
   const std::vector<BoundSlot> outs = bind(op.desc().outputs(), false);
-  LOOM_RETURN_IF_ERROR(
-      KernelRegistry::Cpu().Find(op.type())(KernelContext(op.desc(), ins, outs, run)));
+  LOOM_RETURN_IF_ERROR(RunKernel(op, KernelContext(op.desc(), ins, outs, run), o, /*cuda=*/false));
   for (const auto& [var, t] : outputs) (*host)[var] = *t;
   return Status::OK();
 }
@@ -206,7 +220,7 @@ class CudaKernelsOnDevice : public ::testing::Test {
   // Runs `op` on the device with copies of `in` (host tensors by var),
   // into fresh outputs copied back to the host.
   Status RunOnDevice(const Op& op, const std::map<std::string, Tensor>& in, const RunInfo& run,
-                     std::map<std::string, Tensor>* out) {
+                     std::map<std::string, Tensor>* out, const Override& o = {}) {
     std::vector<std::unique_ptr<Tensor>> keep;
     auto bind = [&](const auto& slots, bool inputs, std::vector<BoundSlot>* bound) -> Status {
       for (const auto& slot : slots) {
@@ -235,7 +249,7 @@ class CudaKernelsOnDevice : public ::testing::Test {
     LOOM_RETURN_IF_ERROR(bind(op.desc().outputs(), false, &outs));
     LOOM_RETURN_IF_ERROR(stream_->Synchronize());
     const KernelContext ctx(op.desc(), ins, outs, run, device_.get(), stream_.get());
-    LOOM_RETURN_IF_ERROR(KernelRegistry::Cuda().Find(op.type())(ctx));
+    LOOM_RETURN_IF_ERROR(RunKernel(op, ctx, o, /*cuda=*/true));
     LOOM_RETURN_IF_ERROR(stream_->Synchronize());
     // outs follows the op's output slots in order.
     for (int k = 0; k < op.desc().outputs_size(); ++k) {
@@ -255,14 +269,14 @@ class CudaKernelsOnDevice : public ::testing::Test {
   // Runs every op of the case on the CPU, feeding each the CPU's values,
   // and the same op on the device with the same inputs (twice: the bits
   // must repeat); compares outputs and statuses.
-  void Check(const Case& c) {
+  void Check(const Case& c, const Override& on_cpu = {}, const Override& on_cuda = {}) {
     std::map<std::string, Tensor> host = c.feeds;
     for (const Op* op : c.program.global_block().ops()) {
       SCOPED_TRACE(c.name + ": " + op->type());
       // The device first: the CPU run overwrites in-place inputs in `host`.
       std::map<std::string, Tensor> dev, again;
-      const Status gpu = RunOnDevice(*op, host, c.run, &dev);
-      const Status cpu = RunOnCpu(*op, c.run, &host);
+      const Status gpu = RunOnDevice(*op, host, c.run, &dev, on_cuda);
+      const Status cpu = RunOnCpu(*op, c.run, &host, on_cpu);
       EXPECT_EQ(gpu.ToString(), cpu.ToString());
       if (!cpu.ok() || !gpu.ok()) return;
       const double rtol = IsElementwise(op->type()) ? 1e-5 : 1e-4;
@@ -838,6 +852,21 @@ TEST(CudaKernelPlans, DropoutDrawsTheCpuMask) {
   }
 }
 
+// Rank 1 of 2 of a vocabulary-parallel cross entropy.
+Case VocabShardCase() {
+  return MakeCase("c_softmax_with_cross_entropy rank 1 of 2",
+                  OpDescBuilder("c_softmax_with_cross_entropy")
+                      .Input("Logits", "logits")
+                      .Input("Label", "label")
+                      .Output("Softmax", "sm")
+                      .Output("Loss", "xent")
+                      .Attr("nranks", int32_t{2})
+                      .Attr("rank", int32_t{1})
+                      .Attr("ignore_index", int32_t{3}),
+                  {{"logits", RandomTensor({6, 300}, 4, -3.0f, 3.0f)},
+                   {"label", Ids({6}, {0, 310, 3, 599, 300, 12})}});
+}
+
 // Every case, on the CPU alone: the cases are valid programs whose CPU
 // kernels run (or fail as the error cases mean to), so that a run on a
 // device tests the CUDA kernels, not the cases.
@@ -859,6 +888,16 @@ TEST(CudaKernelCases, RunOnTheCpu) {
       EXPECT_EQ(failed, c.expect_error) << c.name;
     }
   }
+  // With reductions that keep each shard's rows, the shard case runs too.
+  const Case shard = VocabShardCase();
+  std::map<std::string, Tensor> host = shard.feeds;
+  const Op* op = *shard.program.global_block().ops().begin();
+  const ShardReduceFn identity = [](const std::vector<Tensor*>&, bool) { return Status::OK(); };
+  EXPECT_TRUE(
+      RunOnCpu(*op, shard.run, &host,
+               {op->type(),
+                [&](const KernelContext& ctx) { return VocabParallelCrossEntropy(ctx, identity); }})
+          .ok());
   // The device tests then compare every kernel.
   std::string uncovered;
   for (const std::string& type : KernelRegistry::Cpu().Types()) {
@@ -879,6 +918,21 @@ TEST_F(CudaKernelsOnDevice, ActivationsNormsAndSoftmax) {
 TEST_F(CudaKernelsOnDevice, EmbeddingDropoutShapesFillsOptimizers) {
   for (const Case& c : OtherCases()) Check(c);
 }
+// The vocabulary-parallel cross entropy of rank 1 of 2, with reductions
+// that leave each shard's rows as they are (one process has no peers):
+// the device version's steps against the CPU's, on the same rows.
+TEST_F(CudaKernelsOnDevice, VocabParallelCrossEntropyOverShards) {
+  const ShardReduceFn identity = [](const std::vector<Tensor*>&, bool) { return Status::OK(); };
+  const Case c = VocabShardCase();
+  Check(c,
+        {"c_softmax_with_cross_entropy",
+         [&](const KernelContext& ctx) { return VocabParallelCrossEntropy(ctx, identity); }},
+        {"c_softmax_with_cross_entropy",
+         [&](const KernelContext& ctx) { return VocabParallelCrossEntropyCuda(ctx, identity); }});
+  // Without reductions: the CPU's error.
+  Check(c);
+}
+
 TEST_F(CudaKernelsOnDevice, RerunsGiveTheSameBits) {
   for (auto* cases : {MatmulCases, ElementwiseCases, NormAndSoftmaxCases, OtherCases}) {
     for (const Case& c : cases()) CheckRepeats(c);

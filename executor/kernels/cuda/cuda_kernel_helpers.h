@@ -57,6 +57,10 @@ StatusOr<cuda::CopyPlan> CopyPlanFor(Shape shape, std::vector<int64_t> src_strid
 Status RunCopy(const KernelContext& ctx, const void* src, void* dst, const cuda::CopyPlan& plan,
                int elem_size, const std::string& what);
 
+// The CPU kernels' error for the first label neither in [0, classes) nor
+// ignore_index (softmax.cc); waits for the stream.
+Status CheckLabels(const KernelContext& ctx, const Tensor& label, int64_t classes, int64_t ignore);
+
 // dropout's plan (dropout.cc): the CPU kernel's checks of the shard
 // attributes, and the keys of X's rows and elements.
 StatusOr<cuda::DropoutPlan> DropoutPlanFor(const KernelContext& ctx, const Tensor& x);

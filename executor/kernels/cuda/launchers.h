@@ -183,6 +183,19 @@ void LaunchCrossEntropyGrad(const float* softmax, const int64_t* label, const fl
                             float* dlogits, int64_t rows, int64_t v, int64_t begin, int64_t ignore,
                             cudaStream_t s);
 
+// The vocabulary-parallel cross entropy in three steps, with the
+// reductions across the shards between them (vocab_parallel_cross_entropy
+// .cc): each row's maximum (-inf for v == 0); each row's sum of
+// exp(x - max) and the label's logit where this shard holds it (0
+// elsewhere), both in double; then Softmax and Loss from the reduced rows.
+void LaunchShardRowMax(const float* logits, float* mx, int64_t rows, int64_t v, cudaStream_t s);
+void LaunchShardRowSums(const float* logits, const int64_t* label, const float* mx, double* sum,
+                        double* target, int64_t rows, int64_t v, int64_t begin, int64_t ignore,
+                        cudaStream_t s);
+void LaunchShardFinish(const float* logits, const int64_t* label, const float* mx,
+                       const double* sum, const double* target, float* softmax, float* loss,
+                       int64_t rows, int64_t v, int64_t classes, int64_t ignore, cudaStream_t s);
+
 }  // namespace cuda
 }  // namespace loom
 

@@ -3,6 +3,7 @@
 // side). Labels are checked as on the CPU (kernels/cpu/softmax.cc), which
 // waits for the stream once per op: the error has to reach the host.
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
@@ -38,16 +39,6 @@ Status SoftmaxGradKernel(const KernelContext& ctx) {
                           ctx.Output("X@GRAD")->data<float>(), d.outer, d.n, d.inner,
                           NativeStream(ctx));
   return LastLaunchStatus("softmax_grad");
-}
-
-// The CPU's error for the first label that is neither a class nor
-// ignore_index.
-Status CheckLabels(const KernelContext& ctx, const Tensor& label, int64_t classes, int64_t ignore) {
-  int64_t value = 0;
-  LOOM_ASSIGN_OR_RETURN(int64_t row, FirstOutOfRange(ctx, label.data<int64_t>(), label.numel(), 0,
-                                                     classes, /*has_skip=*/true, ignore, &value));
-  if (row < 0) return Status::OK();
-  return InvalidArgument("Label[", row, "] = ", value, " is out of range [0, ", classes, ")");
 }
 
 // The columns of a vocabulary-parallel op's shard: this rank holds global
@@ -96,15 +87,11 @@ Status CrossEntropyGradKernel(const KernelContext& ctx) {
   return CrossEntropyGrad(ctx, VocabShard{v, 0, v});
 }
 
-// On one rank the three reductions across the shards are the identity;
-// over several the op needs a communicator (the communication kernels).
+// The vocabulary-parallel algorithm with its reductions the identity, as
+// on the CPU; over several ranks the communication kernels call it with
+// theirs (vocab_parallel_cross_entropy.h).
 Status CShardCrossEntropyKernel(const KernelContext& ctx) {
-  const int nranks = ctx.Attr<int32_t>("nranks");
-  if (nranks > 1) {
-    return Unimplemented("c_softmax_with_cross_entropy over ", nranks,
-                         " ranks needs a communicator");
-  }
-  return CrossEntropy(ctx, ShardOf(ctx, ctx.Input("Logits").shape().back()));
+  return VocabParallelCrossEntropyCuda(ctx, nullptr);
 }
 
 // No communication: each rank's shard of dLogits is local.
@@ -113,6 +100,16 @@ Status CShardCrossEntropyGradKernel(const KernelContext& ctx) {
 }
 
 }  // namespace
+
+// The CPU's error for the first label that is neither a class nor
+// ignore_index.
+Status CheckLabels(const KernelContext& ctx, const Tensor& label, int64_t classes, int64_t ignore) {
+  int64_t value = 0;
+  LOOM_ASSIGN_OR_RETURN(int64_t row, FirstOutOfRange(ctx, label.data<int64_t>(), label.numel(), 0,
+                                                     classes, /*has_skip=*/true, ignore, &value));
+  if (row < 0) return Status::OK();
+  return InvalidArgument("Label[", row, "] = ", value, " is out of range [0, ", classes, ")");
+}
 
 void RegisterSoftmaxCudaKernels() {
   auto& r = KernelRegistry::Cuda();

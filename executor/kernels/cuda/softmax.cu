@@ -164,6 +164,50 @@ __global__ void CrossEntropyGradKernel(const float* softmax, const int64_t* labe
   }
 }
 
+__global__ void ShardRowMaxKernel(const float* logits, float* mx, int64_t rows, int64_t v) {
+  __shared__ float maxes[kBlock];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) m = fmaxf(m, logits[r * v + j]);
+    m = BlockMax(m, maxes);
+    if (threadIdx.x == 0) mx[r] = m;
+  }
+}
+
+__global__ void ShardRowSumsKernel(const float* logits, const int64_t* label, const float* mx,
+                                   double* sum, double* target, int64_t rows, int64_t v,
+                                   int64_t begin, int64_t ignore) {
+  __shared__ double sums[kBlock];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = logits + r * v;
+    double acc = 0.0;
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) acc += exp(double{xr[j]} - mx[r]);
+    acc = BlockSum(acc, sums);
+    if (threadIdx.x == 0) {
+      const int64_t local = label[r] - begin;
+      sum[r] = acc;
+      target[r] = label[r] != ignore && local >= 0 && local < v ? xr[local] : 0.0;
+    }
+  }
+}
+
+__global__ void ShardFinishKernel(const float* logits, const int64_t* label, const float* mx,
+                                  const double* sum, const double* target, float* softmax,
+                                  float* loss, int64_t rows, int64_t v, int64_t classes,
+                                  int64_t ignore) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (classes == 0) {  // no classes anywhere: only ignored rows
+      if (threadIdx.x == 0) loss[r] = 0.0f;
+      continue;
+    }
+    const double lse = mx[r] + log(sum[r]);
+    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
+      softmax[r * v + j] = static_cast<float>(exp(logits[r * v + j] - lse));
+    }
+    if (threadIdx.x == 0) loss[r] = label[r] != ignore ? static_cast<float>(lse - target[r]) : 0.0f;
+  }
+}
+
 }  // namespace
 
 void LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool causal,
@@ -200,6 +244,26 @@ void LaunchCrossEntropyGrad(const float* softmax, const int64_t* label, const fl
   if (rows * v <= 0) return;
   CrossEntropyGradKernel<<<GridFor(rows * v), kBlock, 0, s>>>(softmax, label, dloss, dlogits, rows,
                                                               v, begin, ignore);
+}
+
+void LaunchShardRowMax(const float* logits, float* mx, int64_t rows, int64_t v, cudaStream_t s) {
+  if (rows > 0) ShardRowMaxKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(logits, mx, rows, v);
+}
+
+void LaunchShardRowSums(const float* logits, const int64_t* label, const float* mx, double* sum,
+                        double* target, int64_t rows, int64_t v, int64_t begin, int64_t ignore,
+                        cudaStream_t s) {
+  if (rows <= 0) return;
+  ShardRowSumsKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(logits, label, mx, sum, target, rows, v,
+                                                         begin, ignore);
+}
+
+void LaunchShardFinish(const float* logits, const int64_t* label, const float* mx,
+                       const double* sum, const double* target, float* softmax, float* loss,
+                       int64_t rows, int64_t v, int64_t classes, int64_t ignore, cudaStream_t s) {
+  if (rows <= 0) return;
+  ShardFinishKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(logits, label, mx, sum, target, softmax,
+                                                        loss, rows, v, classes, ignore);
 }
 
 }  // namespace cuda
