@@ -5,6 +5,9 @@
 
 #include "executor/cpu/cpu_device.h"
 #include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
+#ifdef LOOM_WITH_CUDA
+#include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
+#endif
 
 namespace loom {
 namespace {
@@ -28,13 +31,15 @@ Status CopyTensor(const KernelContext& ctx, const Tensor& in, Tensor* out) {
 // inputs, and earlier users of the outputs' memory) must be complete before
 // the call. An NCCL communicator runs on its own stream and returns once
 // the outputs are, so later work on any stream may use them.
-// The vocabulary-parallel cross entropy computes on the host between its
-// reductions; its device version is still to be written.
-Status OnHost(const KernelContext& ctx) {
-  if (DeviceOf(ctx)->type() == DeviceType::kCpu) return Status::OK();
-  return Unimplemented("c_softmax_with_cross_entropy on ", DeviceOf(ctx)->name(),
-                       ": the vocabulary-parallel cross entropy has only a CPU kernel (run "
-                       "with a replicated output layer, or on the CPU)");
+// The vocabulary-parallel cross entropy on the kernel's device, with
+// `reduce` between its steps.
+Status VocabParallelCrossEntropyOn(const KernelContext& ctx, const ShardReduceFn& reduce) {
+#ifdef LOOM_WITH_CUDA
+  if (DeviceOf(ctx)->type() == DeviceType::kCuda) {
+    return VocabParallelCrossEntropyCuda(ctx, reduce);
+  }
+#endif
+  return VocabParallelCrossEntropy(ctx, reduce);
 }
 
 Status InputsReady(const KernelContext& ctx) {
@@ -105,8 +110,7 @@ CommKernelFn MakeCommKernels(CommWorld* world) {
     if (type == "send") return comm->Send(ctx.Input("X"), ctx.Attr<int32_t>("peer"));
     if (type == "recv") return comm->Recv(ctx.Output("Out"), ctx.Attr<int32_t>("peer"));
     if (type == "c_softmax_with_cross_entropy") {
-      LOOM_RETURN_IF_ERROR(OnHost(ctx));
-      return VocabParallelCrossEntropy(
+      return VocabParallelCrossEntropyOn(
           ctx, [comm](const std::vector<Tensor*>& rows, bool max) {
             return comm->AllReduce(rows, max ? ReduceOp::kMax : ReduceOp::kSum);
           });
@@ -146,8 +150,7 @@ CommKernelFn MakeLocalCommKernels() {
       return device->Memset(out->raw_data(), 0, out->bytes(), ctx.stream());
     }
     if (type == "c_softmax_with_cross_entropy") {
-      LOOM_RETURN_IF_ERROR(OnHost(ctx));
-      return VocabParallelCrossEntropy(ctx, [](const std::vector<Tensor*>&, bool) {
+      return VocabParallelCrossEntropyOn(ctx, [](const std::vector<Tensor*>&, bool) {
         return Status::OK();
       });
     }

@@ -74,6 +74,15 @@ class Tensor {
   // Where the storage lives (kCpu: the host).
   DeviceType device_type() const { return device_type_; }
   const std::shared_ptr<void>& storage() const { return storage_; }
+  // Where the tensor starts in its storage, in bytes.
+  int64_t byte_offset() const { return offset_; }
+  // Points the tensor at `storage` on `type`, at the same offset: for
+  // moving a buffer and every view of it to another device at once
+  // (device_placement.h). The storage must hold the same bytes' span.
+  void Rehome(std::shared_ptr<void> storage, DeviceType type) {
+    storage_ = std::move(storage);
+    device_type_ = type;
+  }
 
   void* raw_data() {
     return static_cast<uint8_t*>(storage_.get()) + offset_;

@@ -10,6 +10,11 @@
 
 #include "executor/comm_kernels.h"
 #include "executor/cpu/cpu_device.h"
+#include "executor/device_placement.h"
+#ifdef LOOM_WITH_CUDA
+#include "executor/cuda/cuda_device.h"
+#include "executor/cuda/cuda_probe.h"
+#endif
 #include "executor/serial_executor.h"
 #include "framework/file_util.h"
 #include "framework/optimizer.h"
@@ -57,6 +62,29 @@ Status ForEachRank(const std::vector<int>& ranks,
 }  // namespace
 
 // Executors (and their stream threads) stop before the communicators go.
+namespace {
+
+// Rank `rank`'s device (see Options::device); `launched`: this process
+// runs one rank of a launch.
+StatusOr<std::unique_ptr<Device>> MakeRankDevice(DeviceType type, int rank, bool launched,
+                                                 const CpuDeviceOptions& cpu) {
+  if (type == DeviceType::kCpu) return std::unique_ptr<Device>(new CpuDevice(cpu));
+#ifdef LOOM_WITH_CUDA
+  int ordinal = rank;
+  if (launched) {
+    const CudaProbe probe = ProbeCuda();
+    if (probe.devices > 0) ordinal = rank % probe.devices;
+  }
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(ordinal));
+  return std::unique_ptr<Device>(std::move(device));
+#else
+  return Unimplemented("--device cuda: this build has no CUDA backend (LOOM_CUDA=OFF, or "
+                       "configure found no CUDA toolkit with NCCL)");
+#endif
+}
+
+}  // namespace
+
 ParallelTrainer::~ParallelTrainer() { executors_.clear(); }
 
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
@@ -105,6 +133,24 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   t->worlds_.resize(world);
   t->scopes_.resize(world);
   t->executors_.resize(world);
+  // Only while every rank of the host (in this process, or the processes
+  // of a launch) can have a core. Oversubscribed, priorities cost more
+  // than they give: gpt-tiny mp=2 pp=2 (4 ranks on 2 cores) took 69-78 ms
+  // a step with them against 36-46 without (medians of 3 runs, loom run
+  // --steps 40). Nice 5 gives a calc thread about a third of a
+  // communication thread's weight.
+  CpuDeviceOptions cpu_options;
+  if (t->priorities_) cpu_options.low_priority_nice = 5;
+  t->devices_.resize(world);
+  t->io_streams_.resize(world);
+  for (int r : t->local_) {
+    StatusOr<std::unique_ptr<Device>> device =
+        MakeRankDevice(options.device, r, !options.local_ranks.empty(), cpu_options);
+    if (!device.ok()) return device.status().WithContext(StrCat("rank ", r));
+    t->devices_[r] = std::move(device).value();
+    LOOM_ASSIGN_OR_RETURN(t->io_streams_[r],
+                          t->devices_[r]->CreateStream(StreamOptions{"io"}));
+  }
   if (world > 1 && !options.local_communication) {
     // Stores refuse a key twice: each in-process trainer is its own job.
     static std::atomic<int> trainers{0};
@@ -114,19 +160,18 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     }
     // Making the groups is collective: every local rank at once.
     LOOM_RETURN_IF_ERROR(ForEachRank(t->local_, [&](int r) -> Status {
-      LOOM_ASSIGN_OR_RETURN(t->worlds_[r], CommWorld::Create(t->plan_.layout, r, comm));
+      CommWorldOptions rank_comm = comm;
+#ifdef LOOM_WITH_CUDA
+      // Ranks on GPUs talk through NCCL, each on its own device.
+      if (options.device == DeviceType::kCuda) {
+        rank_comm.backend = CommBackend::kNccl;
+        rank_comm.cuda_device = static_cast<CudaDevice*>(t->devices_[r].get())->ordinal();
+      }
+#endif
+      LOOM_ASSIGN_OR_RETURN(t->worlds_[r], CommWorld::Create(t->plan_.layout, r, rank_comm));
       return Status::OK();
     }));
   }
-  // Only while every rank of the host (in this process, or the processes
-  // of a launch) can have a core. Oversubscribed, priorities cost more
-  // than they give: gpt-tiny mp=2 pp=2 (4 ranks on 2 cores) took 69-78 ms
-  // a step with them against 36-46 without (medians of 3 runs, loom run
-  // --steps 40). Nice 5 gives a calc thread about a third of a
-  // communication thread's weight.
-  CpuDeviceOptions device_options;
-  if (t->priorities_) device_options.low_priority_nice = 5;
-  t->device_ = std::make_unique<CpuDevice>(device_options);
   for (int r : t->local_) {
     t->scopes_[r] = std::make_unique<Scope>();
     LOOM_ASSIGN_OR_RETURN(auto startup,
@@ -135,7 +180,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar};
     exec_options.trace = options.trace;
-    exec_options.device = t->device_.get();
+    exec_options.device = t->devices_[r].get();
     if (options.local_communication) {
       exec_options.comm = MakeLocalCommKernels();
     } else if (world > 1) {
@@ -144,11 +189,17 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     LOOM_ASSIGN_OR_RETURN(
         t->executors_[r], RankExecutor::Create(t->graph_.ranks[r], t->plan_.ranks[r],
                                                t->scopes_[r].get(), std::move(exec_options)));
+    // After the executor bound the flat buffers, so that their members
+    // move as views of one buffer.
+    LOOM_RETURN_IF_ERROR(PlaceScopeOn(t->scopes_[r].get(), t->devices_[r].get(),
+                                      t->io_streams_[r].get())
+                             .WithContext(StrCat("rank ", r, ": placing the state on ",
+                                                 t->devices_[r]->name())));
   }
   return t;
 }
 
-void ParallelTrainer::Feed(int rank) {
+Status ParallelTrainer::Feed(int rank) {
   const ParallelLayout& l = plan_.layout;
   RankExecutor& exec = *executors_[rank];
   const int m = exec.micro_batches();
@@ -161,14 +212,17 @@ void ParallelTrainer::Feed(int rank) {
     const int64_t first = (d * m + mb) * rows;
     for (auto [name, values] : {std::pair{kTokensVar, &tokens_},
                                 std::pair{kLabelsVar, &labels_}}) {
-      Tensor* t = exec.micro_batch_scope(mb)->Var(name);
-      t->Resize(TensorMeta{proto::INT64, {rows, s}});
-      std::memcpy(t->raw_data(), values->data() + first * s, t->bytes());
-    }
-    if (rank == options_.poison_labels_on_rank) {
-      exec.micro_batch_scope(mb)->Var(kLabelsVar)->data<int64_t>()[0] = -7;
+      // A view of the host batch; the device gets a copy.
+      Tensor host(TensorMeta{proto::INT64, {rows, s}});
+      std::memcpy(host.raw_data(), values->data() + first * s, host.bytes());
+      if (name == kLabelsVar && rank == options_.poison_labels_on_rank) {
+        host.data<int64_t>()[0] = -7;
+      }
+      LOOM_RETURN_IF_ERROR(CopyToDevice(host, exec.micro_batch_scope(mb)->Var(name),
+                                        devices_[rank].get(), io_streams_[rank].get()));
     }
   }
+  return io_streams_[rank]->Synchronize();
 }
 
 StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
@@ -183,6 +237,8 @@ StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
   // Every micro-batch of every replica is the same size, so the batch's
   // mean loss is the mean of their means.
   RankExecutor& exec = *executors_[rank];
+  Device* device = devices_[rank].get();
+  Stream* io = io_streams_[rank].get();
   Tensor mean(TensorMeta{proto::FP32, {1}});
   double sum = 0;
   for (int mb = 0; mb < exec.micro_batches(); ++mb) {
@@ -190,12 +246,18 @@ StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
     if (loss == nullptr || !loss->initialized()) {
       return Internal("rank ", rank, " computed no loss for micro-batch ", mb);
     }
-    sum += loss->data<float>()[0];
+    LOOM_ASSIGN_OR_RETURN(Tensor host, CopyToHostTensor(*loss, device, io));
+    sum += host.data<float>()[0];
   }
   mean.data<float>()[0] = static_cast<float>(sum / exec.micro_batches());
   if (plan_.layout.dp > 1 && !options_.local_communication) {
     LOOM_ASSIGN_OR_RETURN(Communicator* dp, worlds_[rank]->Get(kDpRing));
-    LOOM_RETURN_IF_ERROR(dp->AllReduce({&mean}, ReduceOp::kAvg));
+    // Reduced where the communicators work: on the rank's device.
+    Tensor reduced;
+    LOOM_RETURN_IF_ERROR(CopyToDevice(mean, &reduced, device, io));
+    LOOM_RETURN_IF_ERROR(io->Synchronize());
+    LOOM_RETURN_IF_ERROR(dp->AllReduce({&reduced}, ReduceOp::kAvg));
+    LOOM_ASSIGN_OR_RETURN(mean, CopyToHostTensor(reduced, device, io));
   }
   // Every replica now holds the same mean, and stops on the same step if it
   // is not finite; one reports it.
@@ -206,7 +268,7 @@ StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
 
 StatusOr<float> ParallelTrainer::Step(int64_t step) {
   data_->Batch(step, config_.batch_size, &tokens_, &labels_);
-  for (int r : local_) Feed(r);
+  for (int r : local_) LOOM_RETURN_IF_ERROR(Feed(r).WithContext(StrCat("rank ", r, " feed")));
   std::vector<float> losses(plan_.ranks.size(), std::numeric_limits<float>::quiet_NaN());
   LOOM_RETURN_IF_ERROR(ForEachRank(local_, [&](int r) -> Status {
     LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r, step));
@@ -227,7 +289,19 @@ std::vector<TraceEvent> ParallelTrainer::TakeTrace() {
   return all;
 }
 
-StateHolder ParallelTrainer::Holder(int rank) const {
+StatusOr<ParallelTrainer::HostView> ParallelTrainer::OnHost(int rank) {
+  HostView view;
+  if (devices_[rank]->type() == DeviceType::kCpu) {
+    view.scope = scopes_[rank].get();
+    return view;
+  }
+  LOOM_ASSIGN_OR_RETURN(view.mirror, MirrorOnHost(*scopes_[rank], devices_[rank].get(),
+                                                  io_streams_[rank].get()));
+  view.scope = view.mirror.get();
+  return view;
+}
+
+StateHolder ParallelTrainer::Holder(int rank, Scope* scope) const {
   const RankPlan& rp = plan_.ranks[rank];
   StateHolder h;
   h.startup = &rp.startup();
@@ -241,7 +315,7 @@ StateHolder ParallelTrainer::Holder(int rank) const {
   }
   h.mp = plan_.layout.mp;
   h.mp_rank = rp.coords.mp;
-  h.scope = scopes_[rank].get();
+  h.scope = scope;
   h.buckets = BucketsOf(rank);
   PlaceInShardingGroup(rank, &h.dp, &h.dp_rank);
   h.pp_rank = rp.coords.pp;
@@ -278,8 +352,13 @@ StatusOr<TrainingState> ParallelTrainer::State() {
                          "runs ", local_.size(), " of ", plan_.layout.world_size(),
                          " (under loom launch, checkpoints go through StateForCheckpoint)");
   }
+  std::vector<HostView> views;
   std::vector<StateHolder> holders;
-  for (int r : local_) holders.push_back(Holder(r));
+  for (int r : local_) {
+    LOOM_ASSIGN_OR_RETURN(HostView view, OnHost(r));
+    holders.push_back(Holder(r, view.scope));
+    views.push_back(std::move(view));
+  }
   return GatherState(holders);
 }
 
@@ -300,7 +379,8 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
   };
   for (int r : local_) {
     if (!hands_over(r)) continue;
-    LOOM_ASSIGN_OR_RETURN(RankShards shards, ShardsOf(Holder(r)));
+    LOOM_ASSIGN_OR_RETURN(HostView view, OnHost(r));
+    LOOM_ASSIGN_OR_RETURN(RankShards shards, ShardsOf(Holder(r, view.scope)));
     LOOM_RETURN_IF_ERROR(WriteFileAtomically(file(r), EncodeRankShards(shards)));
   }
   if (std::find(local_.begin(), local_.end(), 0) == local_.end()) {
@@ -338,8 +418,14 @@ StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64
 Status ParallelTrainer::SetState(const TrainingState& state, const std::string& source) {
   std::set<std::string> used;
   for (int r : local_) {
-    LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(r), source, &used)
+    LOOM_ASSIGN_OR_RETURN(HostView view, OnHost(r));
+    LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(r, view.scope), source, &used)
                              .WithContext(StrCat("rank ", r)));
+    if (view.mirror != nullptr) {
+      LOOM_RETURN_IF_ERROR(CopyMirrorBack(*view.mirror, scopes_[r].get(), devices_[r].get(),
+                                          io_streams_[r].get())
+                               .WithContext(StrCat("rank ", r)));
+    }
   }
   // Only where the whole world is here can a tensor be known unused.
   if (!HoldsWholeState()) return Status::OK();

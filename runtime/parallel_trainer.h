@@ -57,6 +57,11 @@ class ParallelTrainer : public Trainer {
     // config. A plan of a loaded program records the program's identity
     // (ProgramRecord).
     std::map<std::string, std::string> model_record;
+    // Where the ranks run: the CPU, or one CUDA device each (in-process
+    // rank r on device r; under loom launch, rank r on device r modulo the
+    // devices its process sees, so CUDA_VISIBLE_DEVICES may give each
+    // process its own). On CUDA the ranks communicate through NCCL.
+    DeviceType device = DeviceType::kCpu;
     // Test-only fault injection: this rank's labels are made out of range,
     // so its cross-entropy kernel fails in the first step.
     int poison_labels_on_rank = -1;
@@ -120,8 +125,19 @@ class ParallelTrainer : public Trainer {
                   ? options_.data
                   : std::make_shared<SyntheticDataset>(config.vocab_size, config.seq_len,
                                                        config.seed)) {}
-  void Feed(int rank);
-  StateHolder Holder(int rank) const;
+  // Writes the step's rows into the rank's micro-batch scopes, on its
+  // device.
+  Status Feed(int rank);
+  // The rank's state as `scope` holds it (its scope, or a host mirror).
+  StateHolder Holder(int rank, Scope* scope) const;
+  // The rank's scope as the host can read and write it: the scope itself
+  // on the CPU; on a device, a host mirror (`mirror`), which SetState
+  // copies back.
+  struct HostView {
+    Scope* scope = nullptr;
+    std::unique_ptr<Scope> mirror;
+  };
+  StatusOr<HostView> OnHost(int rank);
   // Runs one rank's step and reduces its loss; NaN if it computes none,
   // an error naming the step if the loss is not finite.
   StatusOr<float> RunRank(int rank, int64_t step);
@@ -132,8 +148,11 @@ class ParallelTrainer : public Trainer {
   Plan plan_;
   ExecutionGraph graph_;
   std::vector<int> local_;
-  // Indexed by global rank; null for ranks of other processes.
-  std::unique_ptr<Device> device_;  // outlives the executors
+  // Indexed by global rank; null for ranks of other processes. A rank's
+  // device outlives its executor; its io stream carries feeds, the loss
+  // and state between the host and the device.
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Stream>> io_streams_;
   std::vector<std::unique_ptr<CommWorld>> worlds_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::vector<std::unique_ptr<RankExecutor>> executors_;

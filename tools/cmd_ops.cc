@@ -1,4 +1,5 @@
-// loom ops: lists the registered ops with their slots, attributes and docs.
+// loom ops: lists the registered ops with their slots, attributes and docs,
+// and the devices that have a kernel for each.
 #include <cmath>
 #include <iostream>
 
@@ -24,6 +25,7 @@ std::string RangeOf(const AttrSpec& a) {
 
 Status RunOps(const std::vector<std::string>& args) {
   RegisterAllCpuKernels();
+  RegisterAllCudaKernels();
   const OpRegistry& registry = OpRegistry::Global();
   for (const std::string& type : registry.Types()) {
     if (!args.empty() && std::find(args.begin(), args.end(), type) == args.end()) {
@@ -32,8 +34,16 @@ Status RunOps(const std::vector<std::string>& args) {
     const OpSchema& s = *registry.Find(type);
     std::cout << type;
     if (s.communication()) std::cout << " [communication]";
-    if (KernelRegistry::Cpu().Find(type) == nullptr) std::cout << " [no CPU kernel]";
-    std::cout << "\n    " << s.doc() << "\n    inputs:";
+    std::cout << "\n    " << s.doc() << "\n    kernels:";
+    bool any = false;
+    for (DeviceType device : {DeviceType::kCpu, DeviceType::kCuda}) {
+      if (KernelRegistry::For(device).Find(type) == nullptr) continue;
+      std::cout << ' ' << DeviceTypeName(device);
+      any = true;
+    }
+    // A collective or transfer alone is the communicators' (Gloo, NCCL).
+    if (!any) std::cout << (s.communication() ? " none (the communicators run it)" : " none");
+    std::cout << "\n    inputs:";
     for (const auto& in : s.inputs()) std::cout << ' ' << in.name;
     std::cout << "\n    outputs:";
     for (const auto& out : s.outputs()) std::cout << ' ' << out.name;

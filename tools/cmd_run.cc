@@ -130,6 +130,7 @@ Status RunRun(const std::vector<std::string>& args) {
   options.comm.timeout = std::chrono::seconds(FLAGS_comm_timeout);
   options.trace = !FLAGS_trace.empty();
   if (FlagGiven("stream_priorities")) options.stream_priorities = FLAGS_stream_priorities;
+  LOOM_ASSIGN_OR_RETURN(options.device, DeviceFromFlags());
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());

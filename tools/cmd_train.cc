@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "framework/serialization.h"
+#include "runtime/parallel_trainer.h"
 #include "runtime/program_trainer.h"
 #include "runtime/serial_trainer.h"
 #include "tools/command.h"
@@ -58,6 +59,10 @@ Status TrainProgram() {
   if (!FLAGS_startup.empty()) {
     LOOM_ASSIGN_OR_RETURN(startup, LoadProgram(FLAGS_startup));
   }
+  if (FLAGS_device != "cpu") {
+    return InvalidArgument("--device ", FLAGS_device, " with --program: loom train runs a "
+                           "program on the CPU; `loom run --program` runs it on a device");
+  }
   ProgramTrainer::Options options;
   options.seed = FLAGS_seed;
   options.fetch = SplitList(FLAGS_fetch);
@@ -94,6 +99,16 @@ Status RunTrain(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
   LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> data, DatasetFromFlags(config));
+  LOOM_ASSIGN_OR_RETURN(DeviceType device, DeviceFromFlags());
+  if (device != DeviceType::kCpu) {
+    // Serial training on a device is the plan of one rank there.
+    ParallelTrainer::Options options;
+    options.device = device;
+    options.data = data;
+    LOOM_ASSIGN_OR_RETURN(auto trainer,
+                          ParallelTrainer::Create(config, opt, proto::Strategy(), options));
+    return RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), PrintStep, PrintNote);
+  }
   LOOM_ASSIGN_OR_RETURN(auto trainer, SerialTrainer::Create(config, opt, data));
   return RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), PrintStep, PrintNote);
 }

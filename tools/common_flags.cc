@@ -87,6 +87,9 @@ DEFINE_bool(op_split, false,
 DEFINE_int32(op_split_parts, 0,
              "with --op_split: split every candidate into this many parts (0: as the cost "
              "model chooses)");
+DEFINE_string(device, "cpu",
+              "where the ranks run: cpu, or cuda (a GPU per rank, NCCL between them; "
+              "needs a build with the CUDA backend and a device)");
 DEFINE_string(cluster, "local",
               "cluster description: a preset (local, emulated, a100, h100) "
               "or a text-format loom.proto.Cluster file");
@@ -257,6 +260,12 @@ Status ApplyFlagsFromEnvironment() {
     }
   }
   return Status::OK();
+}
+
+StatusOr<DeviceType> DeviceFromFlags() {
+  StatusOr<DeviceType> device = ParseDeviceType(FLAGS_device);
+  if (!device.ok()) return device.status().WithContext("--device");
+  return device;
 }
 
 }  // namespace loom

@@ -6,6 +6,7 @@
 #include <gflags/gflags.h>
 
 #include "cost_model/cluster.pb.h"
+#include "executor/stream.h"
 #include "framework/optimizer.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
@@ -31,6 +32,7 @@ DECLARE_string(schedule);
 DECLARE_int32(vpp);
 DECLARE_int32(rank);
 DECLARE_string(cluster);
+DECLARE_string(device);
 DECLARE_string(cost_table);
 DECLARE_string(program);
 DECLARE_string(save_dir);
@@ -65,6 +67,9 @@ void PrintNote(const std::string& note);
 
 // True if flag `name` was given on the command line or in the environment.
 bool FlagGiven(const char* name);
+
+// The device of --device.
+StatusOr<DeviceType> DeviceFromFlags();
 
 // The cluster of --cluster (a preset name or a file), validated.
 StatusOr<proto::Cluster> ClusterFromFlags();

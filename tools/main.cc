@@ -82,7 +82,7 @@ const std::vector<Command>& Commands() {
        "as --resume does, verifying sizes and CRC-32s, and prints its step and\n"
        "one line per tensor: file, name, dtype, shape, sum and first values.",
        {"values"}, RunCheckpoint},
-      {"ops", "list the registered ops, their slots, attributes and docs",
+      {"ops", "list the registered ops: slots, attributes, docs, and the devices with a kernel",
        "loom ops [TYPE...]", {}, RunOps},
       {"opt", "run a pass pipeline over one rank's program and print it",
        "loom opt FILE --passes=PIPELINE [--rank R] [--config FILE] [--mp M ...]\n"

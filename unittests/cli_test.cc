@@ -52,6 +52,38 @@ TEST(Cli, OpsShowAttributeRanges) {
   EXPECT_NE(r.out.find("index in the full row"), std::string::npos) << r.out;
 }
 
+// loom ops says which devices have a kernel for each op, and that a
+// collective alone is the communicators'.
+TEST(Cli, OpsShowTheDevicesWithAKernel) {
+  Result r = Loom("ops gelu allreduce");
+  ASSERT_EQ(r.code, 0) << r.out;
+#ifdef LOOM_WITH_CUDA
+  EXPECT_NE(r.out.find("kernels: cpu cuda\n"), std::string::npos) << r.out;
+#else
+  EXPECT_NE(r.out.find("kernels: cpu\n"), std::string::npos) << r.out;
+#endif
+  EXPECT_NE(r.out.find("kernels: none (the communicators run it)\n"), std::string::npos) << r.out;
+}
+
+// --device cuda trains where there is a GPU and says in one line why not
+// where there is none; an unknown device is named.
+TEST(Cli, DeviceCudaTrainsOrSaysWhyNot) {
+  for (const char* command : {"run", "train"}) {
+    Result r = Loom(std::string(command) + " --device cuda --steps 1");
+    if (r.code == 0) {
+      EXPECT_NE(r.out.find("step 0 loss"), std::string::npos) << command << ": " << r.out;
+      continue;
+    }
+    EXPECT_TRUE(r.out.find("--device cuda: no CUDA device (") != std::string::npos ||
+                r.out.find("--device cuda: this build has no CUDA backend") != std::string::npos)
+        << command << ": " << r.out;
+  }
+  Result bad = Loom("run --device tpu --steps 1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--device: unknown device 'tpu' (cpu or cuda)"), std::string::npos)
+      << bad.out;
+}
+
 // The same program written as binary and as text lists the same, every
 // op and var (with --vars), and text written back from the text reads the
 // same again.

@@ -1,7 +1,8 @@
 // The CUDA backend's streams and events (the CPU backend's are in
 // cpu/cpu_stream.h). A CUDA stream is a cudaStream_t created at the
-// priority its Loom priority maps to, with a cuBLAS handle bound to it; its
-// host thread only enqueues. An event is a cudaEvent_t plus the host flag
+// priority its Loom priority maps to, with a cuBLAS handle bound to it
+// (and a workspace of its own, for reproducible results); its host thread
+// only enqueues. An event is a cudaEvent_t plus the host flag
 // that says its record was issued: a waiting stream's host thread waits
 // for the flag (so that cudaStreamWaitEvent sees this generation's record,
 // not the last one), then the device waits by itself.
@@ -55,6 +56,7 @@ class CudaStream : public Stream {
   int cuda_priority_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  void* workspace_ = nullptr;  // the cuBLAS handle's
 };
 
 // Maps Loom's `priority` within [lowest, highest] onto CUDA's range
