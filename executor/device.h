@@ -23,7 +23,9 @@ class Device {
   virtual const std::string& name() const = 0;
 
   virtual StatusOr<std::unique_ptr<Stream>> CreateStream(const StreamOptions& options) = 0;
-  virtual StatusOr<std::unique_ptr<Event>> CreateEvent() = 0;
+  // `n` events, packed: a graph has one per instruction another stream
+  // waits on, often thousands.
+  virtual StatusOr<std::unique_ptr<EventArray>> CreateEvents(int n) = 0;
 
   // `bytes` of device memory, 64-byte aligned, for work issued on `stream`
   // from now on. Stream-ordered: the memory returns to the device when the

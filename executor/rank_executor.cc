@@ -61,9 +61,7 @@ RankExecutor::~RankExecutor() {
   }
   abort_ = true;
   step_cv_.notify_all();
-  for (const auto& e : events_) {
-    if (e != nullptr) e->issued().WakeAll();
-  }
+  if (events_ != nullptr) events_->WakeAll();
   for (auto& t : threads_) t.join();
 }
 
@@ -91,13 +89,14 @@ Status RankExecutor::MakeStreamsAndEvents() {
     }
     streams_[i] = std::move(stream).value();
   }
-  events_.resize(graph_.instructions().size());
+  event_of_.assign(graph_.instructions().size(), -1);
+  int events = 0;
   for (const Instruction& ins : graph_.instructions()) {
     for (int d : ins.deps) {
-      if (events_[d] != nullptr) continue;
-      LOOM_ASSIGN_OR_RETURN(events_[d], device_->CreateEvent());
+      if (event_of_[d] < 0) event_of_[d] = events++;
     }
   }
+  LOOM_ASSIGN_OR_RETURN(events_, device_->CreateEvents(events));
   // Which streams touch each temporary: its memory goes back to the device
   // only after their work.
   for (const Instruction& ins : graph_.instructions()) {
@@ -228,9 +227,7 @@ void RankExecutor::Fail(Status s) {
     if (status_.ok()) status_ = std::move(s);
   }
   abort_ = true;
-  for (const auto& e : events_) {
-    if (e != nullptr) e->issued().WakeAll();
-  }
+  if (events_ != nullptr) events_->WakeAll();
 }
 
 Status RankExecutor::RunInstruction(Bound& b, Stream* stream) {
@@ -280,7 +277,7 @@ void RankExecutor::StreamLoop(int stream_index) {
       Status s;
       bool go = !abort_.load();
       for (auto d = b.ins->deps.begin(); go && d != b.ins->deps.end(); ++d) {
-        StatusOr<bool> waited = stream->Wait(events_[*d].get(), seen, abort_);
+        StatusOr<bool> waited = stream->Wait(*events_, event_of_[*d], seen, abort_);
         if (!waited.ok()) s = waited.status();
         go = waited.ok() && *waited;
       }
@@ -295,7 +292,9 @@ void RankExecutor::StreamLoop(int stream_index) {
           for (Tensor* v : uses_[u].views) v->Free();
         }
       }
-      if (go && s.ok() && events_[id] != nullptr) s = stream->Record(events_[id].get(), seen);
+      if (go && s.ok() && event_of_[id] >= 0) {
+        s = stream->Record(*events_, event_of_[id], seen);
+      }
       if (!s.ok()) Fail(s.WithContext(InstructionLocation(graph_, *b.ins)));
       if (!go || !s.ok()) break;
       if (options_.trace) {

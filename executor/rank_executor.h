@@ -123,8 +123,10 @@ class RankExecutor {
   Device* device_;
   // Per graph stream; nullptr for one that runs nothing.
   std::vector<std::unique_ptr<Stream>> streams_;
-  // Per instruction; nullptr unless another stream depends on it.
-  std::vector<std::unique_ptr<Event>> events_;
+  // One event per instruction another stream waits on: event_of_[id] is
+  // its index in events_, -1 for the others.
+  std::unique_ptr<EventArray> events_;
+  std::vector<int> event_of_;
   std::vector<std::unique_ptr<Scope>> micro_scopes_;
   // Per micro-batch, what its kernels see of the step; set by RunStep()
   // before the stream threads are woken (under step_mu_), read by them.

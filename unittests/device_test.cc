@@ -30,34 +30,34 @@ TEST(CpuStreams, AWaitHoldsUntilTheRecordOfItsGeneration) {
   CpuDevice device;
   auto producer = device.CreateStream(StreamOptions{"calc"}).value();
   auto consumer = device.CreateStream(StreamOptions{"mp"}).value();
-  auto event = device.CreateEvent().value();
+  auto events = device.CreateEvents(1).value();
   std::atomic<bool> abort{false};
-  ASSERT_TRUE(producer->Record(event.get(), 1).ok());
+  ASSERT_TRUE(producer->Record(*events, 0, 1).ok());
   std::atomic<int> written{0};
   std::thread waiter([&] {
-    StatusOr<bool> waited = consumer->Wait(event.get(), 2, abort);
+    StatusOr<bool> waited = consumer->Wait(*events, 0, 2, abort);
     ASSERT_TRUE(waited.ok() && *waited);
     EXPECT_EQ(written.load(), 42);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   written = 42;
-  ASSERT_TRUE(producer->Record(event.get(), 2).ok());
+  ASSERT_TRUE(producer->Record(*events, 0, 2).ok());
   waiter.join();
 }
 
 TEST(CpuStreams, AbortReleasesAWaiter) {
   CpuDevice device;
   auto stream = device.CreateStream(StreamOptions{"calc"}).value();
-  auto event = device.CreateEvent().value();
+  auto events = device.CreateEvents(1).value();
   std::atomic<bool> abort{false};
   std::thread waiter([&] {
-    StatusOr<bool> waited = stream->Wait(event.get(), 1, abort);
+    StatusOr<bool> waited = stream->Wait(*events, 0, 1, abort);
     ASSERT_TRUE(waited.ok());
     EXPECT_FALSE(*waited);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   abort = true;
-  event->issued().WakeAll();
+  events->WakeAll();
   waiter.join();
 }
 
@@ -177,14 +177,14 @@ TEST(CudaStreams, ACrossStreamDependencyIsHonoured) {
   auto device = CudaDevice::Create(0).value();
   auto fill = device->CreateStream(StreamOptions{"calc", 0, 1, 0}).value();
   auto copy = device->CreateStream(StreamOptions{"mp", 1, 1, 0}).value();
-  auto event = device->CreateEvent().value();
+  auto events = device->CreateEvents(1).value();
   const int64_t n = 64 << 20;
   auto memory = device->Allocate(n, fill.get()).value();
   ASSERT_TRUE(device->Memset(memory.get(), 0, n, fill.get()).ok());
   ASSERT_TRUE(device->Memset(memory.get(), 7, n, fill.get()).ok());
-  ASSERT_TRUE(fill->Record(event.get(), 1).ok());
+  ASSERT_TRUE(fill->Record(*events, 0, 1).ok());
   std::atomic<bool> abort{false};
-  ASSERT_TRUE(copy->Wait(event.get(), 1, abort).value());
+  ASSERT_TRUE(copy->Wait(*events, 0, 1, abort).value());
   std::vector<uint8_t> host(n);
   ASSERT_TRUE(device->CopyToHost(host.data(), memory.get(), n, copy.get()).ok());
   for (int64_t i = 0; i < n; i += 4096) ASSERT_EQ(host[i], 7) << i;

@@ -26,11 +26,11 @@ StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateStream(const StreamOptions& o
   const bool ranked = options_.low_priority_nice != 0 && options.lowest < options.highest;
   const int nice = ranked && options.priority < options.highest ? options_.low_priority_nice : 0;
   const bool outranks = ranked && options.priority == options.highest;
-  return std::unique_ptr<Stream>(new CpuStream(options, nice, outranks));
+  return std::unique_ptr<Stream>(new CpuStream(options, nice, outranks, &room_));
 }
 
-StatusOr<std::unique_ptr<Event>> CpuDevice::CreateEvent() {
-  return std::make_unique<Event>();
+StatusOr<std::unique_ptr<EventArray>> CpuDevice::CreateEvents(int n) {
+  return std::make_unique<EventArray>(n, &room_);
 }
 
 StatusOr<std::shared_ptr<void>> CpuDevice::Allocate(int64_t bytes, Stream*) {

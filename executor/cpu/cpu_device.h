@@ -27,7 +27,7 @@ class CpuDevice : public Device {
   DeviceType type() const override { return DeviceType::kCpu; }
   const std::string& name() const override { return name_; }
   StatusOr<std::unique_ptr<Stream>> CreateStream(const StreamOptions& options) override;
-  StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  StatusOr<std::unique_ptr<EventArray>> CreateEvents(int n) override;
   StatusOr<std::shared_ptr<void>> Allocate(int64_t bytes, Stream* stream) override;
   Status Copy(void* dst, const void* src, int64_t bytes, Stream* stream) override;
   Status CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) override;
@@ -37,6 +37,7 @@ class CpuDevice : public Device {
  private:
   CpuDeviceOptions options_;
   std::string name_ = "cpu";
+  WaitRoom room_;  // its events'; outlives them
 };
 
 // 64-byte aligned host memory (nullptr when there is none), freed when the

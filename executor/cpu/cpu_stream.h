@@ -20,19 +20,13 @@ class CpuStream : public Stream {
  public:
   // `nice`: the issuing thread's nice value (0: unchanged); `outranks`:
   // this stream ranks above another of the rank.
-  CpuStream(StreamOptions options, int nice, bool outranks)
-      : options_(std::move(options)), nice_(nice), outranks_(outranks) {}
+  // `room`: the device's, where its events' waiters sleep.
+  CpuStream(StreamOptions options, int nice, bool outranks, WaitRoom* room)
+      : Stream(std::move(options), room, /*on_device=*/false, /*yield=*/!outranks),
+        nice_(nice),
+        outranks_(outranks) {}
 
-  const StreamOptions& options() const override { return options_; }
   void OnIssuingThread() override;
-  Status Record(Event* event, int64_t generation) override {
-    event->issued().Raise(generation);
-    return Status::OK();
-  }
-  StatusOr<bool> Wait(Event* event, int64_t generation,
-                      const std::atomic<bool>& abort) override {
-    return event->issued().Wait(generation, abort, /*yield=*/!outranks_);
-  }
   // Work issued on a CPU stream is done when issuing returns.
   Status Synchronize() override { return Status::OK(); }
 
@@ -40,7 +34,6 @@ class CpuStream : public Stream {
   bool outranks() const { return outranks_; }
 
  private:
-  StreamOptions options_;
   int nice_;
   bool outranks_;
 };

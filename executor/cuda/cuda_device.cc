@@ -34,13 +34,15 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal) {
 }
 
 StatusOr<std::unique_ptr<Stream>> CudaDevice::CreateStream(const StreamOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> stream, CudaStream::Create(ordinal_, options));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaStream> stream,
+                        CudaStream::Create(ordinal_, options, &room_));
   return std::unique_ptr<Stream>(std::move(stream));
 }
 
-StatusOr<std::unique_ptr<Event>> CudaDevice::CreateEvent() {
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> event, CudaEvent::Create(ordinal_));
-  return std::unique_ptr<Event>(std::move(event));
+StatusOr<std::unique_ptr<EventArray>> CudaDevice::CreateEvents(int n) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaEventArray> events,
+                        CudaEventArray::Create(ordinal_, n, &room_));
+  return std::unique_ptr<EventArray>(std::move(events));
 }
 
 StatusOr<std::shared_ptr<void>> CudaDevice::Allocate(int64_t bytes, Stream* stream) {

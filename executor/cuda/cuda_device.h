@@ -25,7 +25,7 @@ class CudaDevice : public Device {
   int ordinal() const { return ordinal_; }
 
   StatusOr<std::unique_ptr<Stream>> CreateStream(const StreamOptions& options) override;
-  StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  StatusOr<std::unique_ptr<EventArray>> CreateEvents(int n) override;
   StatusOr<std::shared_ptr<void>> Allocate(int64_t bytes, Stream* stream) override;
   void MarkUsedOn(const std::shared_ptr<void>& memory, Stream* stream) override;
   Status Copy(void* dst, const void* src, int64_t bytes, Stream* stream) override;
@@ -40,6 +40,7 @@ class CudaDevice : public Device {
   const int ordinal_;
   const std::string name_;
   CudaAllocator allocator_;
+  WaitRoom room_;  // its events'; outlives them
 };
 
 }  // namespace loom

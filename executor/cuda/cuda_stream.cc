@@ -6,16 +6,31 @@
 
 namespace loom {
 
-StatusOr<std::unique_ptr<CudaEvent>> CudaEvent::Create(int device) {
-  LOOM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), StrCat("cudaSetDevice(", device, ")"));
-  cudaEvent_t event = nullptr;
-  // Ordering only: no timestamps, which makes record and wait cheaper.
-  LOOM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                            "cudaEventCreate");
-  return std::unique_ptr<CudaEvent>(new CudaEvent(event));
+namespace {
+
+cudaEvent_t NativeOf(EventArray& events, int i) {
+  return static_cast<CudaEventArray&>(events).native(i);
 }
 
-CudaEvent::~CudaEvent() { cudaEventDestroy(event_); }
+}  // namespace
+
+StatusOr<std::unique_ptr<CudaEventArray>> CudaEventArray::Create(int device, int n,
+                                                                 WaitRoom* room) {
+  LOOM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), StrCat("cudaSetDevice(", device, ")"));
+  std::unique_ptr<CudaEventArray> events(new CudaEventArray(n, room));
+  events->natives_.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    cudaEvent_t event = nullptr;
+    LOOM_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                              StrCat("cuda:", device, ": cudaEventCreate (", i, " of ", n, ")"));
+    events->natives_.push_back(event);
+  }
+  return events;
+}
+
+CudaEventArray::~CudaEventArray() {
+  for (cudaEvent_t event : natives_) cudaEventDestroy(event);
+}
 
 int CudaPriorityFor(int priority, int lowest, int highest, int least, int greatest) {
   if (highest <= lowest || least == greatest) return least;
@@ -24,8 +39,9 @@ int CudaPriorityFor(int priority, int lowest, int highest, int least, int greate
 }
 
 StatusOr<std::unique_ptr<CudaStream>> CudaStream::Create(int device,
-                                                         const StreamOptions& options) {
-  std::unique_ptr<CudaStream> s(new CudaStream(device, options));
+                                                         const StreamOptions& options,
+                                                         WaitRoom* room) {
+  std::unique_ptr<CudaStream> s(new CudaStream(device, options, room));
   const std::string where = StrCat("cuda:", device, " stream ", options.name);
   LOOM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), where);
   int least = 0, greatest = 0;
@@ -61,27 +77,21 @@ CudaStream::~CudaStream() {
 
 void CudaStream::OnIssuingThread() { cudaSetDevice(device_); }
 
-Status CudaStream::Record(Event* event, int64_t generation) {
-  LOOM_CUDA_RETURN_IF_ERROR(
-      cudaEventRecord(static_cast<CudaEvent*>(event)->native(), stream_),
-      StrCat("cuda:", device_, " stream ", options_.name, ": cudaEventRecord"));
-  event->issued().Raise(generation);
-  return Status::OK();
+Status CudaStream::RecordOnDevice(EventArray& events, int i) {
+  return CudaStatus(cudaEventRecord(NativeOf(events, i), stream_),
+                    StrCat("cuda:", device_, " stream ", options().name, ": cudaEventRecord"));
 }
 
-StatusOr<bool> CudaStream::Wait(Event* event, int64_t generation,
-                                const std::atomic<bool>& abort) {
-  // Until the record is issued, a host wait; then the device's.
-  if (!event->issued().Wait(generation, abort, /*yield=*/true)) return false;
-  LOOM_CUDA_RETURN_IF_ERROR(
-      cudaStreamWaitEvent(stream_, static_cast<CudaEvent*>(event)->native(), 0),
-      StrCat("cuda:", device_, " stream ", options_.name, ": cudaStreamWaitEvent"));
-  return true;
+// Once the record is issued (the host part, Stream::Wait), the device
+// waits by itself.
+Status CudaStream::WaitOnDevice(EventArray& events, int i) {
+  return CudaStatus(cudaStreamWaitEvent(stream_, NativeOf(events, i), 0),
+                    StrCat("cuda:", device_, " stream ", options().name, ": cudaStreamWaitEvent"));
 }
 
 Status CudaStream::Synchronize() {
   return CudaStatus(cudaStreamSynchronize(stream_),
-                    StrCat("cuda:", device_, " stream ", options_.name));
+                    StrCat("cuda:", device_, " stream ", options().name));
 }
 
 }  // namespace loom

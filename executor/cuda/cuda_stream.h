@@ -13,33 +13,34 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "executor/stream.h"
 
 namespace loom {
 
-class CudaEvent : public Event {
+// Events whose natives are cudaEvent_t, made for ordering only (no
+// timestamps, which makes record and wait cheaper).
+class CudaEventArray : public EventArray {
  public:
-  static StatusOr<std::unique_ptr<CudaEvent>> Create(int device);
-  ~CudaEvent() override;
-  cudaEvent_t native() const { return event_; }
+  static StatusOr<std::unique_ptr<CudaEventArray>> Create(int device, int n, WaitRoom* room);
+  ~CudaEventArray() override;
+  cudaEvent_t native(int i) const { return natives_[i]; }
 
  private:
-  explicit CudaEvent(cudaEvent_t event) : event_(event) {}
-  cudaEvent_t event_;
+  using EventArray::EventArray;
+  std::vector<cudaEvent_t> natives_;
 };
 
 class CudaStream : public Stream {
  public:
-  static StatusOr<std::unique_ptr<CudaStream>> Create(int device, const StreamOptions& options);
+  // `room`: the device's, where its events' waiters sleep.
+  static StatusOr<std::unique_ptr<CudaStream>> Create(int device, const StreamOptions& options,
+                                                      WaitRoom* room);
   ~CudaStream() override;
 
-  const StreamOptions& options() const override { return options_; }
   // The runtime's current device is per host thread.
   void OnIssuingThread() override;
-  Status Record(Event* event, int64_t generation) override;
-  StatusOr<bool> Wait(Event* event, int64_t generation,
-                      const std::atomic<bool>& abort) override;
   Status Synchronize() override;
   void* native_handle() const override { return stream_; }
 
@@ -50,9 +51,11 @@ class CudaStream : public Stream {
   int cuda_priority() const { return cuda_priority_; }
 
  private:
-  CudaStream(int device, StreamOptions options) : device_(device), options_(std::move(options)) {}
+  CudaStream(int device, StreamOptions options, WaitRoom* room)
+      : Stream(std::move(options), room, /*on_device=*/true, /*yield=*/true), device_(device) {}
+  Status RecordOnDevice(EventArray& events, int i) override;
+  Status WaitOnDevice(EventArray& events, int i) override;
   int device_;
-  StreamOptions options_;
   int cuda_priority_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
