@@ -35,6 +35,9 @@ StatusOr<std::unique_ptr<RankExecutor>> RankExecutor::Create(
     const RankGraph& graph, const RankPlan& plan, Scope* step_scope,
     RankExecutorOptions options) {
   RegisterAllCpuKernels();
+  if (options.device != nullptr && options.device->type() == DeviceType::kCuda) {
+    RegisterAllCudaKernels();
+  }
   // Streams run side by side: each keeps OpenBLAS to one thread so that
   // they do not oversubscribe the cores.
   openblas_set_num_threads(1);

@@ -53,14 +53,22 @@ void CudaDevice::MarkUsedOn(const std::shared_ptr<void>& memory, Stream* stream)
   if (memory != nullptr) allocator_.MarkUsedOn(memory.get(), NativeOf(stream));
 }
 
+// The runtime's current device is per host thread, and the trainer's
+// threads (feeds, the loss, checkpoints) serve ranks on several devices.
+Status CudaDevice::MakeCurrent() const {
+  return CudaStatus(cudaSetDevice(ordinal_), name_);
+}
+
 Status CudaDevice::Copy(void* dst, const void* src, int64_t bytes, Stream* stream) {
   if (bytes == 0) return Status::OK();
+  LOOM_RETURN_IF_ERROR(MakeCurrent());
   return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, NativeOf(stream)),
                     StrCat(name_, ": copy of ", bytes, " bytes"));
 }
 
 Status CudaDevice::CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) {
   if (bytes == 0) return Status::OK();
+  LOOM_RETURN_IF_ERROR(MakeCurrent());
   return CudaStatus(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, NativeOf(stream)),
                     StrCat(name_, ": copy of ", bytes, " bytes from the host"));
 }
@@ -68,6 +76,7 @@ Status CudaDevice::CopyFromHost(void* dst, const void* host_src, int64_t bytes, 
 Status CudaDevice::CopyToHost(void* host_dst, const void* src, int64_t bytes, Stream* stream) {
   if (bytes == 0) return Status::OK();
   const std::string what = StrCat(name_, ": copy of ", bytes, " bytes to the host");
+  LOOM_RETURN_IF_ERROR(MakeCurrent());
   LOOM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, NativeOf(stream)), what);
   return CudaStatus(cudaStreamSynchronize(NativeOf(stream)), what);
@@ -75,6 +84,7 @@ Status CudaDevice::CopyToHost(void* host_dst, const void* src, int64_t bytes, St
 
 Status CudaDevice::Memset(void* dst, int byte, int64_t bytes, Stream* stream) {
   if (bytes == 0) return Status::OK();
+  LOOM_RETURN_IF_ERROR(MakeCurrent());
   return CudaStatus(cudaMemsetAsync(dst, byte, bytes, NativeOf(stream)),
                     StrCat(name_, ": memset of ", bytes, " bytes"));
 }

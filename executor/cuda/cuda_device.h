@@ -37,6 +37,7 @@ class CudaDevice : public Device {
 
  private:
   explicit CudaDevice(int ordinal);
+  Status MakeCurrent() const;
   const int ordinal_;
   const std::string name_;
   CudaAllocator allocator_;
