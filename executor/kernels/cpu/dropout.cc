@@ -2,15 +2,11 @@
 #include <algorithm>
 
 #include "executor/kernels/cpu/cpu_helpers.h"
+#include "executor/kernels/kernel_shapes.h"
 #include "framework/counter_rng.h"
 
 namespace loom {
 namespace {
-
-float KeptScale(const KernelContext& ctx) {
-  const float p = ctx.Attr<float>("dropout_prob");
-  return ctx.Attr<bool>("is_test") ? 1.0f : 1.0f / (1.0f - p);
-}
 
 // The mask of seed, step, global row and index in the full row (the op's
 // Doc): a row's stream is keyed by (seed, step, global row), and an
@@ -24,7 +20,7 @@ Status DropoutKernel(const KernelContext& ctx) {
   }
   const float p = ctx.Attr<float>("dropout_prob");
   const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
-  const float scale = KeptScale(ctx);
+  const float scale = DropoutKeptScale(ctx);
   const float* px = x.data<float>();
   const int64_t n = x.numel();
   // Mask is an output like any other, so it may be pruned.
@@ -39,33 +35,13 @@ Status DropoutKernel(const KernelContext& ctx) {
     }
     return Status::OK();
   }
-  // Dim 0 is the rows; a scalar is one row of one element. The row is
-  // placed in the full row by the shard attributes (verified against X's
-  // shape by shape inference; checked here too, as they index memory).
-  const Shape& shape = x.shape();
-  const Shape local(shape.empty() ? shape.begin() : shape.begin() + 1, shape.end());
+  // The shard attributes are verified against X's shape by shape
+  // inference; checked again here, as they index memory.
+  LOOM_ASSIGN_OR_RETURN(const DropoutRowLayout layout, DropoutRowLayoutOf(ctx, x));
+  const Shape& local = layout.local;
+  const std::vector<int64_t>& stride = layout.stride;
   const size_t row_dims = local.size();
-  std::vector<int64_t> full = ctx.Attr<std::vector<int64_t>>("full_shape");
-  std::vector<int64_t> offsets = ctx.Attr<std::vector<int64_t>>("shard_offsets");
-  if (full.empty()) full = local;
-  if (offsets.empty()) offsets.assign(row_dims, 0);
-  if (full.size() != row_dims || offsets.size() != row_dims) {
-    return InvalidArgument("full_shape ", ShapeToString(full), " and shard_offsets ",
-                           ShapeToString(offsets), " do not fit X ", MetaToString(x.meta()));
-  }
-  std::vector<int64_t> stride(row_dims);  // of the full row
-  int64_t first = 0;  // index in the full row of the local row's first element
-  for (int64_t d = static_cast<int64_t>(row_dims) - 1, s = 1; d >= 0; --d) {
-    if (offsets[d] < 0 || offsets[d] > full[d] - local[d]) {
-      return InvalidArgument("X ", MetaToString(x.meta()), " at shard_offsets ",
-                             ShapeToString(offsets), " reaches past full_shape ",
-                             ShapeToString(full));
-    }
-    stride[d] = s;
-    first += offsets[d] * s;
-    s *= full[d];
-  }
-  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t rows = layout.rows;
   const int64_t row_len = NumElements(local);
   // The last dim is contiguous in the full row too: walk it in runs.
   const int64_t run_len = row_dims == 0 ? 1 : local.back();
@@ -76,7 +52,7 @@ Status DropoutKernel(const KernelContext& ctx) {
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t row_key = StreamAt(step_key, static_cast<uint64_t>(info.row_offset + r));
     std::fill(idx.begin(), idx.end(), 0);
-    int64_t j = first;
+    int64_t j = layout.first;
     for (int64_t e = r * row_len, end = e + row_len; e < end; e += run_len) {
       for (int64_t q = 0; q < run_len; ++q) {
         const bool keep = ToUnit(StreamAt(row_key, static_cast<uint64_t>(j + q))) >= p;
@@ -103,7 +79,7 @@ Status DropoutGradKernel(const KernelContext& ctx) {
   const bool* mask = ctx.Input("Mask").data<bool>();
   const float* g = dout.data<float>();
   float* dx = ctx.Output("X@GRAD")->data<float>();
-  const float scale = KeptScale(ctx);
+  const float scale = DropoutKeptScale(ctx);
   for (int64_t i = 0, n = dout.numel(); i < n; ++i) {
     dx[i] = mask[i] ? g[i] * scale : 0.0f;
   }

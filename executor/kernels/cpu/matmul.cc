@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "executor/kernels/cpu/cpu_helpers.h"
+#include "executor/kernels/kernel_shapes.h"
 
 namespace loom {
 namespace {
@@ -38,23 +39,6 @@ void TransposeBatches(const float* src, int64_t batch, int64_t rows,
   }
 }
 
-struct MatmulDims {
-  int64_t batch;  // product of X's leading dims
-  int64_t m, k, n;
-  bool y_batched;  // Y has X's batch dims; else Y is 2-D and shared
-};
-
-MatmulDims GetDims(const Shape& x, const Shape& y, bool tx, bool ty) {
-  const size_t rx = x.size(), ry = y.size();
-  MatmulDims d;
-  d.batch = NumElements(Shape(x.begin(), x.end() - 2));
-  d.m = tx ? x[rx - 1] : x[rx - 2];
-  d.k = tx ? x[rx - 2] : x[rx - 1];
-  d.n = ty ? y[ry - 2] : y[ry - 1];
-  d.y_batched = ry > 2;
-  return d;
-}
-
 Status MatmulKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
@@ -62,7 +46,7 @@ Status MatmulKernel(const KernelContext& ctx) {
   const bool tx = ctx.Attr<bool>("transpose_x");
   const bool ty = ctx.Attr<bool>("transpose_y");
   const float alpha = ctx.Attr<float>("alpha");
-  const MatmulDims d = GetDims(x.shape(), y.shape(), tx, ty);
+  const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
   const float* px = x.data<float>();
   const float* py = y.data<float>();
   float* po = out->data<float>();
@@ -120,7 +104,7 @@ Status MatmulGradKernel(const KernelContext& ctx) {
   const bool tx = ctx.Attr<bool>("transpose_x");
   const bool ty = ctx.Attr<bool>("transpose_y");
   const float alpha = ctx.Attr<float>("alpha");
-  const MatmulDims d = GetDims(x.shape(), y.shape(), tx, ty);
+  const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
   const float* px = x.data<float>();
   const float* py = y.data<float>();
   const float* pg = dout.data<float>();

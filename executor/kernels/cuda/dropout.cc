@@ -4,46 +4,17 @@
 #include <vector>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "executor/kernels/kernel_shapes.h"
 #include "framework/counter_rng.h"
 
 namespace loom {
-namespace {
-
-float KeptScale(const KernelContext& ctx) {
-  const float p = ctx.Attr<float>("dropout_prob");
-  return ctx.Attr<bool>("is_test") ? 1.0f : 1.0f / (1.0f - p);
-}
-
-}  // namespace
-
 StatusOr<cuda::DropoutPlan> DropoutPlanFor(const KernelContext& ctx, const Tensor& x) {
-  // Dim 0 is the rows; the row is placed in the full row by the shard
-  // attributes, checked here as on the CPU (they index memory).
-  const Shape& shape = x.shape();
-  const Shape local(shape.empty() ? shape.begin() : shape.begin() + 1, shape.end());
-  const size_t row_dims = local.size();
-  std::vector<int64_t> full = ctx.Attr<std::vector<int64_t>>("full_shape");
-  std::vector<int64_t> offsets = ctx.Attr<std::vector<int64_t>>("shard_offsets");
-  if (full.empty()) full = local;
-  if (offsets.empty()) offsets.assign(row_dims, 0);
-  if (full.size() != row_dims || offsets.size() != row_dims) {
-    return InvalidArgument("full_shape ", ShapeToString(full), " and shard_offsets ",
-                           ShapeToString(offsets), " do not fit X ", MetaToString(x.meta()));
-  }
-  std::vector<int64_t> stride(row_dims);  // of the full row
-  int64_t first = 0;                      // index in the full row of the local row's first element
-  for (int64_t d = static_cast<int64_t>(row_dims) - 1, s = 1; d >= 0; --d) {
-    if (offsets[d] < 0 || offsets[d] > full[d] - local[d]) {
-      return InvalidArgument("X ", MetaToString(x.meta()), " at shard_offsets ",
-                             ShapeToString(offsets), " reaches past full_shape ",
-                             ShapeToString(full));
-    }
-    stride[d] = s;
-    first += offsets[d] * s;
-    s *= full[d];
-  }
+  // The shard attributes index memory: checked as on the CPU.
+  LOOM_ASSIGN_OR_RETURN(const DropoutRowLayout layout, DropoutRowLayoutOf(ctx, x));
+  const Shape& local = layout.local;
+  std::vector<int64_t> stride = layout.stride;
   cuda::DropoutPlan plan;
-  plan.rows = shape.empty() ? 1 : shape[0];
+  plan.rows = layout.rows;
   plan.row_len = NumElements(local);
   // The local dims each element decodes, folded where contiguous in the
   // full row too (the CPU walks the same indices with an odometer).
@@ -59,12 +30,12 @@ StatusOr<cuda::DropoutPlan> DropoutPlanFor(const KernelContext& ctx, const Tenso
     plan.local[d] = dims[d];
     plan.full_stride[d] = stride[d];
   }
-  plan.first = first;
+  plan.first = layout.first;
   plan.step_key = StreamAt(Mix64(static_cast<uint64_t>(ctx.Attr<int64_t>("seed"))),
                            static_cast<uint64_t>(ctx.run().step));
   plan.row_offset = ctx.run().row_offset;
   plan.p = ctx.Attr<float>("dropout_prob");
-  plan.scale = KeptScale(ctx);
+  plan.scale = DropoutKeptScale(ctx);
   return plan;
 }
 
@@ -95,7 +66,7 @@ Status DropoutGradKernel(const KernelContext& ctx) {
     return Unimplemented("dropout_grad of ", DataTypeName(dout.dtype()));
   }
   cuda::LaunchDropoutGrad(ctx.Input("Mask").data<bool>(), dout.data<float>(),
-                          ctx.Output("X@GRAD")->data<float>(), dout.numel(), KeptScale(ctx),
+                          ctx.Output("X@GRAD")->data<float>(), dout.numel(), DropoutKeptScale(ctx),
                           NativeStream(ctx));
   return LastLaunchStatus("dropout_grad");
 }

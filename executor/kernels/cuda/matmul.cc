@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "executor/kernels/kernel_shapes.h"
 
 namespace loom {
 namespace {
@@ -53,23 +54,6 @@ Status Run(const KernelContext& ctx, float alpha, const Gemm& g) {
       ctx.type() + " sgemm (strided batched)");
 }
 
-struct MatmulDims {
-  int64_t batch;  // product of X's leading dims
-  int64_t m, k, n;
-  bool y_batched;  // Y has X's batch dims; else Y is 2-D and shared
-};
-
-MatmulDims GetDims(const Shape& x, const Shape& y, bool tx, bool ty) {
-  const size_t rx = x.size(), ry = y.size();
-  MatmulDims d;
-  d.batch = NumElements(Shape(x.begin(), x.end() - 2));
-  d.m = tx ? x[rx - 1] : x[rx - 2];
-  d.k = tx ? x[rx - 2] : x[rx - 1];
-  d.n = ty ? y[ry - 2] : y[ry - 1];
-  d.y_batched = ry > 2;
-  return d;
-}
-
 Status MatmulKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
@@ -77,7 +61,7 @@ Status MatmulKernel(const KernelContext& ctx) {
   const bool tx = ctx.Attr<bool>("transpose_x");
   const bool ty = ctx.Attr<bool>("transpose_y");
   const float alpha = ctx.Attr<float>("alpha");
-  const MatmulDims d = GetDims(x.shape(), y.shape(), tx, ty);
+  const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
   const float* px = x.data<float>();
   const float* py = y.data<float>();
   float* po = out->data<float>();
@@ -124,7 +108,7 @@ Status MatmulGradKernel(const KernelContext& ctx) {
   const bool tx = ctx.Attr<bool>("transpose_x");
   const bool ty = ctx.Attr<bool>("transpose_y");
   const float alpha = ctx.Attr<float>("alpha");
-  const MatmulDims d = GetDims(x.shape(), y.shape(), tx, ty);
+  const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
   const float* px = x.data<float>();
   const float* py = y.data<float>();
   const float* pg = dout.data<float>();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "executor/kernels/kernel_shapes.h"
 #include "framework/ops/op_helpers.h"
 
 namespace loom {
@@ -111,24 +112,8 @@ std::vector<std::vector<int64_t>> PartStarts(const std::vector<Shape>& parts, in
 Status SplitKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   LOOM_ASSIGN_OR_RETURN(int axis, NormalizeAxis(ctx.Attr<int32_t>("axis"), x.rank()));
-  // The part sizes, as shape inference computed them from num or sections.
-  const int num = ctx.Attr<int32_t>("num");
-  std::vector<int64_t> sizes = ctx.Attr<std::vector<int64_t>>("sections");
-  const int64_t dim = x.dim(axis);
-  if (num > 0) {
-    sizes.assign(num, dim / num);
-  } else {
-    int64_t known = 0;
-    for (int64_t s : sizes) known += s == -1 ? 0 : s;
-    for (int64_t& s : sizes) {
-      if (s == -1) s = dim - known;
-    }
-  }
-  std::vector<Shape> shapes;
-  for (int64_t size : sizes) {
-    shapes.push_back(x.shape());
-    shapes.back()[axis] = size;
-  }
+  // The parts' shapes, as shape inference computed them.
+  const std::vector<Shape> shapes = SplitShapes(ctx, x, axis);
   const auto starts = PartStarts(shapes, axis, x.rank());
   const std::vector<int64_t> zero(x.rank(), 0);
   for (int i = 0; i < static_cast<int>(shapes.size()); ++i) {
