@@ -1,5 +1,7 @@
 #include "executor/comm/communicator.h"
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace loom {
@@ -11,6 +13,23 @@ const char* ReduceOpName(ReduceOp op) {
     case ReduceOp::kMax: return "max";
   }
   return "unknown";
+}
+
+StatusOr<int> GroupRankOf(const std::string& name, const std::vector<int>& members,
+                          int global_rank, const CommOptions& options) {
+  const std::string where = StrCat("setup on group ", name);
+  if (members.empty()) return InvalidArgument(where, ": no members");
+  if (std::set<int>(members.begin(), members.end()).size() != members.size()) {
+    return InvalidArgument(where, ": a rank is listed twice");
+  }
+  auto it = std::find(members.begin(), members.end(), global_rank);
+  if (it == members.end()) {
+    return InvalidArgument(where, ": rank ", global_rank, " is not a member");
+  }
+  if (options.timeout.count() <= 0) {
+    return InvalidArgument(where, ": the timeout must be positive");
+  }
+  return static_cast<int>(it - members.begin());
 }
 
 std::string FormatTimeout(std::chrono::milliseconds timeout) {

@@ -87,6 +87,13 @@ struct CommOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
 };
 
+// The group rank of `global_rank` among `members` (global ranks in group
+// order), after checking what every backend's setup needs: members, none
+// twice, `global_rank` among them, a positive timeout. InvalidArgument
+// naming the group otherwise.
+StatusOr<int> GroupRankOf(const std::string& name, const std::vector<int>& members,
+                          int global_rank, const CommOptions& options);
+
 // "2 s", "1500 ms": for messages.
 std::string FormatTimeout(std::chrono::milliseconds timeout);
 

@@ -140,18 +140,7 @@ StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     const std::shared_ptr<gloo::transport::Device>& device,
     const CommOptions& options) {
   const std::string where = StrCat("setup on group ", name);
-  if (members.empty()) return InvalidArgument(where, ": no members");
-  if (std::set<int>(members.begin(), members.end()).size() != members.size()) {
-    return InvalidArgument(where, ": a rank is listed twice");
-  }
-  auto it = std::find(members.begin(), members.end(), global_rank);
-  if (it == members.end()) {
-    return InvalidArgument(where, ": rank ", global_rank, " is not a member");
-  }
-  if (options.timeout.count() <= 0) {
-    return InvalidArgument(where, ": the timeout must be positive");
-  }
-  const int rank = static_cast<int>(it - members.begin());
+  LOOM_ASSIGN_OR_RETURN(const int rank, GroupRankOf(name, members, global_rank, options));
   const int n = static_cast<int>(members.size());
   if (n == 1) {
     return std::unique_ptr<GlooCommunicator>(

@@ -43,19 +43,7 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     std::shared_ptr<gloo::rendezvous::Store> store,
     const std::string& key_prefix, int cuda_device, int stream_priority,
     const CommOptions& options) {
-  const std::string where = StrCat("setup on group ", name);
-  if (members.empty()) return InvalidArgument(where, ": no members");
-  if (std::set<int>(members.begin(), members.end()).size() != members.size()) {
-    return InvalidArgument(where, ": a rank is listed twice");
-  }
-  auto it = std::find(members.begin(), members.end(), global_rank);
-  if (it == members.end()) {
-    return InvalidArgument(where, ": rank ", global_rank, " is not a member");
-  }
-  if (options.timeout.count() <= 0) {
-    return InvalidArgument(where, ": the timeout must be positive");
-  }
-  const int rank = static_cast<int>(it - members.begin());
+  LOOM_ASSIGN_OR_RETURN(const int rank, GroupRankOf(name, members, global_rank, options));
   NcclLaneSpec spec;
   spec.group = name;
   spec.what = "setup";

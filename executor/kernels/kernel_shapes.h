@@ -26,6 +26,10 @@ MatmulDims MatmulDimsOf(const Shape& x, const Shape& y, bool transpose_x, bool t
 // tensor to read its shape from).
 std::vector<Shape> SplitShapes(const KernelContext& ctx, const Tensor& x, int axis);
 
+// slice: where the slice starts in each dim of `x` (the extents are the
+// output's), from the op's axes and starts.
+std::vector<int64_t> SliceStarts(const KernelContext& ctx, const Shape& x);
+
 // dropout: 1 / (1 - p) for the kept elements in training, 1 in a test.
 float DropoutKeptScale(const KernelContext& ctx);
 

@@ -67,21 +67,6 @@ Status TransposeKernel(const KernelContext& ctx) {
                  "transpose");
 }
 
-// Where the slice starts in each dim of `x`; the extents are the output's.
-std::vector<int64_t> SliceStarts(const KernelContext& ctx, const Shape& x) {
-  const auto axes = ctx.Attr<std::vector<int32_t>>("axes");
-  const auto starts = ctx.Attr<std::vector<int64_t>>("starts");
-  std::vector<int64_t> begin(x.size(), 0);
-  const int rank = static_cast<int>(x.size());
-  for (size_t k = 0; k < axes.size(); ++k) {
-    // Shape inference has validated the attributes.
-    const int axis = axes[k] < 0 ? axes[k] + rank : axes[k];
-    int64_t s = starts[k] < 0 ? starts[k] + x[axis] : starts[k];
-    begin[axis] = std::min(std::max<int64_t>(s, 0), x[axis]);
-  }
-  return begin;
-}
-
 Status SliceKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
