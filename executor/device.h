@@ -48,6 +48,10 @@ class Device {
   virtual Status Memset(void* dst, int byte, int64_t bytes, Stream* stream) = 0;
 };
 
+// CUDA device `ordinal` (cuda/cuda_device.h): Unavailable, saying why, where
+// there is none; Unimplemented where the build has no CUDA backend.
+StatusOr<std::unique_ptr<Device>> CreateCudaDevice(int ordinal);
+
 }  // namespace loom
 
 #endif  // LOOM_EXECUTOR_DEVICE_H_

@@ -10,6 +10,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "executor/device_placement.h"
 #include "executor/kernel.h"
 #include "executor/serial_executor.h"
 #include "framework/shape_inference.h"
@@ -172,14 +173,26 @@ StatusOr<OpTiming> TimeOp(const Op& op, const OpProfileOptions& options) {
       Fill(t, ids, rng);
     }
   }
+  SerialExecutorOptions exec_options;
+  std::unique_ptr<Stream> stream;
+  if (options.device != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(stream, options.device->CreateStream(StreamOptions{"calc"}));
+    LOOM_RETURN_IF_ERROR(PlaceScopeOn(&scope, options.device, stream.get()));
+    exec_options.device = options.device;
+    exec_options.stream = stream.get();
+  }
+  // A device's work is done once its stream is.
+  auto finish = [&] { return stream != nullptr ? stream->Synchronize() : Status::OK(); };
   // Outputs are allocated and freed on every run, as in a real step.
-  LOOM_ASSIGN_OR_RETURN(auto exec, SerialExecutor::Create(program, &scope));
+  LOOM_ASSIGN_OR_RETURN(auto exec, SerialExecutor::Create(program, &scope, exec_options));
   for (int i = 0; i < std::max(1, options.warmup_runs); ++i) {
     LOOM_RETURN_IF_ERROR(exec->Run());
   }
+  LOOM_RETURN_IF_ERROR(finish());
   // Runs per sample from one more run's time.
   auto start = Clock::now();
   LOOM_RETURN_IF_ERROR(exec->Run());
+  LOOM_RETURN_IF_ERROR(finish());
   const double once = std::max(Since(start), 1e-9);
   const int runs = static_cast<int>(std::clamp(
       std::ceil(options.min_sample_seconds / once), 1.0, 100000.0));
@@ -187,6 +200,7 @@ StatusOr<OpTiming> TimeOp(const Op& op, const OpProfileOptions& options) {
   for (int s = 0; s < std::max(1, options.samples); ++s) {
     start = Clock::now();
     for (int r = 0; r < runs; ++r) LOOM_RETURN_IF_ERROR(exec->Run());
+    LOOM_RETURN_IF_ERROR(finish());
     samples.push_back(Since(start) / runs);
   }
   OpTiming t;
@@ -214,11 +228,13 @@ std::vector<const Op*> DistinctSignatureOps(const std::vector<const Block*>& blo
 
 std::string UnprofilableReason(const Op& op, const OpProfileOptions& options) {
   RegisterAllCpuKernels();
-  const bool has_kernel = KernelRegistry::Cpu().Find(op.type()) != nullptr;
+  const DeviceType type = options.device != nullptr ? options.device->type() : DeviceType::kCpu;
+  if (type == DeviceType::kCuda) RegisterAllCudaKernels();
+  const bool has_kernel = KernelRegistry::For(type).Find(op.type()) != nullptr;
   if (CommKindOf(op.type()) != CommKind::kNone && !(has_kernel && IsShardedCompute(op))) {
     return "communicates (the communication model prices it)";
   }
-  if (!has_kernel) return "no CPU kernel";
+  if (!has_kernel) return StrCat("no ", DeviceTypeName(type), " kernel");
   const OpWork work = WorkOf(op);
   if (work.bytes > static_cast<double>(options.max_bytes)) {
     return StrCat("touches ", static_cast<int64_t>(work.bytes),

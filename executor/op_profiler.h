@@ -1,5 +1,5 @@
-// Times ops on the CPU kernels, one signature at a time, for the cost
-// table (`loom profile`). Each op runs alone in a one-op program, through
+// Times ops on the CPU kernels, or a device's, one signature at a time, for
+// the cost table (`loom profile`). Each op runs alone in a one-op program, through
 // the serial executor (so dispatch and output allocation are part of its
 // time, as when a plan runs), on random inputs that the kernel accepts:
 // floats in [0.1, 1), ids and labels within their table or class count.
@@ -17,6 +17,8 @@
 
 namespace loom {
 
+class Device;
+
 struct OpProfileOptions {
   // Untimed runs first: caches, page faults, OpenBLAS buffers.
   int warmup_runs = 2;
@@ -29,6 +31,11 @@ struct OpProfileOptions {
   // preset's LM head does not fit a small host).
   int64_t max_bytes = int64_t{4} << 30;
   uint64_t seed = 1;
+  // Where to time them; not owned. nullptr: the CPU kernels on the host.
+  // On a device the inputs are placed there once, each sample ends when
+  // the stream has finished its runs, and the time is the host's: launch
+  // and allocation included, as when a plan runs.
+  Device* device = nullptr;
 };
 
 struct OpTiming {
@@ -45,8 +52,8 @@ struct OpTiming {
 std::vector<const Op*> DistinctSignatureOps(const std::vector<const Block*>& blocks);
 
 // Why `op` cannot be timed here, or "" when it can: it only communicates
-// (the communication model prices it), has no CPU kernel, or is over
-// max_bytes. An op that communicates and computes, and whose CPU kernel
+// (the communication model prices it), has no kernel on the device, or is
+// over max_bytes. An op that communicates and computes, and whose CPU kernel
 // computes one shard (the vocabulary-parallel cross entropy), is timed as
 // one shard: its compute without its reductions, which the communication
 // model prices.

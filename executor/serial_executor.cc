@@ -28,6 +28,8 @@ std::vector<BoundSlot> Bind(
 StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
     const Program& program, Scope* scope, SerialExecutorOptions options) {
   RegisterAllCpuKernels();
+  const DeviceType type = options.device != nullptr ? options.device->type() : DeviceType::kCpu;
+  if (type == DeviceType::kCuda) RegisterAllCudaKernels();
   const Block& block = program.global_block();
   LOOM_RETURN_IF_ERROR(VerifyBlock(block));
 
@@ -38,7 +40,7 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
     tensors[name] = t != nullptr ? t : scope->Var(name);
   }
 
-  std::unique_ptr<SerialExecutor> exec(new SerialExecutor());
+  std::unique_ptr<SerialExecutor> exec(new SerialExecutor(options));
   const std::unordered_set<std::string> keep(options.fetch.begin(),
                                              options.fetch.end());
   std::unordered_map<std::string, int> last_use;
@@ -47,9 +49,9 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
   const OpRegistry& ops = OpRegistry::Global();
   int index = 0;
   for (Op* op : block.ops()) {
-    KernelFn kernel = KernelRegistry::Cpu().Find(op->type());
+    KernelFn kernel = KernelRegistry::For(type).Find(op->type());
     if (kernel == nullptr) {
-      return Unimplemented(op->Location(), ": no CPU kernel");
+      return Unimplemented(op->Location(), ": no ", DeviceTypeName(type), " kernel");
     }
     Instruction instr{op, kernel, Bind(op->desc().inputs(), tensors),
                       Bind(op->desc().outputs(), tensors), {}, {}};
@@ -101,9 +103,16 @@ Status SerialExecutor::Run(const RunInfo& run) {
     }
   }
   for (Instruction& instr : instructions_) {
-    for (auto& [tensor, meta] : instr.allocs) tensor->Resize(meta);
+    if (device_ == nullptr) {
+      for (auto& [tensor, meta] : instr.allocs) tensor->Resize(meta);
+    } else {
+      for (auto& [tensor, meta] : instr.allocs) {
+        LOOM_RETURN_IF_ERROR(
+            tensor->Resize(meta, device_, stream_).WithContext(instr.op->Location()));
+      }
+    }
     Status s = instr.kernel(
-        KernelContext(instr.op->desc(), instr.inputs, instr.outputs, run));
+        KernelContext(instr.op->desc(), instr.inputs, instr.outputs, run, device_, stream_));
     if (!s.ok()) return s.WithContext(instr.op->Location());
     for (Tensor* t : instr.frees) t->Free();
   }

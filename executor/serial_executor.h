@@ -1,4 +1,6 @@
-// Runs block 0 of a program on the CPU, one op after another, over a Scope.
+// Runs block 0 of a program, one op after another, over a Scope: on the
+// CPU, or on a device's stream (the op profiler times a device's kernels
+// this way).
 //
 // Setup apart from execution: Create() verifies the program, resolves every
 // op's kernel and every var's tensor, and works out when each temporary is
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/device.h"
 #include "executor/kernel.h"
 #include "executor/scope.h"
 #include "framework/program.h"
@@ -24,6 +27,11 @@ struct SerialExecutorOptions {
   // Free each temporary after its last reader; off, every value survives
   // the run (tests inspect intermediates this way).
   bool free_temporaries = true;
+  // Where the ops run; not owned. nullptr: the host, with the CPU kernels.
+  // On a device, Run() only issues the work on `stream`; the caller
+  // synchronizes it, and the scope's inputs must be in the device's memory.
+  Device* device = nullptr;
+  Stream* stream = nullptr;
 };
 
 class SerialExecutor {
@@ -55,7 +63,10 @@ class SerialExecutor {
     TensorMeta meta;
     bool is_data;
   };
-  SerialExecutor() = default;
+  explicit SerialExecutor(const SerialExecutorOptions& options)
+      : device_(options.device), stream_(options.stream) {}
+  Device* device_;
+  Stream* stream_;
 
   std::vector<Instruction> instructions_;
   std::vector<RequiredInput> required_;

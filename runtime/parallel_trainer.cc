@@ -69,18 +69,14 @@ namespace {
 StatusOr<std::unique_ptr<Device>> MakeRankDevice(DeviceType type, int rank, bool launched,
                                                  const CpuDeviceOptions& cpu) {
   if (type == DeviceType::kCpu) return std::unique_ptr<Device>(new CpuDevice(cpu));
-#ifdef LOOM_WITH_CUDA
   int ordinal = rank;
+#ifdef LOOM_WITH_CUDA
   if (launched) {
     const CudaProbe probe = ProbeCuda();
     if (probe.devices > 0) ordinal = rank % probe.devices;
   }
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CudaDevice> device, CudaDevice::Create(ordinal));
-  return std::unique_ptr<Device>(std::move(device));
-#else
-  return Unimplemented("--device cuda: this build has no CUDA backend (LOOM_CUDA=OFF, or "
-                       "configure found no CUDA toolkit with NCCL)");
 #endif
+  return CreateCudaDevice(ordinal);
 }
 
 }  // namespace

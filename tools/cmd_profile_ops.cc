@@ -11,6 +11,7 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
+#include "executor/device.h"
 #include "executor/op_profiler.h"
 #include "framework/serialization.h"
 #include "runtime/gpt_plan.h"
@@ -129,7 +130,20 @@ proto::CostEntry EntryOf(const OpTiming& t, const std::string& device, const cha
 
 Status ProfileOps() {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  LOOM_ASSIGN_OR_RETURN(DeviceType device_type, DeviceFromFlags());
+  // The table's rows are the cluster's device's: a GPU cluster's for
+  // --device cuda, this host's CPU otherwise.
+  std::unique_ptr<Device> gpu;
+  if (device_type == DeviceType::kCpu) {
+    LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  } else {
+    if (cluster.device().kind() == proto::Device::CPU) {
+      return InvalidArgument("--device ", FLAGS_device, " times GPU kernels, but --cluster ",
+                             cluster.name(), " describes CPUs (give the GPUs' cluster, e.g. "
+                             "--cluster h100)");
+    }
+    LOOM_ASSIGN_OR_RETURN(gpu, CreateCudaDevice(0));
+  }
   const std::string& device = TableDevice(cluster);
   const std::string path = CostTablePathFromFlags();
   // Read first, so that a malformed table fails before minutes of timing.
@@ -142,7 +156,8 @@ Status ProfileOps() {
   const auto start = std::chrono::steady_clock::now();
   std::vector<proto::CostEntry> entries;
   std::set<std::string> timed;
-  if (FLAGS_in_step && target->has_plan) {
+  // A step's ops in their context are timed on the CPU only, so far.
+  if (FLAGS_in_step && target->has_plan && gpu == nullptr) {
     StepProfileOptions so;
     so.warmup_steps = FLAGS_profile_warmup;
     so.steps = FLAGS_profile_samples;
@@ -171,6 +186,7 @@ Status ProfileOps() {
   options.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
   options.max_bytes = FLAGS_profile_max_bytes;
   options.seed = static_cast<uint64_t>(FLAGS_seed);
+  options.device = gpu.get();
   LOOM_ASSIGN_OR_RETURN(BlockProfile profile,
                         ProfileOps(alone, options, [](int i, int total, const std::string& sig) {
                           std::fprintf(stderr, "[alone %d/%d] %s ...\n", i, total, sig.c_str());

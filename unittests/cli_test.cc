@@ -78,6 +78,13 @@ TEST(Cli, DeviceCudaTrainsOrSaysWhyNot) {
                 r.out.find("--device cuda: this build has no CUDA backend") != std::string::npos)
         << command << ": " << r.out;
   }
+  // loom profile times a device's kernels into its cluster's rows.
+  Result cpu_rows = Loom("profile --device cuda --cluster local");
+  EXPECT_NE(cpu_rows.code, 0);
+  EXPECT_NE(cpu_rows.out.find("--device cuda times GPU kernels, but --cluster local describes "
+                              "CPUs"),
+            std::string::npos)
+      << cpu_rows.out;
   Result bad = Loom("run --device tpu --steps 1");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("--device: unknown device 'tpu' (cpu or cuda)"), std::string::npos)

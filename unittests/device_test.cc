@@ -12,7 +12,10 @@
 #include "executor/cpu/cpu_device.h"
 #include "executor/cpu/cpu_stream.h"
 #include "executor/device_placement.h"
+#include "executor/serial_executor.h"
 #include "executor/tensor.h"
+#include "framework/op_builder.h"
+#include "framework/shape_inference.h"
 
 #ifdef LOOM_WITH_CUDA
 #include "executor/cuda/cuda_device.h"
@@ -134,6 +137,33 @@ TEST(DevicePlacement, AReshapedMirrorIsRefused) {
   const Status s = CopyMirrorBack(*mirror, &scope, &device, stream.get());
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_NE(s.message().find("'w'"), std::string::npos) << s;
+}
+
+// The serial executor on a Device (what the op profiler times a device's
+// kernels with) computes what it computes on the host, its outputs in the
+// device's memory.
+TEST(DeviceSerialExecutor, ACpuDeviceRunsAsTheHostDoes) {
+  RegisterAllOps();
+  Program p;
+  Block& b = p.global_block();
+  proto::VarDesc* x = b.AddVar("x");
+  x->add_shape(3);
+  x->set_is_data(true);
+  ASSERT_TRUE(AppendOpInferShapes(
+                  b, OpDescBuilder("scale").Input("X", "x").Output("Out", "y").Attr("scale", 2.0f))
+                  .ok());
+  CpuDevice device;
+  auto stream = device.CreateStream(StreamOptions{"calc"}).value();
+  SerialExecutorOptions options;
+  options.fetch = {"y"};
+  options.device = &device;
+  options.stream = stream.get();
+  Scope scope;
+  *scope.Var("x") = MakeTensor({3}, std::vector<float>{1, 2, 3});
+  auto exec = SerialExecutor::Create(p, &scope, options).value();
+  ASSERT_TRUE(exec->Run().ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  EXPECT_EQ(scope.FindLocal("y")->ToFloatVector(), (std::vector<float>{2, 4, 6}));
 }
 
 TEST(Devices, ParseNamesEveryBackendAndRejectsOthers) {
