@@ -208,7 +208,8 @@ Status ParallelTrainer::Feed(int rank) {
     const int64_t first = (d * m + mb) * rows;
     for (auto [name, values] : {std::pair{kTokensVar, &tokens_},
                                 std::pair{kLabelsVar, &labels_}}) {
-      // A view of the host batch; the device gets a copy.
+      // Staged on the host, then copied to where the rank runs (on the
+      // CPU a second copy, of a few KB).
       Tensor host(TensorMeta{proto::INT64, {rows, s}});
       std::memcpy(host.raw_data(), values->data() + first * s, host.bytes());
       if (name == kLabelsVar && rank == options_.poison_labels_on_rank) {
