@@ -217,10 +217,4 @@ double StreamMemoryBandwidth(const proto::Device& d) {
              : d.memory_bandwidth();
 }
 
-double CoreShareSlowdown(const proto::Cluster& c, int busy_threads) {
-  if (c.device().kind() != proto::Device::CPU) return 1.0;
-  const int cores = c.has_host_cores() ? c.host_cores() : c.device().cores();
-  return std::max(1.0, static_cast<double>(busy_threads) / std::max(1, cores));
-}
-
 }  // namespace loom

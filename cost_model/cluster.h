@@ -50,11 +50,6 @@ double DevicePeakFlops(const proto::Device& device, DataType dtype);
 double StreamPeakFlops(const proto::Device& device, DataType dtype);
 double StreamMemoryBandwidth(const proto::Device& device);
 
-// How much slower each of `busy_threads` compute threads runs than alone,
-// when they share one CPU pool (the host's cores when the nodes are
-// emulated on one host, else one device's): max(1, busy / cores) under
-// TIME_SLICED. 1 for GPUs.
-double CoreShareSlowdown(const proto::Cluster& cluster, int busy_threads);
 
 }  // namespace loom
 

@@ -1,5 +1,7 @@
 #include "runtime/cost_model_timer.h"
 
+#include <algorithm>
+
 #include "cost_model/cluster.h"
 
 namespace loom {
@@ -81,16 +83,23 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool af
 
 int CostModelTimer::CorePool(const RankGraph& g) const {
   const proto::Device& d = cluster_.device();
-  if (d.kind() != proto::Device::CPU || d.core_sharing() != proto::Device::TIME_SLICED) {
-    return -1;
+  if (d.kind() != proto::Device::CPU || d.core_sharing() == proto::Device::EXCLUSIVE) return -1;
+  const int per_device = cluster_.ranks_per_device();
+  if (d.core_sharing() == proto::Device::PINNED) {
+    // One pool per core, holding the ranks pinned to it.
+    if (cluster_.host_cores() > 0) return g.rank % cluster_.host_cores();
+    const int cores = std::max(1, d.cores());
+    const int device = per_device == 0 ? 0 : g.rank / per_device;
+    const int on_device = per_device == 0 ? g.rank : g.rank % per_device;
+    return device * cores + on_device % cores;
   }
   // Nodes emulated on one host share its cores; otherwise a device's.
   if (cluster_.host_cores() > 0) return 0;
-  const int per_device = cluster_.ranks_per_device();
   return per_device == 0 ? 0 : g.rank / per_device;
 }
 
 double CostModelTimer::PoolCores(int) const {
+  if (cluster_.device().core_sharing() == proto::Device::PINNED) return 1;
   return cluster_.host_cores() > 0 ? cluster_.host_cores() : cluster_.device().cores();
 }
 

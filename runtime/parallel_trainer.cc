@@ -139,7 +139,9 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   if (t->priorities_) cpu_options.low_priority_nice = 5;
   t->devices_.resize(world);
   t->io_streams_.resize(world);
+  const std::vector<int> cores = CoresOfThisProcess();
   for (int r : t->local_) {
+    if (options.pin_cores) cpu_options.core = cores[r % cores.size()];
     StatusOr<std::unique_ptr<Device>> device =
         MakeRankDevice(options.device, r, !options.local_ranks.empty(), cpu_options);
     if (!device.ok()) return device.status().WithContext(StrCat("rank ", r));

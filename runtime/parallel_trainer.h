@@ -51,6 +51,12 @@ class ParallelTrainer : public Trainer {
     // 25 to 18-22 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a
     // wakeup).
     std::optional<bool> stream_priorities;
+    // On the CPU, each rank's stream threads keep to one core of those the
+    // process may use: rank r's to the (r mod n)th of its n cores, so that
+    // ranks beyond n share cores in turn (the cluster's PINNED core
+    // sharing, which the simulator models). Under loom launch every
+    // process runs one rank and pins it the same way.
+    bool pin_cores = false;
     // Where batches come from; null: the synthetic dataset.
     std::shared_ptr<const Dataset> data;
     // What checkpoints record as the model (ModelRecord); empty: the GPT

@@ -97,6 +97,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   ParallelTrainer::Options options;
   options.data = data;
   options.trace = true;
+  options.pin_cores = true;  // as the local cluster it is simulated on assumes
   options.comm.timeout = std::chrono::seconds(30);
   LOOM_ASSIGN_OR_RETURN(auto parallel, ParallelTrainer::Create(config, opt, strategy, options));
   std::printf("step   serial loss  parallel loss  |diff|    serial ms  parallel ms\n");

@@ -27,6 +27,11 @@ DEFINE_bool(stream_priorities, false,
             "rank of the host can have a core; not given: on for plans that run communication "
             "under compute (1F1B-overlap, op-split), off for the others");
 
+DEFINE_bool(pin_cores, true,
+            "on the CPU, keep each rank's threads to one core (rank r to the (r mod n)th of the "
+            "n cores this process may use), as the local and emulated clusters assume; turn it "
+            "off when other multi-rank runs share the host, or they pin to the same cores");
+
 namespace loom {
 namespace {
 
@@ -130,6 +135,7 @@ Status RunRun(const std::vector<std::string>& args) {
   options.comm.timeout = std::chrono::seconds(FLAGS_comm_timeout);
   options.trace = !FLAGS_trace.empty();
   if (FlagGiven("stream_priorities")) options.stream_priorities = FLAGS_stream_priorities;
+  options.pin_cores = FLAGS_pin_cores;
   LOOM_ASSIGN_OR_RETURN(options.device, DeviceFromFlags());
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;

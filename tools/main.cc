@@ -116,8 +116,9 @@ const std::vector<Command>& Commands() {
        "loom run --program FILE --startup FILE --dp D --mp M ... --steps K\n"
        "Plans every rank, or loads a plan 'loom plan -o' saved (which fixes the\n"
        "model, layout and schedule: their flags are then errors); verifies it,\n"
-       "runs each rank's streams on CPU threads and their communication over\n"
-       "Gloo on loopback, and prints 'step K loss X time_ms T' per step: the\n"
+       "runs each rank's streams on CPU threads (rank r's on the host's core r\n"
+       "mod cores: --pin_cores) and their communication over Gloo on loopback,\n"
+       "and prints 'step K loss X time_ms T' per step: the\n"
        "global batch's mean loss, the same quantity as loom train. --trace\n"
        "writes the last step as Chrome trace JSON (one process per rank, one\n"
        "thread per stream; open it in Perfetto). --save_dir and --resume\n"
@@ -126,7 +127,7 @@ const std::vector<Command>& Commands() {
        "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
-        "comm_timeout", "stream_priorities", "optimizer", "lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
+        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
         "data", "data_dtype", "text", "vocab_size", "program", "startup"},
        RunRun},

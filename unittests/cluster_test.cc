@@ -144,20 +144,14 @@ TEST(Cluster, ConsecutiveRanksFillANode) {
   EXPECT_EQ(NodeOf(emulated, 3), 3);
 }
 
-TEST(Cluster, CpuStreamsGetOneCoreAndShareThem) {
+TEST(Cluster, CpuStreamsGetOneCore) {
   const proto::Cluster local = LoadCluster("local").value();
   const proto::Device& d = local.device();
   EXPECT_DOUBLE_EQ(StreamPeakFlops(d, proto::FP32), d.peak_fp32_flops() / d.cores());
   EXPECT_DOUBLE_EQ(StreamMemoryBandwidth(d), d.memory_bandwidth() / d.cores());
   // No bf16 rate on this CPU: the fp32 one applies.
   EXPECT_DOUBLE_EQ(DevicePeakFlops(d, proto::BF16), d.peak_fp32_flops());
-  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 1), 1.0);
-  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 2), 1.0);
-  EXPECT_DOUBLE_EQ(CoreShareSlowdown(local, 6), 3.0);
-  // Emulated nodes all share the host's cores.
-  const proto::Cluster emulated = LoadCluster("emulated").value();
-  EXPECT_DOUBLE_EQ(CoreShareSlowdown(emulated, 4), 4.0 / emulated.host_cores());
-  EXPECT_DOUBLE_EQ(CoreShareSlowdown(LoadCluster("h100").value(), 64), 1.0);
+  // How ranks share the cores: cost_model_timer_test.
 }
 
 }  // namespace

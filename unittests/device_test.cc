@@ -3,6 +3,7 @@
 // onto what the backend has, memory is stream-ordered. The CPU tests run
 // everywhere; the CUDA ones need a device and skip, saying why, without.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -81,6 +82,35 @@ TEST(CpuStreams, PrioritiesBecomeNiceValues) {
   CpuDevice plain;
   auto low = plain.CreateStream(StreamOptions{"calc", 0, 1, 0}).value();
   EXPECT_EQ(static_cast<CpuStream*>(low.get())->nice(), 0);
+}
+
+// A device pinned to a core keeps its streams' threads there; the others
+// run where the OS puts them.
+TEST(CpuStreams, APinnedDeviceKeepsItsThreadsToItsCore) {
+  const std::vector<int> cores = CoresOfThisProcess();
+  ASSERT_FALSE(cores.empty());
+  auto affinity_after_issuing = [](Stream* stream) {
+    std::vector<int> on;
+    std::thread([&] {
+      stream->OnIssuingThread();
+      cpu_set_t set;
+      if (sched_getaffinity(0, sizeof(set), &set) != 0) return;
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) on.push_back(c);
+      }
+    }).join();
+    return on;
+  };
+  CpuDeviceOptions pinned;
+  pinned.core = cores.back();
+  CpuDevice device(pinned);
+  auto calc = device.CreateStream(StreamOptions{"calc"}).value();
+  auto mp = device.CreateStream(StreamOptions{"mp", 1, 1, 0}).value();
+  EXPECT_EQ(affinity_after_issuing(calc.get()), std::vector<int>{cores.back()});
+  EXPECT_EQ(affinity_after_issuing(mp.get()), std::vector<int>{cores.back()});
+  CpuDevice free_device;
+  auto any = free_device.CreateStream(StreamOptions{"calc"}).value();
+  EXPECT_EQ(affinity_after_issuing(any.get()), cores);
 }
 
 TEST(CpuDevice, CopiesAndFills) {

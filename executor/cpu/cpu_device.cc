@@ -1,7 +1,11 @@
 #include "executor/cpu/cpu_device.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "executor/cpu/cpu_stream.h"
 
@@ -15,6 +19,22 @@ std::shared_ptr<void> AllocateHostMemory(int64_t bytes) {
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
 
+std::vector<int> CoresOfThisProcess() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+    }
+  }
+  if (cores.empty()) {
+    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) {
+      cores.push_back(static_cast<int>(c));
+    }
+  }
+  return cores;
+}
+
 CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}
 
 CpuDevice* CpuDevice::Default() {
@@ -26,7 +46,7 @@ StatusOr<std::unique_ptr<Stream>> CpuDevice::CreateStream(const StreamOptions& o
   const bool ranked = options_.low_priority_nice != 0 && options.lowest < options.highest;
   const int nice = ranked && options.priority < options.highest ? options_.low_priority_nice : 0;
   const bool outranks = ranked && options.priority == options.highest;
-  return std::unique_ptr<Stream>(new CpuStream(options, nice, outranks, &room_));
+  return std::unique_ptr<Stream>(new CpuStream(options, nice, outranks, options_.core, &room_));
 }
 
 StatusOr<std::unique_ptr<EventArray>> CpuDevice::CreateEvents(int n) {

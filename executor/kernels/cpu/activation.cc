@@ -1,6 +1,8 @@
 // CPU kernels for gelu and relu and their gradients.
+#include <algorithm>
 #include <cmath>
 
+#include "executor/kernels/cpu/branch_free_math.h"
 #include "executor/kernels/cpu/cpu_helpers.h"
 
 namespace loom {
@@ -20,12 +22,12 @@ Status GeluKernel(const KernelContext& ctx) {
     for (int64_t i = 0; i < n; ++i) {
       const float v = px[i];
       const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
-      po[i] = 0.5f * v * (1.0f + std::tanh(u));
+      po[i] = 0.5f * v * (1.0f + branch_free::Tanh(u));
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
       const float v = px[i];
-      po[i] = 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
+      po[i] = 0.5f * v * (1.0f + branch_free::Erf(v * kSqrtHalf));
     }
   }
   return Status::OK();
@@ -41,8 +43,7 @@ Status GeluGradKernel(const KernelContext& ctx) {
     // d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'.
     for (int64_t i = 0; i < n; ++i) {
       const float v = px[i];
-      const float t =
-          std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+      const float t = branch_free::Tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
       const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
       dx[i] = pg[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
     }
@@ -50,8 +51,9 @@ Status GeluGradKernel(const KernelContext& ctx) {
     // d/dx x Phi(x) = Phi(x) + x phi(x).
     for (int64_t i = 0; i < n; ++i) {
       const float v = px[i];
-      const float cdf = 0.5f * (1.0f + std::erf(v * kSqrtHalf));
-      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      const float cdf = 0.5f * (1.0f + branch_free::Erf(v * kSqrtHalf));
+      // e^-87 is 0 to float's precision here; the clamp keeps the exp in range.
+      const float pdf = kInvSqrt2Pi * branch_free::ExpNonPositive(-std::min(0.5f * v * v, 87.0f));
       dx[i] = pg[i] * (cdf + v * pdf);
     }
   }

@@ -1,0 +1,60 @@
+// How the cost-model timer tells the simulator which ranks share cores:
+// one pool per core where ranks are pinned (what loom run does on the CPU),
+// one pool of the host's cores where the OS time-slices them, none on GPUs.
+#include "runtime/cost_model_timer.h"
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/op_cost_model.h"
+#include "models/gpt.h"
+#include "passes/strategy.h"
+#include "runtime/gpt_plan.h"
+#include "scheduler/execution_graph.h"
+
+namespace loom {
+namespace {
+
+// The pool and pool cores of each of the 4 ranks of gpt-tiny at mp=2
+// pp=2 on `cluster`.
+std::vector<std::pair<int, double>> PoolsOf(const proto::Cluster& cluster) {
+  const GptConfig config = GptPreset("gpt-tiny").value();
+  const Plan plan = PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 2, 2, "1F1B")).value();
+  const ExecutionGraph graph = LowerPlan(plan).value();
+  const OpCostModel ops(cluster, CostTable());
+  auto timer = CostModelTimer::Create(graph, ops, cluster);
+  EXPECT_TRUE(timer.ok()) << timer.status();
+  std::vector<std::pair<int, double>> pools;
+  if (!timer.ok()) return pools;
+  for (const RankGraph& rank : graph.ranks) {
+    const int pool = (*timer)->CorePool(rank);
+    pools.emplace_back(pool, pool < 0 ? 0 : (*timer)->PoolCores(pool));
+  }
+  return pools;
+}
+
+using Pools = std::vector<std::pair<int, double>>;
+
+TEST(CostModelTimer, PinnedRanksShareOnlyTheirCore) {
+  // local: 2 cores, rank r on core r mod 2.
+  const proto::Cluster local = LoadCluster("local").value();
+  ASSERT_EQ(local.device().core_sharing(), proto::Device::PINNED);
+  EXPECT_EQ(PoolsOf(local), (Pools{{0, 1}, {1, 1}, {0, 1}, {1, 1}}));
+  // emulated: every node on the host's 2 cores, pinned the same way.
+  EXPECT_EQ(PoolsOf(LoadCluster("emulated").value()), (Pools{{0, 1}, {1, 1}, {0, 1}, {1, 1}}));
+  // Three cores: ranks 0 and 3 take turns on core 0.
+  proto::Cluster three = local;
+  three.mutable_device()->set_cores(3);
+  EXPECT_EQ(PoolsOf(three), (Pools{{0, 1}, {1, 1}, {2, 1}, {0, 1}}));
+}
+
+TEST(CostModelTimer, TimeSlicedRanksShareTheHostsCores) {
+  proto::Cluster local = LoadCluster("local").value();
+  local.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
+  EXPECT_EQ(PoolsOf(local), (Pools{{0, 2}, {0, 2}, {0, 2}, {0, 2}}));
+  // A GPU rank shares nothing.
+  EXPECT_EQ(PoolsOf(LoadCluster("h100").value()), (Pools{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}));
+}
+
+}  // namespace
+}  // namespace loom
