@@ -69,16 +69,24 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool af
     s += compute_.at(g.body.get())[ins.signature];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
-    const CollectiveKind kind = kinds_.at(ins.op_type);
-    std::vector<int> pair;
-    const std::vector<int>* group = &g.Group(ins);
-    if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
-      pair = {g.rank, g.Peer(ins)};
-      group = &pair;
-    }
-    s += ins.comm_calls * comm_.CommSeconds(kind, algorithm_, ins.comm_bytes, *group, after_wait);
+    s += ins.comm_calls * CallSeconds(g, ins, ins.comm_bytes, after_wait);
   }
   return s;
+}
+
+double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
+                                   bool after_wait) const {
+  const CollectiveKind kind = kinds_.at(ins.op_type);
+  if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, after_wait);
+  }
+  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), after_wait);
+}
+
+double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins) const {
+  if (ins.comm_calls <= 0) return 0;
+  const double whole = CallSeconds(g, ins, ins.comm_bytes, false);
+  return whole > 0 ? 1 - CallSeconds(g, ins, 0, false) / whole : 0;
 }
 
 int CostModelTimer::CorePool(const RankGraph& g) const {

@@ -44,6 +44,9 @@ class CostModelTimer : public InstructionTimer {
   double PoolCores(int pool) const override;
   double CommSlowdown(int pool) const override;
   double ComputeCommSlowdown(int pool) const override;
+  // 1 - (the call's price at zero bytes) / (its price): what is not the
+  // link's latency is bytes moving, which on a CPU host copies them.
+  double CommCpuShare(const RankGraph& rank, const Instruction& ins) const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.
@@ -54,6 +57,9 @@ class CostModelTimer : public InstructionTimer {
       : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
 
   double Price(const RankGraph& rank, const Instruction& ins, bool after_wait) const;
+  // One call of communicating `ins`, of `bytes`.
+  double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
+                     bool after_wait) const;
 
   CommModel comm_;
   proto::Cluster cluster_;

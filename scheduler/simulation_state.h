@@ -61,6 +61,8 @@ struct StreamState {
   double rate = 1;
   double since = 0;
   uint32_t version = 0;
+  // Of the communication running: its CPU share.
+  double cpu_share = 0;
 };
 
 // Cores shared by the compute of several ranks.
@@ -68,7 +70,10 @@ struct Pool {
   double cores = 1;
   double slowdown = 1;          // of compute, while communication runs
   double comm_slowdown = 1;     // of communication, while compute fills the cores
+  // The communication in flight, and its CPU shares
+  // (InstructionTimer::CommCpuShare) summed.
   int communicating = 0;
+  double copying = 0;
   std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
   std::vector<std::pair<int, int>> comms;  // (rank index, stream), communicating
 };

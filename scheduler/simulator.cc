@@ -148,7 +148,9 @@ void Simulation::Start(int r, int id, double now, double waited) {
   }
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
+    ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins), 0.0, 1.0);
     ++pool.communicating;
+    pool.copying += ss.cpu_share;
     if (pool.comm_slowdown > 1) {
       // Its end depends on the pool's compute: priced by Reprice.
       ss.remaining = seconds;
@@ -174,7 +176,7 @@ void Simulation::Reprice(int p, double now) {
     const int pa = priority(a), pb = priority(b);
     return pa != pb ? pa > pb : a < b;
   });
-  const double slow = pool.communicating > 0 ? pool.slowdown : 1.0;
+  const double slow = 1 + (pool.slowdown - 1) * std::min(1.0, pool.copying);
   double left = pool.cores;
   for (size_t i = 0; i < pool.tasks.size();) {
     size_t j = i;
@@ -198,13 +200,12 @@ void Simulation::Reprice(int p, double now) {
     i = j;
   }
   // Communication waits for cores while compute takes them all.
-  const double comm_rate =
-      static_cast<double>(pool.tasks.size()) >= pool.cores ? 1.0 / pool.comm_slowdown : 1.0;
+  const bool full = static_cast<double>(pool.tasks.size()) >= pool.cores;
   for (const auto& [r, s] : pool.comms) {
     StreamState& ss = ranks_[r].streams[s];
     ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate);
     ss.since = now;
-    ss.rate = comm_rate;
+    ss.rate = full ? 1.0 / (1 + (pool.comm_slowdown - 1) * ss.cpu_share) : 1.0;
     const int id = ranks_[r].graph->streams()[s].queue[ss.pos];
     events_.push(Event{now + ss.remaining / ss.rate, seq_++, r, id, ++ss.version});
   }
@@ -307,7 +308,11 @@ StatusOr<SimulationResult> Simulation::Run() {
     Finish(e);
     if (st.pool >= 0) {
       const Instruction& ins = st.graph->instructions()[e.ins];
-      if (ins.communicates()) --pools_[st.pool].communicating;
+      if (ins.communicates()) {
+        // With nothing in flight, exactly 0 (not a rounding residue).
+        Pool& pool = pools_[st.pool];
+        pool.copying = --pool.communicating == 0 ? 0 : pool.copying - st.streams[s].cpu_share;
+      }
       if (ins.kind == InstructionKind::kCompute || ins.communicates()) Reprice(st.pool, e.time);
     }
     LOOM_RETURN_IF_ERROR(Advance(e.rank, s, e.time));

@@ -78,14 +78,20 @@ class InstructionTimer {
   // compute side by side at full rate (a GPU's streams).
   virtual int CorePool(const RankGraph& rank) const { return -1; }
   virtual double PoolCores(int pool) const { return 1; }
-  // While any communication of the pool's ranks runs, its compute runs
+  // While communication of the pool's ranks runs, its compute runs up to
   // this many times slower (>= 1): on a CPU host the communication threads
   // take cycles from the kernels.
   virtual double CommSlowdown(int pool) const { return 1; }
   // The other way: while every core of the pool computes, its ranks'
-  // communication runs this many times slower (>= 1): its threads wait for
-  // a core.
+  // communication runs up to this many times slower (>= 1): its threads
+  // wait for a core.
   virtual double ComputeCommSlowdown(int pool) const { return 1; }
+  // The part of a call's time (0 to 1) its threads spend moving bytes on
+  // the pool's cores; the rest is latency (wakeups, the wire), which takes
+  // no core. Both slowdowns scale with it: a call that copies for a fifth
+  // of its time slows compute by a fifth of CommSlowdown's excess, and is
+  // slowed by a fifth of ComputeCommSlowdown's.
+  virtual double CommCpuShare(const RankGraph& rank, const Instruction& ins) const { return 1; }
 };
 
 // Every instruction takes no time: the deadlock proof.

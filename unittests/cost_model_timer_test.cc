@@ -56,5 +56,29 @@ TEST(CostModelTimer, TimeSlicedRanksShareTheHostsCores) {
   EXPECT_EQ(PoolsOf(LoadCluster("h100").value()), (Pools{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}));
 }
 
+// What of a call is not the link's latency moves bytes: more of a larger
+// call. gpt-tiny's mp all-reduces at batch 8 and 64 on local's loopback.
+TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
+  const proto::Cluster local = LoadCluster("local").value();
+  auto mp_share = [&](int batch) {
+    GptConfig config = GptPreset("gpt-tiny").value();
+    config.batch_size = batch;
+    const Plan plan = PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 1, 1, "1F1B")).value();
+    const ExecutionGraph graph = LowerPlan(plan).value();
+    const OpCostModel ops(local, CostTable());
+    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    const RankGraph& rank = graph.ranks[0];
+    for (const Instruction& ins : rank.instructions()) {
+      if (ins.op_type == "allreduce" && ins.ring == kMpRing) return timer->CommCpuShare(rank, ins);
+    }
+    ADD_FAILURE() << "no mp all-reduce";
+    return -1.0;
+  };
+  const double small = mp_share(8), large = mp_share(64);
+  EXPECT_GT(small, 0);
+  EXPECT_LT(small, large);
+  EXPECT_LT(large, 1);
+}
+
 }  // namespace
 }  // namespace loom

@@ -376,6 +376,35 @@ TEST(Simulator, CommunicationSlowsWhileComputeFillsTheCores) {
   EXPECT_GT(run(Timer(1e-4, 1, 3)), run(Timer(1e-4, 1, 1)) + 1e-6);
 }
 
+// Both slowdowns of a shared host scale with the part of a call that moves
+// bytes on its cores (CommCpuShare): a call that only waits out latency
+// slows nothing and is slowed by nothing; a half share sits in between.
+TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
+  class Timer : public SharedHostTimer {
+   public:
+    Timer(double cores, double share)
+        : SharedHostTimer(1e-4, 5e-4, cores, 1.5), share_(share) {}
+    double ComputeCommSlowdown(int) const override { return 3; }
+    double CommCpuShare(const RankGraph&, const Instruction&) const override { return share_; }
+
+   private:
+    double share_;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
+  auto run = [&](const InstructionTimer& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    return Simulate(graph, o).value().step_time_s;
+  };
+  // Latency only: as on a host with cores to spare and no interference.
+  const double free = run(SharedHostTimer(1e-4, 5e-4, 1, 1));
+  EXPECT_NEAR(run(Timer(1, 0)), free, 1e-12);
+  const double half = run(Timer(1, 0.5));
+  const double whole = run(Timer(1, 1));
+  EXPECT_GT(half, free + 1e-6);
+  EXPECT_GT(whole, half + 1e-6);
+}
+
 // The timer learns how long a call's first party waited for its last: a
 // receiver that posts early waits for its sender's forward; the tensor-
 // parallel pair, running the same ops, arrives together.
