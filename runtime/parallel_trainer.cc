@@ -141,7 +141,10 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   t->io_streams_.resize(world);
   const std::vector<int> cores = CoresOfThisProcess();
   for (int r : t->local_) {
-    if (options.pin_cores) cpu_options.core = cores[r % cores.size()];
+    if (options.pin_cores) {
+      const int n = static_cast<int>(cores.size());
+      cpu_options.core = cores[((r + options.pin_offset) % n + n) % n];
+    }
     StatusOr<std::unique_ptr<Device>> device =
         MakeRankDevice(options.device, r, !options.local_ranks.empty(), cpu_options);
     if (!device.ok()) return device.status().WithContext(StrCat("rank ", r));

@@ -57,6 +57,9 @@ class ParallelTrainer : public Trainer {
     // sharing, which the simulator models). Under loom launch every
     // process runs one rank and pins it the same way.
     bool pin_cores = false;
+    // With pin_cores: rank r keeps to the ((r + pin_offset) mod n)th core
+    // (the in-step profiler runs copies of one rank side by side).
+    int pin_offset = 0;
     // Where batches come from; null: the synthetic dataset.
     std::shared_ptr<const Dataset> data;
     // What checkpoints record as the model (ModelRecord); empty: the GPT

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <thread>
 
+#include "executor/cpu/cpu_device.h"
 #include "runtime/parallel_trainer.h"
 
 namespace loom {
@@ -60,6 +62,36 @@ struct Samples {
   int runs_per_step = 0;
 };
 
+// One step's events of `graph` into `by_signature`: per signature the mean
+// of its runs in the step, each timed on its stream, dispatch included.
+void AddStepSamples(const RankGraph& graph, const std::vector<int>& prev,
+                    const std::vector<TraceEvent>& events,
+                    std::map<std::string, Samples>& by_signature) {
+  const std::vector<const TraceEvent*> by_id = ById(graph, events);
+  std::map<std::string, std::pair<double, int>> step_sum;
+  for (const TraceEvent& e : events) {
+    if (e.instruction < 0) continue;
+    const Instruction& ins = graph.instructions()[e.instruction];
+    if (!Computes(ins)) continue;
+    const std::string& signature = graph.body->signatures[ins.signature];
+    auto& [seconds, runs] = step_sum[signature];
+    seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
+    ++runs;
+    Samples& s = by_signature[signature];
+    if (s.timing.signature.empty()) {
+      s.timing.type = ins.op_type;
+      s.timing.signature = signature;
+      s.timing.work.flops = ins.flops;
+      s.timing.work.bytes = ins.bytes;
+    }
+  }
+  for (const auto& [signature, sum] : step_sum) {
+    Samples& s = by_signature[signature];
+    s.step_means.push_back(sum.first / sum.second);
+    s.runs_per_step = sum.second;
+  }
+}
+
 }  // namespace
 
 StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
@@ -72,50 +104,46 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
   for (const RankPlan& r : plan.ranks) {
     if (seen.insert(r.programs_key()).second) ranks.push_back(r.rank);
   }
+  const int cores = static_cast<int>(CoresOfThisProcess().size());
+  const int copies = std::max(1, std::min(options.side_by_side > 0 ? options.side_by_side
+                                                                    : plan.layout.world_size(),
+                                          cores));
   std::map<std::string, Samples> by_signature;
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int rank = ranks[i];
     if (progress) progress(plan.ranks[rank], static_cast<int>(i), static_cast<int>(ranks.size()));
-    ParallelTrainer::Options o;
-    o.local_ranks = {rank};
-    o.local_communication = true;
-    o.trace = true;
-    LOOM_ASSIGN_OR_RETURN(
-        std::unique_ptr<ParallelTrainer> trainer,
-        ParallelTrainer::CreateFromPlan(config, plan, StrCat("in-step profile of rank ", rank), o));
+    // Copy c on core c; each its own trainer, none communicating.
+    std::vector<std::unique_ptr<ParallelTrainer>> trainers(copies);
+    for (int c = 0; c < copies; ++c) {
+      ParallelTrainer::Options o;
+      o.local_ranks = {rank};
+      o.local_communication = true;
+      o.trace = true;
+      o.pin_cores = copies > 1;
+      o.pin_offset = c - rank;
+      LOOM_ASSIGN_OR_RETURN(trainers[c], ParallelTrainer::CreateFromPlan(
+                                             config, plan,
+                                             StrCat("in-step profile of rank ", rank), o));
+    }
     const RankGraph* graph = nullptr;
-    for (const RankGraph& g : trainer->graph().ranks) {
+    for (const RankGraph& g : trainers[0]->graph().ranks) {
       if (g.rank == rank) graph = &g;
     }
     if (graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
     const std::vector<int> prev = PreviousOnStream(*graph);
     for (int step = 0; step < options.warmup_steps + options.steps; ++step) {
-      LOOM_RETURN_IF_ERROR(trainer->Step(step).status());
-      std::vector<TraceEvent> events = trainer->TakeTrace();
-      if (step < options.warmup_steps) continue;
-      // Each instruction's time on its stream, dispatch included.
-      const std::vector<const TraceEvent*> by_id = ById(*graph, events);
-      std::map<std::string, std::pair<double, int>> step_sum;
-      for (const TraceEvent& e : events) {
-        if (e.instruction < 0) continue;
-        const Instruction& ins = graph->instructions()[e.instruction];
-        if (!Computes(ins)) continue;
-        const std::string& signature = graph->body->signatures[ins.signature];
-        auto& [seconds, runs] = step_sum[signature];
-        seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
-        ++runs;
-        Samples& s = by_signature[signature];
-        if (s.timing.signature.empty()) {
-          s.timing.type = ins.op_type;
-          s.timing.signature = signature;
-          s.timing.work.flops = ins.flops;
-          s.timing.work.bytes = ins.bytes;
-        }
+      // The copies step together, so that each op runs beside the others'.
+      std::vector<Status> status(copies);
+      std::vector<std::thread> threads;
+      for (int c = 0; c < copies; ++c) {
+        threads.emplace_back([&, c] { status[c] = trainers[c]->Step(step).status(); });
       }
-      for (const auto& [signature, sum] : step_sum) {
-        Samples& s = by_signature[signature];
-        s.step_means.push_back(sum.first / sum.second);
-        s.runs_per_step = sum.second;
+      for (std::thread& t : threads) t.join();
+      for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
+      for (int c = 0; c < copies; ++c) {
+        std::vector<TraceEvent> events = trainers[c]->TakeTrace();
+        if (step < options.warmup_steps) continue;
+        AddStepSamples(*graph, prev, events, by_signature);
       }
     }
   }

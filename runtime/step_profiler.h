@@ -1,10 +1,13 @@
 // Times a plan's ops where they run: inside training steps of each rank,
-// one rank at a time, with communication reduced to its local part
+// with communication reduced to its local part
 // (ParallelTrainer::Options::local_communication). An op timed alone in a
 // loop finds its inputs in cache and its allocations recycled; inside a
 // step it follows other ops, as it will when the plan runs, and small ops
 // take up to twice as long there (gpt-tiny's micro-batch slices on this
-// host). `loom profile` fills the cost table from it.
+// host). Where the plan puts ranks on the host's other cores, copies of the
+// timed rank run there at the same time, pinned a core each: beside a
+// neighbour, memory-bound ops ran 15-40% slower than alone (gpt-tiny dp=2,
+// batch 64). `loom profile` fills the cost table from it.
 #ifndef LOOM_RUNTIME_STEP_PROFILER_H_
 #define LOOM_RUNTIME_STEP_PROFILER_H_
 
@@ -21,6 +24,9 @@ namespace loom {
 struct StepProfileOptions {
   int warmup_steps = 2;  // untimed: allocations, caches, OpenBLAS buffers
   int steps = 7;         // timed; one sample per step
+  // Copies of each timed rank run at once, one per core (at most the
+  // process's cores); 0: as many as the plan has ranks.
+  int side_by_side = 0;
 };
 
 // Called before each rank is timed: the rank and how many are timed.

@@ -16,7 +16,11 @@
 #include "executor/op_profiler.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "executor/cpu/cpu_device.h"
 #include "models/gpt.h"
+#include "passes/strategy.h"
+#include "runtime/gpt_plan.h"
+#include "runtime/step_profiler.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -164,6 +168,36 @@ TEST(Profile, ProgramFileAndTheDefaultTableLocation) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("wrote " + dir + "/env.pbtxt"), std::string::npos) << r.out;
   EXPECT_GT(CostTable::Load(dir + "/env.pbtxt").value().size(), 20);
+}
+
+// In-step profiling runs copies of each timed rank side by side, one per
+// core: every signature is timed as alone, with a sample per copy and step.
+TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
+  if (CoresOfThisProcess().size() < 2) GTEST_SKIP() << "needs 2 cores, this process has 1";
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 1;
+  const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(2, 1, 1, 1, "1F1B")).value();
+  auto profile = [&](int side_by_side) {
+    StepProfileOptions o;
+    o.warmup_steps = 1;
+    o.steps = 3;
+    o.side_by_side = side_by_side;
+    std::map<std::string, int> samples;
+    const std::vector<OpTiming> timings = ProfileInStep(c, plan, o).value();
+    for (const OpTiming& t : timings) {
+      EXPECT_GT(t.median_seconds, 0) << t.signature;
+      samples[t.signature] = t.samples;
+    }
+    return samples;
+  };
+  const std::map<std::string, int> alone = profile(1), two = profile(2);
+  ASSERT_FALSE(alone.empty());
+  ASSERT_EQ(alone.size(), two.size());
+  for (const auto& [signature, n] : alone) {
+    EXPECT_EQ(n, 3) << signature;
+    ASSERT_EQ(two.count(signature), 1u) << signature;
+    EXPECT_EQ(two.at(signature), 6) << signature;
+  }
 }
 
 TEST(Profile, ErrorsNameTheCulprit) {
