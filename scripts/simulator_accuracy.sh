@@ -16,9 +16,11 @@
 # busy they kept the host during each row's runs.
 #
 #   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
-#       [--repeats R] [--networks loopback,emulated] [--net_rate 200mbit]
+#       [--repeats R] [--networks loopback,emulated] [--net_rate 1gbit]
 #       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX]
 #       [--quiet_cores C] [--quiet_wait S]
+#
+# LOOM (environment) names the loom binary; default build/bin/loom.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +52,7 @@ while (($#)); do
     --only) ONLY=$2; shift 2 ;;
     --quiet_cores) QUIET_CORES=$2; shift 2 ;;
     --quiet_wait) QUIET_WAIT=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
