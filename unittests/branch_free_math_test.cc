@@ -3,6 +3,7 @@
 #include "executor/kernels/cpu/branch_free_math.h"
 
 #include <cmath>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -57,6 +58,17 @@ TEST(BranchFreeMath, ErfAbsoluteErrorUnder2e7) {
   EXPECT_EQ(branch_free::Erf(-0.8f), -branch_free::Erf(0.8f));
   // Near 0 erf(x) ~ 2x / sqrt(pi): relative accuracy holds there too.
   EXPECT_NEAR(branch_free::Erf(1e-4f) / 1.1283791671e-4, 1.0, 1e-6);
+}
+
+// A NaN goes through as a NaN (and, under UBSan, without an undefined
+// float-to-int conversion on the way: a NaN or -inf exponent is clamped).
+TEST(BranchFreeMath, NaNStaysNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(branch_free::ExpNonPositive(nan)));
+  EXPECT_TRUE(std::isnan(branch_free::Tanh(nan)));
+  EXPECT_TRUE(std::isnan(branch_free::Erf(nan)));
+  EXPECT_EQ(branch_free::Tanh(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(branch_free::Erf(-std::numeric_limits<float>::infinity()), -1.0f);
 }
 
 }  // namespace

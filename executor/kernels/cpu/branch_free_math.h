@@ -27,7 +27,11 @@ inline float ExpNonPositive(float x) {
   constexpr float kLn2Hi = 0.693145751953125f;  // ln 2's leading 16 bits
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float n = (x * kLog2e + kRound) - kRound;
+  const float rounded = (x * kLog2e + kRound) - kRound;
+  // The exponent stays at or above float's smallest normal: below the
+  // domain, and for a NaN (which the comparison sends here and r keeps),
+  // the int conversion would otherwise be undefined.
+  const float n = rounded > -126.0f ? rounded : -126.0f;
   const float r = (x - n * kLn2Hi) - n * kLn2Lo;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
@@ -37,7 +41,7 @@ inline float ExpNonPositive(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
