@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "executor/comm_kernels.h"
@@ -37,16 +39,39 @@ bool RunsCommunicationUnderCompute(const Plan& plan) {
          plan.resolved.pipeline().find("op-split") != std::string::npos;
 }
 
-// Runs fn(rank) for every rank on its own thread. When ranks fail, the
-// error returned is the cause: a rank's own failure rather than its peers'
-// timeouts or lost connections waiting for it (lowest rank first).
-Status ForEachRank(const std::vector<int>& ranks,
-                   const std::function<Status(int)>& fn) {
+// Runs fn(rank) for every rank on its own thread, on the rank's core where
+// `core_of_rank` gives one (>= 0). Each thread is pinned before it first
+// runs, and all start together once every one exists: left to the OS, a
+// step's thread for rank 1 was sometimes queued behind rank 0's pinned
+// calc thread, or created only after this thread had waited out a slice
+// beside it, and started a scheduler tick (~4 ms) late. When ranks fail,
+// the error returned is the cause: a rank's own failure rather than its
+// peers' timeouts or lost connections waiting for it (lowest rank first).
+Status ForEachRank(const std::vector<int>& ranks, const std::function<Status(int)>& fn,
+                   const std::vector<int>& core_of_rank = {}) {
   std::vector<Status> status(ranks.size());
   std::vector<std::thread> threads;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool go = false;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] { status[i] = fn(ranks[i]); });
+    threads.emplace_back([&, i] {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return go; });
+      }
+      status[i] = fn(ranks[i]);
+    });
+    const int r = ranks[i];
+    if (r < static_cast<int>(core_of_rank.size()) && core_of_rank[r] >= 0) {
+      PinThread(threads.back().native_handle(), core_of_rank[r]);
+    }
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    go = true;
+  }
+  cv.notify_all();
   for (auto& t : threads) t.join();
   auto consequence = [](const Status& s) {
     return s.code() == StatusCode::kDeadlineExceeded ||
@@ -140,10 +165,12 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   t->devices_.resize(world);
   t->io_streams_.resize(world);
   const std::vector<int> cores = CoresOfThisProcess();
+  t->rank_cores_.assign(world, -1);
   for (int r : t->local_) {
     if (options.pin_cores) {
       const int n = static_cast<int>(cores.size());
       cpu_options.core = cores[((r + options.pin_offset) % n + n) % n];
+      t->rank_cores_[r] = cpu_options.core;
     }
     StatusOr<std::unique_ptr<Device>> device =
         MakeRankDevice(options.device, r, !options.local_ranks.empty(), cpu_options);
@@ -272,10 +299,13 @@ StatusOr<float> ParallelTrainer::Step(int64_t step) {
   data_->Batch(step, config_.batch_size, &tokens_, &labels_);
   for (int r : local_) LOOM_RETURN_IF_ERROR(Feed(r).WithContext(StrCat("rank ", r, " feed")));
   std::vector<float> losses(plan_.ranks.size(), std::numeric_limits<float>::quiet_NaN());
-  LOOM_RETURN_IF_ERROR(ForEachRank(local_, [&](int r) -> Status {
-    LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r, step));
-    return Status::OK();
-  }));
+  LOOM_RETURN_IF_ERROR(ForEachRank(
+      local_,
+      [&](int r) -> Status {
+        LOOM_ASSIGN_OR_RETURN(losses[r], RunRank(r, step));
+        return Status::OK();
+      },
+      rank_cores_));
   for (int r : local_) {
     if (!std::isnan(losses[r])) return losses[r];
   }

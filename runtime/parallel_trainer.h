@@ -160,6 +160,7 @@ class ParallelTrainer : public Trainer {
   // Indexed by global rank; null for ranks of other processes. A rank's
   // device outlives its executor; its io stream carries feeds, the loss
   // and state between the host and the device.
+  std::vector<int> rank_cores_;  // by rank: the core it keeps to, or -1
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Stream>> io_streams_;
   std::vector<std::unique_ptr<CommWorld>> worlds_;

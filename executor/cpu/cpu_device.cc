@@ -1,38 +1,14 @@
 #include "executor/cpu/cpu_device.h"
 
-#include <sched.h>
-
-#include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "executor/cpu/cpu_stream.h"
+#include "executor/cpu/host_memory_cache.h"
 
 namespace loom {
 
 std::shared_ptr<void> AllocateHostMemory(int64_t bytes) {
-  constexpr int64_t kAlign = 64;
-  const int64_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
-  if (p == nullptr) return nullptr;
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-}
-
-std::vector<int> CoresOfThisProcess() {
-  std::vector<int> cores;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cores.push_back(c);
-    }
-  }
-  if (cores.empty()) {
-    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) {
-      cores.push_back(static_cast<int>(c));
-    }
-  }
-  return cores;
+  return HostMemoryCache::Process()->Allocate(bytes);
 }
 
 CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}

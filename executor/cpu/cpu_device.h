@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/cpu/host_threads.h"
 #include "executor/device.h"
 
 namespace loom {
@@ -25,9 +26,6 @@ struct CpuDeviceOptions {
   int core = -1;
 };
 
-// The cores this process may run on (its affinity mask), in order; all of
-// the host's if the mask cannot be read.
-std::vector<int> CoresOfThisProcess();
 
 class CpuDevice : public Device {
  public:
@@ -51,8 +49,9 @@ class CpuDevice : public Device {
   WaitRoom room_;  // its events'; outlives them
 };
 
-// 64-byte aligned host memory (nullptr when there is none), freed when the
-// last reference goes: what CPU tensors hold.
+// 64-byte aligned host memory (nullptr when there is none), back to the
+// process's HostMemoryCache when the last reference goes: what CPU tensors
+// hold.
 std::shared_ptr<void> AllocateHostMemory(int64_t bytes);
 
 }  // namespace loom

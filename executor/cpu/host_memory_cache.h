@@ -1,0 +1,70 @@
+// Host memory that tensors let go, kept for the next tensor of about its
+// size. glibc hands blocks of more than its mmap threshold back to the OS
+// on free (munmap, or a heap trim), so a runtime that frees a step's
+// activations and allocates them again next step page-faults every one of
+// them afresh: on this host a [4096, 128] matmul that costs 0.23 ms on
+// warm memory took 1.16 ms as a step's first touch, and a gpt-tiny dp=2
+// step was ~10% slower than the sum of its profiled ops. The CUDA
+// allocator keeps its blocks for another reason (cudaFree synchronizes);
+// here CPU streams run work as it is issued, so a block is reusable as
+// soon as its last reference goes.
+//
+// A request takes the smallest cached block of at least its size and at
+// most twice it. The cache never holds more than the peak bytes in use at
+// once, so a process holds at most twice its peak. Blocks under
+// kSmallBytes go straight to malloc, which keeps those in its own bins.
+// Under AddressSanitizer every request goes straight to the system too, so
+// that a use after free stays a report and not a read of a reused block.
+#ifndef LOOM_EXECUTOR_CPU_HOST_MEMORY_CACHE_H_
+#define LOOM_EXECUTOR_CPU_HOST_MEMORY_CACHE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace loom {
+
+class HostMemoryCache {
+ public:
+  static constexpr int64_t kAlign = 64;
+  static constexpr int64_t kSmallBytes = 64 << 10;
+
+  // The process's cache; never destroyed, so that memory freed during
+  // static destruction still has somewhere to go.
+  static HostMemoryCache* Process();
+
+  HostMemoryCache() = default;
+  ~HostMemoryCache();  // frees the cached blocks; none may still be in use
+  HostMemoryCache(const HostMemoryCache&) = delete;
+  HostMemoryCache& operator=(const HostMemoryCache&) = delete;
+
+  // kAlign-aligned memory of at least `bytes` (nullptr when the system has
+  // none, even after the cache is emptied), back to this cache when the
+  // last reference goes. The cache must outlive it.
+  std::shared_ptr<void> Allocate(int64_t bytes);
+
+  // Frees every cached block.
+  void Empty();
+
+  struct Stats {
+    int64_t in_use = 0;       // bytes handed out and not yet let go
+    int64_t cached = 0;       // bytes held for reuse
+    int64_t peak_in_use = 0;
+    int64_t system_allocations = 0;  // blocks the system was asked for
+    int64_t reuses = 0;              // requests a cached block served
+  };
+  Stats stats() const;
+
+ private:
+  void Release(void* block, int64_t size);
+  void EmptyLocked();
+
+  mutable std::mutex mu_;
+  std::multimap<int64_t, void*> free_;  // cached blocks by size
+  Stats stats_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_EXECUTOR_CPU_HOST_MEMORY_CACHE_H_

@@ -1,0 +1,34 @@
+#include "executor/cpu/host_threads.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace loom {
+
+std::vector<int> CoresOfThisProcess() {
+  std::vector<int> cores;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cores.push_back(c);
+    }
+  }
+  if (cores.empty()) {
+    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()); ++c) {
+      cores.push_back(static_cast<int>(c));
+    }
+  }
+  return cores;
+}
+
+bool PinThread(pthread_t thread, int core) {
+  if (core < 0 || core >= CPU_SETSIZE) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  return pthread_setaffinity_np(thread, sizeof(set), &set) == 0;
+}
+
+}  // namespace loom
