@@ -383,7 +383,7 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
   result.compute_threads = threads;
   agree.data<float>()[0] = static_cast<float>(Median(probe));
   LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
-  result.allreduce_alone_seconds = agree.data<float>()[0];
+  const double probed_seconds = agree.data<float>()[0];
 
   // Alone and beside the allreduces in turn, several times, and the median
   // of the cycles' ratios: a neighbour's load that comes or goes during the
@@ -391,10 +391,21 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
   const int cycles = std::max(1, o.cycles);
   const double phase = o.seconds / cycles;
   const int64_t calls = std::max<int64_t>(
-      3, static_cast<int64_t>(phase / std::max(result.allreduce_alone_seconds, 1e-6)));
-  std::vector<double> ratios, alone_means, with_means, comm_means;
+      3, static_cast<int64_t>(phase / std::max(probed_seconds, 1e-6)));
+  std::vector<double> ratios, alone_means, with_means, comm_alone_means, comm_means, comm_ratios;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     alone_means.push_back(compute(For(phase)));
+    // The allreduces alone, in each cycle as the matmuls are: timed once
+    // before the cycles, the 4 MiB call varied 1.8-3.0 ms from run to run
+    // and took compute_comm_slowdown from 2.0 to 3.4 with it.
+    LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
+    {
+      const auto start = Clock::now();
+      for (int64_t i = 0; i < calls; ++i) {
+        LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
+      }
+      comm_alone_means.push_back(Since(start) / calls);
+    }
     // Untimed: every member starts its allreduces together.
     LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
     std::atomic<bool> running{true};
@@ -413,12 +424,15 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
     LOOM_RETURN_IF_ERROR(status);
     comm_means.push_back(comm_seconds / calls);
     ratios.push_back(with_means.back() / alone_means.back());
+    comm_ratios.push_back(comm_means.back() / comm_alone_means.back());
   }
   result.alone_seconds = Median(alone_means);
   result.with_comm_seconds = Median(with_means);
   result.slowdown = Median(ratios);
   result.allreduces = calls * cycles;
+  result.allreduce_alone_seconds = Median(comm_alone_means);
   result.allreduce_with_compute_seconds = Median(comm_means);
+  result.comm_slowdown = Median(comm_ratios);
   return result;
 }
 

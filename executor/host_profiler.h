@@ -104,7 +104,7 @@ struct InterferenceOptions {
   // compute stream is busy (one thread alone would leave the communication
   // a free core and measure nothing).
   int compute_threads = 0;
-  double seconds = 1.0;            // alone and beside phases together last 2x this
+  double seconds = 1.0;  // matmuls alone, allreduces alone, both: each about this in all
   int cycles = 5;                  // alone/beside pairs; the median ratio counts
   int ranks = 2;                   // ranks of the allreduce loop
   int64_t allreduce_bytes = 4 << 20;
@@ -118,10 +118,12 @@ struct InterferenceResult {
   double slowdown = 0;           // median of the cycles' with_comm / alone
   int64_t allreduces = 0;        // calls made by the loops, all cycles
   int compute_threads = 0;
-  // The other direction, for information: one allreduce alone (median)
-  // and on average while the matmuls run.
+  // The other direction: one allreduce alone and while the matmuls run
+  // (means over each cycle's calls), and the median of the cycles'
+  // with_compute / alone, the cluster's compute_comm_slowdown.
   double allreduce_alone_seconds = 0;
   double allreduce_with_compute_seconds = 0;
+  double comm_slowdown = 0;
 };
 
 // Times a fixed matmul loop on compute_threads threads alone and while

@@ -41,7 +41,7 @@ DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds 
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
 DEFINE_double(interference_seconds, 1.0,
-              "seconds the interference measurement computes alone (and about as long beside the allreduces)");
+              "seconds the interference measurement computes alone (and about as long each runs the allreduces alone and both together)");
 
 namespace loom {
 
@@ -222,13 +222,13 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               static_cast<long long>(io.allreduce_bytes), io.ranks, r.slowdown,
               io.cycles,
               r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
-  std::printf("the other way: one allreduce %s alone, %s beside the matmuls: slowdown %.2f\n",
+  std::printf("the other way: one allreduce %s alone, %s beside the matmuls: slowdown %.2f "
+              "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
-              Time(r.allreduce_with_compute_seconds).c_str(),
-              r.allreduce_with_compute_seconds / r.allreduce_alone_seconds);
+              Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   cluster->set_compute_comm_slowdown(
-      std::max(1.0, r.allreduce_with_compute_seconds / r.allreduce_alone_seconds));
+      std::max(1.0, r.comm_slowdown));
   return Status::OK();
 }
 
