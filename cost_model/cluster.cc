@@ -29,6 +29,9 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   }
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
+  if (link.has_sustained_bandwidth()) {
+    LOOM_RETURN_IF_ERROR(Positive(field + ".sustained_bandwidth", link.sustained_bandwidth()));
+  }
   if (!link.has_latency_seconds()) {
     return InvalidArgument(field, ".latency_seconds is missing");
   }

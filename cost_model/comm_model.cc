@@ -1,5 +1,6 @@
 #include "cost_model/comm_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -147,8 +148,10 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
       beta = c.bandwidth();
     }
   }
-  return t.latency_steps * alpha +
-         LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes) / beta;
+  const double wire_bytes = LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes);
+  const double seconds = t.latency_steps * alpha + wire_bytes / beta;
+  if (!link.has_sustained_bandwidth()) return seconds;
+  return std::max(seconds, wire_bytes / link.sustained_bandwidth());
 }
 
 StatusOr<double> CommModel::OpCommSeconds(

@@ -450,6 +450,29 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
   return results[0];
 }
 
+StatusOr<double> TimeLongAllReduceMember(Communicator& comm, int64_t bytes, int calls) {
+  Tensor buf = Floats(std::max<int64_t>(1, bytes / 4), 1.0f);
+  Tensor agree = Floats(1, 0.0f);
+  LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));  // buffers, connections
+  LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
+  const auto start = Clock::now();
+  for (int i = 0; i < std::max(1, calls); ++i) {
+    LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
+  }
+  return Since(start) / std::max(1, calls);
+}
+
+StatusOr<double> TimeLongAllReduce(int ranks, int64_t bytes, int calls,
+                                   std::chrono::milliseconds timeout) {
+  LOOM_ASSIGN_OR_RETURN(Group group, Connect(ranks, "long-transfer", timeout));
+  std::vector<double> seconds(ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(seconds[r], TimeLongAllReduceMember(*group[r], bytes, calls));
+    return Status::OK();
+  }));
+  return seconds[0];
+}
+
 StatusOr<DeviceCalibration> CalibrateDevice() {
   DeviceCalibration c;
   c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

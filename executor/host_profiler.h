@@ -139,6 +139,16 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& opti
 StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
                                                        const InterferenceOptions& options);
 
+// The mean time of `calls` allreduces of `bytes` (after one untimed) from
+// one member of `comm`: how a long transfer fares. Where a shaper limits
+// the link's rate with a token bucket, calls of a few buckets leave mostly
+// at once and a fit to them overstates the rate of larger ones. Every
+// member calls it; each returns its own time.
+StatusOr<double> TimeLongAllReduceMember(Communicator& comm, int64_t bytes, int calls);
+// The same with `ranks` members in this process (over loopback); rank 0's.
+StatusOr<double> TimeLongAllReduce(int ranks, int64_t bytes, int calls,
+                                   std::chrono::milliseconds timeout);
+
 struct DeviceCalibration {
   int cores = 0;
   // One thread's best sgemm rate and copy bandwidth (read + written).

@@ -40,6 +40,10 @@ DEFINE_string(comm_between_ms, "0.1,1",
 DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
+DEFINE_int64(comm_long_bytes, 16 << 20,
+             "--comm: also time allreduces of this many bytes, and where the fitted link "
+             "prices them more than 10% too fast (a shaped link's token bucket), record the "
+             "rate they ran at as the link's sustained_bandwidth; 0: skip");
 DEFINE_double(interference_seconds, 1.0,
               "seconds the interference measurement computes alone (and about as long each runs the allreduces alone and both together)");
 
@@ -137,6 +141,44 @@ StatusOr<InterferenceResult> MeasureInterferenceHere(const InterferenceOptions& 
   return MeasureInterferenceMember(*all, io);
 }
 
+// TimeLongAllReduce on loopback, or TimeLongAllReduceMember as a member of
+// a launch.
+StatusOr<double> TimeLongAllReduceHere(int64_t bytes, int calls, int ranks,
+                                       std::chrono::milliseconds timeout,
+                                       const std::optional<LaunchEnv>& env) {
+  if (!env.has_value() || env->rank == 0) {
+    std::fprintf(stderr, "timing %d allreduces of %lld B ...\n", calls,
+                 static_cast<long long>(bytes));
+  }
+  if (!env.has_value()) return TimeLongAllReduce(ranks, bytes, calls, timeout);
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
+                        LaunchWorld(*env, "profile-long", timeout));
+  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
+  return TimeLongAllReduceMember(*all, bytes, calls);
+}
+
+// Where the fitted `link` prices an allreduce of `bytes` among `ranks`
+// more than 10% under the `seconds` it took, the link cannot keep its
+// fitted rate over long transfers: records the rate the call ran at as
+// its sustained_bandwidth (and clears one recorded before otherwise).
+void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& ranks,
+                         proto::Cluster* cluster, proto::Link* link) {
+  link->clear_sustained_bandwidth();
+  const double priced = CommModel(*cluster).CommSeconds(CollectiveKind::kAllReduce,
+                                                        CommAlgorithm::kDirect, bytes, ranks);
+  const double wire_bytes =
+      LinkByteFactor(TermsOf(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+                             static_cast<int>(ranks.size())),
+                     link->half_duplex()) *
+      static_cast<double>(bytes);
+  const bool slower = seconds > 1.1 * priced;
+  if (slower) link->set_sustained_bandwidth(wire_bytes / seconds);
+  std::printf("long transfers: allreduce of %lld B %s measured, %s priced by the fit%s\n",
+              static_cast<long long>(bytes), Time(seconds).c_str(), Time(priced).c_str(),
+              slower ? StrCat(": sustained rate ", Rate(wire_bytes / seconds), " recorded").c_str()
+                     : "");
+}
+
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
@@ -190,6 +232,12 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
                  static_cast<long long>(io.matmul_dim));
   }
   LOOM_ASSIGN_OR_RETURN(InterferenceResult interference, MeasureInterferenceHere(io, env));
+  constexpr int kLongCalls = 3;
+  double long_seconds = 0;
+  if (FLAGS_comm_long_bytes > 0) {
+    LOOM_ASSIGN_OR_RETURN(long_seconds, TimeLongAllReduceHere(FLAGS_comm_long_bytes, kLongCalls,
+                                                              options.ranks, io.timeout, env));
+  }
   if (env.has_value() && env->rank != 0) return Status::OK();
   const std::string regime =
       options.between_calls_max_seconds > 0
@@ -226,6 +274,9 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
+  if (FLAGS_comm_long_bytes > 0) {
+    RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, ranks, cluster, link);
+  }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   cluster->set_compute_comm_slowdown(
       std::max(1.0, r.comm_slowdown));

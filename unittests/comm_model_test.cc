@@ -135,6 +135,28 @@ TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
                    m.CommSeconds(kSend, kDirect, mb, {3, 4}));
 }
 
+// A shaped link's token bucket lets small calls leave at the fitted rate
+// but holds a long transfer to the sustained one.
+TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {
+  proto::Cluster c = TestCluster();
+  c.mutable_inter_node()->set_sustained_bandwidth(1e9);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const std::vector<int> pair = {3, 4};
+  // 1 KB: 10 us + 0.1 us by the fit, 1 us at the sustained rate.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair), 10e-6 + 1e-7);
+  // 1 GB: 0.1 s by the fit, 1 s at the sustained rate.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000000, pair), 1.0);
+  // An allreduce's bytes on the wire (2 (n-1)/n of them) set its bound.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 1000000000, pair), 1.0);
+  // The intra-node link has none: unchanged.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000000, {0, 1}), 1e-6 + 0.01);
+  c.mutable_inter_node()->set_sustained_bandwidth(-1);
+  Status bad = ValidateCluster(c);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("inter_node.sustained_bandwidth"), std::string::npos) << bad;
+}
+
 TEST(CommModel, OpTypesAsCollectives) {
   EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
   EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);
