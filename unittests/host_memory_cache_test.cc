@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -96,6 +97,7 @@ TEST(HostMemoryCache, AnAbsurdRequestIsNullNotACrash) {
   HostMemoryCache cache;
   cache.Allocate(4 * kMiB).reset();
   EXPECT_EQ(cache.Allocate(int64_t{1} << 62), nullptr);
+  EXPECT_EQ(cache.Allocate(std::numeric_limits<int64_t>::max()), nullptr);
 }
 
 TEST(HostMemoryCache, ThreadsShareOneCache) {

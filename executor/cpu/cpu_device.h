@@ -26,7 +26,6 @@ struct CpuDeviceOptions {
   int core = -1;
 };
 
-
 class CpuDevice : public Device {
  public:
   explicit CpuDevice(CpuDeviceOptions options = CpuDeviceOptions());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 
 namespace loom {
 namespace {
@@ -18,9 +19,12 @@ constexpr bool kCaches = true;
 constexpr bool kCaches = true;
 #endif
 
+// `bytes` rounded up to kAlign; -1 where that overflows.
 int64_t Rounded(int64_t bytes) {
   constexpr int64_t a = HostMemoryCache::kAlign;
-  return bytes <= 0 ? a : (bytes + a - 1) / a * a;
+  if (bytes <= 0) return a;
+  if (bytes > std::numeric_limits<int64_t>::max() - a) return -1;
+  return (bytes + a - 1) / a * a;
 }
 
 }  // namespace
@@ -37,6 +41,7 @@ HostMemoryCache::~HostMemoryCache() {
 
 std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes) {
   const int64_t size = Rounded(bytes);
+  if (size < 0) return nullptr;
   if (!kCaches || size < kSmallBytes) {
     void* p = std::aligned_alloc(kAlign, size);
     if (p == nullptr) return nullptr;
@@ -47,7 +52,7 @@ std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.lower_bound(size);
-    if (it != free_.end() && it->first <= 2 * size) {
+    if (it != free_.end() && it->first / 2 <= size) {
       block = it->second;
       block_size = it->first;
       free_.erase(it);
