@@ -96,8 +96,12 @@ TEST(HostMemoryCache, SmallBlocksGoStraightToMalloc) {
 TEST(HostMemoryCache, AnAbsurdRequestIsNullNotACrash) {
   HostMemoryCache cache;
   cache.Allocate(4 * kMiB).reset();
-  EXPECT_EQ(cache.Allocate(int64_t{1} << 62), nullptr);
+  // Rounding that overflows never reaches the allocator.
   EXPECT_EQ(cache.Allocate(std::numeric_limits<int64_t>::max()), nullptr);
+#ifndef LOOM_HOST_CACHE_OFF
+  // (ASan's allocator aborts on a request this size instead of failing it.)
+  EXPECT_EQ(cache.Allocate(int64_t{1} << 62), nullptr);
+#endif
 }
 
 TEST(HostMemoryCache, ThreadsShareOneCache) {
