@@ -148,10 +148,18 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
       beta = c.bandwidth();
     }
   }
-  const double wire_bytes = LinkByteFactor(t, link.half_duplex()) * static_cast<double>(bytes);
+  const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
   const double seconds = t.latency_steps * alpha + wire_bytes / beta;
   if (!link.has_sustained_bandwidth()) return seconds;
   return std::max(seconds, wire_bytes / link.sustained_bandwidth());
+}
+
+double CommModel::WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_t bytes,
+                            const std::vector<int>& group_ranks) const {
+  const int n = static_cast<int>(group_ranks.size());
+  if (n <= 1) return 0;
+  return LinkByteFactor(TermsOf(kind, algorithm, n), LinkAt(LevelOf(group_ranks)).half_duplex()) *
+         static_cast<double>(bytes);
 }
 
 StatusOr<double> CommModel::OpCommSeconds(

@@ -102,6 +102,11 @@ class CommModel {
                      int64_t bytes, const std::vector<int>& group_ranks,
                      bool after_wait = false) const;
 
+  // The bytes one member moves in one direction for that call on its
+  // link (what the link's bandwidth and sustained_bandwidth divide).
+  double WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_t bytes,
+                   const std::vector<int>& group_ranks) const;
+
   // Every call an op makes: comm_calls x CommSeconds(its collective,
   // comm_bytes). An error names the op type if it does not communicate.
   StatusOr<double> OpCommSeconds(const std::string& op_type, const OpWork& work,

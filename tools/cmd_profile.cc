@@ -160,17 +160,14 @@ StatusOr<double> TimeLongAllReduceHere(int64_t bytes, int calls, int ranks,
 // Where the fitted `link` prices an allreduce of `bytes` among `ranks`
 // more than 10% under the `seconds` it took, the link cannot keep its
 // fitted rate over long transfers: records the rate the call ran at as
-// its sustained_bandwidth (and clears one recorded before otherwise).
+// its sustained_bandwidth.
 void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& ranks,
                          proto::Cluster* cluster, proto::Link* link) {
-  link->clear_sustained_bandwidth();
-  const double priced = CommModel(*cluster).CommSeconds(CollectiveKind::kAllReduce,
-                                                        CommAlgorithm::kDirect, bytes, ranks);
+  const CommModel model(*cluster);
+  const double priced =
+      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
   const double wire_bytes =
-      LinkByteFactor(TermsOf(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
-                             static_cast<int>(ranks.size())),
-                     link->half_duplex()) *
-      static_cast<double>(bytes);
+      model.WireBytes(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
   const bool slower = seconds > 1.1 * priced;
   if (slower) link->set_sustained_bandwidth(wire_bytes / seconds);
   std::printf("long transfers: allreduce of %lld B %s measured, %s priced by the fit%s\n",
@@ -274,6 +271,8 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
+  // A new fit: a bound measured against an older one no longer applies.
+  link->clear_sustained_bandwidth();
   if (FLAGS_comm_long_bytes > 0) {
     RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, ranks, cluster, link);
   }

@@ -148,6 +148,7 @@ TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {
   // 1 GB: 0.1 s by the fit, 1 s at the sustained rate.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000000, pair), 1.0);
   // An allreduce's bytes on the wire (2 (n-1)/n of them) set its bound.
+  EXPECT_DOUBLE_EQ(m.WireBytes(kAllReduce, kDirect, 1000000000, pair), 1e9);
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 1000000000, pair), 1.0);
   // The intra-node link has none: unchanged.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000000, {0, 1}), 1e-6 + 0.01);
