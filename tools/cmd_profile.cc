@@ -100,7 +100,12 @@ StatusOr<CommFit> PrintFit(const std::string& title,
                            const std::vector<CommSample>& samples,
                            bool half_duplex, bool rows) {
   auto fit = FitAlphaBeta(samples, half_duplex);
-  if (!fit.ok()) return fit.status().WithContext(title);
+  if (!fit.ok()) {
+    // Said, not skipped: on a busy host one duplex (or one collective) may
+    // not fit where the other does.
+    std::printf("%s: not determined (%s)\n", title.c_str(), fit.status().message().c_str());
+    return fit.status().WithContext(title);
+  }
   std::printf("%s: alpha %s, beta %s, rms residual %.1f%%%s\n", title.c_str(),
               Time(fit->latency_seconds).c_str(), Rate(fit->bandwidth).c_str(),
               100 * fit->rms_relative_residual,

@@ -226,7 +226,10 @@ TEST(Profile, CommWritesAValidClusterFile) {
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
                   "--comm_rounds 11 --cost_table " + dir + "/table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("joint fit, full duplex: alpha "), std::string::npos) << r.out;
+  // Both duplexes are fitted and reported; on a busy host one of them may
+  // be undetermined (said so), but the kept fit always has values.
+  EXPECT_NE(r.out.find("joint fit, full duplex: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joint fit, half duplex: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  allgather n=2 16384 B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
