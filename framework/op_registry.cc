@@ -1,5 +1,7 @@
 #include "framework/op_registry.h"
 
+#include <set>
+
 #include <cmath>
 
 #include <algorithm>
@@ -87,6 +89,14 @@ Status CheckSlots(
     const google::protobuf::RepeatedPtrField<proto::OpDesc::Slot>& slots,
     const std::vector<SlotSpec>& specs, const char* kind,
     const OpSchema& schema) {
+  // A slot named twice: readers take the first, presence checks any one, so
+  // an empty first and a full second passed both (found by fuzzing).
+  std::set<std::string> seen;
+  for (const auto& slot : slots) {
+    if (!seen.insert(slot.name()).second) {
+      return InvalidArgument(kind, " slot '", slot.name(), "' appears twice");
+    }
+  }
   for (const auto& slot : slots) {
     const SlotSpec* spec = nullptr;
     for (const auto& s : specs) {

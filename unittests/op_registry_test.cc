@@ -69,6 +69,10 @@ TEST(OpRegistry, CheckOpSchemaNamesTheSlot) {
   EXPECT_EQ(CheckOpSchema(d).message(), "input slot 'X' holds 2 vars but takes one");
   d = OpDescBuilder("fill_constant").Output("Out", "c");
   EXPECT_EQ(CheckOpSchema(d).message(), "missing required attribute 'shape'");
+  // A slot named twice (an empty first, a full second) used to pass, and
+  // shape inference then read the empty one and aborted.
+  d = OpDescBuilder("scale").Input("X", std::vector<std::string>{}).Input("X", "a").Output("Out", "c");
+  EXPECT_EQ(CheckOpSchema(d).message(), "input slot 'X' appears twice");
 }
 
 }  // namespace
