@@ -32,6 +32,15 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   if (link.has_sustained_bandwidth()) {
     LOOM_RETURN_IF_ERROR(Positive(field + ".sustained_bandwidth", link.sustained_bandwidth()));
   }
+  if (link.has_burst_bytes()) {
+    if (link.burst_bytes() < 0) {
+      return InvalidArgument(field, ".burst_bytes must not be negative, got ", link.burst_bytes());
+    }
+    if (!link.has_sustained_bandwidth()) {
+      return InvalidArgument(field, ".burst_bytes needs ", field,
+                             ".sustained_bandwidth: the rate its bucket refills at");
+    }
+  }
   if (!link.has_latency_seconds()) {
     return InvalidArgument(field, ".latency_seconds is missing");
   }

@@ -130,7 +130,7 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
 
 double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                               int64_t bytes, const std::vector<int>& group_ranks,
-                              bool after_wait) const {
+                              bool after_wait, double idle_seconds) const {
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
   const CommTerms t = TermsOf(kind, algorithm, n);
@@ -149,6 +149,13 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
     }
   }
   const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
+  if (link.has_burst_bytes()) {
+    // A shaper: what the bucket holds leaves at once, the rest at its rate.
+    const double rate = link.sustained_bandwidth();
+    const double credit = std::min(static_cast<double>(link.burst_bytes()),
+                                   std::max(0.0, idle_seconds) * rate);
+    return t.latency_steps * alpha + std::max(0.0, wire_bytes - credit) / rate;
+  }
   const double seconds = t.latency_steps * alpha + wire_bytes / beta;
   if (!link.has_sustained_bandwidth()) return seconds;
   return std::max(seconds, wire_bytes / link.sustained_bandwidth());

@@ -35,6 +35,11 @@
 // direct allreduce, allgather and reduce-scatter, and tree allgather and
 // reduce-scatter; not tree allreduce, broadcast or send/recv, whose steps
 // go one way.
+//
+// A shaped link (Link.burst_bytes, an emulated network's tc tbf) replaces
+// the byte term with tbf's: the wire bytes less the bucket's credit, over
+// the shaper's rate (Link.sustained_bandwidth). Without it a link with a
+// sustained_bandwidth costs at least its wire bytes over that rate.
 #ifndef LOOM_COST_MODEL_COMM_MODEL_H_
 #define LOOM_COST_MODEL_COMM_MODEL_H_
 
@@ -97,10 +102,13 @@ class CommModel {
 
   // One call among `group_ranks` (global ranks; for send and recv the two
   // ends). `after_wait`: some party waited for the last to arrive, so the
-  // link's after_wait costs apply where it has them.
+  // link's after_wait costs apply where it has them. `idle_seconds`: how
+  // long the members' links had carried nothing before the call (the least
+  // over them); on a shaped link (Link.burst_bytes) the bucket refilled
+  // meanwhile. 0: an empty bucket, the dearest a call can be.
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
-                     bool after_wait = false) const;
+                     bool after_wait = false, double idle_seconds = 0) const;
 
   // The bytes one member moves in one direction for that call on its
   // link (what the link's bandwidth and sustained_bandwidth divide).

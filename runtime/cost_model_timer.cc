@@ -53,15 +53,16 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::ForCluster(
 }
 
 double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
-  return Price(g, ins, false);
+  return Price(g, ins, false, 0);
 }
 
 double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
-                                   double waited) const {
-  return Price(g, ins, waited > kSleptSeconds);
+                                   const CallStart& call) const {
+  return Price(g, ins, call.waited > kSleptSeconds, call.link_idle);
 }
 
-double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool after_wait) const {
+double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool after_wait,
+                             double link_idle) const {
   double s = 0;
   if (ins.kind == InstructionKind::kNoOp) return 0;
   if (ins.kind == InstructionKind::kCompute ||
@@ -69,24 +70,26 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool af
     s += compute_.at(g.body.get())[ins.signature];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
-    s += ins.comm_calls * CallSeconds(g, ins, ins.comm_bytes, after_wait);
+    s += CallSeconds(g, ins, ins.comm_bytes, after_wait, link_idle) +
+         (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, after_wait, 0);
   }
   return s;
 }
 
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
-                                   bool after_wait) const {
+                                   bool after_wait, double link_idle) const {
   const CollectiveKind kind = kinds_.at(ins.op_type);
   if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
-    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, after_wait);
+    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, after_wait,
+                             link_idle);
   }
-  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), after_wait);
+  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), after_wait, link_idle);
 }
 
 double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins) const {
   if (ins.comm_calls <= 0) return 0;
-  const double whole = CallSeconds(g, ins, ins.comm_bytes, false);
-  return whole > 0 ? 1 - CallSeconds(g, ins, 0, false) / whole : 0;
+  const double whole = CallSeconds(g, ins, ins.comm_bytes, false, 0);
+  return whole > 0 ? 1 - CallSeconds(g, ins, 0, false, 0) / whole : 0;
 }
 
 int CostModelTimer::CorePool(const RankGraph& g) const {

@@ -34,8 +34,11 @@ class CostModelTimer : public InstructionTimer {
 
   double Seconds(const RankGraph& rank, const Instruction& ins) const override;
   // A call whose first party waited longer than kSleptSeconds for the last
-  // is priced at the link's after_wait costs: that party slept.
-  double CommSeconds(const RankGraph& rank, const Instruction& ins, double waited) const override;
+  // is priced at the link's after_wait costs: that party slept. Its first
+  // call of the op gets the credit a shaped link's bucket gathered while
+  // idle (CommModel::CommSeconds); the op's further calls follow at once.
+  double CommSeconds(const RankGraph& rank, const Instruction& ins,
+                     const CallStart& call) const override;
   // Gloo waits on a condition variable without spinning, so a party that
   // waits at all sleeps; parties that start a call together arrive within
   // tens of microseconds of each other. Above this wait, one slept.
@@ -56,10 +59,11 @@ class CostModelTimer : public InstructionTimer {
   CostModelTimer(const proto::Cluster& cluster, CommAlgorithm algorithm)
       : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
 
-  double Price(const RankGraph& rank, const Instruction& ins, bool after_wait) const;
+  double Price(const RankGraph& rank, const Instruction& ins, bool after_wait,
+               double link_idle) const;
   // One call of communicating `ins`, of `bytes`.
   double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
-                     bool after_wait) const;
+                     bool after_wait, double link_idle) const;
 
   CommModel comm_;
   proto::Cluster cluster_;

@@ -76,6 +76,8 @@ class EmulatedNetwork {
   const std::string& BridgeNamespace() const { return bridge_namespace_; }
   const std::string& prefix() const { return prefix_; }
   double bits_per_second() const { return bits_per_second_; }
+  // The tbf bucket of each link.
+  int64_t burst_bytes() const { return burst_bytes_; }
 
   // Moves the calling process into rank `rank`'s namespace. Only a system
   // call on a descriptor opened by Create(), so a child may call it between

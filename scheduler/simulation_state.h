@@ -3,6 +3,7 @@
 #ifndef LOOM_SCHEDULER_SIMULATION_STATE_H_
 #define LOOM_SCHEDULER_SIMULATION_STATE_H_
 
+#include <limits>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -84,6 +85,10 @@ struct RankState {
   std::vector<StreamState> streams;
   std::vector<char> done;
   int calc = -1;  // index of the calc stream
+  // The rank's link: its communication in flight, and when the last ended
+  // (-inf: none yet, the link idle since long before the step).
+  int link_calls = 0;
+  double link_idle_since = -std::numeric_limits<double>::infinity();
   // Metrics, accumulated as events pass.
   RankAccounting accounting;
   // Memory: touches left per temporary, and the bytes live now.
@@ -109,8 +114,8 @@ class Simulation {
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
   Status Arrive(int r, int s, const Instruction& ins, double now);
-  // `waited`: for a communication, how long its first party waited.
-  void Start(int r, int ins, double now, double waited = 0);
+  // `call`: for a communication, what its timer is told.
+  void Start(int r, int ins, double now, const CallStart& call = {});
   // Gives the pool's running compute its rates from `now` and reschedules
   // their ends.
   void Reprice(int pool, double now);

@@ -1,6 +1,7 @@
 #include "scheduler/simulator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "scheduler/simulation_state.h"
 
@@ -119,12 +120,13 @@ void Simulation::Count(RankState& st, const Instruction& ins, double t, int delt
   }
 }
 
-void Simulation::Start(int r, int id, double now, double waited) {
+void Simulation::Start(int r, int id, double now, const CallStart& call) {
   RankState& st = ranks_[r];
   const Instruction& ins = st.graph->instructions()[id];
   double seconds = 0;
   if (ins.communicates()) {
-    seconds = timer_->CommSeconds(*st.graph, ins, waited);
+    seconds = timer_->CommSeconds(*st.graph, ins, call);
+    ++st.link_calls;
   } else if (ins.kind != InstructionKind::kNoOp) {
     seconds = timer_->Seconds(*st.graph, ins);
   }
@@ -230,10 +232,18 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   if (static_cast<int>(rv.arrived.size()) < size) return Status::OK();
   // The last party arrived now: every party starts.
   ++result_.rendezvous;
+  CallStart call;
+  call.waited = now - rv.first;
+  call.link_idle = std::numeric_limits<double>::infinity();
+  for (const auto& [pr, pid] : rv.arrived) {
+    const RankState& p = ranks_[pr];
+    call.link_idle =
+        std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
+  }
   for (const auto& [pr, pid] : rv.arrived) {
     RankState& p = ranks_[pr];
     p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;
-    Start(pr, pid, now, now - rv.first);
+    Start(pr, pid, now, call);
   }
   rendezvous_.erase(key);
   return Status::OK();
@@ -270,6 +280,7 @@ void Simulation::Finish(const Event& e) {
     auto it = std::find(comms.begin(), comms.end(), std::make_pair(e.rank, ins.stream));
     if (it != comms.end()) comms.erase(it);
   }
+  if (ins.communicates() && --st.link_calls == 0) st.link_idle_since = e.time;
   st.done[e.ins] = 1;
   ss.busy = false;
   ++ss.pos;

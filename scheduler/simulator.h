@@ -12,7 +12,8 @@
 //     blocked communicator call holds the executor's stream thread;
 //   - an instruction ends `timer.Seconds()` after it starts (a
 //     communication: `timer.CommSeconds()`, told how long its first party
-//     waited for the last), unless it
+//     waited for the last and how long its parties' links had been idle:
+//     a rank's link is busy while any of its communication runs), unless it
 //     computes on cores its rank shares with others (InstructionTimer::
 //     CorePool): then the pool's cores go to its running compute
 //     instructions in stream-priority order, equal priorities sharing
@@ -58,6 +59,16 @@
 
 namespace loom {
 
+// What the simulator knows of a communication as it starts.
+struct CallStart {
+  // How long its first party waited for the last.
+  double waited = 0;
+  // How long its parties' links had carried nothing, the least over them:
+  // 0 when a party communicates on another stream or a call of its just
+  // ended; infinite when none has communicated yet this step.
+  double link_idle = 0;
+};
+
 // Prices instructions for the simulator. Implemented by the cost model;
 // tests use simple timers with named constants.
 class InstructionTimer {
@@ -66,10 +77,11 @@ class InstructionTimer {
   // Seconds `ins` of `rank` runs once it starts (a collective or a
   // transfer: once every party has arrived), alone on its device.
   virtual double Seconds(const RankGraph& rank, const Instruction& ins) const = 0;
-  // The same for a collective or transfer whose first party arrived
-  // `waited` seconds before the last: a timer may price the wake-up of
-  // parties that slept. By default the wait changes nothing.
-  virtual double CommSeconds(const RankGraph& rank, const Instruction& ins, double waited) const {
+  // The same for a collective or transfer as it starts: a timer may price
+  // the wake-up of parties that slept, or a link's shaper whose bucket
+  // refilled while it idled. By default neither changes anything.
+  virtual double CommSeconds(const RankGraph& rank, const Instruction& ins,
+                             const CallStart& call) const {
     return Seconds(rank, ins);
   }
 

@@ -119,8 +119,10 @@ pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& 
       _exit(127);
     }
     setenv(kHostEnv, net->Address(r).c_str(), 1);
+    setenv(kNetBurstEnv, std::to_string(net->burst_bytes()).c_str(), 1);
   } else {
     unsetenv(kHostEnv);
+    unsetenv(kNetBurstEnv);
   }
   setenv(kRankEnv, std::to_string(r).c_str(), 1);
   setenv(kWorldSizeEnv, std::to_string(FLAGS_nproc).c_str(), 1);

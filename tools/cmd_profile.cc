@@ -43,7 +43,8 @@ DEFINE_int64(comm_max_bytes, 16 << 20,
 DEFINE_int64(comm_long_bytes, 16 << 20,
              "--comm: also time allreduces of this many bytes, and where the fitted link "
              "prices them more than 10% too fast (a shaped link's token bucket), record the "
-             "rate they ran at as the link's sustained_bandwidth; 0: skip");
+             "rate they ran at as the link's sustained_bandwidth; 0: skip. Under loom launch "
+             "--net_rate, always recorded, with the shaper's bucket (Link.burst_bytes)");
 DEFINE_double(interference_seconds, 1.0,
               "seconds the interference measurement computes alone (and about as long each runs the allreduces alone and both together)");
 
@@ -198,6 +199,12 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   options.ranks = env.has_value() ? env->world_size : FLAGS_comm_ranks;
   LOOM_RETURN_IF_ERROR(ParseBetween(FLAGS_comm_between_ms, &options.between_calls_min_seconds,
                                     &options.between_calls_max_seconds));
+  // loom launch --net_rate shapes each rank's egress with a token bucket.
+  const bool shaped = env.has_value() && env->net_burst_bytes > 0;
+  if (shaped && FLAGS_comm_long_bytes <= 0) {
+    return InvalidArgument("--comm_long_bytes must be positive on a shaped link (loom launch "
+                           "--net_rate): its long allreduces measure the shaper's rate");
+  }
   // Means of calls that wait on the scheduler are noisier than medians of
   // calls back to back: more rounds.
   if (options.between_calls_max_seconds > 0) options.samples = FLAGS_comm_rounds;
@@ -257,10 +264,12 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
   const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
   proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
+  // A shaped link is full duplex: each rank's egress is shaped on its own.
   LOOM_RETURN_IF_ERROR(FitLink(timings, waited,
                                StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
-                                      options.ranks, " ranks, ", regime),
-                               link));
+                                      options.ranks, " ranks, ", regime,
+                                      shaped ? ", links shaped by tc tbf" : ""),
+                               shaped ? std::optional<bool>(false) : std::nullopt, link));
   *link_out = link;
   const InterferenceResult& r = interference;
   std::printf("interference: matmul on %d threads %s alone, %s beside %lld "
@@ -278,7 +287,19 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
-  if (FLAGS_comm_long_bytes > 0) {
+  link->clear_burst_bytes();
+  if (shaped) {
+    // The shaper's rate and bucket price the link's bytes (CommModel).
+    const double rate = CommModel(*cluster).WireBytes(CollectiveKind::kAllReduce,
+                                                      CommAlgorithm::kDirect,
+                                                      FLAGS_comm_long_bytes, ranks) /
+                        long_seconds;
+    link->set_sustained_bandwidth(rate);
+    link->set_burst_bytes(env->net_burst_bytes);
+    std::printf("shaped link: allreduce of %lld B %s: rate %s; bucket %lld B (loom launch's)\n",
+                static_cast<long long>(FLAGS_comm_long_bytes), Time(long_seconds).c_str(),
+                Rate(rate).c_str(), static_cast<long long>(env->net_burst_bytes));
+  } else if (FLAGS_comm_long_bytes > 0) {
     RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, ranks, cluster, link);
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
@@ -382,17 +403,21 @@ bool DeterminesLink(const std::vector<CommTiming>& timings) {
 }  // namespace
 
 Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::string& source, proto::Link* link) {
+               const std::string& source, std::optional<bool> known_duplex, proto::Link* link) {
   std::map<std::string, std::vector<CommSample>> by_op;
   LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
-  // Full or half duplex: the data decide, by the smaller residual.
+  // Full or half duplex: where not known, the data decide, by the smaller
+  // residual.
   std::printf("parties arriving together:\n");
-  // (A duplex whose fit the samples cannot determine loses.)
-  StatusOr<CommFit> full = PrintFit("joint fit, full duplex", all, false, false);
-  StatusOr<CommFit> half = PrintFit("joint fit, half duplex", all, true, false);
-  if (!full.ok() && !half.ok()) return full.status();
-  const bool half_duplex =
-      !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
+  bool half_duplex = known_duplex.value_or(false);
+  if (!known_duplex.has_value()) {
+    // (A duplex whose fit the samples cannot determine loses.)
+    StatusOr<CommFit> full = PrintFit("joint fit, full duplex", all, false, false);
+    StatusOr<CommFit> half = PrintFit("joint fit, half duplex", all, true, false);
+    if (!full.ok() && !half.ok()) return full.status();
+    half_duplex =
+        !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
+  }
   LOOM_ASSIGN_OR_RETURN(
       CommFit fit,
       PrintFit(StrCat("kept: ", half_duplex ? "half" : "full", " duplex (direct algorithm)"), all,

@@ -40,6 +40,13 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
     if (*host == '\0') return InvalidArgument(kHostEnv, " is set but empty");
     env.host = host;
   }
+  if (const char* burst = std::getenv(kNetBurstEnv)) {
+    const int value = ParseCount(burst);
+    if (value <= 0) {
+      return InvalidArgument(kNetBurstEnv, "='", burst, "' is not a positive byte count");
+    }
+    env.net_burst_bytes = value;
+  }
   return std::optional<LaunchEnv>(std::move(env));
 }
 

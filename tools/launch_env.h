@@ -7,10 +7,14 @@
 //   LOOM_HOST        the address this rank's sockets bind to; set under
 //                    --net_rate (the rank's address in its own network
 //                    namespace), else unset and loopback is used
+//   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
+//                    token-bucket shaper on each rank's link (its rate is
+//                    what `loom profile --comm` measures)
 #ifndef LOOM_TOOLS_LAUNCH_ENV_H_
 #define LOOM_TOOLS_LAUNCH_ENV_H_
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -27,12 +31,15 @@ inline constexpr char kRankEnv[] = "LOOM_RANK";
 inline constexpr char kWorldSizeEnv[] = "LOOM_WORLD_SIZE";
 inline constexpr char kStoreDirEnv[] = "LOOM_STORE_DIR";
 inline constexpr char kHostEnv[] = "LOOM_HOST";
+inline constexpr char kNetBurstEnv[] = "LOOM_NET_BURST_BYTES";
 
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   std::string store_dir;
   std::string host = "127.0.0.1";
+  // The shaper's bucket on each rank's link; 0: the link is not shaped.
+  int64_t net_burst_bytes = 0;
 };
 
 // The launch environment of this process; nullopt when LOOM_RANK is unset

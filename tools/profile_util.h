@@ -3,6 +3,7 @@
 #ifndef LOOM_TOOLS_PROFILE_UTIL_H_
 #define LOOM_TOOLS_PROFILE_UTIL_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,14 +34,14 @@ Status ParseBetween(const std::string& flag, double* min_seconds, double* max_se
 // "2026-11-23".
 std::string Today();
 
-// Fits the link's α and β (and half or full duplex, by the smaller
-// residual) and each collective's own to `together` (calls whose parties
-// arrived together) of Loom's direct algorithms, and, when `waited` is not
-// empty, the after_wait costs to it (parties that arrived apart); prints
-// the fits and records them in `link` as measured, with `source` and the
-// residuals.
+// Fits the link's α and β (and half or full duplex: `half_duplex` where
+// known, else by the smaller residual) and each collective's own to
+// `together` (calls whose parties arrived together) of Loom's direct
+// algorithms, and, when `waited` is not empty, the after_wait costs to it
+// (parties that arrived apart); prints the fits and records them in `link`
+// as measured, with `source` and the residuals.
 Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::string& source, proto::Link* link);
+               const std::string& source, std::optional<bool> half_duplex, proto::Link* link);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -1,6 +1,7 @@
 // The α-β communication model against hand-computed values, the link level
 // a group's ranks give, op types as collectives, and the α-β fit.
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -156,6 +157,46 @@ TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {
   Status bad = ValidateCluster(c);
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("inter_node.sustained_bandwidth"), std::string::npos) << bad;
+}
+
+// A token-bucket shaper (tc tbf): after the link idled, what its bucket
+// refilled leaves at once and the rest at the shaper's rate; back to back
+// the whole call waits for the rate. The fitted bandwidth plays no part.
+TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
+  proto::Cluster c = TestCluster();
+  proto::Link* link = c.mutable_inter_node();
+  link->set_sustained_bandwidth(1e6);  // 1 MB/s
+  link->set_burst_bytes(20000);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const std::vector<int> pair = {3, 4};
+  // A direct allreduce of 100 kB: 2 latencies (10 us each) and 100 kB on
+  // the wire.
+  const double latency = 2 * 10e-6;
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair), latency + 0.1);
+  // Idle 5 ms: 5 kB of credit; 1 s: the whole 20 kB bucket.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, false, 0.005),
+                   latency + 0.095);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, false, 1.0),
+                   latency + 0.08);
+  EXPECT_DOUBLE_EQ(
+      m.CommSeconds(kAllReduce, kDirect, 100000, pair, false,
+                    std::numeric_limits<double>::infinity()),
+      latency + 0.08);
+  // A call smaller than the credit pays its latency only.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, false, 1.0), 10e-6);
+  // Unshaped links ignore the idle time.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000, {0, 1}, false, 1.0),
+                   m.CommSeconds(kSend, kDirect, 1000000, {0, 1}));
+
+  link->set_burst_bytes(-1);
+  Status bad = ValidateCluster(c);
+  EXPECT_EQ(bad.message(), "inter_node.burst_bytes must not be negative, got -1") << bad;
+  link->set_burst_bytes(20000);
+  link->clear_sustained_bandwidth();
+  bad = ValidateCluster(c);
+  EXPECT_NE(bad.message().find("inter_node.burst_bytes needs inter_node.sustained_bandwidth"),
+            std::string::npos) << bad;
 }
 
 TEST(CommModel, OpTypesAsCollectives) {

@@ -407,19 +407,30 @@ TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
 
 // The timer learns how long a call's first party waited for its last: a
 // receiver that posts early waits for its sender's forward; the tensor-
-// parallel pair, running the same ops, arrives together.
-TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaited) {
+// parallel pair, running the same ops, arrives together. And how long the
+// parties' links had idled: a rank's first call since the step began finds
+// them idle for ever, later ones for the compute since its last call ended.
+TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaitedAndIdled) {
   class Recording : public FixedTimer {
    public:
     Recording() : FixedTimer(1e-4, 2e-4) {}
-    double CommSeconds(const RankGraph& g, const Instruction& ins, double waited) const override {
-      double& most = ins.kind == InstructionKind::kCollective && ins.ring == kMpRing
-                         ? mp_
-                         : ins.kind == InstructionKind::kRecv ? recv_ : other_;
-      most = std::max(most, waited);
+    double CommSeconds(const RankGraph& g, const Instruction& ins,
+                       const CallStart& call) const override {
+      const bool mp = ins.kind == InstructionKind::kCollective && ins.ring == kMpRing;
+      double& most = mp ? mp_ : ins.kind == InstructionKind::kRecv ? recv_ : other_;
+      most = std::max(most, call.waited);
+      if (mp) {
+        infinite_idle_ += std::isinf(call.link_idle);
+        if (std::isfinite(call.link_idle)) {
+          least_idle_ = std::min(least_idle_, call.link_idle);
+          most_idle_ = std::max(most_idle_, call.link_idle);
+        }
+      }
       return Seconds(g, ins);
     }
     mutable double mp_ = 0, recv_ = 0, other_ = 0;
+    mutable int infinite_idle_ = 0;
+    mutable double least_idle_ = 1e9, most_idle_ = -1;
   };
   ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
   Recording timer;
@@ -428,6 +439,14 @@ TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaited) {
   ASSERT_TRUE(Simulate(graph, o).ok());
   EXPECT_GT(timer.recv_, 1e-4);
   EXPECT_EQ(timer.mp_, 0);
+  // Stage 0's pair starts its step with an all-reduce on idle links;
+  // stage 1's pair has received first (its link carried the recv).
+  EXPECT_EQ(timer.infinite_idle_, 2);
+  // Every later call: idle at least 0, at most a step (a few ms here); some
+  // follow compute (at least one 1e-4 s op), none start beside another.
+  EXPECT_GE(timer.least_idle_, 0);
+  EXPECT_GE(timer.most_idle_, 1e-4);
+  EXPECT_LT(timer.most_idle_, 1);
 }
 
 // The comparison points at the op type that the two timelines price
