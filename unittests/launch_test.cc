@@ -30,6 +30,17 @@ bool Alive(const std::string& pid_file) {
   return r.code == 0;
 }
 
+// A launch environment a command cannot use is named, variable and value,
+// in one line: here the shaper's bucket of `loom launch --net_rate`.
+TEST(Launch, AMalformedLaunchVariableIsNamed) {
+  const CliResult r = Loom("profile --comm", "LOOM_RANK=0 LOOM_WORLD_SIZE=2 LOOM_STORE_DIR=/tmp "
+                                             "LOOM_NET_BURST_BYTES=lots");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("LOOM_NET_BURST_BYTES='lots' is not a positive byte count"),
+            std::string::npos) << r.out;
+  EXPECT_EQ(Lines(r.out), 1) << r.out;
+}
+
 // Rank 1's training process is stopped (SIGSTOP) two seconds in; it waits
 // in no collective, so only its silence tells. The launch names it after
 // --heartbeat_timeout, not after a peer's 60 s collective timeout, and
