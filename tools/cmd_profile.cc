@@ -290,9 +290,10 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   link->clear_burst_bytes();
   if (shaped) {
     // The shaper's rate bounds the link's long transfers. Its bucket is
-    // not recorded: its credit showed in traced all-reduces at 200 Mbit/s
-    // but not at 1 Gbit/s (configs/clusters/emulated.pbtxt), so where it
-    // holds is the cluster file's author's to say.
+    // not recorded: its credit priced traced all-reduces at 200 Mbit/s
+    // but not at 1 Gbit/s, where tails and long calls outweigh it
+    // (configs/clusters/emulated.pbtxt), so where it holds is the cluster
+    // file's author's to say.
     const double rate = CommModel(*cluster).WireBytes(CollectiveKind::kAllReduce,
                                                       CommAlgorithm::kDirect,
                                                       FLAGS_comm_long_bytes, ranks) /
