@@ -164,17 +164,17 @@ StatusOr<double> TimeLongAllReduceHere(int64_t bytes, int calls, int ranks,
 }
 
 // Where the fitted `link` prices an allreduce of `bytes` among `ranks`
-// more than 10% under the `seconds` it took, the link cannot keep its
-// fitted rate over long transfers: records the rate the call ran at as
-// its sustained_bandwidth.
+// more than 10% under the `seconds` it took, or the link is `shaped`, the
+// link cannot keep its fitted rate over long transfers: records the rate
+// the call ran at as its sustained_bandwidth.
 void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& ranks,
-                         proto::Cluster* cluster, proto::Link* link) {
+                         bool shaped, proto::Cluster* cluster, proto::Link* link) {
   const CommModel model(*cluster);
   const double priced =
       model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
   const double wire_bytes =
       model.WireBytes(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
-  const bool slower = seconds > 1.1 * priced;
+  const bool slower = shaped || seconds > 1.1 * priced;
   if (slower) link->set_sustained_bandwidth(wire_bytes / seconds);
   std::printf("long transfers: allreduce of %lld B %s measured, %s priced by the fit%s\n",
               static_cast<long long>(bytes), Time(seconds).c_str(), Time(priced).c_str(),
@@ -288,23 +288,17 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
   link->clear_burst_bytes();
+  if (FLAGS_comm_long_bytes > 0) {
+    RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, ranks, shaped, cluster, link);
+  }
   if (shaped) {
-    // The shaper's rate bounds the link's long transfers. Its bucket is
-    // not recorded: its credit priced traced all-reduces at 200 Mbit/s
-    // but not at 1 Gbit/s, where tails and long calls outweigh it
-    // (configs/clusters/emulated.pbtxt), so where it holds is the cluster
-    // file's author's to say.
-    const double rate = CommModel(*cluster).WireBytes(CollectiveKind::kAllReduce,
-                                                      CommAlgorithm::kDirect,
-                                                      FLAGS_comm_long_bytes, ranks) /
-                        long_seconds;
-    link->set_sustained_bandwidth(rate);
-    std::printf("shaped link: allreduce of %lld B %s: rate %s recorded; its bucket is %lld B "
-                "(loom launch's; Link.burst_bytes prices its credit, not recorded here)\n",
-                static_cast<long long>(FLAGS_comm_long_bytes), Time(long_seconds).c_str(),
-                Rate(rate).c_str(), static_cast<long long>(env->net_burst_bytes));
-  } else if (FLAGS_comm_long_bytes > 0) {
-    RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, ranks, cluster, link);
+    // The shaper's bucket is not recorded: its credit priced traced
+    // all-reduces at 200 Mbit/s but not at 1 Gbit/s, where tails and long
+    // calls outweigh it (configs/clusters/emulated.pbtxt), so where it
+    // holds is the cluster file's author's to say.
+    std::printf("shaped link: its bucket is %lld B (loom launch's; Link.burst_bytes prices its "
+                "credit, not recorded here)\n",
+                static_cast<long long>(env->net_burst_bytes));
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   cluster->set_compute_comm_slowdown(
