@@ -70,8 +70,10 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool af
     s += compute_.at(g.body.get())[ins.signature];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
-    s += CallSeconds(g, ins, ins.comm_bytes, after_wait, link_idle) +
-         (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, after_wait, 0);
+    s += CallSeconds(g, ins, ins.comm_bytes, after_wait, link_idle);
+    if (ins.comm_calls > 1) {
+      s += (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, after_wait, 0);
+    }
   }
   return s;
 }

@@ -14,8 +14,8 @@
 #define LOOM_TOOLS_LAUNCH_ENV_H_
 
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <memory>
