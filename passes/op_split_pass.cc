@@ -25,6 +25,11 @@
 // forward's all-reduces under the backward beside it in its steady phase;
 // there a split saves nothing, so the time it saves counts only in the
 // forwards the schedule runs whole (warm-up, cool-down).
+//
+// Only rows: parts of a contracted dim (an MLP's hidden dim) are partial
+// sums, each all-reduced whole, so the last part's full all-reduce stays
+// exposed and k parts move k times the bytes (README, "1F1B-overlap and
+// op-split").
 #include <algorithm>
 #include <cmath>
 #include <memory>
