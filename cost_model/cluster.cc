@@ -110,6 +110,27 @@ Status CheckDevice(const proto::Device& d) {
   return Status::OK();
 }
 
+Status CheckCoreWait(const proto::Cluster& c) {
+  if (c.device().kind() != proto::Device::CPU ||
+      c.device().core_sharing() != proto::Device::PINNED) {
+    return InvalidArgument("core_wait is for a CPU whose ranks keep to their cores "
+                           "(device.core_sharing PINNED)");
+  }
+  const proto::CoreWait& w = c.core_wait();
+  if (!std::isfinite(w.waits()) || w.waits() < 0 || w.waits() > 100) {
+    return InvalidArgument("core_wait.waits must be 0 to 100, got ", w.waits());
+  }
+  if (!std::isfinite(w.slice_seconds()) || w.slice_seconds() <= 0 || w.slice_seconds() > 1) {
+    return InvalidArgument("core_wait.slice_seconds must be above 0 and at most 1, got ",
+                           w.slice_seconds());
+  }
+  if (!std::isfinite(w.latency_scale()) || w.latency_scale() <= 0 || w.latency_scale() > 100) {
+    return InvalidArgument("core_wait.latency_scale must be above 0 and at most 100, got ",
+                           w.latency_scale());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 std::vector<std::string> ClusterPresetNames() {
@@ -192,6 +213,7 @@ Status ValidateCluster(const proto::Cluster& c) {
     return InvalidArgument("compute_comm_slowdown must be at least 1, got ",
                            c.compute_comm_slowdown());
   }
+  if (c.has_core_wait()) LOOM_RETURN_IF_ERROR(CheckCoreWait(c));
   return Status::OK();
 }
 

@@ -58,7 +58,15 @@ double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const
 
 double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
-  return Price(g, ins, call.waited > kSleptSeconds, call.link_idle);
+  const bool after_wait = call.waited > kSleptSeconds;
+  const double seconds = Price(g, ins, after_wait, call.link_idle);
+  if (!cluster_.has_core_wait() || call.cores_busy_for < 0 || ins.comm_calls <= 0) {
+    return seconds;
+  }
+  const proto::CoreWait& w = cluster_.core_wait();
+  const double latency = ins.comm_calls * CallSeconds(g, ins, 0, after_wait, 0);
+  return seconds - (1 - w.latency_scale()) * latency +
+         w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
 }
 
 double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool after_wait,

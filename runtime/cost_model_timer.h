@@ -37,6 +37,9 @@ class CostModelTimer : public InstructionTimer {
   // is priced at the link's after_wait costs: that party slept. Its first
   // call of the op gets the credit a shaped link's bucket gathered while
   // idle (CommModel::CommSeconds); the op's further calls follow at once.
+  // Where the cluster has core_wait and the call starts on busy cores, its
+  // latency is scaled and it waits core_wait.waits times for the compute
+  // there, each at most a slice (cluster.proto, CoreWait).
   double CommSeconds(const RankGraph& rank, const Instruction& ins,
                      const CallStart& call) const override;
   // Gloo waits on a condition variable without spinning, so a party that

@@ -116,6 +116,8 @@ class Simulation {
   Status Arrive(int r, int s, const Instruction& ins, double now);
   // `call`: for a communication, what its timer is told.
   void Start(int r, int ins, double now, const CallStart& call = {});
+  // CallStart::cores_busy_for of the rendezvous `rv` completing at `now`.
+  double CoresBusyFor(const Rendezvous& rv, double now) const;
   // Gives the pool's running compute its rates from `now` and reschedules
   // their ends.
   void Reprice(int pool, double now);

@@ -213,6 +213,23 @@ void Simulation::Reprice(int p, double now) {
   }
 }
 
+double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
+  double longest = -1;
+  for (const auto& [pr, pid] : rv.arrived) {
+    const int pool = ranks_[pr].pool;
+    if (pool < 0) return -1;
+    double left = -1;
+    for (const auto& [tr, ts] : pools_[pool].tasks) {
+      const StreamState& t = ranks_[tr].streams[ts];
+      if (t.rate <= 0) continue;  // waiting for a core itself
+      left = std::max(left, std::max(0.0, t.remaining - (now - t.since) * t.rate) / t.rate);
+    }
+    if (left < 0) return -1;
+    longest = std::max(longest, left);
+  }
+  return longest;
+}
+
 Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   RankState& st = ranks_[r];
   StreamState& ss = st.streams[s];
@@ -240,6 +257,7 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
     call.link_idle =
         std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
   }
+  if (!pools_.empty()) call.cores_busy_for = CoresBusyFor(rv, now);
   for (const auto& [pr, pid] : rv.arrived) {
     RankState& p = ranks_[pr];
     p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;

@@ -67,6 +67,11 @@ struct CallStart {
   // 0 when a party communicates on another stream or a call of its just
   // ended; infinite when none has communicated yet this step.
   double link_idle = 0;
+  // Where every party's core computes as the call starts, how long that
+  // compute goes on at its present rates (the longest op on each core, the
+  // most over the parties); -1 when a party's core idles or the ranks'
+  // cores are not modelled (InstructionTimer::CorePool).
+  double cores_busy_for = -1;
 };
 
 // Prices instructions for the simulator. Implemented by the cost model;

@@ -225,12 +225,16 @@ for network in ${NETWORKS//,/ }; do
       others+=("$OTHERS")
     done
     measured=$(printf '%s\n' "${medians[@]}" | median)
+    # How far apart the runs were: (slowest - fastest) / the median, in %.
+    spread=$(printf '%s\n' "${medians[@]}" | awk -v m="$measured" '
+      NR == 1 || $1 < lo { lo = $1 } NR == 1 || $1 > hi { hi = $1 }
+      END { printf "%.1f", 100 * (hi - lo) / m }')
     busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
     simulated=$("$LOOM" simulate $model $layout --cluster "$cluster" --cost_table "$TABLE" --json |
                 sim_seconds)
     row=$(awk -v m="$measured" -v s="$simulated" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, 100 * (s * 1e3 - m) / m }')
     name=$(awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$model")
-    echo "$name|$model|$layout|$network|$row|$busy" | tee -a "$ROWS" >&2
+    echo "$name|$model|$layout|$network|$row|$spread|$busy" | tee -a "$ROWS" >&2
   done
 done
 
@@ -247,19 +251,21 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "of steps $WARMUP to $((STEPS - 1)), the median over $REPEATS runs; simulated: \`loom"
   echo "simulate --json\`'s step_time_s with ops priced from a cost table profiled"
   echo "on this host by \`loom profile\` of each layout just before. Error ="
-  echo "(simulated - measured) / measured."
+  echo "(simulated - measured) / measured; runs' spread = (slowest - fastest run's"
+  echo "median) / measured, the noise a row's error sits in."
   echo
-  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | others' load |"
-  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
-  while IFS='|' read -r name model layout network measured simulated error busy; do
-    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $busy |"
+  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | runs' spread % | others' load |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+  while IFS='|' read -r name model layout network measured simulated error spread busy; do
+    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $spread | $busy |"
   done < "$ROWS"
   echo
-  echo "| network | runs | mean \\|error\\| % | max \\|error\\| % |"
-  echo "| --- | ---: | ---: | ---: |"
+  echo "| network | runs | mean \\|error\\| % | max \\|error\\| % | mean runs' spread % | max runs' spread % |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
   for network in ${NETWORKS//,/ }; do
-    awk -F'|' -v n="$network" '$4 == n { e = $7 < 0 ? -$7 : $7; s += e; if (e > m) m = e; ++c }
-      END { if (c) printf "| %s | %d | %.1f | %.1f |\n", n, c, s / c, m }' "$ROWS"
+    awk -F'|' -v n="$network" '$4 == n { e = $7 < 0 ? -$7 : $7; s += e; if (e > m) m = e; ++c
+        t += $8; if ($8 > tm) tm = $8 }
+      END { if (c) printf "| %s | %d | %.1f | %.1f | %.1f | %.1f |\n", n, c, s / c, m, t / c, tm }' "$ROWS"
   done
   for note in "${NOTES[@]+"${NOTES[@]}"}"; do
     echo

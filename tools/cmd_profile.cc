@@ -303,7 +303,10 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   cluster->set_compute_comm_slowdown(
       std::max(1.0, r.comm_slowdown));
-  return Status::OK();
+  // Measured with in-process ranks only: a launch's ranks are processes
+  // that each hold one core.
+  if (env.has_value()) return Status::OK();
+  return ProfileCoreWait(cluster);
 }
 
 Status CalibrateInto(proto::Cluster* cluster) {

@@ -43,6 +43,13 @@ std::string Today();
 Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
                const std::string& source, std::optional<bool> half_duplex, proto::Link* link);
 
+// loom profile --comm on in-process ranks: how long calls wait for cores
+// that compute (executor/core_wait_profiler.h), fitted and recorded as
+// `cluster`'s core_wait, with --comm_core_wait_calls above 0 (off by
+// default); said and skipped where it cannot run (fewer cores than ranks,
+// cores not pinned).
+Status ProfileCoreWait(proto::Cluster* cluster);
+
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();
 

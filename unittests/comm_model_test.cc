@@ -1,5 +1,6 @@
 // The α-β communication model against hand-computed values, the link level
-// a group's ranks give, op types as collectives, and the α-β fit.
+// a group's ranks give, op types as collectives, the α-β fit, and the fit
+// of a call's wait for busy cores.
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
 #include "cost_model/comm_model.h"
+#include "cost_model/core_wait_fit.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 
@@ -324,6 +326,37 @@ TEST(CommFit, NegativeLatencyIsPinnedToZero) {
   EXPECT_GT(fit.bandwidth, 0);
   EXPECT_EQ(FitAlphaBeta({samples[0]}).status().message(),
             "fitting α and β needs at least 2 samples, got 1");
+}
+
+TEST(CoreWaitFit, ExpectedWaitIsHalfTheBurstUpToTheSlice) {
+  EXPECT_DOUBLE_EQ(ExpectedCoreWait(1e-3, 2e-3), 0.5e-3);
+  // Half the calls find more than the slice left: E = S - S^2 / (2L).
+  EXPECT_DOUBLE_EQ(ExpectedCoreWait(4e-3, 2e-3), 2e-3 - 4e-6 / 8e-3);
+  EXPECT_DOUBLE_EQ(ExpectedCoreWait(std::numeric_limits<double>::infinity(), 2e-3), 2e-3);
+}
+
+TEST(CoreWaitFit, RecoversWaitsSliceAndTheBusyCall) {
+  const double c = 0.2e-3, waits = 3, slice = 0.8e-3;
+  std::vector<CoreWaitSample> samples;
+  for (double burst : {1e-4, 3e-4, 1e-3, 3e-3, std::numeric_limits<double>::infinity()}) {
+    samples.push_back({burst, c + waits * ExpectedCoreWait(burst, slice)});
+  }
+  CoreWaitFit fit = FitCoreWait(samples).value();
+  // The slice grid is 4.7% apart: the fit lands within a step of it.
+  EXPECT_NEAR(fit.slice_seconds, slice, 0.05 * slice);
+  EXPECT_NEAR(fit.waits, waits, 0.1 * waits);
+  EXPECT_NEAR(fit.busy_call_seconds, c, 0.1 * c);
+  EXPECT_LT(fit.rms_relative_residual, 0.02);
+  ASSERT_EQ(fit.predicted.size(), samples.size());
+}
+
+TEST(CoreWaitFit, SaysWhatTheSamplesLack) {
+  EXPECT_EQ(FitCoreWait({{1e-4, 1e-3}, {3e-3, 2e-3}}).status().message(),
+            "core-wait fit: needs calls beside 3 burst lengths or more, got 2");
+  EXPECT_EQ(FitCoreWait({{1e-4, 1e-3}, {2e-4, 2e-3}, {3e-4, 2e-3}}).status().message(),
+            "core-wait fit: needs a burst of 1 ms or more (or unbounded) to find the slice");
+  EXPECT_EQ(FitCoreWait({{1e-4, 0}, {2e-4, 2e-3}, {3e-3, 2e-3}}).status().message(),
+            "core-wait fit: a sample needs a positive burst and call time, got 0.0001 s and 0 s");
 }
 
 }  // namespace

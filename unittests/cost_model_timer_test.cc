@@ -1,6 +1,7 @@
 // How the cost-model timer tells the simulator which ranks share cores:
 // one pool per core where ranks are pinned (what loom run does on the CPU),
-// one pool of the host's cores where the OS time-slices them, none on GPUs.
+// one pool of the host's cores where the OS time-slices them, none on GPUs;
+// and how a call that starts on busy cores is priced.
 #include "runtime/cost_model_timer.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,51 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
   EXPECT_GT(small, 0);
   EXPECT_LT(small, large);
   EXPECT_LT(large, 1);
+}
+
+// A call that starts on busy cores (cluster.core_wait): its latency
+// scaled, its bytes as priced, and its waits, each cut at the slice; a
+// call on idle cores as before.
+TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
+  proto::Cluster local = LoadCluster("local").value();
+  local.clear_core_wait();
+  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                            MakeStrategy(1, 2, 1, 1, "1F1B")).value();
+  const ExecutionGraph graph = LowerPlan(plan).value();
+  const OpCostModel ops(local, CostTable());
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction* call = nullptr;
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.op_type == "allreduce" && ins.ring == kMpRing) call = &ins;
+  }
+  ASSERT_NE(call, nullptr);
+  auto price = [&](const proto::Cluster& cluster, double busy_for) {
+    auto timer = CostModelTimer::Create(graph, ops, cluster).value();
+    CallStart start;
+    start.cores_busy_for = busy_for;
+    return timer->CommSeconds(rank, *call, start);
+  };
+  const double idle = price(local, -1);
+  EXPECT_EQ(price(local, 1e-3), idle);  // no core_wait: busy cores change nothing
+  proto::Cluster waiting = local;
+  waiting.mutable_core_wait()->set_waits(2);
+  waiting.mutable_core_wait()->set_slice_seconds(1e-3);
+  waiting.mutable_core_wait()->set_latency_scale(0.25);
+  ASSERT_TRUE(ValidateCluster(waiting).ok());
+  EXPECT_EQ(price(waiting, -1), idle);
+  // The latency: the link's allreduce price at zero bytes.
+  const double latency = [&] {
+    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    Instruction empty = *call;
+    empty.comm_bytes = 0;
+    return timer->CommSeconds(rank, empty, CallStart{});
+  }();
+  ASSERT_GT(latency, 0);
+  ASSERT_LT(latency, idle);
+  const double busy = idle - 0.75 * latency;
+  EXPECT_NEAR(price(waiting, 0), busy, 1e-15);
+  EXPECT_NEAR(price(waiting, 0.4e-3), busy + 0.8e-3, 1e-15);
+  EXPECT_NEAR(price(waiting, 5e-3), busy + 2e-3, 1e-15);  // two slices at most
 }
 
 }  // namespace

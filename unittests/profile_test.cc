@@ -17,6 +17,7 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "executor/cpu/cpu_device.h"
+#include "executor/cpu/host_threads.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
@@ -224,7 +225,8 @@ TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = TempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
-                  "--comm_rounds 11 --cost_table " + dir + "/table.pbtxt");
+                  "--comm_rounds 11 --comm_core_wait_calls 9 --cost_table " + dir +
+                  "/table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
   // Both duplexes are fitted and reported; on a busy host one of them may
   // be undetermined (said so), but the kept fit always has values.
@@ -248,6 +250,17 @@ TEST(Profile, CommWritesAValidClusterFile) {
   EXPECT_GE(c->intra_node().after_wait().collective_size(), 1);
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
+  // How long calls wait for cores that compute, where two can be pinned.
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED core-wait part: this process may use fewer than 2 cores\n");
+    EXPECT_NE(r.out.find("core wait: not measured"), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
+  ASSERT_TRUE(c->has_core_wait()) << r.out;
+  EXPECT_GE(c->core_wait().waits(), 0);
+  EXPECT_GT(c->core_wait().slice_seconds(), 0);
+  EXPECT_GT(c->core_wait().latency_scale(), 0);
 }
 
 TEST(OpProfiler, IdsAndLabelsStayInRange) {

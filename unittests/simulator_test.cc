@@ -449,6 +449,54 @@ TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaitedAndIdled) {
   EXPECT_LT(timer.most_idle_, 1);
 }
 
+// FixedTimer with each rank pinned to a core of its own.
+class PinnedTimer : public FixedTimer {
+ public:
+  PinnedTimer(double compute, double comm) : FixedTimer(compute, comm) {}
+  int CorePool(const RankGraph& g) const override { return g.rank; }
+};
+
+// At each call the timer learns whether compute runs on every party's core
+// and for how long yet: never where cores are not modelled; with a core per
+// rank, a forward all-reduce that calc waits for finds the cores idle, and
+// one beside compute finds it running for no longer than an op takes.
+TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
+  class Recording : public PinnedTimer {
+   public:
+    explicit Recording(bool pinned) : PinnedTimer(1e-4, 2e-4), pinned_(pinned) {}
+    int CorePool(const RankGraph& g) const override { return pinned_ ? g.rank : -1; }
+    double CommSeconds(const RankGraph& g, const Instruction& ins,
+                       const CallStart& call) const override {
+      if (call.cores_busy_for < 0) {
+        ++idle_;
+      } else {
+        ++busy_;
+        least_ = std::min(least_, call.cores_busy_for);
+        most_ = std::max(most_, call.cores_busy_for);
+      }
+      return Seconds(g, ins);
+    }
+    bool pinned_;
+    mutable int idle_ = 0, busy_ = 0;
+    mutable double least_ = 1, most_ = -1;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B-overlap"), 4);
+  auto run = [&](Recording& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    ASSERT_TRUE(Simulate(graph, o).ok());
+  };
+  Recording unpooled(false), pinned(true);
+  run(unpooled);
+  EXPECT_EQ(unpooled.busy_, 0);
+  EXPECT_GT(unpooled.idle_, 0);
+  run(pinned);
+  EXPECT_GT(pinned.idle_, 0);
+  EXPECT_GT(pinned.busy_, 0);
+  EXPECT_GE(pinned.least_, 0);
+  EXPECT_LE(pinned.most_, 1e-4 + 1e-12);
+}
+
 // The comparison points at the op type that the two timelines price
 // differently, by exactly the time it adds.
 TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {

@@ -1,0 +1,84 @@
+// loom profile --comm's core-wait step: all-reduces beside compute bursts
+// on the ranks' cores, fitted into the cluster's CoreWait.
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "cost_model/comm_model.h"
+#include "cost_model/core_wait_fit.h"
+#include "executor/core_wait_profiler.h"
+#include "tools/profile_util.h"
+
+DEFINE_int32(comm_core_wait_calls, 0,
+             "--comm on in-process ranks: also time this many all-reduces beside each length of "
+             "compute burst on the ranks' cores and record the cluster's core_wait (60 is "
+             "enough); 0: not measured, the cluster's kept. Off by default: on this host's "
+             "accuracy table it moved errors around rather than shrinking them "
+             "(docs/simulator_accuracy.md)");
+
+namespace loom {
+
+Status ProfileCoreWait(proto::Cluster* cluster) {
+  if (FLAGS_comm_core_wait_calls < 0) {
+    return InvalidArgument("--comm_core_wait_calls must not be negative, got ",
+                           FLAGS_comm_core_wait_calls);
+  }
+  if (FLAGS_comm_core_wait_calls == 0) return Status::OK();
+  if (cluster->device().core_sharing() != proto::Device::PINNED) {
+    std::printf("core wait: not measured (device.core_sharing is not PINNED)\n");
+    return Status::OK();
+  }
+  CoreWaitOptions options;
+  options.calls = FLAGS_comm_core_wait_calls;
+  std::fprintf(stderr, "timing allreduces of %lld B beside compute bursts on the ranks' cores ...\n",
+               static_cast<long long>(options.bytes));
+  StatusOr<std::vector<CoreWaitTiming>> timings = MeasureCoreWait(options);
+  if (!timings.ok() && timings.status().code() == StatusCode::kFailedPrecondition) {
+    std::printf("core wait: not measured (%s); the cluster's kept\n",
+                timings.status().message().c_str());
+    return Status::OK();
+  }
+  LOOM_RETURN_IF_ERROR(timings.status());
+  std::vector<CoreWaitSample> samples;
+  for (const CoreWaitTiming& t : *timings) samples.push_back({t.burst_seconds, t.median_seconds});
+  LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples));
+  // The latency the link prices for the same call, and its bytes' part:
+  // what a busy core changes is the latency.
+  std::vector<int> ranks(options.ranks);
+  for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
+  const CommModel model(*cluster);
+  const double latency =
+      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, 0, ranks);
+  const double bytes_part =
+      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, options.bytes, ranks) -
+      latency;
+  const double scale =
+      std::clamp((fit.busy_call_seconds - bytes_part) / std::max(latency, 1e-9), 0.01, 100.0);
+  std::printf("core wait: allreduce of %lld B on %d pinned ranks, medians of %d calls\n",
+              static_cast<long long>(options.bytes), options.ranks, options.calls);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double burst = samples[i].burst_seconds;
+    std::printf("  beside %-28s measured %11s  model %11s\n",
+                std::isinf(burst) ? "compute that never pauses"
+                                  : StrCat("bursts of ", Time(burst)).c_str(),
+                Time(samples[i].call_seconds).c_str(), Time(fit.predicted[i]).c_str());
+  }
+  std::printf("core wait: %.2f waits of at most %s each; %s on busy cores with nothing to wait "
+              "for (latency x%.2f of the link's %s); rms residual %.1f%%\n",
+              fit.waits, Time(fit.slice_seconds).c_str(), Time(fit.busy_call_seconds).c_str(),
+              scale, Time(latency).c_str(), 100 * fit.rms_relative_residual);
+  proto::CoreWait* w = cluster->mutable_core_wait();
+  w->set_waits(fit.waits);
+  w->set_slice_seconds(fit.slice_seconds);
+  w->set_latency_scale(scale);
+  w->set_source(StrCat("loom profile --comm, ", Today(), ": allreduces of ", options.bytes,
+                       " B beside compute bursts on ", options.ranks,
+                       " pinned ranks, medians, rms residual ",
+                       static_cast<int>(std::lround(100 * fit.rms_relative_residual)), "%"));
+  return Status::OK();
+}
+
+}  // namespace loom
