@@ -1,17 +1,14 @@
 #include "executor/core_wait_profiler.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <memory>
-#include <mutex>
 #include <thread>
 
-#include <gloo/rendezvous/hash_store.h>
-
-#include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
-#include "executor/tensor.h"
+#include "executor/loopback_ranks.h"
 
 namespace loom {
 namespace {
@@ -35,10 +32,48 @@ void Burst(double burst, const std::atomic<bool>& stop) {
   }
 }
 
+// Rank `comm`'s median call beside each burst, its thread on `core`.
+StatusOr<std::vector<double>> TimeBesideBursts(GlooCommunicator& comm, int core,
+                                               const CoreWaitOptions& o) {
+  PinThread(pthread_self(), core);
+  Tensor buf = Floats(o.bytes / 4, 1.0f);
+  Tensor line_up = Floats(1, 0.0f);
+  for (int i = 0; i < 3; ++i) LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
+  std::vector<double> medians;
+  for (double burst : o.bursts) {
+    std::atomic<bool> stop{false};
+    std::thread beside;
+    if (burst > 0) {
+      beside = std::thread([&] {
+        PinThread(pthread_self(), core);
+        Burst(burst, stop);
+      });
+    }
+    std::vector<double> times;
+    Status calls;
+    for (int i = 0; i < o.calls && calls.ok(); ++i) {
+      // A pause, so that the call starts at any point of a burst; then the
+      // parties line up, and the call is timed.
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      calls = comm.AllReduce({&line_up}, ReduceOp::kMax);
+      if (!calls.ok()) break;
+      const auto start = Clock::now();
+      calls = comm.AllReduce({&buf}, ReduceOp::kAvg);
+      times.push_back(Since(start));
+    }
+    stop = true;
+    if (beside.joinable()) beside.join();
+    LOOM_RETURN_IF_ERROR(calls);
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    medians.push_back(times[times.size() / 2]);
+  }
+  return medians;
+}
+
 }  // namespace
 
 StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) {
-  const std::vector<int> cores = CoresOfThisProcess();
+  std::vector<int> cores = CoresOfThisProcess();
   if (o.ranks < 2 || static_cast<int>(cores.size()) < o.ranks) {
     return FailedPrecondition("the core-wait measurement needs ", std::max(2, o.ranks),
                               " ranks on cores of their own; this process may use ",
@@ -47,61 +82,14 @@ StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) 
   if (o.bursts.empty() || o.calls < 1 || o.bytes < 4) {
     return InvalidArgument("the core-wait measurement needs bursts, calls and bytes");
   }
-  auto store = std::make_shared<gloo::rendezvous::HashStore>();
-  std::vector<int> members(o.ranks);
-  for (int r = 0; r < o.ranks; ++r) members[r] = r;
-  const std::string name = GroupName("core-wait", members);
+  cores.resize(o.ranks);
+  LOOM_ASSIGN_OR_RETURN(LoopbackGroup group,
+                        ConnectLoopback(o.ranks, "core-wait", o.timeout, cores));
   std::vector<std::vector<double>> medians(o.ranks);
-  std::mutex mu;
-  Status first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < o.ranks; ++r) {
-    threads.emplace_back([&, r] {
-      Status s = [&]() -> Status {
-        // Pinned before the device exists, so that Gloo's event-loop thread
-        // keeps to this core too, as a training rank's does.
-        PinThread(pthread_self(), cores[r]);
-        LOOM_ASSIGN_OR_RETURN(auto device, CreateGlooTcpDevice());
-        LOOM_ASSIGN_OR_RETURN(auto comm, GlooCommunicator::Create(name, members, r, store.get(),
-                                                                  "core-wait", device,
-                                                                  CommOptions{o.timeout}));
-        Tensor buf(TensorMeta{proto::FP32, {o.bytes / 4}});
-        std::fill(buf.data<float>(), buf.data<float>() + o.bytes / 4, 1.0f);
-        Tensor line_up(TensorMeta{proto::FP32, {1}});
-        for (int i = 0; i < 3; ++i) LOOM_RETURN_IF_ERROR(comm->AllReduce({&buf}, ReduceOp::kAvg));
-        for (double burst : o.bursts) {
-          std::atomic<bool> stop{false};
-          std::thread beside([&] {
-            PinThread(pthread_self(), cores[r]);
-            Burst(burst, stop);
-          });
-          std::vector<double> times;
-          Status calls;
-          for (int i = 0; i < o.calls && calls.ok(); ++i) {
-            // A pause, so that the call starts at any point of a burst;
-            // then the parties line up, and the call is timed.
-            std::this_thread::sleep_for(std::chrono::microseconds(500));
-            line_up.data<float>()[0] = 0;
-            calls = comm->AllReduce({&line_up}, ReduceOp::kMax);
-            if (!calls.ok()) break;
-            const auto start = Clock::now();
-            calls = comm->AllReduce({&buf}, ReduceOp::kAvg);
-            times.push_back(Since(start));
-          }
-          stop = true;
-          beside.join();
-          LOOM_RETURN_IF_ERROR(calls);
-          std::sort(times.begin(), times.end());
-          medians[r].push_back(times[times.size() / 2]);
-        }
-        return Status::OK();
-      }();
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s.ok() && first.ok()) first = s.WithContext(StrCat("core-wait rank ", r));
-    });
-  }
-  for (auto& t : threads) t.join();
-  LOOM_RETURN_IF_ERROR(first);
+  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(medians[r], TimeBesideBursts(*group[r], cores[r], o));
+    return Status::OK();
+  }));
   std::vector<CoreWaitTiming> out;
   for (size_t i = 0; i < o.bursts.size(); ++i) out.push_back({o.bursts[i], medians[0][i]});
   return out;

@@ -21,8 +21,9 @@ namespace loom {
 
 struct CoreWaitOptions {
   int ranks = 2;  // each on a core of its own: needs as many cores
-  // Compute bursts beside the calls (seconds; infinity: never pauses).
-  std::vector<double> bursts = {1e-4, 3e-4, 1e-3, 3e-3,
+  // Compute bursts beside the calls (seconds; 0: none, the cores idle;
+  // infinity: compute that never pauses).
+  std::vector<double> bursts = {0, 1e-4, 3e-4, 1e-3, 3e-3,
                                 std::numeric_limits<double>::infinity()};
   int64_t bytes = 16 << 10;
   int calls = 60;  // timed, per burst

@@ -9,15 +9,13 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 
-#include <gloo/rendezvous/hash_store.h>
-
 #include "executor/comm/gloo_communicator.h"
 #include "executor/kernel.h"
+#include "executor/loopback_ranks.h"
 #include "executor/op_profiler.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
@@ -26,7 +24,6 @@ namespace loom {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Group = std::vector<std::unique_ptr<GlooCommunicator>>;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -37,48 +34,6 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Runs fn(r) for every rank on its own thread; the first error wins. A rank
-// that fails leaves its peers waiting only until their call's timeout.
-Status RunRanks(int n, const std::function<Status(int)>& fn) {
-  std::mutex mu;
-  Status first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      Status s = fn(r);
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s.ok() && first.ok()) first = s.WithContext(StrCat("rank ", r));
-    });
-  }
-  for (auto& t : threads) t.join();
-  return first;
-}
-
-// One group of `n` in-process ranks over loopback, through a fresh store.
-StatusOr<Group> Connect(int n, const std::string& job,
-                        std::chrono::milliseconds timeout) {
-  if (n < 2) return InvalidArgument("need at least 2 ranks, got ", n);
-  auto store = std::make_shared<gloo::rendezvous::HashStore>();
-  std::vector<int> members(n);
-  for (int r = 0; r < n; ++r) members[r] = r;
-  const std::string name = GroupName(job, members);
-  Group group(n);
-  LOOM_RETURN_IF_ERROR(RunRanks(n, [&](int r) -> Status {
-    LOOM_ASSIGN_OR_RETURN(auto device, CreateGlooTcpDevice());
-    LOOM_ASSIGN_OR_RETURN(group[r], GlooCommunicator::Create(
-                                        name, members, r, store.get(), job,
-                                        device, CommOptions{timeout}));
-    return Status::OK();
-  }));
-  return group;
-}
-
-Tensor Floats(int64_t n, float value) {
-  Tensor t(TensorMeta{proto::FP32, {n}});
-  std::fill(t.data<float>(), t.data<float>() + n, value);
-  return t;
 }
 
 // Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU
@@ -262,7 +217,7 @@ StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
 
 StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
                                               const HostProgressFn& progress) {
-  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "profile", o.timeout));
+  LOOM_ASSIGN_OR_RETURN(LoopbackGroup group, ConnectLoopback(o.ranks, "profile", o.timeout));
   // Back to back, the cores are kept awake; in the step regime they idle
   // or compute as in a step.
   std::optional<CoreWaker> awake;
@@ -437,7 +392,7 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
 }
 
 StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
-  LOOM_ASSIGN_OR_RETURN(Group group, Connect(o.ranks, "interference", o.timeout));
+  LOOM_ASSIGN_OR_RETURN(LoopbackGroup group, ConnectLoopback(o.ranks, "interference", o.timeout));
   // One process holds every member; each takes its share of the host's
   // cores for compute threads (MeasureInterferenceMember's default).
   std::vector<InterferenceResult> results(o.ranks);
@@ -464,7 +419,7 @@ StatusOr<double> TimeLongAllReduceMember(Communicator& comm, int64_t bytes, int 
 
 StatusOr<double> TimeLongAllReduce(int ranks, int64_t bytes, int calls,
                                    std::chrono::milliseconds timeout) {
-  LOOM_ASSIGN_OR_RETURN(Group group, Connect(ranks, "long-transfer", timeout));
+  LOOM_ASSIGN_OR_RETURN(LoopbackGroup group, ConnectLoopback(ranks, "long-transfer", timeout));
   std::vector<double> seconds(ranks);
   LOOM_RETURN_IF_ERROR(RunRanks(ranks, [&](int r) -> Status {
     LOOM_ASSIGN_OR_RETURN(seconds[r], TimeLongAllReduceMember(*group[r], bytes, calls));

@@ -207,7 +207,7 @@ const std::vector<Command>& Commands() {
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
-        "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls",
+        "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
         "interference_seconds"},
        RunProfile},
       {"passes", "list the registered passes and their options",

@@ -18,6 +18,9 @@ DEFINE_int32(comm_core_wait_calls, 0,
              "enough); 0: not measured, the cluster's kept. Off by default: on this host's "
              "accuracy table it moved errors around rather than shrinking them "
              "(docs/simulator_accuracy.md)");
+DEFINE_int64(comm_core_wait_bytes, 16 << 10,
+             "--comm_core_wait_calls: the all-reduces' size (small, so that the wait and not the "
+             "bytes decides; the fit takes the bytes' part from the link)");
 
 namespace loom {
 
@@ -31,8 +34,13 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
     std::printf("core wait: not measured (device.core_sharing is not PINNED)\n");
     return Status::OK();
   }
+  if (FLAGS_comm_core_wait_bytes < 4 || FLAGS_comm_core_wait_bytes > (int64_t{1} << 30)) {
+    return InvalidArgument("--comm_core_wait_bytes must be 4 to 2^30, got ",
+                           FLAGS_comm_core_wait_bytes);
+  }
   CoreWaitOptions options;
   options.calls = FLAGS_comm_core_wait_calls;
+  options.bytes = FLAGS_comm_core_wait_bytes;
   std::fprintf(stderr, "timing allreduces of %lld B beside compute bursts on the ranks' cores ...\n",
                static_cast<long long>(options.bytes));
   StatusOr<std::vector<CoreWaitTiming>> timings = MeasureCoreWait(options);
@@ -42,8 +50,17 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
     return Status::OK();
   }
   LOOM_RETURN_IF_ERROR(timings.status());
+  // Idle cores are priced by the link (a call on them wakes a halted core,
+  // in the step regime the link was fitted in): shown, not fitted.
   std::vector<CoreWaitSample> samples;
-  for (const CoreWaitTiming& t : *timings) samples.push_back({t.burst_seconds, t.median_seconds});
+  double idle = -1;
+  for (const CoreWaitTiming& t : *timings) {
+    if (t.burst_seconds > 0) {
+      samples.push_back({t.burst_seconds, t.median_seconds});
+    } else {
+      idle = t.median_seconds;
+    }
+  }
   LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples));
   // The latency the link prices for the same call, and its bytes' part:
   // what a busy core changes is the latency.
@@ -59,6 +76,10 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
       std::clamp((fit.busy_call_seconds - bytes_part) / std::max(latency, 1e-9), 0.01, 100.0);
   std::printf("core wait: allreduce of %lld B on %d pinned ranks, medians of %d calls\n",
               static_cast<long long>(options.bytes), options.ranks, options.calls);
+  if (idle >= 0) {
+    std::printf("  on idle cores                      measured %11s  (not fitted)\n",
+                Time(idle).c_str());
+  }
   for (size_t i = 0; i < samples.size(); ++i) {
     const double burst = samples[i].burst_seconds;
     std::printf("  beside %-28s measured %11s  model %11s\n",

@@ -256,6 +256,7 @@ TEST(Profile, CommWritesAValidClusterFile) {
     EXPECT_NE(r.out.find("core wait: not measured"), std::string::npos) << r.out;
     return;
   }
+  EXPECT_NE(r.out.find("  on idle cores "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
   ASSERT_TRUE(c->has_core_wait()) << r.out;
   EXPECT_GE(c->core_wait().waits(), 0);
