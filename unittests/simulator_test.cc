@@ -13,6 +13,7 @@
 #include "passes/planner.h"
 #include "scheduler/schedule.h"
 #include "scheduler/trace_compare.h"
+#include "unittests/simulator_test_util.h"
 
 namespace loom {
 namespace {
@@ -71,27 +72,6 @@ class UniformJobTimer : public InstructionTimer {
   double comm_seconds_;
   std::unordered_map<const RankGraphBody*, std::vector<char>> costly_;
 };
-
-// Compute costs `compute` each, communication `comm` each.
-class FixedTimer : public InstructionTimer {
- public:
-  FixedTimer(double compute, double comm) : compute_(compute), comm_(comm) {}
-  double Seconds(const RankGraph&, const Instruction& ins) const override {
-    return ins.communicates() ? comm_ : compute_;
-  }
-
- private:
-  double compute_, comm_;
-};
-
-ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int batch = 16) {
-  GptConfig c = GptPreset("gpt-tiny").value();
-  c.num_layers = layers;
-  c.batch_size = batch;
-  TrainingProgram tp = BuildGptTrainingProgram(c).value();
-  Plan plan = PlanRanks(tp.main, tp.startup, strategy, {}).value();
-  return LowerPlan(plan).value();
-}
 
 // The published bubble fractions with F = b = w = 1 (B = b + w = 2) and
 // free communication: (p-1)/(m+p-1) for FThenB, 1F1B and Eager1F1B; VPP
@@ -315,96 +295,6 @@ TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
   EXPECT_EQ(folded->instructions * 4, full->instructions);
 }
 
-// FixedTimer on a host of `cores` shared by every rank.
-class SharedHostTimer : public FixedTimer {
- public:
-  SharedHostTimer(double compute, double comm, double cores, double slowdown)
-      : FixedTimer(compute, comm), cores_(cores), slowdown_(slowdown) {}
-  int CorePool(const RankGraph&) const override { return 0; }
-  double PoolCores(int) const override { return cores_; }
-  double CommSlowdown(int) const override { return slowdown_; }
-
- private:
-  double cores_, slowdown_;
-};
-
-// Two data-parallel ranks computing the same work: on two cores of their
-// own they take the time of one; on one shared core, twice that; with
-// enough cores, sharing changes nothing.
-TEST(Simulator, RanksSharingCoresComputeAtTheirShare) {
-  ExecutionGraph graph = Lower(MakeStrategy(2, 1, 1, 1, "1F1B"), 2, 8);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    return Simulate(graph, o).value();
-  };
-  const double alone = run(FixedTimer(1e-3, 0)).step_time_s;
-  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 1, 1)).step_time_s, 2 * alone, 1e-9);
-  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 2, 1)).step_time_s, alone, 1e-9);
-  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 8, 1)).step_time_s, alone, 1e-9);
-  // Communication that slows compute 1.5x while it runs: with free
-  // communication nothing changes.
-  EXPECT_NEAR(run(SharedHostTimer(1e-3, 0, 2, 1.5)).step_time_s, alone, 1e-9);
-  // With costly communication the step grows by the slowed compute that
-  // overlaps it, never by less than the communication itself.
-  const double comm = run(FixedTimer(1e-3, 5e-4)).step_time_s;
-  const double slowed = run(SharedHostTimer(1e-3, 5e-4, 2, 1.5)).step_time_s;
-  EXPECT_GE(slowed, comm - 1e-12);
-}
-
-// Communication on a shared host waits for cores while compute takes them
-// all (ComputeCommSlowdown): with cores to spare, or free compute, nothing
-// changes; with one core it can only lengthen the step.
-TEST(Simulator, CommunicationSlowsWhileComputeFillsTheCores) {
-  class Timer : public SharedHostTimer {
-   public:
-    Timer(double compute, double cores, double comm_slowdown)
-        : SharedHostTimer(compute, 5e-4, cores, 1), comm_slowdown_(comm_slowdown) {}
-    double ComputeCommSlowdown(int) const override { return comm_slowdown_; }
-
-   private:
-    double comm_slowdown_;
-  };
-  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    return Simulate(graph, o).value().step_time_s;
-  };
-  EXPECT_NEAR(run(Timer(1e-4, 8, 3)), run(Timer(1e-4, 8, 1)), 1e-12);
-  EXPECT_NEAR(run(Timer(0, 1, 3)), run(Timer(0, 1, 1)), 1e-12);
-  EXPECT_GT(run(Timer(1e-4, 1, 3)), run(Timer(1e-4, 1, 1)) + 1e-6);
-}
-
-// Both slowdowns of a shared host scale with the part of a call that moves
-// bytes on its cores (CommCpuShare): a call that only waits out latency
-// slows nothing and is slowed by nothing; a half share sits in between.
-TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
-  class Timer : public SharedHostTimer {
-   public:
-    Timer(double cores, double share)
-        : SharedHostTimer(1e-4, 5e-4, cores, 1.5), share_(share) {}
-    double ComputeCommSlowdown(int) const override { return 3; }
-    double CommCpuShare(const RankGraph&, const Instruction&) const override { return share_; }
-
-   private:
-    double share_;
-  };
-  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    return Simulate(graph, o).value().step_time_s;
-  };
-  // Latency only: as on a host with cores to spare and no interference.
-  const double free = run(SharedHostTimer(1e-4, 5e-4, 1, 1));
-  EXPECT_NEAR(run(Timer(1, 0)), free, 1e-12);
-  const double half = run(Timer(1, 0.5));
-  const double whole = run(Timer(1, 1));
-  EXPECT_GT(half, free + 1e-6);
-  EXPECT_GT(whole, half + 1e-6);
-}
-
 // The timer learns how long a call's first party waited for its last: a
 // receiver that posts early waits for its sender's forward; the tensor-
 // parallel pair, running the same ops, arrives together. And how long the
@@ -447,54 +337,6 @@ TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaitedAndIdled) {
   EXPECT_GE(timer.least_idle_, 0);
   EXPECT_GE(timer.most_idle_, 1e-4);
   EXPECT_LT(timer.most_idle_, 1);
-}
-
-// FixedTimer with each rank pinned to a core of its own.
-class PinnedTimer : public FixedTimer {
- public:
-  PinnedTimer(double compute, double comm) : FixedTimer(compute, comm) {}
-  int CorePool(const RankGraph& g) const override { return g.rank; }
-};
-
-// At each call the timer learns whether compute runs on every party's core
-// and for how long yet: never where cores are not modelled; with a core per
-// rank, a forward all-reduce that calc waits for finds the cores idle, and
-// one beside compute finds it running for no longer than an op takes.
-TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
-  class Recording : public PinnedTimer {
-   public:
-    explicit Recording(bool pinned) : PinnedTimer(1e-4, 2e-4), pinned_(pinned) {}
-    int CorePool(const RankGraph& g) const override { return pinned_ ? g.rank : -1; }
-    double CommSeconds(const RankGraph& g, const Instruction& ins,
-                       const CallStart& call) const override {
-      if (call.cores_busy_for < 0) {
-        ++idle_;
-      } else {
-        ++busy_;
-        least_ = std::min(least_, call.cores_busy_for);
-        most_ = std::max(most_, call.cores_busy_for);
-      }
-      return Seconds(g, ins);
-    }
-    bool pinned_;
-    mutable int idle_ = 0, busy_ = 0;
-    mutable double least_ = 1, most_ = -1;
-  };
-  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B-overlap"), 4);
-  auto run = [&](Recording& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    ASSERT_TRUE(Simulate(graph, o).ok());
-  };
-  Recording unpooled(false), pinned(true);
-  run(unpooled);
-  EXPECT_EQ(unpooled.busy_, 0);
-  EXPECT_GT(unpooled.idle_, 0);
-  run(pinned);
-  EXPECT_GT(pinned.idle_, 0);
-  EXPECT_GT(pinned.busy_, 0);
-  EXPECT_GE(pinned.least_, 0);
-  EXPECT_LE(pinned.most_, 1e-4 + 1e-12);
 }
 
 // The comparison points at the op type that the two timelines price
