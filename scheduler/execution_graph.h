@@ -103,7 +103,7 @@ struct Temporary {
   // Vars of the micro-batch that view this one's data (outputs of view ops,
   // OpSchema::ViewOf): they share its buffer, so it lives until the last
   // toucher of any of them, and they are freed with it.
-  std::vector<std::string> views;
+  std::vector<std::string> views = {};
 };
 
 // Bytes of the persistable vars: they live for the whole run.

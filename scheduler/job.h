@@ -66,7 +66,7 @@ struct ScheduleParams {
   int chunks = 1;  // VPP degree; 1 for every other schedule
   // Overlap schedules: the op indices where the forward and the backward
   // program are cut into parts (ascending, each in (0, program size)).
-  std::vector<int> forward_cuts, backward_cuts;
+  std::vector<int> forward_cuts = {}, backward_cuts = {};
   // Overlap schedules: at most this many micro-batches in flight on a
   // stage (0: the schedule's own).
   int max_in_flight = 0;

@@ -26,8 +26,8 @@ struct DropoutResult {
 // the shard attributes (empty: whole).
 struct Placement {
   RunInfo run;
-  std::vector<int64_t> full_shape;
-  std::vector<int64_t> shard_offsets;
+  std::vector<int64_t> full_shape = {};
+  std::vector<int64_t> shard_offsets = {};
 };
 
 DropoutResult RunDropout(const Tensor& x, float p, int64_t seed,

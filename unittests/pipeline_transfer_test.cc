@@ -29,7 +29,9 @@ TEST(PipelineTransfers, ReceivesArePostedIndependentlyOfCalc) {
         const auto& ins = g.instructions();
         for (const Instruction& i : ins) {
           const std::string& stream = g.streams()[i.stream].name;
-          if (i.kind == InstructionKind::kSend) EXPECT_EQ(stream, stream::kP2pSend);
+          if (i.kind == InstructionKind::kSend) {
+            EXPECT_EQ(stream, stream::kP2pSend);
+          }
           if (i.kind != InstructionKind::kRecv) continue;
           EXPECT_EQ(stream, stream::kP2pRecv) << InstructionLocation(g, i);
           for (int d : i.deps) {

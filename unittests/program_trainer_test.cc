@@ -78,7 +78,9 @@ TEST(ProgramTrainer, RunsOneOpOnSeededFeeds) {
     }
     for (float v : x) EXPECT_TRUE(v >= -1 && v < 1);
     if (step == 0) first_x = x;
-    if (step == 1) EXPECT_NE(x, first_x);  // fresh feeds each step
+    if (step == 1) {
+      EXPECT_NE(x, first_x);  // fresh feeds each step
+    }
   }
   EXPECT_EQ(t->FetchVar("nope").status().code(), StatusCode::kNotFound);
   options.fetch = {"nope"};

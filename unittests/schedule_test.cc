@@ -477,7 +477,9 @@ TEST(ScheduleSimulation, OverlapMaxInFlightCapsEveryStage) {
           const int bound = std::min(m, c == 0 ? 2 * (p - s) : std::max(c, p - s + 1));
           EXPECT_LE(sim.peak[s], bound) << "stage " << s;
         }
-        if (c != 0) EXPECT_GE(sim.makespan, previous);
+        if (c != 0) {
+          EXPECT_GE(sim.makespan, previous);
+        }
         previous = sim.makespan;
       }
     }

@@ -138,8 +138,12 @@ TEST(Sharding, EveryFetchModeAndBucketSizeMatchesSerialTraining) {
             const bool by_reduce =
                 op->type() == "allreduce" && op->GetAttr<int32_t>("fetch_parts") > 0;
             fetches += by_reduce || op->type() == "allgather";
-            if (std::string(fetch) == "all_reduce") EXPECT_FALSE(op->type() == "allgather");
-            if (std::string(fetch) == "all_gather") EXPECT_FALSE(by_reduce);
+            if (std::string(fetch) == "all_reduce") {
+              EXPECT_FALSE(op->type() == "allgather");
+            }
+            if (std::string(fetch) == "all_gather") {
+              EXPECT_FALSE(by_reduce);
+            }
           }
         }
         EXPECT_GT(fetches, 0);
@@ -392,7 +396,9 @@ TEST(Sharding, PlansMoveBucketsWithoutCopies) {
         // A stage-2 bucket's gradients are written in place: the join
         // copies nothing; a stage-3 bucket's parameters are views of the
         // gathered whole.
-        if (op->type() == "flat_concat") EXPECT_TRUE(OpJoinOf(*op).has_value()) << op->Location();
+        if (op->type() == "flat_concat") {
+          EXPECT_TRUE(OpJoinOf(*op).has_value()) << op->Location();
+        }
         if (op->type() == "flat_split") {
           EXPECT_TRUE(OpViewOf(*op).has_value()) << op->Location();
           ++splits;
