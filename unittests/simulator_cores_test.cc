@@ -62,11 +62,7 @@ TEST(Simulator, CommunicationSlowsWhileComputeFillsTheCores) {
     double comm_slowdown_;
   };
   ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    return Simulate(graph, o).value().step_time_s;
-  };
+  auto run = [&](const InstructionTimer& timer) { return StepTime(graph, timer); };
   EXPECT_NEAR(run(Timer(1e-4, 8, 3)), run(Timer(1e-4, 8, 1)), 1e-12);
   EXPECT_NEAR(run(Timer(0, 1, 3)), run(Timer(0, 1, 1)), 1e-12);
   EXPECT_GT(run(Timer(1e-4, 1, 3)), run(Timer(1e-4, 1, 1)) + 1e-6);
@@ -87,11 +83,7 @@ TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
     double share_;
   };
   ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    return Simulate(graph, o).value().step_time_s;
-  };
+  auto run = [&](const InstructionTimer& timer) { return StepTime(graph, timer); };
   // Latency only: as on a host with cores to spare and no interference.
   const double free = run(SharedHostTimer(1e-4, 5e-4, 1, 1));
   EXPECT_NEAR(run(Timer(1, 0)), free, 1e-12);

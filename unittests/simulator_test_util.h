@@ -32,6 +32,13 @@ inline ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int
   return LowerPlan(plan).value();
 }
 
+// The simulated step time of `graph` under `timer`.
+inline double StepTime(const ExecutionGraph& graph, const InstructionTimer& timer) {
+  SimulationOptions o;
+  o.timer = &timer;
+  return Simulate(graph, o).value().step_time_s;
+}
+
 }  // namespace loom
 
 #endif  // LOOM_UNITTESTS_SIMULATOR_TEST_UTIL_H_
