@@ -27,6 +27,7 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   if (link.has_after_wait()) {
     LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
   }
+  if (link.has_awake()) LOOM_RETURN_IF_ERROR(CheckWaited(field + ".awake", link.awake()));
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
   if (link.has_sustained_bandwidth()) {
@@ -123,10 +124,6 @@ Status CheckCoreWait(const proto::Cluster& c) {
   if (!std::isfinite(w.slice_seconds()) || w.slice_seconds() <= 0 || w.slice_seconds() > 1) {
     return InvalidArgument("core_wait.slice_seconds must be above 0 and at most 1, got ",
                            w.slice_seconds());
-  }
-  if (!std::isfinite(w.latency_scale()) || w.latency_scale() <= 0 || w.latency_scale() > 100) {
-    return InvalidArgument("core_wait.latency_scale must be above 0 and at most 100, got ",
-                           w.latency_scale());
   }
   return Status::OK();
 }

@@ -130,19 +130,20 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
 
 double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                               int64_t bytes, const std::vector<int>& group_ranks,
-                              bool after_wait, double idle_seconds) const {
+                              CallRegime regime, double idle_seconds) const {
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
   const CommTerms t = TermsOf(kind, algorithm, n);
   const proto::Link& link = LinkAt(LevelOf(group_ranks));
-  const bool waited = after_wait && link.has_after_wait();
-  double alpha = waited ? link.after_wait().latency_seconds() : link.latency_seconds();
-  double beta = waited ? link.after_wait().bandwidth() : link.bandwidth();
+  const proto::WaitedCosts* costs = nullptr;
+  if (regime == CallRegime::kAfterWait && link.has_after_wait()) costs = &link.after_wait();
+  if (regime == CallRegime::kAwake && link.has_awake()) costs = &link.awake();
+  double alpha = costs != nullptr ? costs->latency_seconds() : link.latency_seconds();
+  double beta = costs != nullptr ? costs->bandwidth() : link.bandwidth();
   // A recv is its send's other end.
   const char* name =
       CollectiveKindName(kind == CollectiveKind::kRecv ? CollectiveKind::kSend : kind);
-  for (const proto::CollectiveCost& c :
-       waited ? link.after_wait().collective() : link.collective()) {
+  for (const proto::CollectiveCost& c : costs != nullptr ? costs->collective() : link.collective()) {
     if (c.kind() == name) {
       alpha = c.latency_seconds();
       beta = c.bandwidth();

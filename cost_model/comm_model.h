@@ -89,6 +89,13 @@ CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members);
 // byte_factor, doubled for an exchange over a half-duplex link.
 double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
+// Which of a link's measured costs price a call.
+enum class CallRegime {
+  kTogether,   // the parties arrive together: the link's own costs
+  kAfterWait,  // a party waited for the last and slept: Link.after_wait
+  kAwake,      // the parties' cores stay awake: Link.awake
+};
+
 class CommModel {
  public:
   // `cluster` must be valid (ValidateCluster).
@@ -101,14 +108,15 @@ class CommModel {
   const proto::Link& LinkAt(LinkLevel level) const;
 
   // One call among `group_ranks` (global ranks; for send and recv the two
-  // ends). `after_wait`: some party waited for the last to arrive, so the
-  // link's after_wait costs apply where it has them. `idle_seconds`: how
+  // ends), in `regime` (the link's costs for it where it has them, else its
+  // own). `idle_seconds`: how
   // long the members' links had carried nothing before the call (the least
   // over them); on a shaped link (Link.burst_bytes) the bucket refilled
   // meanwhile. 0: an empty bucket, the dearest a call can be.
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
-                     bool after_wait = false, double idle_seconds = 0) const;
+                     CallRegime regime = CallRegime::kTogether,
+                     double idle_seconds = 0) const;
 
   // The bytes one member moves in one direction for that call on its
   // link (what the link's bandwidth and sustained_bandwidth divide).

@@ -1,15 +1,19 @@
 #include "cost_model/core_wait_fit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
 namespace loom {
 
-double ExpectedCoreWait(double burst, double slice) {
+double ExpectedCoreWait(double burst, double slice, int cores) {
   if (std::isinf(burst)) return slice;
-  if (burst <= slice) return burst / 2;
-  return slice - slice * slice / (2 * burst);
+  // The longest of k independent U(0, L) has P(M > x) = 1 - (x / L)^k, and
+  // E[min(M, S)] integrates that from 0 to m = min(S, L).
+  const double k = std::max(1, cores);
+  const double m = std::min(slice, burst);
+  return m - m * std::pow(m / burst, k) / (k + 1);
 }
 
 namespace {
@@ -56,7 +60,7 @@ double FitLinear(const std::vector<double>& e, const std::vector<double>& t, dou
 
 }  // namespace
 
-StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples) {
+StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples, int cores) {
   std::set<double> bursts;
   bool long_burst = false;
   for (const CoreWaitSample& s : samples) {
@@ -83,7 +87,7 @@ StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples) {
   for (int k = 0; k <= kGrid; ++k) {
     const double slice = 1e-5 * std::pow(1e4, static_cast<double>(k) / kGrid);
     std::vector<double> e;
-    for (const CoreWaitSample& s : samples) e.push_back(ExpectedCoreWait(s.burst_seconds, slice));
+    for (const CoreWaitSample& s : samples) e.push_back(ExpectedCoreWait(s.burst_seconds, slice, cores));
     double c = 0, w = 0;
     const double cost = FitLinear(e, t, &c, &w);
     if (cost < best) {
@@ -95,7 +99,7 @@ StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples) {
   }
   for (const CoreWaitSample& s : samples) {
     fit.predicted.push_back(fit.busy_call_seconds +
-                            fit.waits * ExpectedCoreWait(s.burst_seconds, fit.slice_seconds));
+                            fit.waits * ExpectedCoreWait(s.burst_seconds, fit.slice_seconds, cores));
   }
   double sum = 0;
   for (size_t i = 0; i < samples.size(); ++i) {

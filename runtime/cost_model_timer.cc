@@ -10,6 +10,11 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
     CommAlgorithm algorithm) {
   std::unique_ptr<CostModelTimer> t(new CostModelTimer(cluster, algorithm));
+  std::unordered_map<int, int> pool_ranks;
+  for (const RankGraph& g : graph.ranks) {
+    const int pool = t->CorePool(g);
+    if (pool >= 0 && ++pool_ranks[pool] == 2) t->shared_pools_.insert(pool);
+  }
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
     auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
@@ -53,23 +58,54 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::ForCluster(
 }
 
 double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
-  return Price(g, ins, false, 0);
+  return Price(g, ins, CallRegime::kTogether, 0);
 }
 
 double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
-  const bool after_wait = call.waited > kSleptSeconds;
-  const double seconds = Price(g, ins, after_wait, call.link_idle);
-  if (!cluster_.has_core_wait() || call.cores_busy_for < 0 || ins.comm_calls <= 0) {
-    return seconds;
+  double seconds = Price(g, ins, RegimeOf(g, ins, call), call.link_idle);
+  // The wait for busy cores was measured on all-reduces (CoreWait).
+  if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
+      ins.kind == InstructionKind::kCollective && ins.comm_calls > 0) {
+    const proto::CoreWait& w = cluster_.core_wait();
+    seconds += w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
   }
-  const proto::CoreWait& w = cluster_.core_wait();
-  const double latency = ins.comm_calls * CallSeconds(g, ins, 0, after_wait, 0);
-  return seconds - (1 - w.latency_scale()) * latency +
-         w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
+  return seconds;
 }
 
-double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool after_wait,
+CallRegime CostModelTimer::RegimeOf(const RankGraph& g, const Instruction& ins,
+                                   const CallStart& call) const {
+  // Cores that compute, or that other ranks' threads share, do not halt;
+  // a link measured only in the other regimes prices them as before.
+  if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && LinkOf(g, ins).has_awake()) {
+    return CallRegime::kAwake;
+  }
+  return call.waited > kSleptSeconds ? CallRegime::kAfterWait : CallRegime::kTogether;
+}
+
+const proto::Link& CostModelTimer::LinkOf(const RankGraph& g, const Instruction& ins) const {
+  if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+    return comm_.LinkAt(comm_.LevelOf({g.rank, g.Peer(ins)}));
+  }
+  return comm_.LinkAt(comm_.LevelOf(g.Group(ins)));
+}
+
+bool CostModelTimer::CoresShared(const RankGraph& g, const Instruction& ins) const {
+  if (shared_pools_.empty() || ins.comm_calls <= 0) return false;
+  auto shared = [&](int rank) {
+    const int pool = CorePoolOf(rank);
+    return pool >= 0 && shared_pools_.count(pool) > 0;
+  };
+  if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+    return shared(g.rank) && shared(g.Peer(ins));
+  }
+  for (int r : g.Group(ins)) {
+    if (!shared(r)) return false;
+  }
+  return true;
+}
+
+double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallRegime regime,
                              double link_idle) const {
   double s = 0;
   if (ins.kind == InstructionKind::kNoOp) return 0;
@@ -78,45 +114,52 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, bool af
     s += compute_.at(g.body.get())[ins.signature];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
-    s += CallSeconds(g, ins, ins.comm_bytes, after_wait, link_idle);
+    s += CallSeconds(g, ins, ins.comm_bytes, regime, link_idle);
     if (ins.comm_calls > 1) {
-      s += (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, after_wait, 0);
+      s += (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, regime, 0);
     }
   }
   return s;
 }
 
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
-                                   bool after_wait, double link_idle) const {
+                                   CallRegime regime, double link_idle) const {
   const CollectiveKind kind = kinds_.at(ins.op_type);
   if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
-    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, after_wait,
-                             link_idle);
+    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle);
   }
-  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), after_wait, link_idle);
+  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle);
 }
 
-double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins) const {
+double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
+                                    const CallStart& call) const {
   if (ins.comm_calls <= 0) return 0;
-  const double whole = CallSeconds(g, ins, ins.comm_bytes, false, 0);
-  return whole > 0 ? 1 - CallSeconds(g, ins, 0, false, 0) / whole : 0;
+  const CallRegime regime = RegimeOf(g, ins, call);
+  const double whole = CallSeconds(g, ins, ins.comm_bytes, regime, 0);
+  return whole > 0 ? 1 - CallSeconds(g, ins, 0, regime, 0) / whole : 0;
 }
 
-int CostModelTimer::CorePool(const RankGraph& g) const {
+double CostModelTimer::CoreRunHorizon() const {
+  return cluster_.has_core_wait() ? cluster_.core_wait().slice_seconds() : 0;
+}
+
+int CostModelTimer::CorePool(const RankGraph& g) const { return CorePoolOf(g.rank); }
+
+int CostModelTimer::CorePoolOf(int rank) const {
   const proto::Device& d = cluster_.device();
   if (d.kind() != proto::Device::CPU || d.core_sharing() == proto::Device::EXCLUSIVE) return -1;
   const int per_device = cluster_.ranks_per_device();
   if (d.core_sharing() == proto::Device::PINNED) {
     // One pool per core, holding the ranks pinned to it.
-    if (cluster_.host_cores() > 0) return g.rank % cluster_.host_cores();
+    if (cluster_.host_cores() > 0) return rank % cluster_.host_cores();
     const int cores = std::max(1, d.cores());
-    const int device = per_device == 0 ? 0 : g.rank / per_device;
-    const int on_device = per_device == 0 ? g.rank : g.rank % per_device;
+    const int device = per_device == 0 ? 0 : rank / per_device;
+    const int on_device = per_device == 0 ? rank : rank % per_device;
     return device * cores + on_device % cores;
   }
   // Nodes emulated on one host share its cores; otherwise a device's.
   if (cluster_.host_cores() > 0) return 0;
-  return per_device == 0 ? 0 : g.rank / per_device;
+  return per_device == 0 ? 0 : rank / per_device;
 }
 
 double CostModelTimer::PoolCores(int) const {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cost_model/comm_model.h"
@@ -37,9 +38,12 @@ class CostModelTimer : public InstructionTimer {
   // is priced at the link's after_wait costs: that party slept. Its first
   // call of the op gets the credit a shaped link's bucket gathered while
   // idle (CommModel::CommSeconds); the op's further calls follow at once.
-  // Where the cluster has core_wait and the call starts on busy cores, its
-  // latency is scaled and it waits core_wait.waits times for the compute
-  // there, each at most a slice (cluster.proto, CoreWait).
+  // A call whose parties' cores do not halt takes the link's awake costs:
+  // every party's core computes as it starts, or each party's core is
+  // shared with another rank (PINNED ranks outnumbering cores keep them
+  // busy). Where the cluster has core_wait, a collective that starts on
+  // busy cores also waits core_wait.waits times for the compute there,
+  // each at most a slice (cluster.proto, CoreWait).
   double CommSeconds(const RankGraph& rank, const Instruction& ins,
                      const CallStart& call) const override;
   // Gloo waits on a condition variable without spinning, so a party that
@@ -52,7 +56,10 @@ class CostModelTimer : public InstructionTimer {
   double ComputeCommSlowdown(int pool) const override;
   // 1 - (the call's price at zero bytes) / (its price): what is not the
   // link's latency is bytes moving, which on a CPU host copies them.
-  double CommCpuShare(const RankGraph& rank, const Instruction& ins) const override;
+  double CommCpuShare(const RankGraph& rank, const Instruction& ins,
+                      const CallStart& call) const override;
+  // core_wait's slice: a call waits for a core's compute at most that long.
+  double CoreRunHorizon() const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.
@@ -62,11 +69,19 @@ class CostModelTimer : public InstructionTimer {
   CostModelTimer(const proto::Cluster& cluster, CommAlgorithm algorithm)
       : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
 
-  double Price(const RankGraph& rank, const Instruction& ins, bool after_wait,
+  double Price(const RankGraph& rank, const Instruction& ins, CallRegime regime,
                double link_idle) const;
+  // The core pool of global rank `rank` (CorePool's rule), and whether
+  // every party of `ins` sits on a pool other ranks share.
+  int CorePoolOf(int rank) const;
+  // Which of the link's costs price `ins` starting as `call` says.
+  CallRegime RegimeOf(const RankGraph& rank, const Instruction& ins, const CallStart& call) const;
+  // The link `ins` communicates over.
+  const proto::Link& LinkOf(const RankGraph& rank, const Instruction& ins) const;
+  bool CoresShared(const RankGraph& rank, const Instruction& ins) const;
   // One call of communicating `ins`, of `bytes`.
   double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
-                     bool after_wait, double link_idle) const;
+                     CallRegime regime, double link_idle) const;
 
   CommModel comm_;
   proto::Cluster cluster_;
@@ -75,6 +90,7 @@ class CostModelTimer : public InstructionTimer {
   std::unordered_map<const RankGraphBody*, std::vector<double>> compute_;
   std::unordered_map<std::string, CollectiveKind> kinds_;  // by op type
   std::array<int, 3> rule_counts_{};
+  std::unordered_set<int> shared_pools_;  // pools holding two ranks or more
 };
 
 }  // namespace loom

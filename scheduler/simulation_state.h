@@ -118,6 +118,10 @@ class Simulation {
   void Start(int r, int ins, double now, const CallStart& call = {});
   // CallStart::cores_busy_for of the rendezvous `rv` completing at `now`.
   double CoresBusyFor(const Rendezvous& rv, double now) const;
+  // The compute stream `s` of rank `r` runs after its op in flight without
+  // blocking on another stream (seconds at one core's rate), looked at up
+  // to `horizon`.
+  double ComputeRunAfter(int r, int s, double horizon) const;
   // Gives the pool's running compute its rates from `now` and reschedules
   // their ends.
   void Reprice(int pool, double now);

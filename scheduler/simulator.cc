@@ -150,7 +150,7 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
   }
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
-    ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins), 0.0, 1.0);
+    ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
     ++pool.communicating;
     pool.copying += ss.cpu_share;
     if (pool.comm_slowdown > 1) {
@@ -213,7 +213,25 @@ void Simulation::Reprice(int p, double now) {
   }
 }
 
+double Simulation::ComputeRunAfter(int r, int s, double horizon) const {
+  const RankState& st = ranks_[r];
+  const std::vector<int>& queue = st.graph->streams()[s].queue;
+  double run = 0;
+  for (size_t k = st.streams[s].pos + 1; k < queue.size() && run < horizon; ++k) {
+    const Instruction& ins = st.graph->instructions()[queue[k]];
+    if (ins.kind != InstructionKind::kCompute) break;
+    // An unfinished dependency on this stream is earlier in the run; one
+    // elsewhere (a call's result) blocks the thread here.
+    for (int d : ins.deps) {
+      if (!st.done[d] && st.graph->instructions()[d].stream != s) return run;
+    }
+    run += timer_->Seconds(*st.graph, ins);
+  }
+  return run;
+}
+
 double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
+  const double horizon = timer_->CoreRunHorizon();
   double longest = -1;
   for (const auto& [pr, pid] : rv.arrived) {
     const int pool = ranks_[pr].pool;
@@ -222,7 +240,8 @@ double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
     for (const auto& [tr, ts] : pools_[pool].tasks) {
       const StreamState& t = ranks_[tr].streams[ts];
       if (t.rate <= 0) continue;  // waiting for a core itself
-      left = std::max(left, std::max(0.0, t.remaining - (now - t.since) * t.rate) / t.rate);
+      left = std::max(left, std::max(0.0, t.remaining - (now - t.since) * t.rate) / t.rate +
+                                ComputeRunAfter(tr, ts, horizon) / t.rate);
     }
     if (left < 0) return -1;
     longest = std::max(longest, left);

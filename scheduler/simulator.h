@@ -104,11 +104,18 @@ class InstructionTimer {
   // wait for a core.
   virtual double ComputeCommSlowdown(int pool) const { return 1; }
   // The part of a call's time (0 to 1) its threads spend moving bytes on
-  // the pool's cores; the rest is latency (wakeups, the wire), which takes
+  // the pool's cores, as it starts (`call`); the rest is latency (wakeups, the wire), which takes
   // no core. Both slowdowns scale with it: a call that copies for a fifth
   // of its time slows compute by a fifth of CommSlowdown's excess, and is
   // slowed by a fifth of ComputeCommSlowdown's.
-  virtual double CommCpuShare(const RankGraph& rank, const Instruction& ins) const { return 1; }
+  virtual double CommCpuShare(const RankGraph& rank, const Instruction& ins,
+                              const CallStart& call) const {
+    return 1;
+  }
+  // How far past the op in flight CallStart::cores_busy_for follows a
+  // core's compute stream (its next ops, until one waits for another
+  // stream): 0, the op in flight only.
+  virtual double CoreRunHorizon() const { return 0; }
 };
 
 // Every instruction takes no time: the deadlock proof.

@@ -2,7 +2,7 @@
 # How close `loom simulate` comes to measured step times on this host.
 #
 # For every run of the list below: profile the layout's ops into a fresh
-# cost table (once per layout), train it for real (`loom run`, median step
+# cost table just before its runs, train it for real (`loom run`, median step
 # time after the warm-up steps), simulate it (`loom simulate --json`), and
 # write one row per run into docs/simulator_accuracy.md with the mean and
 # the largest |error| per network, the commands, the host and its load.
@@ -155,24 +155,13 @@ can_emulate() {
   [ "$(id -u)" -eq 0 ] && command -v ip > /dev/null && command -v tc > /dev/null
 }
 
-# ---- profile each layout once ------------------------------------------------
-echo "profiling into $TABLE" >&2
-for run in "${RUNS[@]}"; do
-  [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$run" && continue
-  IFS='|' read -r nets model layout <<< "$run"
-  wait_quiet
-  "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
-    { cat "$WORK/profile.log" >&2; exit 1; }
-  grep '^profiled' "$WORK/profile.log" >&2
-done
-
 # ---- measure the clusters' links ---------------------------------------------
 # The links are measured here, in the regime steps run them in (compute
 # between calls), unless given.
 if [ -z "$LOCAL_CLUSTER" ] && [[ ",$NETWORKS," == *",loopback,"* ]]; then
   LOCAL_CLUSTER=$WORK/local.cluster.pbtxt
   wait_quiet
-  "$LOOM" profile --comm --cluster local --cluster_out "$LOCAL_CLUSTER" \
+  "$LOOM" profile --comm --comm_core_wait_calls 60 --cluster local --cluster_out "$LOCAL_CLUSTER" \
     --cost_table "$TABLE" > "$WORK/comm.log" 2>&1 || { cat "$WORK/comm.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm.log" >&2
 fi
@@ -183,6 +172,13 @@ if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_em
     --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
     { cat "$WORK/comm_emulated.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm_emulated.log" >&2
+fi
+# How long calls wait for busy cores is the host's, whichever network joins
+# the ranks: it is measured on in-process ranks only, and the emulated
+# cluster takes the local one's.
+if [ -f "$LOCAL_CLUSTER" ] && [ -f "$EMULATED_CLUSTER" ] &&
+   ! grep -q '^core_wait' "$EMULATED_CLUSTER"; then
+  sed -n '/^core_wait {/,/^}/p' "$LOCAL_CLUSTER" >> "$EMULATED_CLUSTER"
 fi
 LINKS=""
 for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do
@@ -209,6 +205,14 @@ for network in ${NETWORKS//,/ }; do
       cluster=$EMULATED_CLUSTER
       runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run $model $layout --steps $STEPS"
     fi
+    # Each layout's ops are profiled just before its runs, so that the
+    # table sees the host as the runs do (its speed drifts by ~10% over
+    # tens of minutes).
+    rm -f "$TABLE"
+    wait_quiet
+    "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
+      { cat "$WORK/profile.log" >&2; exit 1; }
+    grep '^profiled' "$WORK/profile.log" >&2
     medians=()
     others=()
     for ((r = 0; r < REPEATS; ++r)); do
@@ -287,9 +291,10 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "Commands, for each row (MODEL and LAYOUT are its flags, N the product of its degrees):"
   echo
   echo '```sh'
-  echo "loom profile --comm --cluster local --cluster_out LOCAL                  # the loopback link"
+  echo "loom profile --comm --comm_core_wait_calls 60 --cluster local --cluster_out LOCAL  # the loopback link, its awake costs and core_wait"
   echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED"
-  echo "loom profile MODEL LAYOUT --cost_table TABLE          # once per layout, before any run"
+  echo "# EMULATED takes LOCAL's core_wait (the host's cores)"
+  echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table, just before each row's runs"
   echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback, $REPEATS times"
   echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated, $REPEATS times"
   echo "loom simulate MODEL LAYOUT --cluster LOCAL --cost_table TABLE --json     # loopback"

@@ -224,10 +224,19 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
     std::fprintf(stderr, "the times do not grow with the bytes moved (a busy host?): timing "
                  "again, %d of 3\n", attempt + 1);
   }
-  std::vector<CommTiming> waited;
+  std::vector<CommTiming> waited, awake;
   if (options.between_calls_max_seconds > 0) {
     options.together = false;
     LOOM_ASSIGN_OR_RETURN(waited, TimeCollectives(options, env));
+    // And back to back with the cores kept awake, as a call finds them
+    // where they compute or other ranks share them (Link.awake). In one
+    // process only: each process of a launch would need its own wakers.
+    if (!env.has_value()) {
+      CommProfileOptions back_to_back = options;
+      back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
+      back_to_back.samples = CommProfileOptions().samples;
+      LOOM_ASSIGN_OR_RETURN(awake, TimeCollectives(back_to_back, env));
+    }
   }
   // How communication and computation slow each other on this host: every
   // member of a launch takes part, over the launched link.
@@ -265,7 +274,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
   proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
   // A shaped link is full duplex: each rank's egress is shaped on its own.
-  LOOM_RETURN_IF_ERROR(FitLink(timings, waited,
+  LOOM_RETURN_IF_ERROR(FitLink(timings, waited, awake,
                                StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
                                       options.ranks, " ranks, ", regime,
                                       shaped ? ", links shaped by tc tbf" : ""),
@@ -404,7 +413,8 @@ bool DeterminesLink(const std::vector<CommTiming>& timings) {
 }  // namespace
 
 Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::string& source, std::optional<bool> known_duplex, proto::Link* link) {
+               const std::vector<CommTiming>& awake, const std::string& source,
+               std::optional<bool> known_duplex, proto::Link* link) {
   std::map<std::string, std::vector<CommSample>> by_op;
   LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
   // Full or half duplex: where not known, the data decide, by the smaller
@@ -435,25 +445,36 @@ Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTi
                 100 * fit.rms_relative_residual);
   std::string note = StrCat(source, ", ", residual);
   link->clear_after_wait();
-  if (!waited.empty()) {
-    std::map<std::string, std::vector<CommSample>> waited_by_op;
-    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> w, SamplesOf(waited, &waited_by_op));
-    std::printf("parties arriving apart (the first waits for the last):\n");
-    StatusOr<CommFit> waited_fit = PrintFit("joint fit", w, half_duplex, true);
-    if (!waited_fit.ok()) {
-      // The link's values then price waited calls too.
-      std::printf("%s; no after_wait costs recorded\n", waited_fit.status().message().c_str());
-      link->set_source(note);
-      return Status::OK();
+  link->clear_awake();
+  // The regimes' own costs, where measured; a regime whose fit the samples
+  // do not determine is left to the link's values.
+  auto fit_regime = [&](const char* title, const std::vector<CommTiming>& timings,
+                        const char* label, proto::WaitedCosts* out) -> Status {
+    std::map<std::string, std::vector<CommSample>> regime_by_op;
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> samples, SamplesOf(timings, &regime_by_op));
+    std::printf("%s:\n", title);
+    StatusOr<CommFit> regime_fit = PrintFit("joint fit", samples, half_duplex, true);
+    if (!regime_fit.ok()) {
+      std::printf("%s; no %s costs recorded\n", regime_fit.status().message().c_str(), label);
+      return regime_fit.status();
     }
-    const CommFit& wf = *waited_fit;
-    proto::WaitedCosts* after = link->mutable_after_wait();
-    after->set_latency_seconds(wf.latency_seconds);
-    after->set_bandwidth(wf.bandwidth);
-    FitCollectives(waited_by_op, half_duplex, after);
-    std::snprintf(residual, sizeof(residual), "; arriving apart: rms residual %.1f%%",
-                  100 * wf.rms_relative_residual);
+    out->set_latency_seconds(regime_fit->latency_seconds);
+    out->set_bandwidth(regime_fit->bandwidth);
+    FitCollectives(regime_by_op, half_duplex, out);
+    std::snprintf(residual, sizeof(residual), "; %s: rms residual %.1f%%", label,
+                  100 * regime_fit->rms_relative_residual);
     note += residual;
+    return Status::OK();
+  };
+  if (!waited.empty() && !fit_regime("parties arriving apart (the first waits for the last)",
+                                     waited, "arriving apart", link->mutable_after_wait())
+                              .ok()) {
+    link->clear_after_wait();
+  }
+  if (!awake.empty() && !fit_regime("back to back, the cores kept awake", awake, "awake",
+                                    link->mutable_awake())
+                             .ok()) {
+    link->clear_awake();
   }
   link->set_source(note);
   return Status::OK();

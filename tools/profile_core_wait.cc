@@ -7,17 +7,14 @@
 #include <cstdio>
 #include <string>
 
-#include "cost_model/comm_model.h"
 #include "cost_model/core_wait_fit.h"
 #include "executor/core_wait_profiler.h"
 #include "tools/profile_util.h"
 
-DEFINE_int32(comm_core_wait_calls, 0,
-             "--comm on in-process ranks: also time this many all-reduces beside each length of "
-             "compute burst on the ranks' cores and record the cluster's core_wait (60 is "
-             "enough); 0: not measured, the cluster's kept. Off by default: on this host's "
-             "accuracy table it moved errors around rather than shrinking them "
-             "(docs/simulator_accuracy.md)");
+DEFINE_int32(comm_core_wait_calls, 60,
+             "--comm on in-process ranks: time this many all-reduces beside each length of "
+             "compute burst on the ranks' cores and record the cluster's core_wait; 0: not "
+             "measured, the cluster's kept");
 DEFINE_int64(comm_core_wait_bytes, 16 << 10,
              "--comm_core_wait_calls: the all-reduces' size (small, so that the wait and not the "
              "bytes decides; the fit takes the bytes' part from the link)");
@@ -61,19 +58,9 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
       idle = t.median_seconds;
     }
   }
-  LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples));
-  // The latency the link prices for the same call, and its bytes' part:
-  // what a busy core changes is the latency.
-  std::vector<int> ranks(options.ranks);
-  for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
-  const CommModel model(*cluster);
-  const double latency =
-      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, 0, ranks);
-  const double bytes_part =
-      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, options.bytes, ranks) -
-      latency;
-  const double scale =
-      std::clamp((fit.busy_call_seconds - bytes_part) / std::max(latency, 1e-9), 0.01, 100.0);
+  // Each rank on a core of its own: the simulator takes the longest wait
+  // over the parties' cores, and so does the fit.
+  LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples, options.ranks));
   std::printf("core wait: allreduce of %lld B on %d pinned ranks, medians of %d calls\n",
               static_cast<long long>(options.bytes), options.ranks, options.calls);
   if (idle >= 0) {
@@ -88,13 +75,12 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
                 Time(samples[i].call_seconds).c_str(), Time(fit.predicted[i]).c_str());
   }
   std::printf("core wait: %.2f waits of at most %s each; %s on busy cores with nothing to wait "
-              "for (latency x%.2f of the link's %s); rms residual %.1f%%\n",
+              "for (not recorded: the link's awake costs price that); rms residual %.1f%%\n",
               fit.waits, Time(fit.slice_seconds).c_str(), Time(fit.busy_call_seconds).c_str(),
-              scale, Time(latency).c_str(), 100 * fit.rms_relative_residual);
+              100 * fit.rms_relative_residual);
   proto::CoreWait* w = cluster->mutable_core_wait();
   w->set_waits(fit.waits);
   w->set_slice_seconds(fit.slice_seconds);
-  w->set_latency_scale(scale);
   w->set_source(StrCat("loom profile --comm, ", Today(), ": allreduces of ", options.bytes,
                        " B beside compute bursts on ", options.ranks,
                        " pinned ranks, medians, rms residual ",

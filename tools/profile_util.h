@@ -37,16 +37,18 @@ std::string Today();
 // Fits the link's α and β (and half or full duplex: `half_duplex` where
 // known, else by the smaller residual) and each collective's own to
 // `together` (calls whose parties arrived together) of Loom's direct
-// algorithms, and, when `waited` is not empty, the after_wait costs to it
-// (parties that arrived apart); prints the fits and records them in `link`
-// as measured, with `source` and the residuals.
+// algorithms, and, where not empty, the after_wait costs to `waited`
+// (parties that arrived apart) and the awake costs to `awake` (calls back
+// to back with the cores kept awake); prints the fits and records them in
+// `link` as measured, with `source` and the residuals.
 Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::string& source, std::optional<bool> half_duplex, proto::Link* link);
+               const std::vector<CommTiming>& awake, const std::string& source,
+               std::optional<bool> half_duplex, proto::Link* link);
 
 // loom profile --comm on in-process ranks: how long calls wait for cores
 // that compute (executor/core_wait_profiler.h), fitted and recorded as
-// `cluster`'s core_wait, with --comm_core_wait_calls above 0 (off by
-// default); said and skipped where it cannot run (fewer cores than ranks,
+// `cluster`'s core_wait, unless --comm_core_wait_calls is 0; said and
+// skipped where it cannot run (fewer cores than ranks,
 // cores not pinned).
 Status ProfileCoreWait(proto::Cluster* cluster);
 

@@ -116,19 +116,20 @@ TEST(Cluster, ValidationNamesTheField) {
               c.mutable_device()->clear_cores();
             }),
             "ranks_per_device must be 1 for a GPU, got 0");
-  auto core_wait = [](proto::Cluster& c, double waits, double slice, double scale) {
+  auto core_wait = [](proto::Cluster& c, double waits, double slice) {
     c.mutable_core_wait()->set_waits(waits);
     c.mutable_core_wait()->set_slice_seconds(slice);
-    c.mutable_core_wait()->set_latency_scale(scale);
   };
-  EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, 2, 0, 0.2); }),
+  EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, 2, 0); }),
             "core_wait.slice_seconds must be above 0 and at most 1, got 0");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, -1, 1e-3, 0.2); }),
+  EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, -1, 1e-3); }),
             "core_wait.waits must be 0 to 100, got -1");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, 2, 1e-3, 0); }),
-            "core_wait.latency_scale must be above 0 and at most 100, got 0");
   EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              core_wait(c, 2, 1e-3, 0.2);
+              c.mutable_intra_node()->mutable_awake()->set_bandwidth(-1);
+            }),
+            "intra_node.awake.bandwidth must be positive, got -1");
+  EXPECT_EQ(Validate([&](proto::Cluster& c) {
+              core_wait(c, 2, 1e-3);
               c.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
             }),
             "core_wait is for a CPU whose ranks keep to their cores (device.core_sharing "

@@ -130,11 +130,11 @@ TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}), 1e-6 + 1e-5);
   // After a wait: send (and recv, its other end) have their own; the
   // others take the after_wait link values.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, true), 7e-6 + 5e-5);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, true), 7e-6 + 5e-5);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, true), 10e-6 + 4e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 10e-6 + 4e-5);
   // The inter-node link has no after_wait: waiting changes nothing there.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, true),
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, CallRegime::kAfterWait),
                    m.CommSeconds(kSend, kDirect, mb, {3, 4}));
 }
 
@@ -177,18 +177,18 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
   const double latency = 2 * 10e-6;
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair), latency + 0.1);
   // Idle 5 ms: 5 kB of credit; 1 s: the whole 20 kB bucket.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, false, 0.005),
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 0.005),
                    latency + 0.095);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, false, 1.0),
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 1.0),
                    latency + 0.08);
   EXPECT_DOUBLE_EQ(
-      m.CommSeconds(kAllReduce, kDirect, 100000, pair, false,
+      m.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether,
                     std::numeric_limits<double>::infinity()),
       latency + 0.08);
   // A call smaller than the credit pays its latency only.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, false, 1.0), 10e-6);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, CallRegime::kTogether, 1.0), 10e-6);
   // Unshaped links ignore the idle time.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000, {0, 1}, false, 1.0),
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000, {0, 1}, CallRegime::kTogether, 1.0),
                    m.CommSeconds(kSend, kDirect, 1000000, {0, 1}));
 
   link->set_burst_bytes(-1);
@@ -333,6 +333,23 @@ TEST(CoreWaitFit, ExpectedWaitIsHalfTheBurstUpToTheSlice) {
   // Half the calls find more than the slice left: E = S - S^2 / (2L).
   EXPECT_DOUBLE_EQ(ExpectedCoreWait(4e-3, 2e-3), 2e-3 - 4e-6 / 8e-3);
   EXPECT_DOUBLE_EQ(ExpectedCoreWait(std::numeric_limits<double>::infinity(), 2e-3), 2e-3);
+}
+
+// Over two cores the call waits for the longer: E[max of two U(0, L)] is
+// 2L/3; past the slice, E = S - S^3 / (3 L^2).
+TEST(CoreWaitFit, OverTwoCoresTheLongerBurstCounts) {
+  EXPECT_DOUBLE_EQ(ExpectedCoreWait(1e-3, 2e-3, 2), 2e-3 / 3);
+  EXPECT_NEAR(ExpectedCoreWait(4e-3, 2e-3, 2), 2e-3 - 8e-9 / 48e-6, 1e-15);
+  EXPECT_GT(ExpectedCoreWait(1e-3, 2e-3, 2), ExpectedCoreWait(1e-3, 2e-3, 1));
+  // Recovered from calls whose parties sit on two cores.
+  const double c = 0.2e-3, waits = 1.5, slice = 1.2e-3;
+  std::vector<CoreWaitSample> samples;
+  for (double burst : {1e-4, 3e-4, 1e-3, 3e-3, std::numeric_limits<double>::infinity()}) {
+    samples.push_back({burst, c + waits * ExpectedCoreWait(burst, slice, 2)});
+  }
+  CoreWaitFit fit = FitCoreWait(samples, 2).value();
+  EXPECT_NEAR(fit.slice_seconds, slice, 0.05 * slice);
+  EXPECT_NEAR(fit.waits, waits, 0.1 * waits);
 }
 
 TEST(CoreWaitFit, RecoversWaitsSliceAndTheBusyCall) {

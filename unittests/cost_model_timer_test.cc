@@ -4,9 +4,11 @@
 // and how a call that starts on busy cores is priced.
 #include "runtime/cost_model_timer.h"
 
+#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
+#include "cost_model/comm_model.h"
 #include "cost_model/op_cost_model.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
@@ -70,7 +72,7 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
     auto timer = CostModelTimer::Create(graph, ops, local).value();
     const RankGraph& rank = graph.ranks[0];
     for (const Instruction& ins : rank.instructions()) {
-      if (ins.op_type == "allreduce" && ins.ring == kMpRing) return timer->CommCpuShare(rank, ins);
+      if (ins.op_type == "allreduce" && ins.ring == kMpRing) return timer->CommCpuShare(rank, ins, CallStart{});
     }
     ADD_FAILURE() << "no mp all-reduce";
     return -1.0;
@@ -81,49 +83,82 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
   EXPECT_LT(large, 1);
 }
 
-// A call that starts on busy cores (cluster.core_wait): its latency
-// scaled, its bytes as priced, and its waits, each cut at the slice; a
-// call on idle cores as before.
-TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
+// The first mp all-reduce of `rank`.
+const Instruction& FirstMpAllReduce(const RankGraph& rank) {
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.op_type == "allreduce" && ins.ring == kMpRing) return ins;
+  }
+  LOG(FATAL) << "no mp all-reduce on rank " << rank.rank;
+}
+
+// `local` with distinct awake costs: 5 us and 8 GB/s.
+proto::Cluster LocalWithAwakeCosts() {
   proto::Cluster local = LoadCluster("local").value();
   local.clear_core_wait();
+  proto::WaitedCosts* awake = local.mutable_intra_node()->mutable_awake();
+  awake->set_latency_seconds(5e-6);
+  awake->set_bandwidth(8e9);
+  return local;
+}
+
+// A call that starts on busy cores takes the link's awake costs; where the
+// cluster has core_wait it also waits for the compute there, each wait cut
+// at the slice. A call on idle cores pays the link's own.
+TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
+  const proto::Cluster local = LocalWithAwakeCosts();
   const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
                             MakeStrategy(1, 2, 1, 1, "1F1B")).value();
   const ExecutionGraph graph = LowerPlan(plan).value();
   const OpCostModel ops(local, CostTable());
   const RankGraph& rank = graph.ranks[0];
-  const Instruction* call = nullptr;
-  for (const Instruction& ins : rank.instructions()) {
-    if (ins.op_type == "allreduce" && ins.ring == kMpRing) call = &ins;
-  }
-  ASSERT_NE(call, nullptr);
+  const Instruction& call = FirstMpAllReduce(rank);
   auto price = [&](const proto::Cluster& cluster, double busy_for) {
     auto timer = CostModelTimer::Create(graph, ops, cluster).value();
     CallStart start;
     start.cores_busy_for = busy_for;
-    return timer->CommSeconds(rank, *call, start);
+    return timer->CommSeconds(rank, call, start);
   };
-  const double idle = price(local, -1);
-  EXPECT_EQ(price(local, 1e-3), idle);  // no core_wait: busy cores change nothing
+  const CommModel comm(local);
+  const std::vector<int> pair = {0, 1};
+  const double idle = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+                                       call.comm_bytes, pair);
+  const double awake = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+                                        call.comm_bytes, pair, CallRegime::kAwake);
+  ASSERT_LT(awake, idle);
+  EXPECT_DOUBLE_EQ(price(local, -1), idle);
+  EXPECT_DOUBLE_EQ(price(local, 1e-3), awake);  // no core_wait: no wait
   proto::Cluster waiting = local;
   waiting.mutable_core_wait()->set_waits(2);
   waiting.mutable_core_wait()->set_slice_seconds(1e-3);
-  waiting.mutable_core_wait()->set_latency_scale(0.25);
   ASSERT_TRUE(ValidateCluster(waiting).ok());
-  EXPECT_EQ(price(waiting, -1), idle);
-  // The latency: the link's allreduce price at zero bytes.
-  const double latency = [&] {
+  EXPECT_DOUBLE_EQ(price(waiting, -1), idle);
+  EXPECT_NEAR(price(waiting, 0), awake, 1e-15);
+  EXPECT_NEAR(price(waiting, 0.4e-3), awake + 0.8e-3, 1e-15);
+  EXPECT_NEAR(price(waiting, 5e-3), awake + 2e-3, 1e-15);  // two slices at most
+}
+
+// Two pinned ranks on two cores each hold a core alone: their calls wake
+// idle cores. Four share them two by two, which keeps the cores awake: the
+// awake costs, whatever the cores do as the call starts.
+TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
+  const proto::Cluster local = LocalWithAwakeCosts();
+  const CommModel comm(local);
+  auto price = [&](int pp) {
+    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                              MakeStrategy(1, 2, pp, 2, "1F1B")).value();
+    const ExecutionGraph graph = LowerPlan(plan).value();
+    const OpCostModel ops(local, CostTable());
     auto timer = CostModelTimer::Create(graph, ops, local).value();
-    Instruction empty = *call;
-    empty.comm_bytes = 0;
-    return timer->CommSeconds(rank, empty, CallStart{});
-  }();
-  ASSERT_GT(latency, 0);
-  ASSERT_LT(latency, idle);
-  const double busy = idle - 0.75 * latency;
-  EXPECT_NEAR(price(waiting, 0), busy, 1e-15);
-  EXPECT_NEAR(price(waiting, 0.4e-3), busy + 0.8e-3, 1e-15);
-  EXPECT_NEAR(price(waiting, 5e-3), busy + 2e-3, 1e-15);  // two slices at most
+    const RankGraph& rank = graph.ranks[0];
+    const Instruction& call = FirstMpAllReduce(rank);
+    const double priced = timer->CommSeconds(rank, call, CallStart{});
+    const CallRegime regime = pp == 1 ? CallRegime::kTogether : CallRegime::kAwake;
+    EXPECT_DOUBLE_EQ(priced, comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+                                              call.comm_bytes, rank.Group(call), regime))
+        << "pp=" << pp;
+    return priced;
+  };
+  EXPECT_LT(price(2), price(1));
 }
 
 }  // namespace

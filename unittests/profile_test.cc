@@ -244,6 +244,12 @@ TEST(Profile, CommWritesAValidClusterFile) {
   // apart (after_wait), each collective with its own fit.
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
   EXPECT_TRUE(c->intra_node().has_after_wait());
+  // And back to back on awake cores: on a loaded host the times may not
+  // determine a fit, which is said, and then none is recorded.
+  EXPECT_NE(r.out.find("back to back, the cores kept awake"), std::string::npos) << r.out;
+  EXPECT_NE(c->intra_node().has_awake(),
+            r.out.find("no awake costs recorded") != std::string::npos)
+      << r.out;
   // (A collective whose few samples cannot determine its own fit on a
   // loaded host keeps the link's values.)
   EXPECT_GE(c->intra_node().collective_size(), 1);
@@ -261,7 +267,6 @@ TEST(Profile, CommWritesAValidClusterFile) {
   ASSERT_TRUE(c->has_core_wait()) << r.out;
   EXPECT_GE(c->core_wait().waits(), 0);
   EXPECT_GT(c->core_wait().slice_seconds(), 0);
-  EXPECT_GT(c->core_wait().latency_scale(), 0);
 }
 
 TEST(OpProfiler, IdsAndLabelsStayInRange) {

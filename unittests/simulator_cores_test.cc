@@ -77,7 +77,9 @@ TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
     Timer(double cores, double share)
         : SharedHostTimer(1e-4, 5e-4, cores, 1.5), share_(share) {}
     double ComputeCommSlowdown(int) const override { return 3; }
-    double CommCpuShare(const RankGraph&, const Instruction&) const override { return share_; }
+    double CommCpuShare(const RankGraph&, const Instruction&, const CallStart&) const override {
+      return share_;
+    }
 
    private:
     double share_;
@@ -103,12 +105,15 @@ class PinnedTimer : public FixedTimer {
 // At each call the timer learns whether compute runs on every party's core
 // and for how long yet: never where cores are not modelled; with a core per
 // rank, a forward all-reduce that calc waits for finds the cores idle, and
-// one beside compute finds it running for no longer than an op takes.
+// one beside compute finds it running for no longer than an op takes, or
+// with a horizon, for the ops that follow it without a wait.
 TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
   class Recording : public PinnedTimer {
    public:
-    explicit Recording(bool pinned) : PinnedTimer(1e-4, 2e-4), pinned_(pinned) {}
+    explicit Recording(bool pinned, double horizon = 0)
+        : PinnedTimer(1e-4, 2e-4), pinned_(pinned), horizon_(horizon) {}
     int CorePool(const RankGraph& g) const override { return pinned_ ? g.rank : -1; }
+    double CoreRunHorizon() const override { return horizon_; }
     double CommSeconds(const RankGraph& g, const Instruction& ins,
                        const CallStart& call) const override {
       if (call.cores_busy_for < 0) {
@@ -121,6 +126,7 @@ TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
       return Seconds(g, ins);
     }
     bool pinned_;
+    double horizon_;
     mutable int idle_ = 0, busy_ = 0;
     mutable double least_ = 1, most_ = -1;
   };
@@ -139,6 +145,14 @@ TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
   EXPECT_GT(pinned.busy_, 0);
   EXPECT_GE(pinned.least_, 0);
   EXPECT_LE(pinned.most_, 1e-4 + 1e-12);
+  // With a horizon, the ops the calc thread runs next without waiting for
+  // another stream count too: more than one op, and at most the op running,
+  // the horizon and the op that crossed it.
+  Recording ahead(true, 5e-4);
+  run(ahead);
+  EXPECT_EQ(ahead.busy_, pinned.busy_);
+  EXPECT_GT(ahead.most_, 1e-4 + 1e-9);
+  EXPECT_LE(ahead.most_, 1e-4 + 5e-4 + 1e-4 + 1e-12);
 }
 
 }  // namespace
