@@ -17,7 +17,7 @@
 #
 #   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
 #       [--repeats R] [--networks loopback,emulated] [--net_rate 1gbit]
-#       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX]
+#       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX] [--keep DIR]
 #       [--quiet_cores C] [--quiet_wait S]
 #
 # LOOM (environment) names the loom binary; default build/bin/loom.
@@ -33,6 +33,7 @@ NET_RATE=1gbit
 LOCAL_CLUSTER=""     # empty: measured first (loom profile --comm)
 EMULATED_CLUSTER=""  # empty: measured first (loom launch ... loom profile --comm)
 ONLY=""
+KEEP=""  # a directory: each row's cost table and the clusters are kept there
 QUIET_CORES=0.1  # other processes' load under which the host counts as quiet
 QUIET_WAIT=300
 BUSY_RUN=0.2     # a run during which others used more cores is repeated
@@ -50,6 +51,7 @@ while (($#)); do
     --cluster) LOCAL_CLUSTER=$2; shift 2 ;;
     --emulated_cluster) EMULATED_CLUSTER=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --keep) KEEP=$2; shift 2 ;;
     --quiet_cores) QUIET_CORES=$2; shift 2 ;;
     --quiet_wait) QUIET_WAIT=$2; shift 2 ;;
     -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
@@ -173,12 +175,11 @@ if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_em
     { cat "$WORK/comm_emulated.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm_emulated.log" >&2
 fi
-# How long calls wait for busy cores is the host's, whichever network joins
-# the ranks: it is measured on in-process ranks only, and the emulated
-# cluster takes the local one's.
-if [ -f "$LOCAL_CLUSTER" ] && [ -f "$EMULATED_CLUSTER" ] &&
-   ! grep -q '^core_wait' "$EMULATED_CLUSTER"; then
-  sed -n '/^core_wait {/,/^}/p' "$LOCAL_CLUSTER" >> "$EMULATED_CLUSTER"
+KEPT=0
+if [ -n "$KEEP" ]; then
+  mkdir -p "$KEEP"
+  : > "$KEEP/tables"
+  for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do [ -f "$c" ] && cp "$c" "$KEEP/"; done
 fi
 LINKS=""
 for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do
@@ -213,6 +214,11 @@ for network in ${NETWORKS//,/ }; do
     "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
       { cat "$WORK/profile.log" >&2; exit 1; }
     grep '^profiled' "$WORK/profile.log" >&2
+    if [ -n "$KEEP" ]; then
+      ((++KEPT))
+      cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+      echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
+    fi
     medians=()
     others=()
     for ((r = 0; r < REPEATS; ++r)); do
