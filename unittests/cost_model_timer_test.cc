@@ -54,6 +54,7 @@ TEST(CostModelTimer, PinnedRanksShareOnlyTheirCore) {
 TEST(CostModelTimer, TimeSlicedRanksShareTheHostsCores) {
   proto::Cluster local = LoadCluster("local").value();
   local.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
+  local.clear_core_wait();  // (for pinned ranks only)
   EXPECT_EQ(PoolsOf(local), (Pools{{0, 2}, {0, 2}, {0, 2}, {0, 2}}));
   // A GPU rank shares nothing.
   EXPECT_EQ(PoolsOf(LoadCluster("h100").value()), (Pools{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}));
