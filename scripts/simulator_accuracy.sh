@@ -299,7 +299,6 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo '```sh'
   echo "loom profile --comm --comm_core_wait_calls 60 --cluster local --cluster_out LOCAL  # the loopback link, its awake costs and core_wait"
   echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED"
-  echo "# EMULATED takes LOCAL's core_wait (the host's cores)"
   echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table, just before each row's runs"
   echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback, $REPEATS times"
   echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated, $REPEATS times"
