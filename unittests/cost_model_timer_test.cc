@@ -157,6 +157,11 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
     EXPECT_DOUBLE_EQ(priced, comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
                                               call.comm_bytes, rank.Group(call), regime))
         << "pp=" << pp;
+    // Its CPU share too is of the costs it is priced at.
+    const double latency = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, 0,
+                                            rank.Group(call), regime);
+    EXPECT_DOUBLE_EQ(timer->CommCpuShare(rank, call, CallStart{}), 1 - latency / priced)
+        << "pp=" << pp;
     return priced;
   };
   EXPECT_LT(price(2), price(1));
