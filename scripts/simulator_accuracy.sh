@@ -207,8 +207,8 @@ for network in ${NETWORKS//,/ }; do
       runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run $model $layout --steps $STEPS"
     fi
     # Each layout's ops are profiled just before its runs, so that the
-    # table sees the host as the runs do (its speed drifts by ~10% over
-    # tens of minutes).
+    # table sees the host as the runs do (its speed drifts by ~10% within
+    # minutes to hours).
     rm -f "$TABLE"
     wait_quiet
     "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
