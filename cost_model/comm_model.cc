@@ -143,7 +143,8 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
   // A recv is its send's other end.
   const char* name =
       CollectiveKindName(kind == CollectiveKind::kRecv ? CollectiveKind::kSend : kind);
-  for (const proto::CollectiveCost& c : costs != nullptr ? costs->collective() : link.collective()) {
+  const auto& collectives = costs != nullptr ? costs->collective() : link.collective();
+  for (const proto::CollectiveCost& c : collectives) {
     if (c.kind() == name) {
       alpha = c.latency_seconds();
       beta = c.bandwidth();

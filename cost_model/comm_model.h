@@ -109,10 +109,10 @@ class CommModel {
 
   // One call among `group_ranks` (global ranks; for send and recv the two
   // ends), in `regime` (the link's costs for it where it has them, else its
-  // own). `idle_seconds`: how
-  // long the members' links had carried nothing before the call (the least
-  // over them); on a shaped link (Link.burst_bytes) the bucket refilled
-  // meanwhile. 0: an empty bucket, the dearest a call can be.
+  // own). `idle_seconds`: how long the members' links had carried nothing
+  // before the call (the least over them); on a shaped link
+  // (Link.burst_bytes) the bucket refilled meanwhile. 0: an empty bucket,
+  // the dearest a call can be.
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
                      CallRegime regime = CallRegime::kTogether,

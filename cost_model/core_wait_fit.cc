@@ -87,7 +87,9 @@ StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples, in
   for (int k = 0; k <= kGrid; ++k) {
     const double slice = 1e-5 * std::pow(1e4, static_cast<double>(k) / kGrid);
     std::vector<double> e;
-    for (const CoreWaitSample& s : samples) e.push_back(ExpectedCoreWait(s.burst_seconds, slice, cores));
+    for (const CoreWaitSample& s : samples) {
+      e.push_back(ExpectedCoreWait(s.burst_seconds, slice, cores));
+    }
     double c = 0, w = 0;
     const double cost = FitLinear(e, t, &c, &w);
     if (cost < best) {
@@ -98,8 +100,8 @@ StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples, in
     }
   }
   for (const CoreWaitSample& s : samples) {
-    fit.predicted.push_back(fit.busy_call_seconds +
-                            fit.waits * ExpectedCoreWait(s.burst_seconds, fit.slice_seconds, cores));
+    const double wait = ExpectedCoreWait(s.burst_seconds, fit.slice_seconds, cores);
+    fit.predicted.push_back(fit.busy_call_seconds + fit.waits * wait);
   }
   double sum = 0;
   for (size_t i = 0; i < samples.size(); ++i) {

@@ -219,6 +219,8 @@ double Simulation::ComputeRunAfter(int r, int s, double horizon) const {
   double run = 0;
   for (size_t k = st.streams[s].pos + 1; k < queue.size() && run < horizon; ++k) {
     const Instruction& ins = st.graph->instructions()[queue[k]];
+    // (A no-op, such as a view, ends the run too, though it does not block:
+    // the accuracy table of docs/simulator_accuracy.md was measured so.)
     if (ins.kind != InstructionKind::kCompute) break;
     // An unfinished dependency on this stream is earlier in the run; one
     // elsewhere (a call's result) blocks the thread here.

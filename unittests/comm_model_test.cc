@@ -130,11 +130,28 @@ TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}), 1e-6 + 1e-5);
   // After a wait: send (and recv, its other end) have their own; the
   // others take the after_wait link values.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 7e-6 + 5e-5);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 7e-6 + 5e-5);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, CallRegime::kAfterWait), 10e-6 + 4e-5);
+  const CallRegime waited = CallRegime::kAfterWait;
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, waited), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, waited), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, waited), 10e-6 + 4e-5);
   // The inter-node link has no after_wait: waiting changes nothing there.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, CallRegime::kAfterWait),
+                   m.CommSeconds(kSend, kDirect, mb, {3, 4}));
+}
+
+// On awake cores a call takes the link's awake costs, where it has them.
+TEST(CommModel, AwakeCosts) {
+  proto::Cluster c = TestCluster();
+  c.mutable_intra_node()->mutable_awake()->set_latency_seconds(2e-6);
+  c.mutable_intra_node()->mutable_awake()->set_bandwidth(100e9);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const int64_t mb = 1000000;
+  // Direct all-reduce of two: two latencies, the bytes once.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, CallRegime::kAwake),
+                   4e-6 + 1e-5);
+  // The inter-node link has none: its own costs.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, CallRegime::kAwake),
                    m.CommSeconds(kSend, kDirect, mb, {3, 4}));
 }
 

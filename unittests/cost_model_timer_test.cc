@@ -73,7 +73,9 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
     auto timer = CostModelTimer::Create(graph, ops, local).value();
     const RankGraph& rank = graph.ranks[0];
     for (const Instruction& ins : rank.instructions()) {
-      if (ins.op_type == "allreduce" && ins.ring == kMpRing) return timer->CommCpuShare(rank, ins, CallStart{});
+      if (ins.op_type == "allreduce" && ins.ring == kMpRing) {
+        return timer->CommCpuShare(rank, ins, CallStart{});
+      }
     }
     ADD_FAILURE() << "no mp all-reduce";
     return -1.0;
