@@ -11,6 +11,7 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
+#include "executor/cpu/blas_kernels.h"
 #include "executor/device.h"
 #include "executor/op_profiler.h"
 #include "framework/serialization.h"
@@ -202,9 +203,10 @@ Status ProfileOps() {
   LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
   const CostTable::MergeCounts counts = table.Merge(entries);
   LOOM_RETURN_IF_ERROR(table.Save(path));
-  std::printf("profiled %zu signatures of %s on '%s' in %.1f s (%zu in steps, %zu alone, %zu "
-              "skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
-              entries.size(), target->what.c_str(), device.c_str(), seconds, timed.size(),
+  std::printf("profiled %zu signatures of %s on '%s' (OpenBLAS's %s kernels) in %.1f s (%zu in "
+              "steps, %zu alone, %zu skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
+              entries.size(), target->what.c_str(), device.c_str(), LoadedBlasKernels().c_str(),
+              seconds, timed.size(),
               profile.timed.size(), profile.skipped.size(), counts.added, counts.replaced,
               path.c_str(), table.size());
   // Each step run op after op at the table's medians: for the serial
