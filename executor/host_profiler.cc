@@ -428,7 +428,7 @@ StatusOr<double> TimeLongAllReduce(int ranks, int64_t bytes, int calls,
   return seconds[0];
 }
 
-StatusOr<DeviceCalibration> CalibrateDevice() {
+StatusOr<DeviceCalibration> CalibrateDevice(double seconds) {
   DeviceCalibration c;
   c.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   c.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) *
@@ -441,6 +441,15 @@ StatusOr<DeviceCalibration> CalibrateDevice() {
     const auto start = Clock::now();
     mm.Run();
     c.core_fp32_flops = std::max(c.core_fp32_flops, mm.flops() / Since(start));
+  }
+  // Spaced out rather than back to back: the host's speed moves over
+  // seconds (neighbours on a shared machine), not within one call.
+  const auto sampling = Clock::now();
+  while (Since(sampling) < seconds) {
+    const auto start = Clock::now();
+    mm.Run();
+    c.core_fp32_flops_over_time.push_back(mm.flops() / Since(start));
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(250));
   }
 
   const size_t bytes = size_t{256} << 20;

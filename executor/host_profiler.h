@@ -153,6 +153,10 @@ struct DeviceCalibration {
   int cores = 0;
   // One thread's best sgemm rate and copy bandwidth (read + written).
   double core_fp32_flops = 0;
+  // The same sgemm's rate sampled every quarter second over the
+  // calibration's `seconds`, in time order: how much the host's own speed
+  // moves, which bounds how closely any model can predict a run on it.
+  std::vector<double> core_fp32_flops_over_time;
   double core_memory_bandwidth = 0;
   // The executor's cost of one tiny op (dispatch, allocation, kernel call).
   double dispatch_seconds = 0;
@@ -160,8 +164,9 @@ struct DeviceCalibration {
 };
 
 // Best of a few runs: a 1024^3 sgemm, a 256 MiB copy, and a one-element
-// `scale` op through the serial executor (its median).
-StatusOr<DeviceCalibration> CalibrateDevice();
+// `scale` op through the serial executor (its median); and the sgemm's
+// rate every quarter second for `seconds` (none at 0).
+StatusOr<DeviceCalibration> CalibrateDevice(double seconds = 0);
 
 }  // namespace loom
 

@@ -1,6 +1,7 @@
 // loom profile: fills the op cost table from this host's CPU kernels, or
 // measures the host itself (links, interference, device rates) into a
 // cluster file.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_fit.h"
@@ -28,6 +30,9 @@ DEFINE_bool(comm, false,
 DEFINE_bool(calibrate_device, false,
             "measure this CPU's sgemm rate, copy bandwidth and per-op "
             "overhead, and write them into --cluster_out");
+DEFINE_double(calibrate_seconds, 10,
+              "--calibrate_device: also time one core's sgemm every quarter second for this "
+              "long and print how far its rate moves (the host's own noise); 0: skip");
 DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
@@ -319,12 +324,27 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
 }
 
 Status CalibrateInto(proto::Cluster* cluster) {
+  if (FLAGS_calibrate_seconds < 0 || FLAGS_calibrate_seconds > 3600) {
+    return InvalidArgument("--calibrate_seconds must be 0 to 3600, got ",
+                           FLAGS_calibrate_seconds);
+  }
   std::fprintf(stderr, "timing sgemm 1024^3, a 256 MiB copy and a one-element op ...\n");
-  LOOM_ASSIGN_OR_RETURN(DeviceCalibration c, CalibrateDevice());
+  LOOM_ASSIGN_OR_RETURN(DeviceCalibration c, CalibrateDevice(FLAGS_calibrate_seconds));
   std::printf("device: %d cores; one core: sgemm %.3g GFLOP/s, copy %s; "
               "per-op overhead %s; memory %.1f GiB\n",
               c.cores, c.core_fp32_flops / 1e9, Rate(c.core_memory_bandwidth).c_str(),
               Time(c.dispatch_seconds).c_str(), c.memory_bytes / double(1 << 30));
+  std::vector<double> rates = c.core_fp32_flops_over_time;
+  if (!rates.empty()) {
+    std::sort(rates.begin(), rates.end());
+    const auto at = [&](double q) { return rates[static_cast<size_t>(q * (rates.size() - 1))]; };
+    const double median = at(0.5);
+    std::printf("host noise: one core's sgemm over %.0f s (%zu samples): median %.3g GFLOP/s, "
+                "10th-90th percentile %.3g-%.3g (%+.0f%% to %+.0f%%), range %.3g-%.3g\n",
+                FLAGS_calibrate_seconds, rates.size(), median / 1e9, at(0.1) / 1e9,
+                at(0.9) / 1e9, 100 * (at(0.1) / median - 1), 100 * (at(0.9) / median - 1),
+                rates.front() / 1e9, rates.back() / 1e9);
+  }
   proto::Device* d = cluster->mutable_device();
   d->set_cores(c.cores);
   // The device's rates are one core's times the cores: a stream (one

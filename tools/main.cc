@@ -207,13 +207,15 @@ const std::vector<Command>& Commands() {
        "it fits the link between the launched ranks instead (on the emulated\n"
        "network, its inter-node link);\n"
        "--calibrate_device adds the CPU's sgemm rate, copy bandwidth and\n"
-       "per-op overhead to it; --comm_core_wait_calls N how long calls wait for\n"
-       "pinned cores that compute (the cluster's core_wait, off by default).",
+       "per-op overhead to it, and prints how far one core's sgemm rate moves\n"
+       "over --calibrate_seconds (the host's own noise); --comm_core_wait_calls N\n"
+       "(60; 0: off) how long calls wait for pinned cores that compute (the\n"
+       "cluster's core_wait).",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
         "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
-        "calibrate_device", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
+        "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
         "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
         "interference_seconds"},
        RunProfile},

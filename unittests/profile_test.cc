@@ -221,6 +221,23 @@ TEST(Profile, ErrorsNameTheCulprit) {
                            "/t.pbtxt: entry 0 (): signature is missing\n");
 }
 
+// The device's rates, and how far one core's speed moved while it was
+// timed: 4 samples a second.
+TEST(Profile, CalibrateDeviceMeasuresTheCoreAndItsNoise) {
+  const std::string out = TempDir("loom_profile_calibrate") + "/local.pbtxt";
+  Result r = Loom("profile --calibrate_device --calibrate_seconds 1 --cluster_out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("host noise: one core's sgemm over 1 s (4 samples): median "),
+            std::string::npos) << r.out;
+  const proto::Cluster cluster = LoadCluster(out).value();
+  EXPECT_GT(cluster.device().peak_fp32_flops(), 1e9);
+  EXPECT_GT(cluster.device().memory_bandwidth(), 1e8);
+
+  Result bad = Loom("profile --calibrate_device --calibrate_seconds -1 --cluster_out " + out);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.out, "loom profile: --calibrate_seconds must be 0 to 3600, got -1\n");
+}
+
 TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = TempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
