@@ -153,11 +153,11 @@ struct DeviceCalibration {
   int cores = 0;
   // One thread's best sgemm rate and copy bandwidth (read + written).
   double core_fp32_flops = 0;
+  double core_memory_bandwidth = 0;
   // The same sgemm's rate sampled every quarter second over the
   // calibration's `seconds`, in time order: how much the host's own speed
   // moves, which bounds how closely any model can predict a run on it.
   std::vector<double> core_fp32_flops_over_time;
-  double core_memory_bandwidth = 0;
   // The executor's cost of one tiny op (dispatch, allocation, kernel call).
   double dispatch_seconds = 0;
   int64_t memory_bytes = 0;
