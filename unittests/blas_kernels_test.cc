@@ -28,11 +28,10 @@ TEST(BlasKernels, SseFallbackGetsTheWidestFamilyTheCpuRuns) {
 TEST(BlasKernels, OpenBlasOwnModernChoiceStands) {
   for (const char* family :
        {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", "SKYLAKEX"}) {
+    // On an AVX-512 CPU too: an AVX2 family there (Haswell, Zen) was
+    // OpenBLAS's choice for a CPU it knows, not a fallback.
     EXPECT_EQ(BetterBlasKernels(family, kAvx512), std::nullopt) << family;
   }
-  // An AVX2 family on an AVX-512 CPU was OpenBLAS's choice for a CPU it
-  // knows (e.g. Zen), not a fallback.
-  EXPECT_EQ(BetterBlasKernels("Zen", kAvx512), std::nullopt);
 }
 
 // `loom profile` times ops with kernels this CPU cannot better: where
