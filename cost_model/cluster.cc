@@ -28,6 +28,9 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
     LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
   }
   if (link.has_awake()) LOOM_RETURN_IF_ERROR(CheckWaited(field + ".awake", link.awake()));
+  if (link.has_shared_cores()) {
+    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".shared_cores", link.shared_cores()));
+  }
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
   if (link.has_sustained_bandwidth()) {

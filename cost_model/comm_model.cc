@@ -138,6 +138,7 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
   const proto::WaitedCosts* costs = nullptr;
   if (regime == CallRegime::kAfterWait && link.has_after_wait()) costs = &link.after_wait();
   if (regime == CallRegime::kAwake && link.has_awake()) costs = &link.awake();
+  if (regime == CallRegime::kSharedCores && link.has_shared_cores()) costs = &link.shared_cores();
   double alpha = costs != nullptr ? costs->latency_seconds() : link.latency_seconds();
   double beta = costs != nullptr ? costs->bandwidth() : link.bandwidth();
   // A recv is its send's other end.

@@ -91,9 +91,10 @@ double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
 // Which of a link's measured costs price a call.
 enum class CallRegime {
-  kTogether,   // the parties arrive together: the link's own costs
-  kAfterWait,  // a party waited for the last and slept: Link.after_wait
-  kAwake,      // the parties' cores stay awake: Link.awake
+  kTogether,     // the parties arrive together: the link's own costs
+  kAfterWait,    // a party waited for the last and slept: Link.after_wait
+  kAwake,        // the parties' cores stay awake: Link.awake
+  kSharedCores,  // beside another rank's call on shared cores: Link.shared_cores
 };
 
 class CommModel {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "executor/comm/gloo_communicator.h"
+#include "executor/cpu/host_threads.h"
 #include "executor/kernel.h"
 #include "executor/loopback_ranks.h"
 #include "executor/op_profiler.h"
@@ -131,6 +132,7 @@ StatusOr<std::vector<CommTiming>> ProfileBetweenCompute(Communicator& comm,
   so.min_seconds = o.between_calls_min_seconds;
   so.max_seconds = o.between_calls_max_seconds;
   so.together = o.together;
+  so.seed = o.seed;
   so.warmup_rounds = o.warmup_runs;
   so.rounds = o.warmup_runs + std::max(1, o.samples);
   if (progress && comm.rank() == 0) {
@@ -230,6 +232,44 @@ StatusOr<std::vector<CommTiming>> ProfileComm(const CommProfileOptions& o,
   return timings[0];
 }
 
+StatusOr<std::vector<CommTiming>> ProfileCommOnSharedCores(const CommProfileOptions& o,
+                                                           int groups,
+                                                           const HostProgressFn& progress) {
+  if (o.between_calls_max_seconds <= 0 || groups < 2) {
+    return InvalidArgument("calls on shared cores are timed between compute, in 2 groups or more");
+  }
+  std::vector<int> cores = CoresOfThisProcess();
+  if (static_cast<int>(cores.size()) < o.ranks) {
+    return FailedPrecondition("calls on shared cores need a core for each of ", o.ranks,
+                              " ranks; this process may use ", cores.size());
+  }
+  cores.resize(o.ranks);
+  std::vector<LoopbackGroup> group(groups);
+  for (int g = 0; g < groups; ++g) {
+    LOOM_ASSIGN_OR_RETURN(group[g],
+                          ConnectLoopback(o.ranks, StrCat("profile-shared-", g), o.timeout, cores));
+  }
+  std::vector<std::vector<CommTiming>> timings(groups);
+  LOOM_RETURN_IF_ERROR(RunRanks(groups * o.ranks, [&](int t) -> Status {
+    const int g = t / o.ranks, r = t % o.ranks;
+    PinThread(pthread_self(), cores[r]);
+    // The groups' compute times differ, as two ranks' on a core do.
+    CommProfileOptions mine = o;
+    mine.seed = o.seed + 1000 * g;
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> member,
+                          ProfileCommMember(*group[g][r], mine, g == 0 ? progress : nullptr));
+    if (r == 0) timings[g] = std::move(member);
+    return Status::OK();
+  }));
+  std::vector<CommTiming> out = timings[0];
+  for (size_t i = 0; i < out.size(); ++i) {
+    double sum = 0;
+    for (int g = 0; g < groups; ++g) sum += timings[g][i].median_seconds;
+    out[i].median_seconds = sum / groups;
+  }
+  return out;
+}
+
 StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<StepCall>& calls,
                                       const StepCallOptions& o) {
   const int me = comm.rank();
@@ -243,7 +283,7 @@ StatusOr<StepCallTimes> TimeStepCalls(Communicator& comm, const std::vector<Step
   StepCallTimes t;
   openblas_set_num_threads(1);
   Sgemm mm(48);
-  std::mt19937_64 rng(1234 + (o.together ? 0 : me));
+  std::mt19937_64 rng(o.seed + (o.together ? 0 : me));
   std::uniform_real_distribution<double> gap(o.min_seconds, o.max_seconds);
   const auto seconds = [] {
     return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();

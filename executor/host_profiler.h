@@ -33,6 +33,8 @@ struct CommProfileOptions {
   double between_calls_min_seconds = 0;
   double between_calls_max_seconds = 0;
   bool together = false;
+  // Seeds the compute times between calls (StepCallOptions::seed).
+  uint64_t seed = 1234;
 };
 
 struct CommTiming {
@@ -62,6 +64,16 @@ StatusOr<std::vector<CommTiming>> ProfileCommMember(
     Communicator& comm, const CommProfileOptions& options,
     const HostProgressFn& progress = nullptr);
 
+// ProfileComm in the step regime (options.between_calls_max_seconds > 0)
+// on cores that two ranks share, as when a plan pins more ranks than the
+// host has cores: `groups` groups of options.ranks in-process ranks, rank
+// r of every group pinned to the same core, all timing their calls at once
+// with compute times of their own. Each call's mean over the groups' means.
+// FailedPrecondition where this process has fewer cores than
+// options.ranks.
+StatusOr<std::vector<CommTiming>> ProfileCommOnSharedCores(
+    const CommProfileOptions& options, int groups, const HostProgressFn& progress = nullptr);
+
 // Calls made the way a training step makes them, for calibrating the
 // communication model in the regime runs see: before each call the rank
 // runs a small matmul loop for a random time in [min_seconds,
@@ -79,6 +91,9 @@ struct StepCallOptions {
   bool together = false;
   int rounds = 33;  // each call once per round
   int warmup_rounds = 2;
+  // The compute times' generator starts here (plus the rank's number where
+  // the parties arrive apart).
+  uint64_t seed = 1234;
 };
 struct StepCall {
   std::string op;  // "allreduce", "allgather" (every member) or "send" (0 -> 1)

@@ -63,9 +63,12 @@ double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const
 
 double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
-  double seconds = Price(g, ins, RegimeOf(g, ins, call), call.link_idle);
-  // The wait for busy cores was measured on all-reduces (CoreWait).
+  const CallRegime regime = RegimeOf(g, ins, call);
+  double seconds = Price(g, ins, regime, call.link_idle);
+  // The wait for busy cores was measured on all-reduces (CoreWait); the
+  // shared cores' costs were measured beside calls, not compute.
   if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
+      regime != CallRegime::kSharedCores &&
       ins.kind == InstructionKind::kCollective && ins.comm_calls > 0) {
     const proto::CoreWait& w = cluster_.core_wait();
     seconds += w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
@@ -75,6 +78,10 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
 
 CallRegime CostModelTimer::RegimeOf(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
+  // Beside another rank's call on a shared core, where measured so.
+  if (call.beside_other_calls && CoresShared(g, ins) && LinkOf(g, ins).has_shared_cores()) {
+    return CallRegime::kSharedCores;
+  }
   // Cores that compute, or that other ranks' threads share, do not halt;
   // a link measured only in the other regimes prices them as before.
   if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && LinkOf(g, ins).has_awake()) {

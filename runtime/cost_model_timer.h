@@ -38,12 +38,15 @@ class CostModelTimer : public InstructionTimer {
   // is priced at the link's after_wait costs: that party slept. Its first
   // call of the op gets the credit a shaped link's bucket gathered while
   // idle (CommModel::CommSeconds); the op's further calls follow at once.
-  // A call whose parties' cores do not halt takes the link's awake costs:
-  // every party's core computes as it starts, or each party's core is
-  // shared with another rank (PINNED ranks outnumbering cores keep them
-  // busy). Where the cluster has core_wait, a collective that starts on
-  // busy cores also waits core_wait.waits times for the compute there,
-  // each at most a slice (cluster.proto, CoreWait).
+  // A call whose parties' cores are shared with other ranks (PINNED ranks
+  // outnumbering cores), starting while another rank's call runs on a
+  // party's core, takes the link's shared_cores costs where it has them.
+  // Else a call whose parties' cores do not halt takes the link's awake
+  // costs: every party's core computes as it starts, or each party's core
+  // is shared with another rank. Where the cluster has core_wait, a
+  // collective that starts on busy cores, not at shared_cores costs, also
+  // waits core_wait.waits times for the compute there, each at most a
+  // slice (cluster.proto, CoreWait).
   double CommSeconds(const RankGraph& rank, const Instruction& ins,
                      const CallStart& call) const override;
   // Gloo waits on a condition variable without spinning, so a party that

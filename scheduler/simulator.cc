@@ -278,7 +278,17 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
     call.link_idle =
         std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
   }
-  if (!pools_.empty()) call.cores_busy_for = CoresBusyFor(rv, now);
+  if (!pools_.empty()) {
+    call.cores_busy_for = CoresBusyFor(rv, now);
+    // (No party has started yet: a pool's calls beyond the party's own
+    // are other ranks'.)
+    for (const auto& [pr, pid] : rv.arrived) {
+      const RankState& p = ranks_[pr];
+      if (p.pool >= 0 && pools_[p.pool].communicating > p.link_calls) {
+        call.beside_other_calls = true;
+      }
+    }
+  }
   for (const auto& [pr, pid] : rv.arrived) {
     RankState& p = ranks_[pr];
     p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;

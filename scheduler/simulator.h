@@ -72,6 +72,9 @@ struct CallStart {
   // most over the parties); -1 when a party's core idles or the ranks'
   // cores are not modelled (InstructionTimer::CorePool).
   double cores_busy_for = -1;
+  // Whether another rank's communication runs in a party's core pool as
+  // the call starts (InstructionTimer::CorePool; false where not modelled).
+  bool beside_other_calls = false;
 };
 
 // Prices instructions for the simulator. Implemented by the cost model;

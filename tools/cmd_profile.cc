@@ -42,6 +42,12 @@ DEFINE_string(comm_between_ms, "0.1,1",
               "(ms, 'MIN,MAX'), as in a training step, and a call's time is the mean from its "
               "last party's arrival; '0': calls back to back with the cores kept awake, the "
               "median");
+DEFINE_string(comm_shared_between_ms, "0.01,0.02",
+              "--comm on in-process ranks with pinned cores: the calls are timed again with two "
+              "groups of ranks on the same cores, calling at once with this compute (ms, "
+              "'MIN,MAX') before each call, for the link's shared_cores costs (a call beside "
+              "another rank's call on its core, as when a plan pins more ranks than cores); "
+              "'0': not measured");
 DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
@@ -125,20 +131,22 @@ StatusOr<CommFit> PrintFit(const std::string& title,
   return fit;
 }
 
+// Progress lines of the link's measurements, on stderr.
+void PrintCommProgress(const std::string& what) {
+  std::fprintf(stderr, "timing %s ...\n", what.c_str());
+}
+
 // Under `loom launch` the ranks are processes (on the emulated network
 // with --net_rate) and the link measured is the one between them; else
 // in-process ranks on loopback. Rank 0 gets the timings, the others none.
 StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& options,
                                                   const std::optional<LaunchEnv>& env) {
-  auto progress = [](const std::string& what) {
-    std::fprintf(stderr, "timing %s ...\n", what.c_str());
-  };
-  if (!env.has_value()) return ProfileComm(options, progress);
+  if (!env.has_value()) return ProfileComm(options, PrintCommProgress);
   LOOM_ASSIGN_OR_RETURN(
       std::unique_ptr<CommWorld> world,
       LaunchWorld(*env, StrCat("profile", options.together ? "-together" : "-apart")));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  return ProfileCommMember(*all, options, progress);
+  return ProfileCommMember(*all, options, PrintCommProgress);
 }
 
 // MeasureInterference on in-process ranks, or this process's member of a
@@ -202,8 +210,12 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   }
   CommProfileOptions options;
   options.ranks = env.has_value() ? env->world_size : FLAGS_comm_ranks;
-  LOOM_RETURN_IF_ERROR(ParseBetween(FLAGS_comm_between_ms, &options.between_calls_min_seconds,
+  LOOM_RETURN_IF_ERROR(ParseBetween("comm_between_ms", FLAGS_comm_between_ms,
+                                    &options.between_calls_min_seconds,
                                     &options.between_calls_max_seconds));
+  double shared_min_seconds = 0, shared_max_seconds = 0;
+  LOOM_RETURN_IF_ERROR(ParseBetween("comm_shared_between_ms", FLAGS_comm_shared_between_ms,
+                                    &shared_min_seconds, &shared_max_seconds));
   // loom launch --net_rate shapes each rank's egress with a token bucket.
   const bool shaped = env.has_value() && env->net_burst_bytes > 0;
   if (shaped && FLAGS_comm_long_bytes <= 0) {
@@ -218,7 +230,8 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
   // In the step regime, twice: the parties arriving together, and apart.
   options.together = options.between_calls_max_seconds > 0;
-  std::vector<CommTiming> timings;
+  LinkTimings link_timings;
+  std::vector<CommTiming>& timings = link_timings.together;
   // On a busy host the times may not grow with the bytes moved, and then
   // determine no bandwidth. In one process, time them again (twice at
   // most); the ranks of a launch cannot agree to without a round trip,
@@ -229,10 +242,9 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
     std::fprintf(stderr, "the times do not grow with the bytes moved (a busy host?): timing "
                  "again, %d of 3\n", attempt + 1);
   }
-  std::vector<CommTiming> waited, awake;
   if (options.between_calls_max_seconds > 0) {
     options.together = false;
-    LOOM_ASSIGN_OR_RETURN(waited, TimeCollectives(options, env));
+    LOOM_ASSIGN_OR_RETURN(link_timings.waited, TimeCollectives(options, env));
     // And back to back with the cores kept awake, as a call finds them
     // where they compute or other ranks share them (Link.awake). In one
     // process only: each process of a launch would need its own wakers.
@@ -240,7 +252,25 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
       CommProfileOptions back_to_back = options;
       back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
       back_to_back.samples = CommProfileOptions().samples;
-      LOOM_ASSIGN_OR_RETURN(awake, TimeCollectives(back_to_back, env));
+      LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(back_to_back, env));
+    }
+    // And with two ranks on each core, where a plan pins more ranks than
+    // there are cores (Link.shared_cores). The parties of a tensor-parallel
+    // all-reduce arrive together.
+    if (!env.has_value() && shared_max_seconds > 0 &&
+        cluster->device().core_sharing() == proto::Device::PINNED) {
+      CommProfileOptions shared = options;
+      shared.between_calls_min_seconds = shared_min_seconds;
+      shared.between_calls_max_seconds = shared_max_seconds;
+      shared.together = true;
+      StatusOr<std::vector<CommTiming>> on_shared =
+          ProfileCommOnSharedCores(shared, /*groups=*/2, PrintCommProgress);
+      if (on_shared.status().code() == StatusCode::kFailedPrecondition) {
+        std::printf("shared cores: not measured (%s)\n", on_shared.status().message().c_str());
+      } else {
+        LOOM_RETURN_IF_ERROR(on_shared.status());
+        link_timings.shared_cores = std::move(*on_shared);
+      }
     }
   }
   // How communication and computation slow each other on this host: every
@@ -279,7 +309,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
   proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
   // A shaped link is full duplex: each rank's egress is shaped on its own.
-  LOOM_RETURN_IF_ERROR(FitLink(timings, waited, awake,
+  LOOM_RETURN_IF_ERROR(FitLink(link_timings,
                                StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
                                       options.ranks, " ranks, ", regime,
                                       shaped ? ", links shaped by tc tbf" : ""),
@@ -432,11 +462,10 @@ bool DeterminesLink(const std::vector<CommTiming>& timings) {
 
 }  // namespace
 
-Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::vector<CommTiming>& awake, const std::string& source,
+Status FitLink(const LinkTimings& timings, const std::string& source,
                std::optional<bool> known_duplex, proto::Link* link) {
   std::map<std::string, std::vector<CommSample>> by_op;
-  LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(together, &by_op));
+  LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(timings.together, &by_op));
   // Full or half duplex: where not known, the data decide, by the smaller
   // residual.
   std::printf("parties arriving together:\n");
@@ -466,12 +495,13 @@ Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTi
   std::string note = StrCat(source, ", ", residual);
   link->clear_after_wait();
   link->clear_awake();
+  link->clear_shared_cores();
   // The regimes' own costs, where measured; a regime whose fit the samples
   // do not determine is left to the link's values.
-  auto fit_regime = [&](const char* title, const std::vector<CommTiming>& timings,
+  auto fit_regime = [&](const char* title, const std::vector<CommTiming>& regime,
                         const char* label, proto::WaitedCosts* out) -> Status {
     std::map<std::string, std::vector<CommSample>> regime_by_op;
-    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> samples, SamplesOf(timings, &regime_by_op));
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> samples, SamplesOf(regime, &regime_by_op));
     std::printf("%s:\n", title);
     StatusOr<CommFit> regime_fit = PrintFit("joint fit", samples, half_duplex, true);
     if (!regime_fit.ok()) {
@@ -486,27 +516,34 @@ Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTi
     note += residual;
     return Status::OK();
   };
-  if (!waited.empty() && !fit_regime("parties arriving apart (the first waits for the last)",
-                                     waited, "arriving apart", link->mutable_after_wait())
-                              .ok()) {
+  if (!timings.waited.empty() &&
+      !fit_regime("parties arriving apart (the first waits for the last)", timings.waited,
+                  "arriving apart", link->mutable_after_wait())
+           .ok()) {
     link->clear_after_wait();
   }
-  if (!awake.empty() && !fit_regime("back to back, the cores kept awake", awake, "awake",
-                                    link->mutable_awake())
-                             .ok()) {
+  if (!timings.awake.empty() && !fit_regime("back to back, the cores kept awake", timings.awake,
+                                            "awake", link->mutable_awake())
+                                     .ok()) {
     link->clear_awake();
+  }
+  if (!timings.shared_cores.empty() &&
+      !fit_regime("two ranks on each core, both groups calling", timings.shared_cores,
+                  "shared cores", link->mutable_shared_cores())
+           .ok()) {
+    link->clear_shared_cores();
   }
   link->set_source(note);
   return Status::OK();
 }
 
-Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds) {
+Status ParseBetween(const std::string& name, const std::string& flag, double* min_seconds,
+                    double* max_seconds) {
   double lo = 0, hi = 0;
   char rest = 0;
-  if (flag == "0") return Status::OK();
-  if (std::sscanf(flag.c_str(), "%lf,%lf%c", &lo, &hi, &rest) != 2 || lo < 0 || hi < lo ||
-      hi <= 0) {
-    return InvalidArgument("--comm_between_ms must be 'MIN,MAX' with 0 <= MIN <= MAX and MAX > 0, "
+  if (flag != "0" && (std::sscanf(flag.c_str(), "%lf,%lf%c", &lo, &hi, &rest) != 2 || lo < 0 ||
+                      hi < lo || hi <= 0)) {
+    return InvalidArgument("--", name, " must be 'MIN,MAX' with 0 <= MIN <= MAX and MAX > 0, "
                            "or '0'; got '", flag, "'");
   }
   *min_seconds = lo * 1e-3;

@@ -28,21 +28,30 @@ std::string PressureNote(double pressure);
 // OK for a CPU cluster: loom profile measures this host's CPU.
 Status CheckCpu(const proto::Cluster& cluster);
 
-// --comm_between_ms: "MIN,MAX" milliseconds into seconds, or "0" (both 0).
-Status ParseBetween(const std::string& flag, double* min_seconds, double* max_seconds);
+// A --comm_*between_ms flag's value (`name` without the dashes): "MIN,MAX"
+// milliseconds into seconds, or "0" (both 0).
+Status ParseBetween(const std::string& name, const std::string& flag, double* min_seconds,
+                    double* max_seconds);
 
 // "2026-11-23".
 std::string Today();
 
+// A link's calls as `loom profile --comm` timed them, by regime; a regime
+// not measured is empty.
+struct LinkTimings {
+  std::vector<CommTiming> together;      // parties arriving together
+  std::vector<CommTiming> waited;        // parties arriving apart
+  std::vector<CommTiming> awake;         // back to back, the cores kept awake
+  std::vector<CommTiming> shared_cores;  // two ranks on each core (Link.shared_cores)
+};
+
 // Fits the link's α and β (and half or full duplex: `half_duplex` where
 // known, else by the smaller residual) and each collective's own to
-// `together` (calls whose parties arrived together) of Loom's direct
-// algorithms, and, where not empty, the after_wait costs to `waited`
-// (parties that arrived apart) and the awake costs to `awake` (calls back
-// to back with the cores kept awake); prints the fits and records them in
-// `link` as measured, with `source` and the residuals.
-Status FitLink(const std::vector<CommTiming>& together, const std::vector<CommTiming>& waited,
-               const std::vector<CommTiming>& awake, const std::string& source,
+// `timings.together` for Loom's direct algorithms, and each other regime
+// measured to its own costs (after_wait, awake, shared_cores); prints the
+// fits and records them in `link` as measured, with `source` and the
+// residuals.
+Status FitLink(const LinkTimings& timings, const std::string& source,
                std::optional<bool> half_duplex, proto::Link* link);
 
 // loom profile --comm on in-process ranks: how long calls wait for cores

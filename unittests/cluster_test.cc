@@ -129,6 +129,10 @@ TEST(Cluster, ValidationNamesTheField) {
             }),
             "intra_node.awake.bandwidth must be positive, got -1");
   EXPECT_EQ(Validate([&](proto::Cluster& c) {
+              c.mutable_intra_node()->mutable_shared_cores()->set_bandwidth(0);
+            }),
+            "intra_node.shared_cores.bandwidth must be positive, got 0");
+  EXPECT_EQ(Validate([&](proto::Cluster& c) {
               core_wait(c, 2, 1e-3);
               c.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
             }),

@@ -155,6 +155,21 @@ TEST(CommModel, AwakeCosts) {
                    m.CommSeconds(kSend, kDirect, mb, {3, 4}));
 }
 
+// Beside another rank's call on shared cores a call takes the link's
+// shared_cores costs, where it has them.
+TEST(CommModel, SharedCoresCosts) {
+  proto::Cluster c = TestCluster();
+  c.mutable_intra_node()->mutable_shared_cores()->set_latency_seconds(1e-3);
+  c.mutable_intra_node()->mutable_shared_cores()->set_bandwidth(1e9);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const int64_t mb = 1000000;
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, CallRegime::kSharedCores),
+                   2e-3 + 1e-3);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, CallRegime::kSharedCores),
+                   m.CommSeconds(kSend, kDirect, mb, {3, 4}));
+}
+
 // A shaped link's token bucket lets small calls leave at the fitted rate
 // but holds a long transfer to the sustained one.
 TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {

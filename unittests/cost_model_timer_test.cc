@@ -169,5 +169,49 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
   EXPECT_LT(price(2), price(1));
 }
 
+// Four ranks on two cores: a call that starts beside another rank's call
+// on a party's core takes the link's shared_cores costs, and no core_wait
+// on top (it was measured beside calls, not compute); otherwise the awake
+// costs, with core_wait on busy cores. Two ranks on two cores do not share
+// theirs: never the shared costs.
+TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts) {
+  proto::Cluster local = LocalWithAwakeCosts();
+  proto::WaitedCosts* shared = local.mutable_intra_node()->mutable_shared_cores();
+  shared->set_latency_seconds(1e-3);
+  shared->set_bandwidth(1e9);
+  local.mutable_core_wait()->set_waits(2);
+  local.mutable_core_wait()->set_slice_seconds(1e-3);
+  ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
+  const CommModel comm(local);
+  auto price = [&](int pp, bool beside, double busy_for) {
+    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                              MakeStrategy(1, 2, pp, 2, "1F1B")).value();
+    const ExecutionGraph graph = LowerPlan(plan).value();
+    const OpCostModel ops(local, CostTable());
+    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    const RankGraph& rank = graph.ranks[0];
+    CallStart start;
+    start.beside_other_calls = beside;
+    start.cores_busy_for = busy_for;
+    return timer->CommSeconds(rank, FirstMpAllReduce(rank), start);
+  };
+  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                            MakeStrategy(1, 2, 2, 2, "1F1B")).value();
+  const ExecutionGraph graph = LowerPlan(plan).value();
+  const Instruction& call = FirstMpAllReduce(graph.ranks[0]);
+  const std::vector<int> pair = graph.ranks[0].Group(call);
+  auto at = [&](CallRegime regime) {
+    return comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, call.comm_bytes,
+                            pair, regime);
+  };
+  EXPECT_DOUBLE_EQ(price(2, true, -1), at(CallRegime::kSharedCores));
+  EXPECT_DOUBLE_EQ(price(2, true, 5e-3), at(CallRegime::kSharedCores));
+  EXPECT_DOUBLE_EQ(price(2, false, -1), at(CallRegime::kAwake));
+  EXPECT_NEAR(price(2, false, 5e-3), at(CallRegime::kAwake) + 2e-3, 1e-15);
+  EXPECT_GT(at(CallRegime::kSharedCores), at(CallRegime::kAwake));
+  // pp=1: ranks 0 and 1 hold a core each.
+  EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kTogether));
+}
+
 }  // namespace
 }  // namespace loom

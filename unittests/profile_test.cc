@@ -238,6 +238,14 @@ TEST(Profile, CalibrateDeviceMeasuresTheCoreAndItsNoise) {
   EXPECT_EQ(bad.out, "loom profile: --calibrate_seconds must be 0 to 3600, got -1\n");
 }
 
+TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
+  Result r = Loom("profile --comm --comm_shared_between_ms 2,1 --cluster_out " +
+                  TempDir("loom_profile_bad_between") + "/c.pbtxt");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "loom profile: --comm_shared_between_ms must be 'MIN,MAX' with 0 <= MIN <= MAX "
+                   "and MAX > 0, or '0'; got '2,1'\n");
+}
+
 TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = TempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
@@ -273,12 +281,21 @@ TEST(Profile, CommWritesAValidClusterFile) {
   EXPECT_GE(c->intra_node().after_wait().collective_size(), 1);
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
-  // How long calls wait for cores that compute, where two can be pinned.
+  // How long calls wait for cores that compute, and calls beside another
+  // group's on the same cores, where two can be pinned.
   if (CoresOfThisProcess().size() < 2) {
-    std::printf("SKIPPED core-wait part: this process may use fewer than 2 cores\n");
+    std::printf("SKIPPED core-wait and shared-cores parts: this process may use fewer than 2 "
+                "cores\n");
     EXPECT_NE(r.out.find("core wait: not measured"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("shared cores: not measured"), std::string::npos) << r.out;
+    EXPECT_FALSE(c->intra_node().has_shared_cores());
     return;
   }
+  EXPECT_NE(r.out.find("two ranks on each core, both groups calling"), std::string::npos)
+      << r.out;
+  EXPECT_NE(c->intra_node().has_shared_cores(),
+            r.out.find("no shared cores costs recorded") != std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("  on idle cores "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
   ASSERT_TRUE(c->has_core_wait()) << r.out;

@@ -2,6 +2,8 @@
 // go to its compute, communication and compute slow each other, and a
 // call learns how long compute goes on on its parties' cores.
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -153,6 +155,75 @@ TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
   EXPECT_EQ(ahead.busy_, pinned.busy_);
   EXPECT_GT(ahead.most_, 1e-4 + 1e-9);
   EXPECT_LE(ahead.most_, 1e-4 + 5e-4 + 1e-4 + 1e-12);
+}
+
+// A call learns whether another rank's call runs on a party's core pool as
+// it starts: four ranks on two cores (two to a pool) find such calls, and
+// exactly where the trace shows another rank of a party's pool in a call;
+// with a core per rank, or cores not modelled, never.
+TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
+  class Recording : public PinnedTimer {
+   public:
+    explicit Recording(int pools) : PinnedTimer(1e-4, 3e-4), pools_(pools) {}
+    int CorePool(const RankGraph& g) const override { return pools_ > 0 ? g.rank % pools_ : -1; }
+    double CommSeconds(const RankGraph& g, const Instruction& ins,
+                       const CallStart& call) const override {
+      told_[{g.rank, ins.id}] = call.beside_other_calls;
+      return Seconds(g, ins);
+    }
+    int pools_;
+    mutable std::map<std::pair<int, int>, bool> told_;  // (rank, instruction)
+  };
+  const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  auto run = [&](const Recording& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    o.trace = true;
+    auto result = Simulate(graph, o);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->trace : std::vector<TraceEvent>();
+  };
+  auto beside_calls = [](const Recording& timer) {
+    int n = 0;
+    for (const auto& [call, beside] : timer.told_) n += beside;
+    return n;
+  };
+  Recording unpooled(0), own_core(4), shared(2);
+  run(unpooled);
+  run(own_core);
+  EXPECT_EQ(beside_calls(unpooled), 0);
+  EXPECT_EQ(beside_calls(own_core), 0);
+  const std::vector<TraceEvent> trace = run(shared);
+  EXPECT_GT(beside_calls(shared), 0);
+  std::vector<const TraceEvent*> calls;
+  for (const TraceEvent& e : trace) {
+    if (e.kind != InstructionKind::kCompute && e.kind != InstructionKind::kNoOp) calls.push_back(&e);
+  }
+  int checked = 0;
+  for (const TraceEvent* e : calls) {
+    const RankGraph& rank = graph.ranks[e->rank];
+    const Instruction& ins = rank.instructions()[e->instruction];
+    const std::vector<int> parties =
+        ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv
+            ? std::vector<int>{e->rank, rank.Peer(ins)}
+            : rank.Group(ins);
+    // Another rank of a party's pool in a call as e starts; calls that
+    // start or end at that very instant are left out (their order is the
+    // event queue's).
+    bool beside = false, tie = false;
+    for (int p : parties) {
+      for (const TraceEvent* f : calls) {
+        if (f->rank == p || f->rank % 2 != p % 2 || f == e) continue;
+        tie |= f->start_ns == e->start_ns || f->end_ns == e->start_ns;
+        beside |= f->start_ns < e->start_ns && e->start_ns < f->end_ns;
+      }
+    }
+    if (tie) continue;
+    ++checked;
+    EXPECT_EQ(shared.told_.at({e->rank, e->instruction}), beside)
+        << e->op << " #" << e->instruction << " on rank " << e->rank;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace
