@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # How close `loom simulate` comes to measured step times on this host.
 #
-# For every run of the list below: profile the layout's ops into a fresh
-# cost table just before its runs, train it for real (`loom run`, median step
-# time after the warm-up steps), simulate it (`loom simulate --json`), and
-# write one row per run into docs/simulator_accuracy.md with the mean and
-# the largest |error| per network, the commands, the host and its load.
+# For every run of the list below, 3-5 times: profile the layout's ops into
+# a fresh cost table, simulate it with that table (`loom simulate --json`),
+# and train it for real (`loom run`, median step time after the warm-up
+# steps); write one row per layout and network, the median run against the
+# median simulation, into docs/simulator_accuracy.md with the mean and the
+# largest |error| per network, the commands, the host and its load.
 #
 # Loopback runs are in-process `loom run` with the cluster `local`;
 # emulated runs are `loom launch --nproc N --net_rate RATE -- loom run`
@@ -182,7 +183,7 @@ can_emulate() {
 if [ -z "$LOCAL_CLUSTER" ] && [[ ",$NETWORKS," == *",loopback,"* ]]; then
   LOCAL_CLUSTER=$WORK/local.cluster.pbtxt
   wait_quiet
-  "$LOOM" profile --comm --comm_core_wait_calls 60 --cluster local --cluster_out "$LOCAL_CLUSTER" \
+  "$LOOM" profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out "$LOCAL_CLUSTER" \
     --cost_table "$TABLE" > "$WORK/comm.log" 2>&1 || { cat "$WORK/comm.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm.log" >&2
 fi
@@ -228,28 +229,31 @@ for network in ${NETWORKS//,/ }; do
       cluster=$EMULATED_CLUSTER
       runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run $model $layout --steps $STEPS"
     fi
-    # Each layout's ops are profiled just before its runs, so that the
-    # table sees the host as the runs do (its speed drifts by ~10% within
-    # minutes to hours).
-    rm -f "$TABLE"
-    wait_quiet
-    "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
-      { cat "$WORK/profile.log" >&2; exit 1; }
-    grep '^profiled' "$WORK/profile.log" >&2
-    if [ -n "$KEEP" ]; then
-      ((++KEPT))
-      cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
-      echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
-    fi
     medians=()
+    sims=()
     others=()
-    # More runs where the first ones disagree: the host's speed moves by
-    # tens of % over seconds on some machines (the noise lines below).
+    # Each run follows a profile of its own, and the row compares the
+    # median run with the median simulation: on a host whose speed moves by
+    # tens of % over seconds (the noise lines below), one profile of a few
+    # seconds prices every op of a row at one phase. More runs where the
+    # first ones disagree.
     for ((r = 0; r < MAX_REPEATS; ++r)); do
       if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${medians[@]}" | spread_of)" \
           -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
         break
       fi
+      rm -f "$TABLE"
+      wait_quiet
+      "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
+        { cat "$WORK/profile.log" >&2; exit 1; }
+      ((r == 0)) && grep '^profiled' "$WORK/profile.log" >&2
+      if [ -n "$KEEP" ]; then
+        ((++KEPT))
+        cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+        echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
+      fi
+      sims+=("$("$LOOM" simulate $model $layout --cluster "$cluster" --cost_table "$TABLE" --json |
+                sim_seconds)")
       # A run during which other processes took a core is measured again
       # (up to RETRIES times; the last one counts).
       for ((try = 0; try <= RETRIES; ++try)); do
@@ -265,11 +269,12 @@ for network in ${NETWORKS//,/ }; do
     measured=$(printf '%s\n' "${medians[@]}" | median)
     spread=$(printf '%s\n' "${medians[@]}" | spread_of)
     busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
-    simulated=$("$LOOM" simulate $model $layout --cluster "$cluster" --cost_table "$TABLE" --json |
-                sim_seconds)
+    simulated=$(printf '%s\n' "${sims[@]}" | median)
     row=$(awk -v m="$measured" -v s="$simulated" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, 100 * (s * 1e3 - m) / m }')
     name=$(awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$model")
-    echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy" | tee -a "$ROWS" >&2
+    sim_spread=$(printf '%s\n' "${sims[@]}" | spread_of)
+    echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$sim_spread" |
+      tee -a "$ROWS" >&2
   done
 done
 wait_quiet
@@ -286,17 +291,18 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
   echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
-  echo "of steps $WARMUP to $((STEPS - 1)), the median over $REPEATS runs ($MAX_REPEATS where the first"
-  echo "$REPEATS were more than $SPREAD_LIMIT% apart); simulated: \`loom"
-  echo "simulate --json\`'s step_time_s with ops priced from a cost table profiled"
-  echo "on this host by \`loom profile\` of each layout just before. Error ="
-  echo "(simulated - measured) / measured; runs' spread = (slowest - fastest run's"
-  echo "median) / measured, the noise a row's error sits in."
+  echo "of steps $WARMUP to $((STEPS - 1)), the median over $REPEATS runs (up to $MAX_REPEATS where the"
+  echo "first $REPEATS were more than $SPREAD_LIMIT% apart); simulated: the median over those"
+  echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
+  echo "table profiled on this host by \`loom profile\` of the layout just before"
+  echo "each run. Error = (simulated - measured) / measured; runs' spread ="
+  echo "(slowest - fastest run's median) / measured, the noise a row's error sits"
+  echo "in; profiles' spread, the same over the simulations of the row's profiles."
   echo
-  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | runs | runs' spread % | others' load |"
-  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-  while IFS='|' read -r name model layout network measured simulated error runs spread busy; do
-    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $runs | $spread | $busy |"
+  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | runs | runs' spread % | others' load | profiles' spread % |"
+  echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  while IFS='|' read -r name model layout network measured simulated error runs spread busy sim_spread; do
+    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $runs | $spread | $busy | $sim_spread |"
   done < "$ROWS"
   echo
   echo "| network | runs | mean \\|error\\| % | max \\|error\\| % | mean runs' spread % | max runs' spread % |"
@@ -330,13 +336,14 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "Commands, for each row (MODEL and LAYOUT are its flags, N the product of its degrees):"
   echo
   echo '```sh'
-  echo "loom profile --comm --comm_core_wait_calls 60 --cluster local --cluster_out LOCAL  # the loopback link, its awake costs and core_wait"
+  echo "loom profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out LOCAL  # the loopback link, its awake and shared-core costs, core_wait"
   echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED"
-  echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table, just before each row's runs"
-  echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback, $REPEATS-$MAX_REPEATS times"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated, $REPEATS-$MAX_REPEATS times"
+  echo "# then $REPEATS-$MAX_REPEATS times per row:"
+  echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table"
   echo "loom simulate MODEL LAYOUT --cluster LOCAL --cost_table TABLE --json     # loopback"
   echo "loom simulate MODEL LAYOUT --cluster EMULATED --cost_table TABLE --json  # emulated"
+  echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated"
   echo '```'
   echo
   echo "$END_MARK"
