@@ -94,6 +94,13 @@ const Instruction& FirstMpAllReduce(const RankGraph& rank) {
   LOG(FATAL) << "no mp all-reduce on rank " << rank.rank;
 }
 
+// gpt-tiny at mp=2 over `pp` stages of `micro_batches`, 1F1B, lowered.
+ExecutionGraph TinyMpGraph(int pp, int micro_batches) {
+  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                            MakeStrategy(1, 2, pp, micro_batches, "1F1B")).value();
+  return LowerPlan(plan).value();
+}
+
 // `local` with distinct awake costs: 5 us and 8 GB/s.
 proto::Cluster LocalWithAwakeCosts() {
   proto::Cluster local = LoadCluster("local").value();
@@ -109,9 +116,7 @@ proto::Cluster LocalWithAwakeCosts() {
 // at the slice. A call on idle cores pays the link's own.
 TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   const proto::Cluster local = LocalWithAwakeCosts();
-  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                            MakeStrategy(1, 2, 1, 1, "1F1B")).value();
-  const ExecutionGraph graph = LowerPlan(plan).value();
+  const ExecutionGraph graph = TinyMpGraph(1, 1);
   const OpCostModel ops(local, CostTable());
   const RankGraph& rank = graph.ranks[0];
   const Instruction& call = FirstMpAllReduce(rank);
@@ -147,9 +152,7 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
   const proto::Cluster local = LocalWithAwakeCosts();
   const CommModel comm(local);
   auto price = [&](int pp) {
-    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                              MakeStrategy(1, 2, pp, 2, "1F1B")).value();
-    const ExecutionGraph graph = LowerPlan(plan).value();
+    const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
     auto timer = CostModelTimer::Create(graph, ops, local).value();
     const RankGraph& rank = graph.ranks[0];
@@ -184,9 +187,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
   const CommModel comm(local);
   auto price = [&](int pp, bool beside, double busy_for) {
-    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                              MakeStrategy(1, 2, pp, 2, "1F1B")).value();
-    const ExecutionGraph graph = LowerPlan(plan).value();
+    const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
     auto timer = CostModelTimer::Create(graph, ops, local).value();
     const RankGraph& rank = graph.ranks[0];
@@ -195,9 +196,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
     start.cores_busy_for = busy_for;
     return timer->CommSeconds(rank, FirstMpAllReduce(rank), start);
   };
-  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                            MakeStrategy(1, 2, 2, 2, "1F1B")).value();
-  const ExecutionGraph graph = LowerPlan(plan).value();
+  const ExecutionGraph graph = TinyMpGraph(2, 2);
   const Instruction& call = FirstMpAllReduce(graph.ranks[0]);
   const std::vector<int> pair = graph.ranks[0].Group(call);
   auto at = [&](CallRegime regime) {
