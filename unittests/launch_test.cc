@@ -98,7 +98,10 @@ TEST(Launch, AKilledLaunchLeavesNothingBehind) {
   const std::string tag = ::testing::TempDir() + "/loom_launch_kill." + std::to_string(getpid());
   Shell("(" + std::string(LOOM_BIN) + " launch --nproc 1 -- sh -c 'echo $$ > " + tag +
         ".0; echo $LOOM_STORE_DIR > " + tag +
-        ".dir; exec sleep 60' & l=$!; sleep 1; kill -KILL $l; wait $l)");
+        ".dir; exec sleep 60' & l=$!; "
+        // Killed once the rank is up (a loaded host may take over a second).
+        "for i in $(seq 200); do [ -s " + tag + ".dir ] && break; sleep 0.05; done; "
+        "kill -KILL $l; wait $l)");
   for (int i = 0; i < 50 && Alive(tag + ".0"); ++i) usleep(100000);
   EXPECT_FALSE(Alive(tag + ".0")) << "the rank survived its launch";
   std::string path = Shell("cat " + tag + ".dir").out;
