@@ -499,7 +499,7 @@ Status FitLink(const LinkTimings& timings, const std::string& source,
   // The regimes' own costs, where measured; a regime whose fit the samples
   // do not determine is left to the link's values.
   auto fit_regime = [&](const char* title, const std::vector<CommTiming>& regime,
-                        const char* label, proto::WaitedCosts* out) -> Status {
+                        const char* label) -> StatusOr<proto::WaitedCosts> {
     std::map<std::string, std::vector<CommSample>> regime_by_op;
     LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> samples, SamplesOf(regime, &regime_by_op));
     std::printf("%s:\n", title);
@@ -508,30 +508,33 @@ Status FitLink(const LinkTimings& timings, const std::string& source,
       std::printf("%s; no %s costs recorded\n", regime_fit.status().message().c_str(), label);
       return regime_fit.status();
     }
-    out->set_latency_seconds(regime_fit->latency_seconds);
-    out->set_bandwidth(regime_fit->bandwidth);
-    FitCollectives(regime_by_op, half_duplex, out);
+    proto::WaitedCosts out;
+    out.set_latency_seconds(regime_fit->latency_seconds);
+    out.set_bandwidth(regime_fit->bandwidth);
+    FitCollectives(regime_by_op, half_duplex, &out);
     std::snprintf(residual, sizeof(residual), "; %s: rms residual %.1f%%", label,
                   100 * regime_fit->rms_relative_residual);
     note += residual;
-    return Status::OK();
+    return out;
   };
-  if (!timings.waited.empty() &&
-      !fit_regime("parties arriving apart (the first waits for the last)", timings.waited,
-                  "arriving apart", link->mutable_after_wait())
-           .ok()) {
-    link->clear_after_wait();
-  }
-  if (!timings.awake.empty() && !fit_regime("back to back, the cores kept awake", timings.awake,
-                                            "awake", link->mutable_awake())
-                                     .ok()) {
-    link->clear_awake();
-  }
-  if (!timings.shared_cores.empty() &&
-      !fit_regime("two ranks on each core, both groups calling", timings.shared_cores,
-                  "shared cores", link->mutable_shared_cores())
-           .ok()) {
-    link->clear_shared_cores();
+  struct Regime {
+    const char* title;
+    const std::vector<CommTiming>* timings;
+    const char* label;
+    proto::WaitedCosts* (proto::Link::*costs)();
+  };
+  const Regime regimes[] = {
+      {"parties arriving apart (the first waits for the last)", &timings.waited,
+       "arriving apart", &proto::Link::mutable_after_wait},
+      {"back to back, the cores kept awake", &timings.awake, "awake",
+       &proto::Link::mutable_awake},
+      {"two ranks on each core, both groups calling", &timings.shared_cores, "shared cores",
+       &proto::Link::mutable_shared_cores},
+  };
+  for (const Regime& r : regimes) {
+    if (r.timings->empty()) continue;
+    StatusOr<proto::WaitedCosts> costs = fit_regime(r.title, *r.timings, r.label);
+    if (costs.ok()) *(link->*r.costs)() = std::move(*costs);
   }
   link->set_source(note);
   return Status::OK();
