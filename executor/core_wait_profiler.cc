@@ -33,7 +33,7 @@ void Burst(double burst, const std::atomic<bool>& stop) {
 }
 
 // Rank `comm`'s median call beside each burst, its thread on `core`.
-StatusOr<std::vector<double>> TimeBesideBursts(GlooCommunicator& comm, int core,
+StatusOr<std::vector<double>> TimeBesideBursts(Communicator& comm, int core,
                                                const CoreWaitOptions& o) {
   PinThread(pthread_self(), core);
   Tensor buf = Floats(o.bytes / 4, 1.0f);
@@ -70,7 +70,24 @@ StatusOr<std::vector<double>> TimeBesideBursts(GlooCommunicator& comm, int core,
   return medians;
 }
 
+Status CheckOptions(const CoreWaitOptions& o) {
+  if (o.bursts.empty() || o.calls < 1 || o.bytes < 4) {
+    return InvalidArgument("the core-wait measurement needs bursts, calls and bytes");
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWaitMember(Communicator& comm, int core,
+                                                            const CoreWaitOptions& o) {
+  LOOM_RETURN_IF_ERROR(CheckOptions(o));
+  LOOM_ASSIGN_OR_RETURN(std::vector<double> medians, TimeBesideBursts(comm, core, o));
+  std::vector<CoreWaitTiming> out;
+  if (comm.rank() != 0) return out;
+  for (size_t i = 0; i < o.bursts.size(); ++i) out.push_back({o.bursts[i], medians[i]});
+  return out;
+}
 
 StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) {
   std::vector<int> cores = CoresOfThisProcess();
@@ -79,20 +96,16 @@ StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) 
                               " ranks on cores of their own; this process may use ",
                               cores.size(), " core(s)");
   }
-  if (o.bursts.empty() || o.calls < 1 || o.bytes < 4) {
-    return InvalidArgument("the core-wait measurement needs bursts, calls and bytes");
-  }
+  LOOM_RETURN_IF_ERROR(CheckOptions(o));
   cores.resize(o.ranks);
   LOOM_ASSIGN_OR_RETURN(LoopbackGroup group,
                         ConnectLoopback(o.ranks, "core-wait", o.timeout, cores));
-  std::vector<std::vector<double>> medians(o.ranks);
+  std::vector<std::vector<CoreWaitTiming>> timings(o.ranks);
   LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
-    LOOM_ASSIGN_OR_RETURN(medians[r], TimeBesideBursts(*group[r], cores[r], o));
+    LOOM_ASSIGN_OR_RETURN(timings[r], MeasureCoreWaitMember(*group[r], cores[r], o));
     return Status::OK();
   }));
-  std::vector<CoreWaitTiming> out;
-  for (size_t i = 0; i < o.bursts.size(); ++i) out.push_back({o.bursts[i], medians[0][i]});
-  return out;
+  return timings[0];
 }
 
 }  // namespace loom

@@ -1,7 +1,8 @@
-// How long a call waits for cores that compute: in-process ranks over
-// loopback, each pinned to a core of its own with a thread beside it that
-// computes in bursts of a given length (same niceness, as a rank's calc
-// thread), and all-reduces timed from each rank's thread. On this 2-vCPU
+// How long a call waits for cores that compute: ranks (in-process over
+// loopback, or the processes of a launch over its network), each pinned to
+// a core of its own with a thread beside it that computes in bursts of a
+// given length (same niceness, as a rank's calc thread), and all-reduces
+// timed from each rank's thread. On this 2-vCPU
 // VM a 196 kB all-reduce took 0.16 ms (median) on idle cores, 0.44 ms
 // beside 0.1 ms bursts, 2.2 ms beside 1 ms ones and 3.4 ms beside compute
 // that never paused: the waking threads wait for the op on the core or for
@@ -15,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "executor/comm/communicator.h"
 #include "framework/status.h"
 
 namespace loom {
@@ -40,6 +42,13 @@ struct CoreWaitTiming {
 // calls inside training steps did not show (traced gpt-tiny mp=2 pp=2: 0.49
 // ms mean for 512 kB all-reduces beside 0.05-0.3 ms ops).
 StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& options);
+
+// The same measurement from one member of `comm` (options.ranks is
+// ignored), its calls and its burst thread pinned to `core`: every member
+// calls it, each on a core of its own. Group rank 0 returns the timings;
+// the others return none.
+StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWaitMember(Communicator& comm, int core,
+                                                            const CoreWaitOptions& options);
 
 }  // namespace loom
 

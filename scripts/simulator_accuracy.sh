@@ -191,9 +191,16 @@ if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_em
   EMULATED_CLUSTER=$WORK/emulated.cluster.pbtxt
   wait_quiet
   "$LOOM" launch --nproc 2 --net_rate "$NET_RATE" -- "$LOOM" profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 \
-    --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
+    --comm_core_wait_calls 200 --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
     { cat "$WORK/comm_emulated.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm_emulated.log" >&2
+  # Layouts of 4 ranks put two on each core: their calls beside each
+  # other's, measured by a launch's two halves.
+  wait_quiet
+  "$LOOM" launch --nproc 4 --net_rate "$NET_RATE" -- "$LOOM" profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 \
+    --cluster_out "$EMULATED_CLUSTER" > "$WORK/shared_emulated.log" 2>&1 ||
+    { cat "$WORK/shared_emulated.log" >&2; exit 1; }
+  grep -A1 '^two groups' "$WORK/shared_emulated.log" >&2
 fi
 KEPT=0
 if [ -n "$KEEP" ]; then
@@ -337,7 +344,8 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo '```sh'
   echo "loom profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out LOCAL  # the loopback link, its awake and shared-core costs, core_wait"
-  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED"
+  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_core_wait_calls 200 --cluster_out EMULATED"
+  echo "loom launch --nproc 4 --net_rate $NET_RATE -- loom profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED  # its shared-core costs"
   echo "# then $REPEATS-$MAX_REPEATS times per row:"
   echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table"
   echo "loom simulate MODEL LAYOUT --cluster LOCAL --cost_table TABLE --json     # loopback"

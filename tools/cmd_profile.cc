@@ -27,6 +27,7 @@ DEFINE_bool(comm, false,
             "measure Gloo collectives on loopback and the communication/"
             "compute interference, and write them into --cluster_out; under "
             "loom launch, the link between the launched ranks");
+DECLARE_bool(comm_shared_only);
 DEFINE_bool(calibrate_device, false,
             "measure this CPU's sgemm rate, copy bandwidth and per-op "
             "overhead, and write them into --cluster_out");
@@ -73,6 +74,23 @@ std::string Time(double s) {
   return buf;
 }
 
+proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster) {
+  std::vector<int> members(ranks);
+  for (int r = 0; r < ranks; ++r) members[r] = r;
+  const bool inter = CommModel(*cluster).LevelOf(members) == LinkLevel::kInterNode;
+  return inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
+}
+
+void PrintCommProgress(const std::string& what) {
+  std::fprintf(stderr, "timing %s ...\n", what.c_str());
+}
+
+std::string Rate(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
 double CpuPressure() {
   std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
   if (f == nullptr) return -1;
@@ -99,42 +117,6 @@ Status CheckCpu(const proto::Cluster& cluster) {
 }
 
 namespace {
-
-std::string Rate(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-
-// Fits α and β over `samples` and prints the fit and its residuals.
-StatusOr<CommFit> PrintFit(const std::string& title,
-                           const std::vector<CommSample>& samples,
-                           bool half_duplex, bool rows) {
-  auto fit = FitAlphaBeta(samples, half_duplex);
-  if (!fit.ok()) {
-    // Said, not skipped: on a busy host one duplex (or one collective) may
-    // not fit where the other does.
-    std::printf("%s: not determined (%s)\n", title.c_str(), fit.status().message().c_str());
-    return fit.status().WithContext(title);
-  }
-  std::printf("%s: alpha %s, beta %s, rms residual %.1f%%%s\n", title.c_str(),
-              Time(fit->latency_seconds).c_str(), Rate(fit->bandwidth).c_str(),
-              100 * fit->rms_relative_residual,
-              fit->latency_clamped ? " (alpha pinned to 0)" : "");
-  if (!rows) return fit;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    std::printf("  %-34s measured %11s  model %11s  residual %+6.1f%%\n",
-                samples[i].label.c_str(), Time(samples[i].seconds).c_str(),
-                Time(fit->predicted[i]).c_str(), 100 * fit->relative_residual[i]);
-  }
-  return fit;
-}
-
-// Progress lines of the link's measurements, on stderr.
-void PrintCommProgress(const std::string& what) {
-  std::fprintf(stderr, "timing %s ...\n", what.c_str());
-}
 
 // Under `loom launch` the ranks are processes (on the emulated network
 // with --net_rate) and the link measured is the one between them; else
@@ -198,9 +180,6 @@ void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& 
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
-// Whether `timings` determine a link's α-β under either duplex (defined
-// below, beside the fitting).
-bool DeterminesLink(const std::vector<CommTiming>& timings);
 
 Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   *link_out = nullptr;
@@ -263,8 +242,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
       shared.between_calls_min_seconds = shared_min_seconds;
       shared.between_calls_max_seconds = shared_max_seconds;
       shared.together = true;
-      StatusOr<std::vector<CommTiming>> on_shared =
-          ProfileCommOnSharedCores(shared, /*groups=*/2, PrintCommProgress);
+      StatusOr<std::vector<CommTiming>> on_shared = TimeOnSharedCores(shared, env);
       if (on_shared.status().code() == StatusCode::kFailedPrecondition) {
         std::printf("shared cores: not measured (%s)\n", on_shared.status().message().c_str());
       } else {
@@ -291,6 +269,9 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
     LOOM_ASSIGN_OR_RETURN(long_seconds, TimeLongAllReduceHere(FLAGS_comm_long_bytes, kLongCalls,
                                                               options.ranks, io.timeout, env));
   }
+  // How long calls wait for cores that compute (all of a launch's ranks
+  // take part; its rank 0 records).
+  LOOM_RETURN_IF_ERROR(ProfileCoreWait(cluster, env));
   if (env.has_value() && env->rank != 0) return Status::OK();
   const std::string regime =
       options.between_calls_max_seconds > 0
@@ -302,12 +283,9 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
       : env->host.empty() || env->host == "127.0.0.1"
           ? "between processes on loopback"
           : StrCat("between launched ranks on an emulated network, host ", env->host);
-  // The link the measured ranks span in this cluster: intra-node for the
-  // ranks of one host, inter-node for the one-rank nodes of `emulated`.
   std::vector<int> ranks(options.ranks);
   for (int r = 0; r < options.ranks; ++r) ranks[r] = r;
-  const bool inter = CommModel(*cluster).LevelOf(ranks) == LinkLevel::kInterNode;
-  proto::Link* link = inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
+  proto::Link* link = LinkSpannedBy(options.ranks, cluster);
   // A shaped link is full duplex: each rank's egress is shaped on its own.
   LOOM_RETURN_IF_ERROR(FitLink(link_timings,
                                StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
@@ -347,10 +325,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
   cluster->set_compute_comm_slowdown(
       std::max(1.0, r.comm_slowdown));
-  // Measured with in-process ranks only: a launch's ranks are processes
-  // that each hold one core.
-  if (env.has_value()) return Status::OK();
-  return ProfileCoreWait(cluster);
+  return Status::OK();
 }
 
 Status CalibrateInto(proto::Cluster* cluster) {
@@ -395,6 +370,11 @@ Status ProfileHost() {
   }
   // Start from the file being updated, so that --comm and
   // --calibrate_device run apart keep each other's values.
+  if (FLAGS_comm_shared_only && !std::filesystem::exists(out)) {
+    return FailedPrecondition("--comm_shared_only adds to the link of an existing cluster file, "
+                              "and ", out, " does not exist (run loom profile --comm with the "
+                              "same --cluster_out first)");
+  }
   proto::Cluster cluster;
   if (std::filesystem::exists(out)) {
     LOOM_ASSIGN_OR_RETURN(cluster, LoadCluster(out));
@@ -404,8 +384,9 @@ Status ProfileHost() {
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
   proto::Link* link = nullptr;
-  if (FLAGS_comm) {
-    LOOM_RETURN_IF_ERROR(MeasureComm(&cluster, &link));
+  if (FLAGS_comm || FLAGS_comm_shared_only) {
+    LOOM_RETURN_IF_ERROR(FLAGS_comm ? MeasureComm(&cluster, &link)
+                                    : ProfileSharedCores(&cluster, &link));
     if (link == nullptr) return Status::OK();  // a launch's rank other than 0
   }
   const std::string note = PressureNote(pressure_before);
@@ -420,125 +401,6 @@ Status ProfileHost() {
 }
 
 }  // namespace
-
-namespace {
-
-// The samples of `timings` under Loom's direct algorithms, all and by op.
-StatusOr<std::vector<CommSample>> SamplesOf(const std::vector<CommTiming>& timings,
-                                            std::map<std::string, std::vector<CommSample>>* by_op) {
-  std::vector<CommSample> all;
-  for (const CommTiming& t : timings) {
-    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
-    CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
-                 TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
-                 static_cast<double>(t.bytes), t.median_seconds};
-    all.push_back(s);
-    (*by_op)[t.op].push_back(s);
-  }
-  return all;
-}
-
-// Each collective's own fit on a link of the kind kept; a collective whose
-// samples cannot determine one is left to the link's values.
-template <typename Costs>
-void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op,
-                    bool half_duplex, Costs* out) {
-  out->clear_collective();
-  for (const auto& [op, samples] : by_op) {
-    auto own = PrintFit(StrCat("  ", op), samples, half_duplex, false);
-    if (!own.ok()) continue;
-    proto::CollectiveCost* c = out->add_collective();
-    c->set_kind(op);
-    c->set_latency_seconds(own->latency_seconds);
-    c->set_bandwidth(own->bandwidth);
-  }
-}
-
-bool DeterminesLink(const std::vector<CommTiming>& timings) {
-  std::map<std::string, std::vector<CommSample>> by_op;
-  StatusOr<std::vector<CommSample>> all = SamplesOf(timings, &by_op);
-  return all.ok() && (FitAlphaBeta(*all, false).ok() || FitAlphaBeta(*all, true).ok());
-}
-
-}  // namespace
-
-Status FitLink(const LinkTimings& timings, const std::string& source,
-               std::optional<bool> known_duplex, proto::Link* link) {
-  std::map<std::string, std::vector<CommSample>> by_op;
-  LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(timings.together, &by_op));
-  // Full or half duplex: where not known, the data decide, by the smaller
-  // residual.
-  std::printf("parties arriving together:\n");
-  bool half_duplex = known_duplex.value_or(false);
-  if (!known_duplex.has_value()) {
-    // (A duplex whose fit the samples cannot determine loses.)
-    StatusOr<CommFit> full = PrintFit("joint fit, full duplex", all, false, false);
-    StatusOr<CommFit> half = PrintFit("joint fit, half duplex", all, true, false);
-    if (!full.ok() && !half.ok()) return full.status();
-    half_duplex =
-        !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
-  }
-  LOOM_ASSIGN_OR_RETURN(
-      CommFit fit,
-      PrintFit(StrCat("kept: ", half_duplex ? "half" : "full", " duplex (direct algorithm)"), all,
-               half_duplex, true));
-  link->set_bandwidth(fit.bandwidth);
-  link->set_latency_seconds(fit.latency_seconds);
-  link->set_half_duplex(half_duplex);
-  link->set_measured(true);
-  // And each collective's own: one α-β does not describe them all here
-  // (an all-reduce's two exchanges cost more than two sends' latencies).
-  FitCollectives(by_op, half_duplex, link);
-  char residual[96];
-  std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
-                100 * fit.rms_relative_residual);
-  std::string note = StrCat(source, ", ", residual);
-  link->clear_after_wait();
-  link->clear_awake();
-  link->clear_shared_cores();
-  // The regimes' own costs, where measured; a regime whose fit the samples
-  // do not determine is left to the link's values.
-  auto fit_regime = [&](const char* title, const std::vector<CommTiming>& regime,
-                        const char* label) -> StatusOr<proto::WaitedCosts> {
-    std::map<std::string, std::vector<CommSample>> regime_by_op;
-    LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> samples, SamplesOf(regime, &regime_by_op));
-    std::printf("%s:\n", title);
-    StatusOr<CommFit> regime_fit = PrintFit("joint fit", samples, half_duplex, true);
-    if (!regime_fit.ok()) {
-      std::printf("%s; no %s costs recorded\n", regime_fit.status().message().c_str(), label);
-      return regime_fit.status();
-    }
-    proto::WaitedCosts out;
-    out.set_latency_seconds(regime_fit->latency_seconds);
-    out.set_bandwidth(regime_fit->bandwidth);
-    FitCollectives(regime_by_op, half_duplex, &out);
-    std::snprintf(residual, sizeof(residual), "; %s: rms residual %.1f%%", label,
-                  100 * regime_fit->rms_relative_residual);
-    note += residual;
-    return out;
-  };
-  struct Regime {
-    const char* title;
-    const std::vector<CommTiming>* timings;
-    const char* label;
-    proto::WaitedCosts* (proto::Link::*costs)();
-  };
-  const Regime regimes[] = {
-      {"parties arriving apart (the first waits for the last)", &timings.waited,
-       "arriving apart", &proto::Link::mutable_after_wait},
-      {"back to back, the cores kept awake", &timings.awake, "awake",
-       &proto::Link::mutable_awake},
-      {"two ranks on each core, both groups calling", &timings.shared_cores, "shared cores",
-       &proto::Link::mutable_shared_cores},
-  };
-  for (const Regime& r : regimes) {
-    if (r.timings->empty()) continue;
-    StatusOr<proto::WaitedCosts> costs = fit_regime(r.title, *r.timings, r.label);
-    if (costs.ok()) *(link->*r.costs)() = std::move(*costs);
-  }
-  link->set_source(note);
-  return Status::OK();
-}
 
 Status ParseBetween(const std::string& name, const std::string& flag, double* min_seconds,
                     double* max_seconds) {
@@ -564,7 +426,11 @@ std::string Today() {
 Status RunProfile(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   LOOM_ASSIGN_OR_RETURN(DeviceType device, DeviceFromFlags());
-  if (FLAGS_comm || FLAGS_calibrate_device) {
+  if (FLAGS_comm && FLAGS_comm_shared_only) {
+    return InvalidArgument("--comm_shared_only measures one regime of a link --comm already "
+                           "measured; give one or the other");
+  }
+  if (FLAGS_comm || FLAGS_comm_shared_only || FLAGS_calibrate_device) {
     if (device != DeviceType::kCpu) {
       return Unimplemented("--device ", FLAGS_device, " with --comm or --calibrate_device: "
                            "they measure this host's CPU and Gloo; NCCL is not timed yet");

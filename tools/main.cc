@@ -193,6 +193,8 @@ const std::vector<Command>& Commands() {
        "loom profile --plan FILE [--cost_table FILE]\n"
        "loom profile --comm [--calibrate_device] [--cluster_out FILE]\n"
        "loom launch --nproc N [--net_rate R] -- loom profile --comm --cluster C --cluster_out FILE\n"
+       "loom launch --nproc 2N [--net_rate R] -- loom profile --comm_shared_only --cluster C\n"
+       "             --cluster_out FILE\n"
        "Times every distinct op signature of the serial training program, or,\n"
        "given a layout or a saved plan, of every job program of the plan (the\n"
        "micro-batch slices, tensor-parallel shards and accumulation ops a\n"
@@ -210,13 +212,19 @@ const std::vector<Command>& Commands() {
        "per-op overhead to it, and prints how far one core's sgemm rate moves\n"
        "over --calibrate_seconds (the host's own noise); --comm_core_wait_calls N\n"
        "(60; 0: off) how long calls wait for pinned cores that compute (the\n"
-       "cluster's core_wait).",
+       "cluster's core_wait), among in-process ranks or a launch's. Where two\n"
+       "ranks share each core, a call beside another rank's call costs more:\n"
+       "--comm on in-process ranks also times two groups calling at once on the\n"
+       "same cores (--comm_shared_between_ms; the link's shared_cores), and\n"
+       "--comm_shared_only measures only that, for a launch's two halves (on the\n"
+       "emulated network after its --comm), into the file's measured link.",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
         "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
         "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
+        "comm_shared_between_ms", "comm_shared_only",
         "interference_seconds"},
        RunProfile},
       {"passes", "list the registered passes and their options",

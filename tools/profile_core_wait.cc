@@ -1,5 +1,6 @@
 // loom profile --comm's core-wait step: all-reduces beside compute bursts
-// on the ranks' cores, fitted into the cluster's CoreWait.
+// on the ranks' cores (in-process ranks, or the processes of a launch),
+// fitted into the cluster's CoreWait.
 #include <gflags/gflags.h>
 
 #include <algorithm>
@@ -9,26 +10,34 @@
 
 #include "cost_model/core_wait_fit.h"
 #include "executor/core_wait_profiler.h"
+#include "executor/cpu/host_threads.h"
 #include "tools/profile_util.h"
 
 DEFINE_int32(comm_core_wait_calls, 60,
-             "--comm on in-process ranks: time this many all-reduces beside each length of "
-             "compute burst on the ranks' cores and record the cluster's core_wait; 0: not "
-             "measured, the cluster's kept");
+             "--comm: time this many all-reduces beside each length of compute burst on the "
+             "ranks' cores (in-process ranks, or a launch's with a core each) and record the "
+             "cluster's core_wait; 0: not measured, the cluster's kept");
 DEFINE_int64(comm_core_wait_bytes, 16 << 10,
              "--comm_core_wait_calls: the all-reduces' size (small, so that the wait and not the "
              "bytes decides; the fit takes the bytes' part from the link)");
 
 namespace loom {
+namespace {
 
-Status ProfileCoreWait(proto::Cluster* cluster) {
+constexpr double kMaxCoreWaitResidual = 0.5;
+
+}  // namespace
+
+Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& env) {
+  // Every member of a launch takes part; its rank 0 prints and records.
+  const bool prints = !env.has_value() || env->rank == 0;
   if (FLAGS_comm_core_wait_calls < 0) {
     return InvalidArgument("--comm_core_wait_calls must not be negative, got ",
                            FLAGS_comm_core_wait_calls);
   }
   if (FLAGS_comm_core_wait_calls == 0) return Status::OK();
   if (cluster->device().core_sharing() != proto::Device::PINNED) {
-    std::printf("core wait: not measured (device.core_sharing is not PINNED)\n");
+    if (prints) std::printf("core wait: not measured (device.core_sharing is not PINNED)\n");
     return Status::OK();
   }
   if (FLAGS_comm_core_wait_bytes < 4 || FLAGS_comm_core_wait_bytes > (int64_t{1} << 30)) {
@@ -38,15 +47,35 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
   CoreWaitOptions options;
   options.calls = FLAGS_comm_core_wait_calls;
   options.bytes = FLAGS_comm_core_wait_bytes;
-  std::fprintf(stderr, "timing allreduces of %lld B beside compute bursts on the ranks' cores ...\n",
-               static_cast<long long>(options.bytes));
-  StatusOr<std::vector<CoreWaitTiming>> timings = MeasureCoreWait(options);
+  if (env.has_value()) options.ranks = env->world_size;
+  if (prints) {
+    std::fprintf(stderr, "timing allreduces of %lld B beside compute bursts on the ranks' "
+                 "cores ...\n", static_cast<long long>(options.bytes));
+  }
+  StatusOr<std::vector<CoreWaitTiming>> timings = std::vector<CoreWaitTiming>();
+  const std::vector<int> cores = CoresOfThisProcess();
+  if (!env.has_value()) {
+    timings = MeasureCoreWait(options);
+  } else if (static_cast<int>(cores.size()) < env->world_size) {
+    // The same answer on every rank of the host: all skip.
+    timings = FailedPrecondition("the core-wait measurement needs a core for each of the ",
+                                 env->world_size, " ranks; this process may use ", cores.size());
+  } else {
+    // Rank r on core r mod cores, as loom run pins a launch's ranks.
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
+                          LaunchWorld(*env, "profile-core-wait", options.timeout));
+    LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
+    timings = MeasureCoreWaitMember(*all, cores[env->rank % cores.size()], options);
+  }
   if (!timings.ok() && timings.status().code() == StatusCode::kFailedPrecondition) {
-    std::printf("core wait: not measured (%s); the cluster's kept\n",
-                timings.status().message().c_str());
+    if (prints) {
+      std::printf("core wait: not measured (%s); the cluster's kept\n",
+                  timings.status().message().c_str());
+    }
     return Status::OK();
   }
   LOOM_RETURN_IF_ERROR(timings.status());
+  if (!prints) return Status::OK();
   // Idle cores are priced by the link (a call on them wakes a halted core,
   // in the step regime the link was fitted in): shown, not fitted.
   std::vector<CoreWaitSample> samples;
@@ -78,12 +107,21 @@ Status ProfileCoreWait(proto::Cluster* cluster) {
               "for (not recorded: the link's awake costs price that); rms residual %.1f%%\n",
               fit.waits, Time(fit.slice_seconds).c_str(), Time(fit.busy_call_seconds).c_str(),
               100 * fit.rms_relative_residual);
+  // A fit this far from its samples describes nothing the simulator could
+  // use: on the emulated network calls beside compute ran faster than on
+  // idle cores (the wire, not the core, decides there).
+  if (fit.rms_relative_residual > kMaxCoreWaitResidual) {
+    std::printf("core wait: not recorded (rms residual over %.0f%%: the model of waits for busy "
+                "cores does not describe these calls); the cluster's kept\n",
+                100 * kMaxCoreWaitResidual);
+    return Status::OK();
+  }
   proto::CoreWait* w = cluster->mutable_core_wait();
   w->set_waits(fit.waits);
   w->set_slice_seconds(fit.slice_seconds);
   w->set_source(StrCat("loom profile --comm, ", Today(), ": allreduces of ", options.bytes,
-                       " B beside compute bursts on ", options.ranks,
-                       " pinned ranks, medians, rms residual ",
+                       " B beside compute bursts on ", options.ranks, " pinned ranks",
+                       env.has_value() ? " of a launch" : "", ", medians, rms residual ",
                        static_cast<int>(std::lround(100 * fit.rms_relative_residual)), "%"));
   return Status::OK();
 }

@@ -10,11 +10,17 @@
 #include "cost_model/cluster.pb.h"
 #include "executor/host_profiler.h"
 #include "framework/status.h"
+#include "tools/launch_env.h"
 
 namespace loom {
 
 // "12.34 us", "5.678 ms", "1.234 s".
 std::string Time(double seconds);
+// "1.23 GB/s".
+std::string Rate(double bytes_per_second);
+
+// Progress lines of the link's measurements, on stderr.
+void PrintCommProgress(const std::string& what);
 
 // The share of the last 10 s in which some runnable task waited for a CPU
 // (Linux PSI), or -1 where the kernel does not report it. Read before
@@ -54,12 +60,43 @@ struct LinkTimings {
 Status FitLink(const LinkTimings& timings, const std::string& source,
                std::optional<bool> half_duplex, proto::Link* link);
 
-// loom profile --comm on in-process ranks: how long calls wait for cores
-// that compute (executor/core_wait_profiler.h), fitted and recorded as
-// `cluster`'s core_wait, unless --comm_core_wait_calls is 0; said and
-// skipped where it cannot run (fewer cores than ranks,
-// cores not pinned).
-Status ProfileCoreWait(proto::Cluster* cluster);
+// Whether `timings` determine a link's α-β under either duplex.
+bool DeterminesLink(const std::vector<CommTiming>& timings);
+
+// One regime's costs fitted to `timings` on a link of the given duplex,
+// printed under `title`; appends "; LABEL: rms residual X%" to `note`.
+StatusOr<proto::WaitedCosts> FitRegimeCosts(const std::string& title,
+                                            const std::vector<CommTiming>& timings,
+                                            const std::string& label, bool half_duplex,
+                                            std::string* note);
+
+// The link that ranks 0..ranks-1 span in `cluster`: intra-node for the
+// ranks of one host, inter-node for the one-rank nodes of `emulated`.
+proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster);
+
+// Calls timed in the step regime of `options` by two groups of ranks on
+// the same cores, calling at once (Link.shared_cores): in-process groups
+// of options.ranks (ProfileCommOnSharedCores), or under a launch (`env`)
+// its two halves, rank i of each half pinned to the process's i-th core.
+// Each call's mean over the groups, on rank 0; none elsewhere.
+// FailedPrecondition where the cores cannot be shared so (fewer cores
+// than a group's ranks).
+StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& options,
+                                                    const std::optional<LaunchEnv>& env);
+
+// loom profile --comm_shared_only: only the shared_cores costs of the link
+// a group spans, measured by TimeOnSharedCores and fitted at the link's
+// recorded duplex into `cluster`; `*link_out` is that link, or null on a
+// launch's ranks other than 0.
+Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out);
+
+// loom profile --comm: how long calls wait for cores that compute
+// (executor/core_wait_profiler.h), among in-process ranks or, with `env`,
+// every rank of the launch (each calls this; its rank 0 records), fitted
+// and recorded as `cluster`'s core_wait, unless --comm_core_wait_calls is
+// 0; said and skipped where it cannot run (fewer cores than ranks, cores
+// not pinned).
+Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& env);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
+#include "executor/cpu/host_threads.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -168,6 +169,44 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
   EXPECT_TRUE(c->has_compute_comm_slowdown()) << r.out;
   EXPECT_GE(c->compute_comm_slowdown(), 1.0);
+  // How long the launched ranks' calls wait for cores that compute: each
+  // rank pinned to a core of its own, where the host has them.
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED the launch's core-wait and shared-cores parts: this process may use "
+                "fewer than 2 cores\n");
+    EXPECT_NE(r.out.find("core wait: not measured"), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_NE(r.out.find("core wait: allreduce of 16384 B on 2 pinned ranks"), std::string::npos)
+      << r.out;
+  EXPECT_NE(c->has_core_wait(), r.out.find("core wait: not recorded") != std::string::npos)
+      << r.out;
+  if (c->has_core_wait()) {
+    EXPECT_NE(c->core_wait().source().find("pinned ranks of a launch"), std::string::npos);
+  }
+
+  // Then the two halves of a launch of 4 on the same cores, both calling:
+  // the link's shared_cores costs, the rest of the file kept.
+  Result shared = Loom(StrCat("launch --nproc 4 -- ", LOOM_BIN, " profile --comm_shared_only ",
+                              "--cluster emulated --cluster_out ", out,
+                              " --comm_rounds 11 --comm_max_bytes 1048576"));
+  ASSERT_EQ(shared.code, 0) << shared.out;
+  EXPECT_NE(shared.out.find("two groups of 2 ranks on the same cores, both calling (a launch's "
+                            "halves)"),
+            std::string::npos) << shared.out;
+  auto again = LoadCluster(out);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(again->inter_node().has_shared_cores()) << shared.out;
+  EXPECT_GT(again->inter_node().shared_cores().bandwidth(), 0);
+  EXPECT_EQ(again->inter_node().bandwidth(), c->inter_node().bandwidth());
+  EXPECT_EQ(again->compute_comm_slowdown(), c->compute_comm_slowdown());
+  // Halves of a launch that cannot split in two groups: one line, naming it.
+  Result odd = Loom(StrCat("launch --nproc 3 -- ", LOOM_BIN, " profile --comm_shared_only ",
+                           "--cluster emulated --cluster_out ", out));
+  EXPECT_NE(odd.code, 0);
+  EXPECT_NE(odd.out.find("loom profile: calls on shared cores under loom launch need an even "
+                         "number of ranks, 4 or more (two groups calling at once), got 3"),
+            std::string::npos) << odd.out;
 }
 
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {
