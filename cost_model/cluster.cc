@@ -23,6 +23,27 @@ Status CheckCollectives(const std::string& field,
                         const google::protobuf::RepeatedPtrField<proto::CollectiveCost>& all);
 Status CheckWaited(const std::string& field, const proto::WaitedCosts& w);
 
+// Points in increasing idle time, each extra from 0 to a second.
+Status CheckAfterIdle(const std::string& field, const proto::Link& link) {
+  double last = -1;
+  for (int i = 0; i < link.after_idle_size(); ++i) {
+    const proto::IdleCost& p = link.after_idle(i);
+    const std::string at = StrCat(field, ".after_idle[", i, "]");
+    if (!std::isfinite(p.idle_seconds()) || p.idle_seconds() < 0 || p.idle_seconds() > 60) {
+      return InvalidArgument(at, ".idle_seconds must be 0 to 60, got ", p.idle_seconds());
+    }
+    if (p.idle_seconds() <= last) {
+      return InvalidArgument(at, ".idle_seconds must be above the point before's (", last,
+                             "), got ", p.idle_seconds());
+    }
+    if (!std::isfinite(p.extra_seconds()) || p.extra_seconds() < 0 || p.extra_seconds() > 1) {
+      return InvalidArgument(at, ".extra_seconds must be 0 to 1, got ", p.extra_seconds());
+    }
+    last = p.idle_seconds();
+  }
+  return Status::OK();
+}
+
 Status CheckLink(const std::string& field, const proto::Link& link) {
   if (link.has_after_wait()) {
     LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
@@ -31,6 +52,7 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   if (link.has_shared_cores()) {
     LOOM_RETURN_IF_ERROR(CheckWaited(field + ".shared_cores", link.shared_cores()));
   }
+  LOOM_RETURN_IF_ERROR(CheckAfterIdle(field, link));
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
   if (link.has_sustained_bandwidth()) {

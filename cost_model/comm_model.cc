@@ -152,16 +152,32 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
     }
   }
   const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
+  const double after_idle = AfterIdleSeconds(link, idle_seconds);
   if (link.has_burst_bytes()) {
     // A shaper: what the bucket holds leaves at once, the rest at its rate.
     const double rate = link.sustained_bandwidth();
     const double credit = std::min(static_cast<double>(link.burst_bytes()),
                                    std::max(0.0, idle_seconds) * rate);
-    return t.latency_steps * alpha + std::max(0.0, wire_bytes - credit) / rate;
+    return t.latency_steps * alpha + std::max(0.0, wire_bytes - credit) / rate + after_idle;
   }
   const double seconds = t.latency_steps * alpha + wire_bytes / beta;
-  if (!link.has_sustained_bandwidth()) return seconds;
-  return std::max(seconds, wire_bytes / link.sustained_bandwidth());
+  if (!link.has_sustained_bandwidth()) return seconds + after_idle;
+  return std::max(seconds, wire_bytes / link.sustained_bandwidth()) + after_idle;
+}
+
+double AfterIdleSeconds(const proto::Link& link, double idle_seconds) {
+  const auto& points = link.after_idle();
+  if (points.empty()) return 0;
+  if (idle_seconds <= points[0].idle_seconds()) return points[0].extra_seconds();
+  for (int i = 1; i < points.size(); ++i) {
+    const proto::IdleCost& a = points[i - 1];
+    const proto::IdleCost& b = points[i];
+    if (idle_seconds <= b.idle_seconds()) {
+      const double f = (idle_seconds - a.idle_seconds()) / (b.idle_seconds() - a.idle_seconds());
+      return a.extra_seconds() + f * (b.extra_seconds() - a.extra_seconds());
+    }
+  }
+  return points[points.size() - 1].extra_seconds();
 }
 
 double CommModel::WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_t bytes,

@@ -89,6 +89,10 @@ CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members);
 // byte_factor, doubled for an exchange over a half-duplex link.
 double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
+// What a call costs over its link's α-β after the link idled for
+// `idle_seconds` (Link.after_idle, interpolated; 0 where absent).
+double AfterIdleSeconds(const proto::Link& link, double idle_seconds);
+
 // Which of a link's measured costs price a call.
 enum class CallRegime {
   kTogether,     // the parties arrive together: the link's own costs
@@ -112,8 +116,9 @@ class CommModel {
   // ends), in `regime` (the link's costs for it where it has them, else its
   // own). `idle_seconds`: how long the members' links had carried nothing
   // before the call (the least over them); on a shaped link
-  // (Link.burst_bytes) the bucket refilled meanwhile. 0: an empty bucket,
-  // the dearest a call can be.
+  // (Link.burst_bytes) the bucket refilled meanwhile, and a link that
+  // measured it (Link.after_idle) charges the extra of calls after idle.
+  // 0: an empty bucket and a busy link.
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
                      CallRegime regime = CallRegime::kTogether,

@@ -16,7 +16,7 @@
 # processes keep fewer than --quiet_cores cores busy, and it reports how
 # busy they kept the host during each row's runs.
 #
-#   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
+#   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--samples S] [--warmup W]
 #       [--repeats R] [--max_repeats R2] [--networks loopback,emulated] [--net_rate 1gbit]
 #       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX] [--keep DIR]
 #       [--quiet_cores C] [--quiet_wait S]
@@ -26,7 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=docs/simulator_accuracy.md
-STEPS=12          # steps per run; the first WARMUP are not counted
+STEPS=""          # steps per run (empty: the model's, below); the first WARMUP are not counted
+SAMPLES=""        # loom profile's timed steps per rank (empty: the model's, below)
 WARMUP=2
 REPEATS=3         # runs of each layout; the median of their medians counts
 MAX_REPEATS=5     # ... more, up to this many, while the runs are SPREAD_LIMIT apart
@@ -48,6 +49,7 @@ while (($#)); do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
+    --samples) SAMPLES=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --max_repeats) MAX_REPEATS=$2; shift 2 ;;
@@ -77,6 +79,14 @@ LOOM=$(realpath "$LOOM")
 # (118 MB) cross the emulated link in about a second a step.
 TINY="--preset gpt-tiny --layers 4 --batch_size 64 --seq_len 64"
 SMALL="--preset gpt-small --layers 4 --vocab_size 512 --batch_size 8 --seq_len 32"
+# Each run and each profile lasts several seconds: one core's speed here
+# moves between two rates 1.8x apart every second or two, and a snapshot
+# of one or two seconds catches one phase. With 12 steps and 7 profiled
+# steps (gpt-tiny pp=2 1F1B, about 2 s each), four profiles simulated
+# 163-190 ms and four runs measured 157-181 ms; with 36 steps and 21,
+# 181-199 and 177-189, one after the other. Steps | profiled steps:
+TINY_STEPS="40|21"
+SMALL_STEPS="12|9"
 LAYOUTS=(
   "--dp 2"
   "--mp 2"
@@ -94,9 +104,8 @@ LAYOUTS=(
   "--dp 2 --pp 2 --micro_batches 2 --schedule 1F1B"
 )
 RUNS=()
-for model in "$TINY" "$SMALL"; do
-  for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$model|$layout"); done
-done
+for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$TINY|$layout|$TINY_STEPS"); done
+for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMALL_STEPS"); done
 
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -191,9 +200,10 @@ if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_em
   EMULATED_CLUSTER=$WORK/emulated.cluster.pbtxt
   wait_quiet
   "$LOOM" launch --nproc 2 --net_rate "$NET_RATE" -- "$LOOM" profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 \
-    --comm_core_wait_calls 200 --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
+    --comm_core_wait_calls 200 --comm_idle_ms 4,12 --interference_seconds 3 \
+    --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
     { cat "$WORK/comm_emulated.log" >&2; exit 1; }
-  grep '^kept' "$WORK/comm_emulated.log" >&2
+  grep -E '^kept|^  after ' "$WORK/comm_emulated.log" >&2
   # Layouts of 4 ranks put two on each core: their calls beside each
   # other's, measured by a launch's two halves.
   wait_quiet
@@ -226,15 +236,26 @@ for network in ${NETWORKS//,/ }; do
     continue
   fi
   for run in "${RUNS[@]}"; do
-    [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$run" && continue
-    IFS='|' read -r nets model layout <<< "$run"
+    IFS='|' read -r nets model layout steps samples <<< "$run"
+    [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$nets|$model|$layout" && continue
+    steps=${STEPS:-$steps}
+    samples=${SAMPLES:-$samples}
     [[ ",$nets," == *",$network,"* ]] || continue
     if [ "$network" = loopback ]; then
       cluster=$LOCAL_CLUSTER
-      runcmd="$LOOM run $model $layout --steps $STEPS"
     else
       cluster=$EMULATED_CLUSTER
-      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run $model $layout --steps $STEPS"
+    fi
+    # One plan for the profile, the simulation and the run: planned alone,
+    # each would pick its own cost-model choices (a run plans on the local
+    # preset, and the data-parallel buckets follow the cluster's link).
+    plan=$WORK/row.plan
+    "$LOOM" plan $model $layout --cluster "$cluster" -o "$plan" > "$WORK/plan.log" 2>&1 ||
+      { cat "$WORK/plan.log" >&2; exit 1; }
+    if [ "$network" = loopback ]; then
+      runcmd="$LOOM run --plan $plan --steps $steps"
+    else
+      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps"
     fi
     medians=()
     sims=()
@@ -251,7 +272,8 @@ for network in ${NETWORKS//,/ }; do
       fi
       rm -f "$TABLE"
       wait_quiet
-      "$LOOM" profile $model $layout --cost_table "$TABLE" > "$WORK/profile.log" 2>&1 ||
+      "$LOOM" profile --plan "$plan" --profile_samples "$samples" --cost_table "$TABLE" \
+        > "$WORK/profile.log" 2>&1 ||
         { cat "$WORK/profile.log" >&2; exit 1; }
       ((r == 0)) && grep '^profiled' "$WORK/profile.log" >&2
       if [ -n "$KEEP" ]; then
@@ -259,7 +281,7 @@ for network in ${NETWORKS//,/ }; do
         cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
         echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
       fi
-      sims+=("$("$LOOM" simulate $model $layout --cluster "$cluster" --cost_table "$TABLE" --json |
+      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$TABLE" --json |
                 sim_seconds)")
       # A run during which other processes took a core is measured again
       # (up to RETRIES times; the last one counts).
@@ -298,11 +320,12 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
   echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
-  echo "of steps $WARMUP to $((STEPS - 1)), the median over $REPEATS runs (up to $MAX_REPEATS where the"
+  echo "of steps $WARMUP to the last (${STEPS:-${TINY_STEPS%|*} for gpt-tiny, ${SMALL_STEPS%|*} for gpt-small} steps a run), the median over $REPEATS runs (up to $MAX_REPEATS where the"
   echo "first $REPEATS were more than $SPREAD_LIMIT% apart); simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
   echo "table profiled on this host by \`loom profile\` of the layout just before"
-  echo "each run. Error = (simulated - measured) / measured; runs' spread ="
+  echo "each run; all three on one plan, saved by \`loom plan\` with the row's cluster."
+  echo "Error = (simulated - measured) / measured; runs' spread ="
   echo "(slowest - fastest run's median) / measured, the noise a row's error sits"
   echo "in; profiles' spread, the same over the simulations of the row's profiles."
   echo
@@ -344,14 +367,15 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo '```sh'
   echo "loom profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out LOCAL  # the loopback link, its awake and shared-core costs, core_wait"
-  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_core_wait_calls 200 --cluster_out EMULATED"
+  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_core_wait_calls 200 --comm_idle_ms 4,12 --interference_seconds 3 --cluster_out EMULATED"
   echo "loom launch --nproc 4 --net_rate $NET_RATE -- loom profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED  # its shared-core costs"
-  echo "# then $REPEATS-$MAX_REPEATS times per row:"
-  echo "loom profile MODEL LAYOUT --cost_table TABLE          # a fresh table"
-  echo "loom simulate MODEL LAYOUT --cluster LOCAL --cost_table TABLE --json     # loopback"
-  echo "loom simulate MODEL LAYOUT --cluster EMULATED --cost_table TABLE --json  # emulated"
-  echo "loom run MODEL LAYOUT --steps $STEPS                         # loopback"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run MODEL LAYOUT --steps $STEPS  # emulated"
+  echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
+  echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for all three below"
+  echo "# then $REPEATS-$MAX_REPEATS times:"
+  echo "loom profile --plan PLAN --profile_samples S --cost_table TABLE  # a fresh table; S: ${SAMPLES:-${TINY_STEPS#*|} for gpt-tiny, ${SMALL_STEPS#*|} for gpt-small}"
+  echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
+  echo "loom run --plan PLAN --steps K                          # loopback; K as above"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K  # emulated"
   echo '```'
   echo
   echo "$END_MARK"

@@ -49,6 +49,11 @@ DEFINE_string(comm_shared_between_ms, "0.01,0.02",
               "'MIN,MAX') before each call, for the link's shared_cores costs (a call beside "
               "another rank's call on its core, as when a plan pins more ranks than cores); "
               "'0': not measured");
+DEFINE_string(comm_idle_ms, "",
+              "--comm: also time the calls with the parties arriving together after these mean "
+              "gaps of compute (ms, comma-separated, each above --comm_between_ms's; the gap "
+              "drawn from half to one and a half times it), and record what each adds over the "
+              "fitted gap as the link's after_idle; empty: not measured");
 DEFINE_int32(comm_rounds, 101, "--comm with compute between calls: timed rounds of every call");
 DEFINE_int64(comm_max_bytes, 16 << 20,
              "largest message for --comm (sizes go from 4 KiB by x4)");
@@ -124,9 +129,11 @@ namespace {
 StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& options,
                                                   const std::optional<LaunchEnv>& env) {
   if (!env.has_value()) return ProfileComm(options, PrintCommProgress);
-  LOOM_ASSIGN_OR_RETURN(
-      std::unique_ptr<CommWorld> world,
-      LaunchWorld(*env, StrCat("profile", options.together ? "-together" : "-apart")));
+  // A fresh job per world (the store refuses a key twice); every rank makes
+  // them in the same order.
+  static int worlds = 0;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
+                        LaunchWorld(*env, StrCat("profile-", worlds++)));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
   return ProfileCommMember(*all, options, PrintCommProgress);
 }
@@ -177,6 +184,31 @@ void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& 
                      : "");
 }
 
+// --comm_idle_ms in seconds, increasing, each above the mean gap of
+// --comm_between_ms (which must have compute between calls).
+StatusOr<std::vector<double>> ParseIdleGaps(const CommProfileOptions& options) {
+  std::vector<double> gaps;
+  if (FLAGS_comm_idle_ms.empty()) return gaps;
+  const double fitted =
+      0.5 * (options.between_calls_min_seconds + options.between_calls_max_seconds);
+  if (fitted <= 0) {
+    return InvalidArgument("--comm_idle_ms needs compute between the calls: --comm_between_ms "
+                           "must not be '0'");
+  }
+  for (const std::string& item : CommaList(FLAGS_comm_idle_ms)) {
+    char* end = nullptr;
+    const double ms = std::strtod(item.c_str(), &end);
+    const double last = gaps.empty() ? fitted : gaps.back();
+    if (item.empty() || *end != '\0' || !std::isfinite(ms) || ms * 1e-3 <= last || ms > 1000) {
+      return InvalidArgument("--comm_idle_ms must list increasing gaps in ms, each above the "
+                             "one before and the mean of --comm_between_ms (", fitted * 1e3,
+                             " ms), at most 1000; got '", FLAGS_comm_idle_ms, "'");
+    }
+    gaps.push_back(ms * 1e-3);
+  }
+  return gaps;
+}
+
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
@@ -195,6 +227,7 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   double shared_min_seconds = 0, shared_max_seconds = 0;
   LOOM_RETURN_IF_ERROR(ParseBetween("comm_shared_between_ms", FLAGS_comm_shared_between_ms,
                                     &shared_min_seconds, &shared_max_seconds));
+  LOOM_ASSIGN_OR_RETURN(std::vector<double> idle_gaps, ParseIdleGaps(options));
   // loom launch --net_rate shapes each rank's egress with a token bucket.
   const bool shaped = env.has_value() && env->net_burst_bytes > 0;
   if (shaped && FLAGS_comm_long_bytes <= 0) {
@@ -232,6 +265,17 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
       back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
       back_to_back.samples = CommProfileOptions().samples;
       LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(back_to_back, env));
+    }
+    // And after longer compute, where measured (Link.after_idle).
+    link_timings.together_gap_seconds =
+        0.5 * (options.between_calls_min_seconds + options.between_calls_max_seconds);
+    for (double gap : idle_gaps) {
+      CommProfileOptions after = options;
+      after.together = true;
+      after.between_calls_min_seconds = 0.5 * gap;
+      after.between_calls_max_seconds = 1.5 * gap;
+      LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> calls, TimeCollectives(after, env));
+      link_timings.after_idle.emplace_back(gap, std::move(calls));
     }
     // And with two ranks on each core, where a plan pins more ranks than
     // there are cores (Link.shared_cores). The parties of a tensor-parallel

@@ -51,16 +51,6 @@ std::string Ms(double seconds) {
   return buf;
 }
 
-std::vector<std::string> CommaList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  for (size_t at; (at = s.find(',', from)) != std::string::npos; from = at + 1) {
-    out.push_back(s.substr(from, at - from));
-  }
-  out.push_back(s.substr(from));
-  return out;
-}
-
 nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed) {
   nlohmann::json j;
   for (int c = 0; c < kNumCommCategories; ++c) {

@@ -232,6 +232,16 @@ void PrintNote(const std::string& note) {
   std::fflush(stdout);
 }
 
+std::vector<std::string> CommaList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (size_t at; (at = s.find(',', from)) != std::string::npos; from = at + 1) {
+    out.push_back(s.substr(from, at - from));
+  }
+  out.push_back(s.substr(from));
+  return out;
+}
+
 bool FlagGiven(const char* name) {
   gflags::CommandLineFlagInfo info;
   return gflags::GetCommandLineFlagInfo(name, &info) && !info.is_default;

@@ -5,6 +5,9 @@
 
 #include <gflags/gflags.h>
 
+#include <string>
+#include <vector>
+
 #include "cost_model/cluster.pb.h"
 #include "executor/stream.h"
 #include "framework/optimizer.h"
@@ -64,6 +67,9 @@ TrainingLoopOptions TrainingLoopOptionsFromFlags();
 // "step K loss X time_ms T", and notes (resumed, saved, skipped).
 void PrintStep(const StepReport& report);
 void PrintNote(const std::string& note);
+
+// "a,b,c" as its items (one empty item for "").
+std::vector<std::string> CommaList(const std::string& s);
 
 // True if flag `name` was given on the command line or in the environment.
 bool FlagGiven(const char* name);

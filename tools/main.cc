@@ -217,14 +217,16 @@ const std::vector<Command>& Commands() {
        "--comm on in-process ranks also times two groups calling at once on the\n"
        "same cores (--comm_shared_between_ms; the link's shared_cores), and\n"
        "--comm_shared_only measures only that, for a launch's two halves (on the\n"
-       "emulated network after its --comm), into the file's measured link.",
+       "emulated network after its --comm), into the file's measured link.\n"
+       "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
+       "records what they add (the link's after_idle).",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
         "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
         "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
-        "comm_shared_between_ms", "comm_shared_only",
+        "comm_shared_between_ms", "comm_shared_only", "comm_idle_ms",
         "interference_seconds"},
        RunProfile},
       {"passes", "list the registered passes and their options",

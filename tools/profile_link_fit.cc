@@ -1,6 +1,7 @@
 // loom profile --comm's fitting: a link's α-β and each regime's costs
 // from the timed calls (cost_model/comm_fit.h does the least squares),
 // printed with their residuals and recorded in the cluster's link.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -67,6 +68,41 @@ void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op,
     c->set_latency_seconds(own->latency_seconds);
     c->set_bandwidth(own->bandwidth);
   }
+}
+
+// Link.after_idle: at each longer gap, the median over the calls of their
+// time less the same call's at the fitted gap (each call measured in both,
+// so no model stands between them); a negative median is recorded as 0.
+void RecordAfterIdle(const LinkTimings& timings, proto::Link* link, std::string* note) {
+  link->clear_after_idle();
+  if (timings.after_idle.empty()) return;
+  std::printf("parties arriving together after longer compute (the extra over the gap of "
+              "%s):\n", Time(timings.together_gap_seconds).c_str());
+  proto::IdleCost* base = link->add_after_idle();
+  base->set_idle_seconds(timings.together_gap_seconds);
+  base->set_extra_seconds(0);
+  std::string points;
+  for (const auto& [gap, calls] : timings.after_idle) {
+    std::vector<double> extra;
+    for (size_t i = 0; i < calls.size() && i < timings.together.size(); ++i) {
+      extra.push_back(calls[i].median_seconds - timings.together[i].median_seconds);
+    }
+    if (extra.empty() || gap <= link->after_idle(link->after_idle_size() - 1).idle_seconds()) {
+      std::printf("  after %s: not recorded (no calls, or not above the gap before)\n",
+                  Time(gap).c_str());
+      continue;
+    }
+    std::sort(extra.begin(), extra.end());
+    const double median = extra[extra.size() / 2];
+    std::printf("  after %-10s extra %11s (median of %zu calls; from %s to %s)\n",
+                Time(gap).c_str(), Time(median).c_str(), extra.size(),
+                Time(extra.front()).c_str(), Time(extra.back()).c_str());
+    proto::IdleCost* p = link->add_after_idle();
+    p->set_idle_seconds(gap);
+    p->set_extra_seconds(std::clamp(median, 0.0, 1.0));
+    points += StrCat(points.empty() ? "" : ", ", Time(median), " after ", Time(gap));
+  }
+  *note += StrCat("; after idle: ", points);
 }
 
 }  // namespace
@@ -156,6 +192,7 @@ Status FitLink(const LinkTimings& timings, const std::string& source,
         FitRegimeCosts(r.title, *r.timings, r.label, half_duplex, &note);
     if (costs.ok()) *(link->*r.costs)() = std::move(*costs);
   }
+  RecordAfterIdle(timings, link, &note);
   link->set_source(note);
   return Status::OK();
 }

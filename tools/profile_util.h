@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cost_model/cluster.pb.h"
@@ -49,14 +50,18 @@ struct LinkTimings {
   std::vector<CommTiming> waited;        // parties arriving apart
   std::vector<CommTiming> awake;         // back to back, the cores kept awake
   std::vector<CommTiming> shared_cores;  // two ranks on each core (Link.shared_cores)
+  // Parties arriving together after longer compute (Link.after_idle): the
+  // mean gap (seconds) and the calls, and the mean gap `together` had.
+  std::vector<std::pair<double, std::vector<CommTiming>>> after_idle;
+  double together_gap_seconds = 0;
 };
 
 // Fits the link's α and β (and half or full duplex: `half_duplex` where
 // known, else by the smaller residual) and each collective's own to
 // `timings.together` for Loom's direct algorithms, and each other regime
-// measured to its own costs (after_wait, awake, shared_cores); prints the
-// fits and records them in `link` as measured, with `source` and the
-// residuals.
+// measured to its own costs (after_wait, awake, shared_cores) and the
+// extra of calls after longer gaps (after_idle); prints the fits and
+// records them in `link` as measured, with `source` and the residuals.
 Status FitLink(const LinkTimings& timings, const std::string& source,
                std::optional<bool> half_duplex, proto::Link* link);
 

@@ -233,6 +233,60 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
             std::string::npos) << bad;
 }
 
+// Calls after their link idled longer cost more (Link.after_idle): the
+// extra interpolated between the measured points, the first point's
+// before it and the last's past it (a step's first call, whose link idled
+// "forever", included), on top of the regime's costs and a shaper's.
+TEST(CommModel, CallsAfterLongerIdleTakeTheMeasuredExtra) {
+  proto::Cluster c = TestCluster();
+  proto::Link* link = c.mutable_inter_node();
+  auto point = [&](double idle, double extra) {
+    proto::IdleCost* p = link->add_after_idle();
+    p->set_idle_seconds(idle);
+    p->set_extra_seconds(extra);
+  };
+  point(0.5e-3, 0);
+  point(4e-3, 0.8e-3);
+  point(12e-3, 1.2e-3);
+  ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
+  CommModel m(c);
+  const std::vector<int> pair = {3, 4};
+  const double busy = m.CommSeconds(kAllReduce, kDirect, 100000, pair);
+  auto after = [&](double idle, CallRegime regime = CallRegime::kTogether) {
+    return m.CommSeconds(kAllReduce, kDirect, 100000, pair, regime, idle) -
+           m.CommSeconds(kAllReduce, kDirect, 100000, pair, regime, 0);
+  };
+  EXPECT_DOUBLE_EQ(after(0.2e-3), 0);
+  EXPECT_DOUBLE_EQ(after(0.5e-3), 0);
+  EXPECT_NEAR(after(2.25e-3), 0.4e-3, 1e-12);  // halfway to the second point
+  EXPECT_NEAR(after(8e-3), 1.0e-3, 1e-12);
+  EXPECT_NEAR(after(1.0), 1.2e-3, 1e-12);
+  EXPECT_NEAR(after(std::numeric_limits<double>::infinity()), 1.2e-3, 1e-12);
+  EXPECT_NEAR(after(8e-3, CallRegime::kAfterWait), 1.0e-3, 1e-12);
+  // A busy link (the default) pays nothing extra; the intra-node link,
+  // which measured none, never does.
+  EXPECT_DOUBLE_EQ(busy, m.CommSeconds(kAllReduce, kDirect, 100000, pair,
+                                       CallRegime::kTogether, 0));
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, {0, 1}, CallRegime::kTogether, 1.0),
+                   m.CommSeconds(kSend, kDirect, 1000, {0, 1}));
+  // On a shaper the extra adds to the bucket's credit.
+  link->set_sustained_bandwidth(1e6);
+  link->set_burst_bytes(20000);
+  CommModel shaped(c);
+  EXPECT_NEAR(shaped.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 1.0),
+              2 * 10e-6 + 0.08 + 1.2e-3, 1e-12);
+
+  // Points out of order, or extras out of range, name the point.
+  link->mutable_after_idle(2)->set_idle_seconds(3e-3);
+  EXPECT_EQ(ValidateCluster(c).message(),
+            "inter_node.after_idle[2].idle_seconds must be above the point before's (0.004), "
+            "got 0.003");
+  link->mutable_after_idle(2)->set_idle_seconds(12e-3);
+  link->mutable_after_idle(1)->set_extra_seconds(-1e-3);
+  EXPECT_EQ(ValidateCluster(c).message(),
+            "inter_node.after_idle[1].extra_seconds must be 0 to 1, got -0.001");
+}
+
 TEST(CommModel, OpTypesAsCollectives) {
   EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
   EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);

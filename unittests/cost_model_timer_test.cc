@@ -4,6 +4,9 @@
 // and how a call that starts on busy cores is priced.
 #include "runtime/cost_model_timer.h"
 
+#include <limits>
+#include <utility>
+
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 
@@ -210,6 +213,33 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   EXPECT_GT(at(CallRegime::kSharedCores), at(CallRegime::kAwake));
   // pp=1: ranks 0 and 1 hold a core each.
   EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kTogether));
+}
+
+// The simulator's idle time of a call's links reaches the model: after a
+// longer idle the call takes the link's after_idle extra, on top of its
+// regime's costs.
+TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
+  proto::Cluster local = LocalWithAwakeCosts();
+  for (auto [idle, extra] : {std::pair{0.5e-3, 0.0}, std::pair{5e-3, 1e-3}}) {
+    proto::IdleCost* p = local.mutable_intra_node()->add_after_idle();
+    p->set_idle_seconds(idle);
+    p->set_extra_seconds(extra);
+  }
+  ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
+  const ExecutionGraph graph = TinyMpGraph(1, 1);
+  const OpCostModel ops(local, CostTable());
+  auto timer = CostModelTimer::Create(graph, ops, local).value();
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction& call = FirstMpAllReduce(rank);
+  auto price = [&](double link_idle, double busy_for) {
+    CallStart start;
+    start.link_idle = link_idle;
+    start.cores_busy_for = busy_for;
+    return timer->CommSeconds(rank, call, start);
+  };
+  EXPECT_NEAR(price(5e-3, -1) - price(0, -1), 1e-3, 1e-15);
+  EXPECT_NEAR(price(2.75e-3, 1e-3) - price(0, 1e-3), 0.5e-3, 1e-15);  // awake, half way
+  EXPECT_NEAR(price(std::numeric_limits<double>::infinity(), -1) - price(0, -1), 1e-3, 1e-15);
 }
 
 }  // namespace
