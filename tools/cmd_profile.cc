@@ -212,7 +212,6 @@ StatusOr<std::vector<double>> ParseIdleGaps(const CommProfileOptions& options) {
 // Fits the link the measured ranks span into `cluster`; `*link_out` is
 // that link, or null on the ranks of a launch other than 0 (they only take
 // part, and write nothing).
-
 Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   *link_out = nullptr;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -24,7 +25,7 @@ DECLARE_int64(memory_limit);
 DEFINE_string(html, "", "write the timeline as one self-contained HTML page here");
 DEFINE_string(compare, "",
               "a trace of the same plan from 'loom run --trace' (or the rank files of a launch, "
-              "comma-separated): show where the simulated and the measured step differ, by op "
+              "comma-separated, or the --trace name the launch's ranks wrote them under): show where the simulated and the measured step differ, by op "
               "type, stream and instruction, with measured communication counted from its last "
               "party's arrival");
 DEFINE_bool(fold_dp, true,
@@ -49,6 +50,23 @@ std::string Ms(double seconds) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f", seconds * 1e3);
   return buf;
+}
+
+// The files of --compare: its comma-separated names, where a name that is
+// no file but the --trace a launch's ranks wrote to (NAME.rank0.json,
+// NAME.rank1.json, ...) stands for those files.
+std::vector<std::string> TraceFiles(const std::string& flag) {
+  std::vector<std::string> files;
+  for (const std::string& name : CommaList(flag)) {
+    if (std::filesystem::exists(name) || !std::filesystem::exists(name + ".rank0.json")) {
+      files.push_back(name);  // (a missing file's error names it)
+      continue;
+    }
+    for (int r = 0; std::filesystem::exists(StrCat(name, ".rank", r, ".json")); ++r) {
+      files.push_back(StrCat(name, ".rank", r, ".json"));
+    }
+  }
+  return files;
 }
 
 nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed) {
@@ -239,9 +257,10 @@ Status RunSimulate(const std::vector<std::string>& args) {
   std::vector<TimelinePanel> panels;
   std::string comparison;
   if (!FLAGS_compare.empty()) {
-    // One file, or one per rank of a launch (comma-separated).
+    // One file, or one per rank of a launch (comma-separated, or the
+    // --trace name the launch was given).
     std::vector<TraceEvent> measured;
-    for (const std::string& file : CommaList(FLAGS_compare)) {
+    for (const std::string& file : TraceFiles(FLAGS_compare)) {
       LOOM_ASSIGN_OR_RETURN(std::vector<TraceEvent> part, ReadChromeTrace(file));
       measured.insert(measured.end(), part.begin(), part.end());
     }

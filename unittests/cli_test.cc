@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -240,6 +241,30 @@ TEST(Cli, LaunchNamesTheRankThatFails) {
   EXPECT_NE(r.out.find("loom launch: rank "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exited with status 1; stopping the other ranks"), std::string::npos)
       << r.out;
+}
+
+// A launch's ranks each write their trace (--trace NAME: NAME.rankR.json);
+// simulate --compare takes NAME for all of them, and names a file that
+// is missing.
+TEST(Cli, SimulateComparesWithALaunchedRunByItsTraceName) {
+  const std::string dir = ::testing::TempDir() + "/loom_cli_compare";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string model = " --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 "
+                            "--schedule 1F1B";
+  Result run = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run" + model +
+                    " --steps 2 --trace " + dir + "/t.json");
+  ASSERT_EQ(run.code, 0) << run.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/t.json.rank3.json"));
+  Result c = Loom("simulate" + model + " --cost_table " + dir + "/table.pbtxt --compare " + dir +
+                  "/t.json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("step: measured "), std::string::npos) << c.out;
+  // Every rank's instructions are there: rank 3's too.
+  EXPECT_NE(c.out.find("  r3 "), std::string::npos) << c.out;
+  Result missing = Loom("simulate" + model + " --compare " + dir + "/nothing.json");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find(dir + "/nothing.json"), std::string::npos) << missing.out;
 }
 
 // The number printed right after `label` in `out`, or -1.
