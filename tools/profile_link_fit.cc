@@ -102,7 +102,7 @@ void RecordAfterIdle(const LinkTimings& timings, proto::Link* link, std::string*
     p->set_extra_seconds(std::clamp(median, 0.0, 1.0));
     points += StrCat(points.empty() ? "" : ", ", Time(median), " after ", Time(gap));
   }
-  *note += StrCat("; after idle: ", points);
+  if (!points.empty()) *note += StrCat("; after idle: ", points);
 }
 
 }  // namespace
