@@ -9,6 +9,7 @@
 
 #include "executor/cpu/host_threads.h"
 #include "executor/loopback_ranks.h"
+#include "framework/median.h"
 
 namespace loom {
 namespace {
@@ -64,8 +65,7 @@ StatusOr<std::vector<double>> TimeBesideBursts(Communicator& comm, int core,
     stop = true;
     if (beside.joinable()) beside.join();
     LOOM_RETURN_IF_ERROR(calls);
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    medians.push_back(times[times.size() / 2]);
+    medians.push_back(Median(times));
   }
   return medians;
 }

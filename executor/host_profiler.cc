@@ -18,6 +18,7 @@
 #include "executor/kernel.h"
 #include "executor/loopback_ranks.h"
 #include "executor/op_profiler.h"
+#include "framework/median.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 
@@ -28,13 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  CHECK(!v.empty());
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU

@@ -13,6 +13,7 @@
 #include "executor/device_placement.h"
 #include "executor/kernel.h"
 #include "executor/serial_executor.h"
+#include "framework/median.h"
 #include "framework/shape_inference.h"
 
 namespace loom {
@@ -147,12 +148,6 @@ void Fill(Tensor* t, const IdRange& ids, std::mt19937_64& rng) {
     default:
       std::memset(t->raw_data(), 0, t->bytes());
   }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 StatusOr<OpTiming> TimeOp(const Op& op, const OpProfileOptions& options) {

@@ -6,16 +6,11 @@
 #include <thread>
 
 #include "executor/cpu/cpu_device.h"
+#include "framework/median.h"
 #include "runtime/parallel_trainer.h"
 
 namespace loom {
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // An instruction whose time is compute: a kernel, or the vocabulary-
 // parallel cross entropy, whose reductions are the communication model's.
@@ -94,26 +89,38 @@ void AddStepSamples(const RankGraph& graph, const std::vector<int>& prev,
 
 }  // namespace
 
-StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
-                                              const StepProfileOptions& options,
-                                              const StepProgressFn& progress) {
-  if (options.steps < 1) return InvalidArgument("in-step profiling needs at least 1 timed step");
-  // One rank per program set: the others run the same ops.
+std::vector<int> InStepTimedRanks(const Plan& plan) {
   std::vector<int> ranks;
   std::set<const void*> seen;
   for (const RankPlan& r : plan.ranks) {
     if (seen.insert(r.programs_key()).second) ranks.push_back(r.rank);
   }
+  return ranks;
+}
+
+StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                              const StepProfileOptions& options,
+                                              const StepProgressFn& progress) {
+  if (options.steps < 1) return InvalidArgument("in-step profiling needs at least 1 timed step");
+  const std::vector<int> ranks = InStepTimedRanks(plan);
   const int cores = static_cast<int>(CoresOfThisProcess().size());
   const int copies = std::max(1, std::min(options.side_by_side > 0 ? options.side_by_side
                                                                     : plan.layout.world_size(),
                                           cores));
-  std::map<std::string, Samples> by_signature;
+  // Every timed rank's trainers first, then the steps in turns over the
+  // ranks: this host's speed moves by tens of % over seconds, and ranks
+  // timed one after the other would price each stage's ops at a phase of
+  // its own; in turns, every op's samples span the whole profile.
+  struct TimedRank {
+    std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
+    const RankGraph* graph = nullptr;
+    std::vector<int> prev;
+  };
+  std::vector<TimedRank> timed(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int rank = ranks[i];
-    if (progress) progress(plan.ranks[rank], static_cast<int>(i), static_cast<int>(ranks.size()));
-    // Copy c on core c; each its own trainer, none communicating.
-    std::vector<std::unique_ptr<ParallelTrainer>> trainers(copies);
+    TimedRank& t = timed[i];
+    t.copies.resize(copies);
     for (int c = 0; c < copies; ++c) {
       ParallelTrainer::Options o;
       o.local_ranks = {rank};
@@ -121,29 +128,33 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
       o.trace = true;
       o.pin_cores = copies > 1;
       o.pin_offset = c - rank;
-      LOOM_ASSIGN_OR_RETURN(trainers[c], ParallelTrainer::CreateFromPlan(
+      LOOM_ASSIGN_OR_RETURN(t.copies[c], ParallelTrainer::CreateFromPlan(
                                              config, plan,
                                              StrCat("in-step profile of rank ", rank), o));
     }
-    const RankGraph* graph = nullptr;
-    for (const RankGraph& g : trainers[0]->graph().ranks) {
-      if (g.rank == rank) graph = &g;
+    for (const RankGraph& g : t.copies[0]->graph().ranks) {
+      if (g.rank == rank) t.graph = &g;
     }
-    if (graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
-    const std::vector<int> prev = PreviousOnStream(*graph);
-    for (int step = 0; step < options.warmup_steps + options.steps; ++step) {
+    if (t.graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
+    t.prev = PreviousOnStream(*t.graph);
+  }
+  std::map<std::string, Samples> by_signature;
+  const int total_steps = options.warmup_steps + options.steps;
+  for (int step = 0; step < total_steps; ++step) {
+    if (progress) progress(step, total_steps);
+    for (TimedRank& t : timed) {
       // The copies step together, so that each op runs beside the others'.
       std::vector<Status> status(copies);
       std::vector<std::thread> threads;
       for (int c = 0; c < copies; ++c) {
-        threads.emplace_back([&, c] { status[c] = trainers[c]->Step(step).status(); });
+        threads.emplace_back([&, c] { status[c] = t.copies[c]->Step(step).status(); });
       }
-      for (std::thread& t : threads) t.join();
+      for (std::thread& th : threads) th.join();
       for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
       for (int c = 0; c < copies; ++c) {
-        std::vector<TraceEvent> events = trainers[c]->TakeTrace();
+        std::vector<TraceEvent> events = t.copies[c]->TakeTrace();
         if (step < options.warmup_steps) continue;
-        AddStepSamples(*graph, prev, events, by_signature);
+        AddStepSamples(*t.graph, t.prev, events, by_signature);
       }
     }
   }

@@ -29,14 +29,19 @@ struct StepProfileOptions {
   int side_by_side = 0;
 };
 
-// Called before each rank is timed: the rank and how many are timed.
-using StepProgressFn = std::function<void(const RankPlan& rank, int index, int total)>;
+// Called before each step (all timed ranks take it in turns): the step,
+// from 0, and how many there are, warm-up included.
+using StepProgressFn = std::function<void(int step, int total_steps)>;
+
+// The ranks ProfileInStep times: one per program set (the others run the
+// same ops), in rank order.
+std::vector<int> InStepTimedRanks(const Plan& plan);
 
 // Every signature that computes in the steps of `plan` (a plan of every
 // rank of `config`'s model): per timed step, the mean over the op's runs in
 // that step, and the median over the steps (OpTiming::samples steps of
 // runs_per_sample runs, the runs of one step). Ranks that share a program
-// set are timed once. Pure communication is not timed (it has no compute);
+// set are timed once, their steps in turns. Pure communication is not timed (it has no compute);
 // the vocabulary-parallel cross entropy is, without its reductions.
 StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
                                               const StepProfileOptions& options,

@@ -304,6 +304,8 @@ for network in ${NETWORKS//,/ }; do
     sim_spread=$(printf '%s\n' "${sims[@]}" | spread_of)
     echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$sim_spread" |
       tee -a "$ROWS" >&2
+    # Each pair, in the order measured: the row's noise, for the log.
+    echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}" >&2
   done
 done
 wait_quiet

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cost_model/cluster.h"
+#include "framework/median.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/serial_trainer.h"
@@ -154,9 +155,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(GptSimulation base, SimulateGpt(config, opt, plain, timer, sim_options));
   const TimelineMetrics measured_metrics = AnalyzeTrace(measured);
   const auto& rules = static_cast<const CostModelTimer&>(*sim.timer).rule_counts();
-  std::nth_element(parallel_step_ms.begin(),
-                   parallel_step_ms.begin() + parallel_step_ms.size() / 2, parallel_step_ms.end());
-  const double measured_ms = parallel_step_ms[parallel_step_ms.size() / 2];
+  const double measured_ms = Median(parallel_step_ms);
   const double simulated_ms = sim.result.step_time_s * 1e3;
   auto exposed_mp = [](double seconds) { return StrCat(", exposed mp ", seconds * 1e3, " ms"); };
   LOOM_RETURN_IF_ERROR(WriteTimelineHtml(

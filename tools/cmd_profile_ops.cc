@@ -162,14 +162,19 @@ Status ProfileOps() {
     StepProfileOptions so;
     so.warmup_steps = FLAGS_profile_warmup;
     so.steps = FLAGS_profile_samples;
+    std::string ranks;
+    for (int rank : InStepTimedRanks(target->plan)) {
+      ranks += StrCat(ranks.empty() ? "" : ", ", rank, " (",
+                      CoordsToString(target->plan.ranks[rank].coords), ")");
+    }
+    std::fprintf(stderr, "timing rank%s %s in steps, in turns: %d + %d steps\n",
+                 ranks.find(',') == std::string::npos ? "" : "s", ranks.c_str(),
+                 so.warmup_steps, so.steps);
     LOOM_ASSIGN_OR_RETURN(
         std::vector<OpTiming> in_step,
-        ProfileInStep(target->config, target->plan, so,
-                      [&](const RankPlan& rank, int i, int total) {
-                        std::fprintf(stderr, "[%d/%d] rank %d (%s): %d + %d steps ...\n", i + 1,
-                                     total, rank.rank, CoordsToString(rank.coords).c_str(),
-                                     so.warmup_steps, so.steps);
-                      }));
+        ProfileInStep(target->config, target->plan, so, [](int step, int total) {
+          std::fprintf(stderr, "[step %d/%d] ...\n", step + 1, total);
+        }));
     for (const OpTiming& t : in_step) {
       timed.insert(t.signature);
       entries.push_back(EntryOf(t, device, "step"));

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "cost_model/cost_table.h"
 #include "cost_model/op_cost_model.h"
 #include "executor/op_profiler.h"
+#include "framework/median.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "executor/cpu/cpu_device.h"
@@ -45,7 +47,8 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
   Result first = Loom(args);
   ASSERT_EQ(first.code, 0) << first.out;
   // The serial layout is one rank, timed in its steps: every op computes.
-  EXPECT_NE(first.out.find("[1/1] rank 0 (dp=0 mp=0 pp=0): 1 + 3 steps ..."), std::string::npos)
+  EXPECT_NE(first.out.find("timing rank 0 (dp=0 mp=0 pp=0) in steps, in turns: 1 + 3 steps\n"
+                                  "[step 1/4] ...\n"), std::string::npos)
       << first.out;
   EXPECT_NE(first.out.find(" alone, 0 skipped)"), std::string::npos) << first.out;
 
@@ -199,6 +202,43 @@ TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
     ASSERT_EQ(two.count(signature), 1u) << signature;
     EXPECT_EQ(two.at(signature), 6) << signature;
   }
+}
+
+// Every profiler's statistic: the middle value, or the mean of the two
+// middle ones, whatever order the samples came in.
+TEST(Profile, MedianOfTimings) {
+  EXPECT_EQ(Median({3.0}), 3.0);
+  EXPECT_EQ(Median({5.0, 1.0, 4.0}), 4.0);
+  EXPECT_EQ(Median({9.0, 1.0, 2.0, 4.0}), 3.0);
+  EXPECT_EQ(Median({2.0, 2.0, 7.0, 1.0, 2.0, 8.0}), 2.0);
+}
+
+// A pipeline's stages are timed in turns, a step of each, so that every
+// stage's ops are sampled over the whole profile: the progress runs over
+// the steps once, not once per stage, and each stage's ops have a sample
+// per step (two where both stages run it).
+TEST(Profile, InStepTimesThePipelineStagesInTurns) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 2;
+  const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(1, 1, 2, 2, "1F1B")).value();
+  ASSERT_EQ(InStepTimedRanks(plan), (std::vector<int>{0, 1}));
+  StepProfileOptions o;
+  o.warmup_steps = 1;
+  o.steps = 2;
+  o.side_by_side = 1;
+  std::vector<std::pair<int, int>> progress;
+  const std::vector<OpTiming> timings =
+      ProfileInStep(c, plan, o, [&](int step, int total) { progress.emplace_back(step, total); })
+          .value();
+  EXPECT_EQ(progress, (std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}}));
+  std::map<std::string, int> samples_of_type;
+  for (const OpTiming& t : timings) {
+    EXPECT_TRUE(t.samples == 2 || t.samples == 4) << t.samples << " samples of " << t.signature;
+    samples_of_type[t.type] = t.samples;
+  }
+  EXPECT_EQ(samples_of_type["lookup_table"], 2);                // the first stage's
+  EXPECT_EQ(samples_of_type["softmax_with_cross_entropy"], 2);  // the last stage's
+  EXPECT_EQ(samples_of_type["matmul"], 4);                      // both stages'
 }
 
 TEST(Profile, ErrorsNameTheCulprit) {
