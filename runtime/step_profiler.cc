@@ -108,9 +108,10 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
                                                                     : plan.layout.world_size(),
                                           cores));
   // Every timed rank's trainers first, then the steps in turns over the
-  // ranks: this host's speed moves by tens of % over seconds, and ranks
-  // timed one after the other would price each stage's ops at a phase of
-  // its own; in turns, every op's samples span the whole profile.
+  // ranks: a VM's core can change speed by tens of % for seconds at a time
+  // (docs/simulator_accuracy.md), and ranks timed one after the other
+  // would price each stage's ops at a phase of its own; in turns, every
+  // op's samples span the whole profile.
   struct TimedRank {
     std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
     const RankGraph* graph = nullptr;

@@ -41,8 +41,9 @@ std::vector<int> InStepTimedRanks(const Plan& plan);
 // rank of `config`'s model): per timed step, the mean over the op's runs in
 // that step, and the median over the steps (OpTiming::samples steps of
 // runs_per_sample runs, the runs of one step). Ranks that share a program
-// set are timed once, their steps in turns. Pure communication is not timed (it has no compute);
-// the vocabulary-parallel cross entropy is, without its reductions.
+// set are timed once; the timed ranks take their steps in turns, all alive
+// at once. Pure communication is not timed (it has no compute); the
+// vocabulary-parallel cross entropy is, without its reductions.
 StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
                                               const StepProfileOptions& options,
                                               const StepProgressFn& progress = nullptr);
