@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "framework/shape_inference.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
+#include "unittests/schedule_test_util.h"
 
 namespace loom {
 
@@ -242,21 +242,8 @@ inline Block& ProgramOf(Plan& plan, int rank, JobType type) {
   return MutableProgramSet(plan.ranks[rank]).programs.at({type, 0}).global_block();
 }
 
-// Jobs from text: "F0 B0 F1 B1 O".
-inline std::vector<Job> Jobs(const std::string& text) {
-  std::vector<Job> jobs;
-  std::istringstream in(text);
-  std::string w;
-  while (in >> w) {
-    Job j;
-    j.type = w[0] == 'F'   ? JobType::kForward
-             : w[0] == 'B' ? JobType::kBackward
-                           : JobType::kOptimizer;
-    if (j.type != JobType::kOptimizer) j.micro_batch = std::stoi(w.substr(1));
-    jobs.push_back(j);
-  }
-  return jobs;
-}
+// Jobs from text: "F0 B0 F1 B1 O" (the schedule tests' parser).
+inline std::vector<Job> Jobs(const std::string& text) { return schedule_test::Parse(text); }
 
 // Position of the first op of `type` in `block`.
 inline int FirstOpIndex(const Block& block, const std::string& type) {
