@@ -51,42 +51,6 @@ int64_t StreamStartNs(const std::vector<int>& prev, const std::vector<const Trac
   return std::min(start, by_id[prev[ins.id]]->end_ns);
 }
 
-struct Samples {
-  OpTiming timing;
-  std::vector<double> step_means;
-  int runs_per_step = 0;
-};
-
-// One step's events of `graph` into `by_signature`: per signature the mean
-// of its runs in the step, each timed on its stream, dispatch included.
-void AddStepSamples(const RankGraph& graph, const std::vector<int>& prev,
-                    const std::vector<TraceEvent>& events,
-                    std::map<std::string, Samples>& by_signature) {
-  const std::vector<const TraceEvent*> by_id = ById(graph, events);
-  std::map<std::string, std::pair<double, int>> step_sum;
-  for (const TraceEvent& e : events) {
-    if (e.instruction < 0) continue;
-    const Instruction& ins = graph.instructions()[e.instruction];
-    if (!Computes(ins)) continue;
-    const std::string& signature = graph.body->signatures[ins.signature];
-    auto& [seconds, runs] = step_sum[signature];
-    seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
-    ++runs;
-    Samples& s = by_signature[signature];
-    if (s.timing.signature.empty()) {
-      s.timing.type = ins.op_type;
-      s.timing.signature = signature;
-      s.timing.work.flops = ins.flops;
-      s.timing.work.bytes = ins.bytes;
-    }
-  }
-  for (const auto& [signature, sum] : step_sum) {
-    Samples& s = by_signature[signature];
-    s.step_means.push_back(sum.first / sum.second);
-    s.runs_per_step = sum.second;
-  }
-}
-
 }  // namespace
 
 std::vector<int> InStepTimedRanks(const Plan& plan) {
@@ -98,36 +62,33 @@ std::vector<int> InStepTimedRanks(const Plan& plan) {
   return ranks;
 }
 
-StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
-                                              const StepProfileOptions& options,
-                                              const StepProgressFn& progress) {
+StatusOr<std::unique_ptr<InStepProfiler>> InStepProfiler::Create(
+    const GptConfig& config, const Plan& plan, const StepProfileOptions& options) {
   if (options.steps < 1) return InvalidArgument("in-step profiling needs at least 1 timed step");
-  const std::vector<int> ranks = InStepTimedRanks(plan);
+  if (options.warmup_steps < 0) return InvalidArgument("in-step warm-up steps must not be negative");
+  std::unique_ptr<InStepProfiler> p(new InStepProfiler);
+  p->options_ = options;
+  p->ranks_ = InStepTimedRanks(plan);
   const int cores = static_cast<int>(CoresOfThisProcess().size());
-  const int copies = std::max(1, std::min(options.side_by_side > 0 ? options.side_by_side
-                                                                    : plan.layout.world_size(),
-                                          cores));
+  p->copies_ = std::max(1, std::min(options.side_by_side > 0 ? options.side_by_side
+                                                              : plan.layout.world_size(),
+                                    cores));
   // Every timed rank's trainers first, then the steps in turns over the
   // ranks: a VM's core can change speed by tens of % for seconds at a time
   // (docs/simulator_accuracy.md), and ranks timed one after the other
   // would price each stage's ops at a phase of its own; in turns, every
   // op's samples span the whole profile.
-  struct TimedRank {
-    std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
-    const RankGraph* graph = nullptr;
-    std::vector<int> prev;
-  };
-  std::vector<TimedRank> timed(ranks.size());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const int rank = ranks[i];
-    TimedRank& t = timed[i];
-    t.copies.resize(copies);
-    for (int c = 0; c < copies; ++c) {
+  p->timed_.resize(p->ranks_.size());
+  for (size_t i = 0; i < p->ranks_.size(); ++i) {
+    const int rank = p->ranks_[i];
+    TimedRank& t = p->timed_[i];
+    t.copies.resize(p->copies_);
+    for (int c = 0; c < p->copies_; ++c) {
       ParallelTrainer::Options o;
       o.local_ranks = {rank};
       o.local_communication = true;
       o.trace = true;
-      o.pin_cores = copies > 1;
+      o.pin_cores = p->copies_ > 1;
       o.pin_offset = c - rank;
       LOOM_ASSIGN_OR_RETURN(t.copies[c], ParallelTrainer::CreateFromPlan(
                                              config, plan,
@@ -139,34 +100,83 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
     if (t.graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
     t.prev = PreviousOnStream(*t.graph);
   }
-  std::map<std::string, Samples> by_signature;
+  return p;
+}
+
+InStepProfiler::~InStepProfiler() = default;
+
+// One step's events of `t` into the samples: per signature the mean
+// of its runs in the step, each timed on its stream, dispatch included.
+void InStepProfiler::AddStepSamples(const TimedRank& t, const std::vector<TraceEvent>& events) {
+  const RankGraph& graph = *t.graph;
+  const std::vector<int>& prev = t.prev;
+  const std::vector<const TraceEvent*> by_id = ById(graph, events);
+  std::map<std::string, std::pair<double, int>> step_sum;
+  for (const TraceEvent& e : events) {
+    if (e.instruction < 0) continue;
+    const Instruction& ins = graph.instructions()[e.instruction];
+    if (!Computes(ins)) continue;
+    const std::string& signature = graph.body->signatures[ins.signature];
+    auto& [seconds, runs] = step_sum[signature];
+    seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
+    ++runs;
+    Samples& s = by_signature_[signature];
+    if (s.timing.signature.empty()) {
+      s.timing.type = ins.op_type;
+      s.timing.signature = signature;
+      s.timing.work.flops = ins.flops;
+      s.timing.work.bytes = ins.bytes;
+    }
+  }
+  for (const auto& [signature, sum] : step_sum) {
+    Samples& s = by_signature_[signature];
+    s.step_means.push_back(sum.first / sum.second);
+    s.runs_per_step = sum.second;
+  }
+}
+
+Status InStepProfiler::Step(int step) {
+  for (TimedRank& t : timed_) {
+    // The copies step together, so that each op runs beside the others'.
+    std::vector<Status> status(copies_);
+    std::vector<std::thread> threads;
+    for (int c = 0; c < copies_; ++c) {
+      threads.emplace_back([&, c] { status[c] = t.copies[c]->Step(step).status(); });
+    }
+    for (std::thread& th : threads) th.join();
+    for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
+    for (int c = 0; c < copies_; ++c) {
+      std::vector<TraceEvent> events = t.copies[c]->TakeTrace();
+      if (step < options_.warmup_steps) continue;
+      AddStepSamples(t, events);
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<OpTiming> InStepProfiler::Timings() const {
+  std::vector<OpTiming> out;
+  for (const auto& [signature, s] : by_signature_) {
+    OpTiming timing = s.timing;
+    timing.median_seconds = Median(s.step_means);
+    timing.samples = static_cast<int>(s.step_means.size());
+    timing.runs_per_sample = s.runs_per_step;
+    out.push_back(std::move(timing));
+  }
+  return out;
+}
+
+StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                              const StepProfileOptions& options,
+                                              const StepProgressFn& progress) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InStepProfiler> profiler,
+                        InStepProfiler::Create(config, plan, options));
   const int total_steps = options.warmup_steps + options.steps;
   for (int step = 0; step < total_steps; ++step) {
     if (progress) progress(step, total_steps);
-    for (TimedRank& t : timed) {
-      // The copies step together, so that each op runs beside the others'.
-      std::vector<Status> status(copies);
-      std::vector<std::thread> threads;
-      for (int c = 0; c < copies; ++c) {
-        threads.emplace_back([&, c] { status[c] = t.copies[c]->Step(step).status(); });
-      }
-      for (std::thread& th : threads) th.join();
-      for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
-      for (int c = 0; c < copies; ++c) {
-        std::vector<TraceEvent> events = t.copies[c]->TakeTrace();
-        if (step < options.warmup_steps) continue;
-        AddStepSamples(*t.graph, t.prev, events, by_signature);
-      }
-    }
+    LOOM_RETURN_IF_ERROR(profiler->Step(step));
   }
-  std::vector<OpTiming> out;
-  for (auto& [signature, s] : by_signature) {
-    s.timing.median_seconds = Median(s.step_means);
-    s.timing.samples = static_cast<int>(s.step_means.size());
-    s.timing.runs_per_sample = s.runs_per_step;
-    out.push_back(std::move(s.timing));
-  }
-  return out;
+  return profiler->Timings();
 }
 
 }  // namespace loom

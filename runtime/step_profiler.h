@@ -12,6 +12,8 @@
 #define LOOM_RUNTIME_STEP_PROFILER_H_
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,10 @@
 #include "scheduler/plan.h"
 
 namespace loom {
+
+class ParallelTrainer;
+struct RankGraph;
+struct TraceEvent;
 
 struct StepProfileOptions {
   int warmup_steps = 2;  // untimed: allocations, caches, OpenBLAS buffers
@@ -37,13 +43,54 @@ using StepProgressFn = std::function<void(int step, int total_steps)>;
 // same ops), in rank order.
 std::vector<int> InStepTimedRanks(const Plan& plan);
 
-// Every signature that computes in the steps of `plan` (a plan of every
-// rank of `config`'s model): per timed step, the mean over the op's runs in
-// that step, and the median over the steps (OpTiming::samples steps of
-// runs_per_sample runs, the runs of one step). Ranks that share a program
-// set are timed once; the timed ranks take their steps in turns, all alive
-// at once. Pure communication is not timed (it has no compute); the
-// vocabulary-parallel cross entropy is, without its reductions.
+// Times the steps of `plan` (a plan of every rank of `config`'s model) op
+// by op. Ranks that share a program set are timed once; the timed ranks
+// take their steps in turns, all alive at once. Pure communication is not
+// timed (it has no compute); the vocabulary-parallel cross entropy is,
+// without its reductions. Its steps can be taken between a run's own
+// (loom run --interleaved_profile), so that the timings and the run share
+// the host's seconds.
+class InStepProfiler {
+ public:
+  static StatusOr<std::unique_ptr<InStepProfiler>> Create(const GptConfig& config,
+                                                          const Plan& plan,
+                                                          const StepProfileOptions& options);
+  ~InStepProfiler();
+
+  // One step of every timed rank, in turns: the `step`th (from 0) of the
+  // profile. Steps before options.warmup_steps are not sampled.
+  Status Step(int step);
+
+  // Every signature that computed in the sampled steps: per step, the mean
+  // over the op's runs in that step, and the median over the steps
+  // (OpTiming::samples steps of runs_per_sample runs, the runs of one
+  // step).
+  std::vector<OpTiming> Timings() const;
+
+  const std::vector<int>& timed_ranks() const { return ranks_; }
+
+ private:
+  struct TimedRank {
+    std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
+    const RankGraph* graph = nullptr;
+    std::vector<int> prev;  // the instruction before each on its stream, or -1
+  };
+  struct Samples {
+    OpTiming timing;
+    std::vector<double> step_means;
+    int runs_per_step = 0;
+  };
+  InStepProfiler() = default;
+  void AddStepSamples(const TimedRank& t, const std::vector<TraceEvent>& events);
+
+  StepProfileOptions options_;
+  std::vector<int> ranks_;
+  int copies_ = 1;
+  std::vector<TimedRank> timed_;
+  std::map<std::string, Samples> by_signature_;
+};
+
+// An InStepProfiler's warm-up and timed steps, one after the other.
 StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
                                               const StepProfileOptions& options,
                                               const StepProgressFn& progress = nullptr);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # How close `loom simulate` comes to measured step times on this host.
 #
-# For every run of the list below, 3-5 times: profile the layout's ops into
-# a fresh cost table, simulate it with that table (`loom simulate --json`),
-# and train it for real (`loom run`, median step time after the warm-up
-# steps); write one row per layout and network, the median run against the
-# median simulation, into docs/simulator_accuracy.md with the mean and the
-# largest |error| per network, the commands, the host and its load.
+# For every run of the list below, 3-5 times: train the layout for real
+# (`loom run`, median step time after the warm-up steps) with its ops
+# profiled between the run's steps into a fresh cost table
+# (--interleaved_profile), and simulate it with that table (`loom simulate
+# --json`); write one row per layout and network, the median of the runs'
+# errors, into docs/simulator_accuracy.md with the mean and the largest
+# |error| per network, the commands, the host and its load.
 #
 # Loopback runs are in-process `loom run` with the cluster `local`;
 # emulated runs are `loom launch --nproc N --net_rate RATE -- loom run`
@@ -16,7 +17,7 @@
 # processes keep fewer than --quiet_cores cores busy, and it reports how
 # busy they kept the host during each row's runs.
 #
-#   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--samples S] [--warmup W]
+#   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
 #       [--repeats R] [--max_repeats R2] [--networks loopback,emulated] [--net_rate 1gbit]
 #       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX] [--keep DIR]
 #       [--quiet_cores C] [--quiet_wait S]
@@ -27,11 +28,10 @@ cd "$(dirname "$0")/.."
 
 OUT=docs/simulator_accuracy.md
 STEPS=""          # steps per run (empty: the model's, below); the first WARMUP are not counted
-SAMPLES=""        # loom profile's timed steps per rank (empty: the model's, below)
-WARMUP=2
-REPEATS=3         # runs of each layout; the median of their medians counts
-MAX_REPEATS=5     # ... more, up to this many, while the runs are SPREAD_LIMIT apart
-SPREAD_LIMIT=10   # % of the median
+WARMUP=2          # ... nor the profile's first WARMUP steps
+REPEATS=3         # runs of each layout; the median of their errors counts
+MAX_REPEATS=5     # ... more, up to this many, while the errors are SPREAD_LIMIT apart
+SPREAD_LIMIT=5    # points of error
 NOISE_SECONDS=20  # the host's own noise (one core's sgemm) is timed this long
 NETWORKS=loopback,emulated
 NET_RATE=1gbit
@@ -49,7 +49,6 @@ while (($#)); do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
-    --samples) SAMPLES=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
     --repeats) REPEATS=$2; shift 2 ;;
     --max_repeats) MAX_REPEATS=$2; shift 2 ;;
@@ -79,14 +78,14 @@ LOOM=$(realpath "$LOOM")
 # (118 MB) cross the emulated link in about a second a step.
 TINY="--preset gpt-tiny --layers 4 --batch_size 64 --seq_len 64"
 SMALL="--preset gpt-small --layers 4 --vocab_size 512 --batch_size 8 --seq_len 32"
-# Each run and each profile lasts several seconds: one core's speed here
-# moves between two rates 1.8x apart every second or two, and a snapshot
-# of one or two seconds catches one phase. With 12 steps and 7 profiled
-# steps (gpt-tiny pp=2 1F1B, about 2 s each), four profiles simulated
-# 163-190 ms and four runs measured 157-181 ms; with 36 steps and 21,
-# 181-199 and 177-189, one after the other. Steps | profiled steps:
-TINY_STEPS="40|21"
-SMALL_STEPS="12|9"
+# One core's speed here moves between two rates 1.8x apart every second
+# or two. A profile taken before its run, even of several seconds, caught
+# other phases than the run: a row's errors, run by run, spread by up to
+# 40 points (gpt-tiny mp=2 pp=2 1F1B: +19.8, +5.2, +20.5). Profiled
+# between the run's steps, the run and its table share the host's seconds
+# (the same row: +15.6, +15.3, +15.4). Steps a run:
+TINY_STEPS=40
+SMALL_STEPS=16
 LAYOUTS=(
   "--dp 2"
   "--mp 2"
@@ -171,6 +170,9 @@ spread_of() {
     printf "%.1f", 100 * (v[NR] - v[1]) / m }'
 }
 
+# How far apart the numbers on stdin are: the largest less the smallest.
+points_apart() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.1f", hi - lo }'; }
+
 # The host's own noise: how far one core's sgemm rate moves over
 # NOISE_SECONDS (loom profile --calibrate_device), a line.
 host_noise() {
@@ -236,10 +238,9 @@ for network in ${NETWORKS//,/ }; do
     continue
   fi
   for run in "${RUNS[@]}"; do
-    IFS='|' read -r nets model layout steps samples <<< "$run"
+    IFS='|' read -r nets model layout steps <<< "$run"
     [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$nets|$model|$layout" && continue
     steps=${STEPS:-$steps}
-    samples=${SAMPLES:-$samples}
     [[ ",$nets," == *",$network,"* ]] || continue
     if [ "$network" = loopback ]; then
       cluster=$LOCAL_CLUSTER
@@ -252,60 +253,58 @@ for network in ${NETWORKS//,/ }; do
     plan=$WORK/row.plan
     "$LOOM" plan $model $layout --cluster "$cluster" -o "$plan" > "$WORK/plan.log" 2>&1 ||
       { cat "$WORK/plan.log" >&2; exit 1; }
+    profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
     if [ "$network" = loopback ]; then
-      runcmd="$LOOM run --plan $plan --steps $steps"
+      runcmd="$LOOM run --plan $plan --steps $steps $profiled"
     else
-      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps"
+      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
     fi
     medians=()
     sims=()
+    errors=()
     others=()
-    # Each run follows a profile of its own, and the row compares the
-    # median run with the median simulation: on a host whose speed moves by
-    # tens of % over seconds (the noise lines below), one profile of a few
-    # seconds prices every op of a row at one phase. More runs where the
-    # first ones disagree.
+    # Each run profiles the plan's ops between its steps, and its error is
+    # its simulation against itself: the two share the host's seconds.
+    # More runs where the first ones' errors disagree.
     for ((r = 0; r < MAX_REPEATS; ++r)); do
-      if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${medians[@]}" | spread_of)" \
+      if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${errors[@]}" | points_apart)" \
           -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
         break
       fi
-      rm -f "$TABLE"
-      wait_quiet
-      "$LOOM" profile --plan "$plan" --profile_samples "$samples" --cost_table "$TABLE" \
-        > "$WORK/profile.log" 2>&1 ||
-        { cat "$WORK/profile.log" >&2; exit 1; }
-      ((r == 0)) && grep '^profiled' "$WORK/profile.log" >&2
-      if [ -n "$KEEP" ]; then
-        ((++KEPT))
-        cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
-        echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
-      fi
-      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$TABLE" --json |
-                sim_seconds)")
       # A run during which other processes took a core is measured again
       # (up to RETRIES times; the last one counts).
       for ((try = 0; try <= RETRIES; ++try)); do
+        rm -f "$TABLE"
         wait_quiet
         timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
           { cat "$WORK/run.err" >&2; exit 1; }
         awk -v o="$OTHERS" -v q="$BUSY_RUN" 'BEGIN { exit !(o <= q) }' && break
         echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
       done
+      ((r == 0)) && grep '^profiled' "$WORK/run.log" >&2
+      if [ -n "$KEEP" ]; then
+        ((++KEPT))
+        cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+        echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
+      fi
       medians+=("$(step_median < "$WORK/run.log")")
+      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$TABLE" --json |
+                sim_seconds)")
+      errors+=("$(awk -v m="${medians[-1]}" -v s="${sims[-1]}" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }')")
       others+=("$OTHERS")
     done
     measured=$(printf '%s\n' "${medians[@]}" | median)
     spread=$(printf '%s\n' "${medians[@]}" | spread_of)
     busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
     simulated=$(printf '%s\n' "${sims[@]}" | median)
-    row=$(awk -v m="$measured" -v s="$simulated" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, 100 * (s * 1e3 - m) / m }')
+    error=$(printf '%s\n' "${errors[@]}" | median)
+    row=$(awk -v m="$measured" -v s="$simulated" -v e="$error" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, e }')
     name=$(awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$model")
-    sim_spread=$(printf '%s\n' "${sims[@]}" | spread_of)
-    echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$sim_spread" |
+    error_spread=$(printf '%s\n' "${errors[@]}" | points_apart)
+    echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$error_spread" |
       tee -a "$ROWS" >&2
-    # Each pair, in the order measured: the row's noise, for the log.
-    echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}" >&2
+    # Each run, in the order measured, for the log.
+    echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}; errors %: ${errors[*]}" >&2
   done
 done
 wait_quiet
@@ -322,19 +321,21 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
   echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
-  echo "of steps $WARMUP to the last (${STEPS:-${TINY_STEPS%|*} for gpt-tiny, ${SMALL_STEPS%|*} for gpt-small} steps a run), the median over $REPEATS runs (up to $MAX_REPEATS where the"
-  echo "first $REPEATS were more than $SPREAD_LIMIT% apart); simulated: the median over those"
+  echo "of steps $WARMUP to the last (${STEPS:-$TINY_STEPS for gpt-tiny, $SMALL_STEPS for gpt-small} steps a run), the median over $REPEATS runs (up to $MAX_REPEATS where the"
+  echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart); simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
-  echo "table profiled on this host by \`loom profile\` of the layout just before"
-  echo "each run; all three on one plan, saved by \`loom plan\` with the row's cluster."
-  echo "Error = (simulated - measured) / measured; runs' spread ="
-  echo "(slowest - fastest run's median) / measured, the noise a row's error sits"
-  echo "in; profiles' spread, the same over the simulations of the row's profiles."
+  echo "table profiled on this host between the run's steps (\`loom run"
+  echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed);"
+  echo "all on one plan, saved by \`loom plan\` with the row's cluster."
+  echo "Error: the median over the runs of (simulated - measured) / measured, each"
+  echo "run against the simulation of its own table; runs' spread ="
+  echo "(slowest - fastest run's median) / measured, the host's noise; errors'"
+  echo "spread, the largest less the smallest of the runs' errors, in points."
   echo
-  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | runs | runs' spread % | others' load | profiles' spread % |"
+  echo "| model | model flags | layout | network | measured ms | simulated ms | error % | runs | runs' spread % | others' load | errors' spread |"
   echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-  while IFS='|' read -r name model layout network measured simulated error runs spread busy sim_spread; do
-    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $runs | $spread | $busy | $sim_spread |"
+  while IFS='|' read -r name model layout network measured simulated error runs spread busy error_spread; do
+    echo "| $name | \`$model\` | \`$layout\` | $network | $measured | $simulated | $error | $runs | $spread | $busy | $error_spread |"
   done < "$ROWS"
   echo
   echo "| network | runs | mean \\|error\\| % | max \\|error\\| % | mean runs' spread % | max runs' spread % |"
@@ -372,12 +373,11 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_core_wait_calls 200 --comm_idle_ms 4,12 --interference_seconds 3 --cluster_out EMULATED"
   echo "loom launch --nproc 4 --net_rate $NET_RATE -- loom profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED  # its shared-core costs"
   echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
-  echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for all three below"
-  echo "# then $REPEATS-$MAX_REPEATS times:"
-  echo "loom profile --plan PLAN --profile_samples S --cost_table TABLE  # a fresh table; S: ${SAMPLES:-${TINY_STEPS#*|} for gpt-tiny, ${SMALL_STEPS#*|} for gpt-small}"
+  echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
+  echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
+  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # loopback"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # emulated"
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
-  echo "loom run --plan PLAN --steps K                          # loopback; K as above"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K  # emulated"
   echo '```'
   echo
   echo "$END_MARK"

@@ -459,6 +459,30 @@ Status ParseBetween(const std::string& name, const std::string& flag, double* mi
   return Status::OK();
 }
 
+proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
+                             const char* context) {
+  proto::CostEntry e;
+  e.set_signature(timing.signature);
+  e.set_op_type(timing.type);
+  e.set_flops(timing.work.flops);
+  e.set_bytes(timing.work.bytes);
+  e.set_median_seconds(timing.median_seconds);
+  e.set_samples(timing.samples);
+  e.set_runs_per_sample(timing.runs_per_sample);
+  e.set_device(device);
+  e.set_context(context);
+  return e;
+}
+
+StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
+                                       const std::vector<proto::CostEntry>& entries,
+                                       CostTable::MergeCounts* counts) {
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
+  *counts = table.Merge(entries);
+  LOOM_RETURN_IF_ERROR(table.Save(path));
+  return table;
+}
+
 std::string Today() {
   char buf[16];
   const std::time_t now = std::time(nullptr);

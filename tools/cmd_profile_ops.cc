@@ -113,20 +113,6 @@ StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
   return t;
 }
 
-proto::CostEntry EntryOf(const OpTiming& t, const std::string& device, const char* context) {
-  proto::CostEntry e;
-  e.set_signature(t.signature);
-  e.set_op_type(t.type);
-  e.set_flops(t.work.flops);
-  e.set_bytes(t.work.bytes);
-  e.set_median_seconds(t.median_seconds);
-  e.set_samples(t.samples);
-  e.set_runs_per_sample(t.runs_per_sample);
-  e.set_device(device);
-  e.set_context(context);
-  return e;
-}
-
 }  // namespace
 
 Status ProfileOps() {
@@ -177,7 +163,7 @@ Status ProfileOps() {
         }));
     for (const OpTiming& t : in_step) {
       timed.insert(t.signature);
-      entries.push_back(EntryOf(t, device, "step"));
+      entries.push_back(CostEntryOf(t, device, "step"));
     }
   }
   // Whatever no step timed, one op at a time (pure communication is
@@ -202,12 +188,10 @@ Status ProfileOps() {
   for (const SkippedOp& s : profile.skipped) {
     std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
   }
-  for (const OpTiming& t : profile.timed) entries.push_back(EntryOf(t, device, "alone"));
+  for (const OpTiming& t : profile.timed) entries.push_back(CostEntryOf(t, device, "alone"));
 
-  // Re-read: another profile may have written the file meanwhile.
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(path));
-  const CostTable::MergeCounts counts = table.Merge(entries);
-  LOOM_RETURN_IF_ERROR(table.Save(path));
+  CostTable::MergeCounts counts;
+  LOOM_ASSIGN_OR_RETURN(CostTable table, MergeIntoCostTable(path, entries, &counts));
   std::printf("profiled %zu signatures of %s on '%s' (OpenBLAS's %s kernels) in %.1f s (%zu in "
               "steps, %zu alone, %zu skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
               entries.size(), target->what.c_str(), device.c_str(), LoadedBlasKernels().c_str(),

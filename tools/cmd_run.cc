@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "cost_model/cluster.h"
 #include "framework/serialization.h"
 #include "framework/verifier.h"
 #include "runtime/gpt_plan.h"
@@ -16,7 +17,9 @@
 #include "tools/command.h"
 #include "framework/file_util.h"
 #include "tools/common_flags.h"
+#include "tools/interleaved_profile.h"
 #include "tools/launch_env.h"
+#include "tools/profile_util.h"
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
@@ -26,6 +29,15 @@ DEFINE_bool(stream_priorities, false,
             "communication streams outrank calc on the CPU (calc threads at nice 5) when every "
             "rank of the host can have a core; not given: on for plans that run communication "
             "under compute (1F1B-overlap, op-split), off for the others");
+
+DEFINE_bool(interleaved_profile, false,
+            "after each step, time the plan's ops in one step of each rank as `loom profile "
+            "--plan` does (the ranks in turns, communication local), and merge their medians "
+            "over the steps after --profile_warmup into --cost_table: the run's step times and "
+            "the table then come from the same seconds of the host, whose speed may move by "
+            "tens of % within seconds (scripts/simulator_accuracy.sh); CPU runs only. Under "
+            "loom launch the process of rank 0 profiles while the others wait");
+DECLARE_int32(profile_warmup);  // cmd_profile_ops.cc
 
 DEFINE_bool(pin_cores, true,
             "on the CPU, keep each rank's threads to one core (rank r to the (r mod n)th of the "
@@ -125,6 +137,28 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options 
   return ParallelTrainer::CreateFromPlan(*config, std::move(plan), FLAGS_plan, options);
 }
 
+// --interleaved_profile's profile; null when the flag is not given.
+StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
+    const ParallelTrainer& trainer, const std::optional<LaunchEnv>& launched) {
+  if (!FLAGS_interleaved_profile) return std::unique_ptr<InterleavedProfile>();
+  if (FLAGS_device != "cpu") return InvalidArgument("--interleaved_profile times CPU runs only");
+  if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
+  if (FLAGS_steps <= FLAGS_profile_warmup) {
+    return InvalidArgument("--interleaved_profile needs more --steps (", FLAGS_steps,
+                           ") than --profile_warmup (", FLAGS_profile_warmup, ")");
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  InterleavedProfileOptions o;
+  o.cost_table = CostTablePathFromFlags();
+  o.device = TableDevice(cluster);
+  o.warmup_steps = FLAGS_profile_warmup;
+  o.steps = FLAGS_steps - FLAGS_profile_warmup;
+  o.launch = launched;
+  o.timeout = std::chrono::seconds(FLAGS_comm_timeout);
+  return InterleavedProfile::Create(trainer, o);
+}
+
 }  // namespace
 
 Status RunRun(const std::vector<std::string>& args) {
@@ -151,17 +185,23 @@ Status RunRun(const std::vector<std::string>& args) {
   // the run.
   if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,
+                        InterleavedProfileFromFlags(*trainer, launched));
   // Only the process holding the loss prints it, so a launch prints each
   // step once, as the in-process run does.
+  Status profile_status;
   auto on_step = [&](const StepReport& r) {
     if (!std::isnan(r.loss)) PrintStep(r);
     if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
+    if (profile != nullptr && profile_status.ok()) profile_status = profile->Step();
   };
   LOOM_RETURN_IF_ERROR(
       RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));
+  LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));
   }
+  if (profile != nullptr) LOOM_RETURN_IF_ERROR(profile->Write());
   return Status::OK();
 }
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cost_model/cluster.pb.h"
+#include "cost_model/cost_table.h"
+#include "executor/op_profiler.h"
 #include "executor/host_profiler.h"
 #include "framework/status.h"
 #include "tools/launch_env.h"
@@ -39,6 +41,17 @@ Status CheckCpu(const proto::Cluster& cluster);
 // milliseconds into seconds, or "0" (both 0).
 Status ParseBetween(const std::string& name, const std::string& flag, double* min_seconds,
                     double* max_seconds);
+
+// A timed op as a cost table's row for `device`; `context` says where it
+// was timed ("step", "alone").
+proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
+                             const char* context);
+
+// Merges `entries` into the cost table at `path`, read just before (another
+// profile may have written it meanwhile), and saves it; the merged table.
+StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
+                                       const std::vector<proto::CostEntry>& entries,
+                                       CostTable::MergeCounts* counts);
 
 // "2026-11-23".
 std::string Today();

@@ -241,6 +241,63 @@ TEST(Profile, InStepTimesThePipelineStagesInTurns) {
   EXPECT_EQ(samples_of_type["matmul"], 4);                      // both stages'
 }
 
+// loom run --interleaved_profile times the plan's ops between the run's
+// steps: the same signatures as loom profile --plan, each sampled in every
+// step after the warm-up, in one process and under loom launch.
+TEST(Profile, InterleavedWithARunTimesWhatLoomProfileDoes) {
+  const std::string dir = TempDir("loom_profile_interleaved");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 "
+                 "--schedule 1F1B -o " + plan).code, 0);
+  Result separate = Loom("profile --plan " + plan + " --cost_table " + dir + "/separate.pbtxt" +
+                         kFast);
+  ASSERT_EQ(separate.code, 0) << separate.out;
+  auto step_entries = [](const std::string& path) {
+    std::map<std::string, int> samples;
+    const CostTable table = CostTable::Load(path).value();
+    for (const proto::CostEntry& e : table.proto().entry()) {
+      if (e.context() == "step") samples[e.signature()] = e.samples();
+    }
+    return samples;
+  };
+  const std::map<std::string, int> expected = step_entries(dir + "/separate.pbtxt");
+  ASSERT_FALSE(expected.empty());
+
+  const std::string table = dir + "/interleaved.pbtxt";
+  Result run = Loom("run --plan " + plan + " --steps 4 --profile_warmup 1 "
+                    "--interleaved_profile --cost_table " + table);
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("step 3 loss "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("signatures in steps between the run's: " +
+                         std::to_string(expected.size()) + " added, 0 replaced"),
+            std::string::npos) << run.out;
+  const std::map<std::string, int> interleaved = step_entries(table);
+  ASSERT_EQ(interleaved.size(), expected.size());
+  for (const auto& [signature, samples] : interleaved) {
+    EXPECT_TRUE(expected.count(signature)) << signature;
+    // 3 sampled steps, each a sample of every copy that ran the op.
+    EXPECT_GT(samples, 0) << signature;
+    EXPECT_EQ(samples % 3, 0) << samples << " samples of " << signature;
+  }
+  Result sim = Loom("simulate --plan " + plan + " --cost_table " + table);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
+
+  // Under loom launch the process of rank 0 profiles and writes the table.
+  const std::string launched = dir + "/launched.pbtxt";
+  Result launch = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
+                       " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " +
+                       launched);
+  ASSERT_EQ(launch.code, 0) << launch.out;
+  EXPECT_EQ(step_entries(launched).size(), expected.size()) << launch.out;
+
+  Result few = Loom("run --plan " + plan + " --steps 2 --interleaved_profile --cost_table " +
+                    table);
+  EXPECT_EQ(few.code, 1);
+  EXPECT_EQ(few.out, "loom run: --interleaved_profile needs more --steps (2) than "
+                     "--profile_warmup (2)\n");
+}
+
 TEST(Profile, ErrorsNameTheCulprit) {
   const std::string dir = TempDir("loom_profile_errors");
   Result gpu = Loom("profile --cluster a100 --cost_table " + dir + "/t.pbtxt");

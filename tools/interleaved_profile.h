@@ -1,0 +1,61 @@
+// loom run --interleaved_profile: a step of the in-step profiler
+// (runtime/step_profiler.h) after each of the run's own, its timings merged
+// into a cost table at the end. On a host whose speed moves by tens of %
+// within seconds, a profile taken before a run prices its ops at another
+// phase than the run's; taken between the run's steps, both sample the
+// same seconds. In one process the ranks' steps simply alternate with the
+// profile's; under loom launch, every process meets at a barrier after
+// its step, the process of rank 0 profiles every timed rank (as `loom
+// profile --plan` would), and the others wait for it at a second barrier.
+#ifndef LOOM_TOOLS_INTERLEAVED_PROFILE_H_
+#define LOOM_TOOLS_INTERLEAVED_PROFILE_H_
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "executor/comm/comm_world.h"
+#include "runtime/parallel_trainer.h"
+#include "runtime/step_profiler.h"
+#include "tools/launch_env.h"
+
+namespace loom {
+
+struct InterleavedProfileOptions {
+  std::string cost_table;  // merged into at the end
+  std::string device;      // the table's device (TableDevice of the cluster)
+  int warmup_steps = 2;    // profile steps not sampled
+  int steps = 1;           // sampled profile steps
+  // Under loom launch: this process's place in it, and how long it waits
+  // for the others at a barrier.
+  std::optional<LaunchEnv> launch;
+  std::chrono::milliseconds timeout{60000};
+};
+
+class InterleavedProfile {
+ public:
+  // Every process of a launch creates one (they connect here).
+  static StatusOr<std::unique_ptr<InterleavedProfile>> Create(
+      const ParallelTrainer& trainer, const InterleavedProfileOptions& options);
+
+  // After each of the run's steps.
+  Status Step();
+
+  // Merges the timings into the cost table and says so on stdout (the
+  // process of rank 0; others have nothing to write).
+  Status Write();
+
+ private:
+  InterleavedProfile() = default;
+  Status Barrier();
+
+  InterleavedProfileOptions options_;
+  std::unique_ptr<InStepProfiler> profiler_;  // null in processes that do not profile
+  std::unique_ptr<CommWorld> launch_world_;   // under loom launch
+  int steps_ = 0;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_TOOLS_INTERLEAVED_PROFILE_H_
