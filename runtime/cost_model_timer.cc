@@ -65,11 +65,13 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
   const CallRegime regime = RegimeOf(g, ins, call);
   double seconds = Price(g, ins, regime, call.link_idle);
-  // The wait for busy cores was measured on all-reduces (CoreWait); the
-  // shared cores' costs were measured beside calls, not compute.
+  // The wait for busy cores (CoreWait), measured on all-reduces, holds for
+  // transfers too: a send's bytes move only once the receiving rank's
+  // thread gets its core (gpt-tiny pp=2 on loopback: recvs took 2.5-6 ms
+  // from the send's start, priced 0.2-0.4 ms without it). The shared
+  // cores' costs were measured beside calls, not compute.
   if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
-      regime != CallRegime::kSharedCores &&
-      ins.kind == InstructionKind::kCollective && ins.comm_calls > 0) {
+      regime != CallRegime::kSharedCores && ins.comm_calls > 0) {
     const proto::CoreWait& w = cluster_.core_wait();
     seconds += w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
   }

@@ -148,6 +148,33 @@ TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   EXPECT_NEAR(price(waiting, 5e-3), awake + 2e-3, 1e-15);  // two slices at most
 }
 
+// A transfer waits for busy cores as a collective does: the receiver's
+// thread must get its core before the bytes move.
+TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
+  proto::Cluster waiting = LocalWithAwakeCosts();
+  waiting.mutable_core_wait()->set_waits(2);
+  waiting.mutable_core_wait()->set_slice_seconds(1e-3);
+  const ExecutionGraph graph = TinyMpGraph(2, 2);
+  const OpCostModel ops(waiting, CostTable());
+  auto timer = CostModelTimer::Create(graph, ops, waiting).value();
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction* send = nullptr;
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.kind == InstructionKind::kSend) {
+      send = &ins;
+      break;
+    }
+  }
+  ASSERT_NE(send, nullptr);
+  // Both start on busy cores (the awake costs); the longer compute there
+  // costs two waits of it.
+  CallStart at_once, after;
+  at_once.cores_busy_for = 0;
+  after.cores_busy_for = 0.4e-3;
+  EXPECT_NEAR(timer->CommSeconds(rank, *send, after) - timer->CommSeconds(rank, *send, at_once),
+              0.8e-3, 1e-12);
+}
+
 // Two pinned ranks on two cores each hold a core alone: their calls wake
 // idle cores. Four share them two by two, which keeps the cores awake: the
 // awake costs, whatever the cores do as the call starts.
