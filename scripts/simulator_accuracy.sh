@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How close `loom simulate` comes to measured step times on this host.
 #
-# For every run of the list below, 3-5 times: train the layout for real
+# For every run of the list below, 2-3 times: train the layout for real
 # (`loom run`, median step time after the warm-up steps) with its ops
 # profiled between the run's steps into a fresh cost table
 # (--interleaved_profile), and simulate it with that table (`loom simulate
@@ -29,8 +29,8 @@ cd "$(dirname "$0")/.."
 OUT=docs/simulator_accuracy.md
 STEPS=""          # steps per run (empty: the model's, below); the first WARMUP are not counted
 WARMUP=2          # ... nor the profile's first WARMUP steps
-REPEATS=3         # runs of each layout; the median of their errors counts
-MAX_REPEATS=5     # ... more, up to this many, while the errors are SPREAD_LIMIT apart
+REPEATS=2         # runs of each layout; the median of their errors counts
+MAX_REPEATS=3     # ... more, up to this many, while the errors are SPREAD_LIMIT apart
 SPREAD_LIMIT=5    # points of error
 NOISE_SECONDS=20  # the host's own noise (one core's sgemm) is timed this long
 NETWORKS=loopback,emulated
