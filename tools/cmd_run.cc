@@ -36,7 +36,9 @@ DEFINE_bool(interleaved_profile, false,
             "over the steps after --profile_warmup into --cost_table: the run's step times and "
             "the table then come from the same seconds of the host, whose speed may move by "
             "tens of % within seconds (scripts/simulator_accuracy.sh); CPU runs only. Under "
-            "loom launch the process of rank 0 profiles while the others wait");
+            "loom launch the process of rank 0 profiles while the others wait at a barrier, "
+            "and a step's time_ms is the whole step's, from the barrier that started it to the "
+            "one that found every process done");
 DECLARE_int32(profile_warmup);  // cmd_profile_ops.cc
 
 DEFINE_bool(pin_cores, true,
@@ -191,9 +193,10 @@ Status RunRun(const std::vector<std::string>& args) {
   // step once, as the in-process run does.
   Status profile_status;
   auto on_step = [&](const StepReport& r) {
-    if (!std::isnan(r.loss)) PrintStep(r);
+    StepReport shown = r;
+    if (profile != nullptr && profile_status.ok()) profile_status = profile->Step(&shown.ms);
+    if (!std::isnan(r.loss)) PrintStep(shown);
     if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
-    if (profile != nullptr && profile_status.ok()) profile_status = profile->Step();
   };
   LOOM_RETURN_IF_ERROR(
       RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));

@@ -25,6 +25,8 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
   if (options.launch.has_value()) {
     LOOM_ASSIGN_OR_RETURN(p->launch_world_,
                           LaunchWorld(*options.launch, "interleaved-profile", options.timeout));
+    // The first step starts together too.
+    LOOM_RETURN_IF_ERROR(p->Barrier());
   }
   return p;
 }
@@ -33,13 +35,20 @@ Status InterleavedProfile::Barrier() {
   LOOM_ASSIGN_OR_RETURN(Communicator * all, launch_world_->Get(kDpRing));
   Tensor one(TensorMeta{proto::FP32, {1}});
   one.data<float>()[0] = 1;
-  return all->AllReduce({&one}, ReduceOp::kSum).WithContext("interleaved profile's barrier");
+  LOOM_RETURN_IF_ERROR(
+      all->AllReduce({&one}, ReduceOp::kSum).WithContext("interleaved profile's barrier"));
+  step_start_ = std::chrono::steady_clock::now();
+  return Status::OK();
 }
 
-Status InterleavedProfile::Step() {
+Status InterleavedProfile::Step(double* step_ms) {
   // The run's processes stand still while rank 0's profiles: their
   // threads would otherwise take the cores the profile times.
-  if (launch_world_ != nullptr) LOOM_RETURN_IF_ERROR(Barrier());
+  if (launch_world_ != nullptr) {
+    const auto started = step_start_;
+    LOOM_RETURN_IF_ERROR(Barrier());
+    *step_ms = std::chrono::duration<double, std::milli>(step_start_ - started).count();
+  }
   if (profiler_ != nullptr) LOOM_RETURN_IF_ERROR(profiler_->Step(steps_));
   ++steps_;
   if (launch_world_ != nullptr) LOOM_RETURN_IF_ERROR(Barrier());

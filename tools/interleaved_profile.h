@@ -39,8 +39,15 @@ class InterleavedProfile {
   static StatusOr<std::unique_ptr<InterleavedProfile>> Create(
       const ParallelTrainer& trainer, const InterleavedProfileOptions& options);
 
-  // After each of the run's steps.
-  Status Step();
+  // After each of the run's steps. Under a launch it also sets
+  // `*step_ms` to the step's time over every process: from the barrier
+  // that released it to the one that found every process done. A
+  // process's own Step() time is its rank's span, and the last stage's
+  // ends before the first stage's last backward and its update do;
+  // steps that follow each other without a barrier hide that, as the
+  // next step waits for them. In one process it leaves `*step_ms` (the
+  // trainer's step spans every rank).
+  Status Step(double* step_ms);
 
   // Merges the timings into the cost table and says so on stdout (the
   // process of rank 0; others have nothing to write).
@@ -53,6 +60,7 @@ class InterleavedProfile {
   InterleavedProfileOptions options_;
   std::unique_ptr<InStepProfiler> profiler_;  // null in processes that do not profile
   std::unique_ptr<CommWorld> launch_world_;   // under loom launch
+  std::chrono::steady_clock::time_point step_start_;  // the last barrier's end
   int steps_ = 0;
 };
 
