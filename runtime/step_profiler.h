@@ -67,8 +67,6 @@ class InStepProfiler {
   // step).
   std::vector<OpTiming> Timings() const;
 
-  const std::vector<int>& timed_ranks() const { return ranks_; }
-
  private:
   struct TimedRank {
     std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
