@@ -33,14 +33,15 @@ void Burst(double burst, const std::atomic<bool>& stop) {
   }
 }
 
-// Rank `comm`'s median call beside each burst, its thread on `core`.
-StatusOr<std::vector<double>> TimeBesideBursts(Communicator& comm, int core,
-                                               const CoreWaitOptions& o) {
+// Rank `comm`'s calls beside each burst (seconds, per burst), its thread
+// on `core`.
+StatusOr<std::vector<std::vector<double>>> TimeBesideBursts(Communicator& comm, int core,
+                                                            const CoreWaitOptions& o) {
   PinThread(pthread_self(), core);
   Tensor buf = Floats(o.bytes / 4, 1.0f);
   Tensor line_up = Floats(1, 0.0f);
   for (int i = 0; i < 3; ++i) LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
-  std::vector<double> medians;
+  std::vector<std::vector<double>> times;
   for (double burst : o.bursts) {
     std::atomic<bool> stop{false};
     std::thread beside;
@@ -50,7 +51,7 @@ StatusOr<std::vector<double>> TimeBesideBursts(Communicator& comm, int core,
         Burst(burst, stop);
       });
     }
-    std::vector<double> times;
+    times.emplace_back();
     Status calls;
     for (int i = 0; i < o.calls && calls.ok(); ++i) {
       // A pause, so that the call starts at any point of a burst; then the
@@ -60,14 +61,13 @@ StatusOr<std::vector<double>> TimeBesideBursts(Communicator& comm, int core,
       if (!calls.ok()) break;
       const auto start = Clock::now();
       calls = comm.AllReduce({&buf}, ReduceOp::kAvg);
-      times.push_back(Since(start));
+      times.back().push_back(Since(start));
     }
     stop = true;
     if (beside.joinable()) beside.join();
     LOOM_RETURN_IF_ERROR(calls);
-    medians.push_back(Median(times));
   }
-  return medians;
+  return times;
 }
 
 Status CheckOptions(const CoreWaitOptions& o) {
@@ -82,14 +82,14 @@ Status CheckOptions(const CoreWaitOptions& o) {
 StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWaitMember(Communicator& comm, int core,
                                                             const CoreWaitOptions& o) {
   LOOM_RETURN_IF_ERROR(CheckOptions(o));
-  LOOM_ASSIGN_OR_RETURN(std::vector<double> medians, TimeBesideBursts(comm, core, o));
+  LOOM_ASSIGN_OR_RETURN(auto times, TimeBesideBursts(comm, core, o));
   std::vector<CoreWaitTiming> out;
   if (comm.rank() != 0) return out;
-  for (size_t i = 0; i < o.bursts.size(); ++i) out.push_back({o.bursts[i], medians[i]});
+  for (size_t i = 0; i < o.bursts.size(); ++i) out.push_back({o.bursts[i], Median(times[i])});
   return out;
 }
 
-StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) {
+StatusOr<std::unique_ptr<CoreWaitSampler>> CoreWaitSampler::Create(const CoreWaitOptions& o) {
   std::vector<int> cores = CoresOfThisProcess();
   if (o.ranks < 2 || static_cast<int>(cores.size()) < o.ranks) {
     return FailedPrecondition("the core-wait measurement needs ", std::max(2, o.ranks),
@@ -97,15 +97,39 @@ StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) 
                               cores.size(), " core(s)");
   }
   LOOM_RETURN_IF_ERROR(CheckOptions(o));
-  cores.resize(o.ranks);
-  LOOM_ASSIGN_OR_RETURN(LoopbackGroup group,
-                        ConnectLoopback(o.ranks, "core-wait", o.timeout, cores));
-  std::vector<std::vector<CoreWaitTiming>> timings(o.ranks);
-  LOOM_RETURN_IF_ERROR(RunRanks(o.ranks, [&](int r) -> Status {
-    LOOM_ASSIGN_OR_RETURN(timings[r], MeasureCoreWaitMember(*group[r], cores[r], o));
+  std::unique_ptr<CoreWaitSampler> s(new CoreWaitSampler);
+  s->options_ = o;
+  s->cores_ = std::move(cores);
+  s->cores_.resize(o.ranks);
+  LOOM_ASSIGN_OR_RETURN(s->group_, ConnectLoopback(o.ranks, "core-wait", o.timeout, s->cores_));
+  s->calls_.resize(o.bursts.size());
+  return s;
+}
+
+Status CoreWaitSampler::Sample() {
+  std::vector<std::vector<std::vector<double>>> times(options_.ranks);
+  LOOM_RETURN_IF_ERROR(RunRanks(options_.ranks, [&](int r) -> Status {
+    LOOM_ASSIGN_OR_RETURN(times[r], TimeBesideBursts(*group_[r], cores_[r], options_));
     return Status::OK();
   }));
-  return timings[0];
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    calls_[i].insert(calls_[i].end(), times[0][i].begin(), times[0][i].end());
+  }
+  return Status::OK();
+}
+
+std::vector<CoreWaitTiming> CoreWaitSampler::Timings() const {
+  std::vector<CoreWaitTiming> out;
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    out.push_back({options_.bursts[i], calls_[i].empty() ? 0.0 : Median(calls_[i])});
+  }
+  return out;
+}
+
+StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CoreWaitSampler> sampler, CoreWaitSampler::Create(o));
+  LOOM_RETURN_IF_ERROR(sampler->Sample());
+  return sampler->Timings();
 }
 
 }  // namespace loom

@@ -64,6 +64,20 @@ double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const
 double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
   const CallRegime regime = RegimeOf(g, ins, call);
+  if (regime == CallRegime::kSharedCores) {
+    // The shared cores' costs were measured with both groups calling all
+    // along; beside another rank's call that ends sooner, a call pays them
+    // for that part of its time and its costs apart for the rest. Paid
+    // whole, a call made calls beside it longer, and those made it longer
+    // in turn (gpt-tiny mp=2 pp=2: the vocabulary-parallel loss's three
+    // small calls priced 9.8 ms against 2-2.8 measured).
+    CallStart apart = call;
+    apart.beside_other_calls = false;
+    const double alone = CommSeconds(g, ins, apart);
+    const double beside = Price(g, ins, regime, call.link_idle);
+    const double part = beside > 0 ? std::min(1.0, call.other_calls_for / beside) : 1.0;
+    return alone + (beside - alone) * part;
+  }
   double seconds = Price(g, ins, regime, call.link_idle);
   // The wait for busy cores (CoreWait), measured on all-reduces, holds for
   // transfers too: a send's bytes move only once the receiving rank's

@@ -62,8 +62,10 @@ struct StreamState {
   double rate = 1;
   double since = 0;
   uint32_t version = 0;
-  // Of the communication running: its CPU share.
+  // Of the communication running: its CPU share, and when it ends at its
+  // present rate.
   double cpu_share = 0;
+  double end = 0;
 };
 
 // Cores shared by the compute of several ranks.
@@ -77,6 +79,8 @@ struct Pool {
   double copying = 0;
   std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
   std::vector<std::pair<int, int>> comms;  // (rank index, stream), communicating
+  // (rank index, stream) of every call in flight, whether repriced or not.
+  std::vector<std::pair<int, int>> calls;
 };
 
 struct RankState {

@@ -153,6 +153,8 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
     ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
     ++pool.communicating;
     pool.copying += ss.cpu_share;
+    pool.calls.emplace_back(r, ins.stream);
+    ss.end = now + seconds;
     if (pool.comm_slowdown > 1) {
       // Its end depends on the pool's compute: priced by Reprice.
       ss.remaining = seconds;
@@ -208,8 +210,9 @@ void Simulation::Reprice(int p, double now) {
     ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate);
     ss.since = now;
     ss.rate = full ? 1.0 / (1 + (pool.comm_slowdown - 1) * ss.cpu_share) : 1.0;
+    ss.end = now + ss.remaining / ss.rate;
     const int id = ranks_[r].graph->streams()[s].queue[ss.pos];
-    events_.push(Event{now + ss.remaining / ss.rate, seq_++, r, id, ++ss.version});
+    events_.push(Event{ss.end, seq_++, r, id, ++ss.version});
   }
 }
 
@@ -280,12 +283,16 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   }
   if (!pools_.empty()) {
     call.cores_busy_for = CoresBusyFor(rv, now);
-    // (No party has started yet: a pool's calls beyond the party's own
-    // are other ranks'.)
+    // (No party has started yet: a pool's calls other than the party's
+    // own are other ranks'.)
+    call.other_calls_for = 0;
     for (const auto& [pr, pid] : rv.arrived) {
       const RankState& p = ranks_[pr];
-      if (p.pool >= 0 && pools_[p.pool].communicating > p.link_calls) {
+      if (p.pool < 0) continue;
+      for (const auto& [other, os] : pools_[p.pool].calls) {
+        if (other == pr) continue;
         call.beside_other_calls = true;
+        call.other_calls_for = std::max(call.other_calls_for, ranks_[other].streams[os].end - now);
       }
     }
   }
@@ -325,9 +332,10 @@ void Simulation::Finish(const Event& e) {
     tasks.erase(std::find(tasks.begin(), tasks.end(), std::make_pair(e.rank, ins.stream)));
   }
   if (st.pool >= 0 && ins.communicates()) {
-    auto& comms = pools_[st.pool].comms;
-    auto it = std::find(comms.begin(), comms.end(), std::make_pair(e.rank, ins.stream));
-    if (it != comms.end()) comms.erase(it);
+    for (auto* list : {&pools_[st.pool].comms, &pools_[st.pool].calls}) {
+      auto it = std::find(list->begin(), list->end(), std::make_pair(e.rank, ins.stream));
+      if (it != list->end()) list->erase(it);
+    }
   }
   if (ins.communicates() && --st.link_calls == 0) st.link_idle_since = e.time;
   st.done[e.ins] = 1;

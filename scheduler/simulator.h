@@ -50,6 +50,7 @@
 #define LOOM_SCHEDULER_SIMULATOR_H_
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -73,8 +74,11 @@ struct CallStart {
   // cores are not modelled (InstructionTimer::CorePool).
   double cores_busy_for = -1;
   // Whether another rank's communication runs in a party's core pool as
-  // the call starts (InstructionTimer::CorePool; false where not modelled).
+  // the call starts (InstructionTimer::CorePool; false where not modelled),
+  // and how long the longest of those goes on at its present rate
+  // (infinite: a caller that does not say is taken to mean all along).
   bool beside_other_calls = false;
+  double other_calls_for = std::numeric_limits<double>::infinity();
 };
 
 // Prices instructions for the simulator. Implemented by the cost model;

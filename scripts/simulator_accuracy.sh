@@ -43,6 +43,7 @@ QUIET_CORES=0.1  # other processes' load under which the host counts as quiet
 QUIET_WAIT=300
 BUSY_RUN=0.2     # a run during which others used more cores is repeated
 RETRIES=3
+CORE_WAIT_CALLS=10  # per burst length, after each loopback step
 LOOM=${LOOM:-build/bin/loom}
 
 while (($#)); do
@@ -109,6 +110,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
+RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster, with its core_wait
 ROWS=$WORK/rows
 
 # Busy and total jiffies of all cores so far (/proc/stat).
@@ -255,7 +257,12 @@ for network in ${NETWORKS//,/ }; do
       { cat "$WORK/plan.log" >&2; exit 1; }
     profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
     if [ "$network" = loopback ]; then
-      runcmd="$LOOM run --plan $plan --steps $steps $profiled"
+      # In one process the run also times the wait for busy cores between
+      # its steps, and is simulated with that core_wait: measured minutes
+      # apart, its fit moved enough to move a step of 4 ranks on 2 cores
+      # by 10%.
+      runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
+        --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
     else
       runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
     fi
@@ -274,7 +281,7 @@ for network in ${NETWORKS//,/ }; do
       # A run during which other processes took a core is measured again
       # (up to RETRIES times; the last one counts).
       for ((try = 0; try <= RETRIES; ++try)); do
-        rm -f "$TABLE"
+        rm -f "$TABLE" "$RUN_CLUSTER"
         wait_quiet
         timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
           { cat "$WORK/run.err" >&2; exit 1; }
@@ -285,10 +292,13 @@ for network in ${NETWORKS//,/ }; do
       if [ -n "$KEEP" ]; then
         ((++KEPT))
         cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+        [ -f "$RUN_CLUSTER" ] && cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
         echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
       fi
       medians+=("$(step_median < "$WORK/run.log")")
-      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$TABLE" --json |
+      run_cluster=$cluster
+      [ -f "$RUN_CLUSTER" ] && run_cluster=$RUN_CLUSTER
+      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$run_cluster" --cost_table "$TABLE" --json |
                 sim_seconds)")
       errors+=("$(awk -v m="${medians[-1]}" -v s="${sims[-1]}" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }')")
       others+=("$OTHERS")
@@ -325,7 +335,9 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart); simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
   echo "table profiled on this host between the run's steps (\`loom run"
-  echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed);"
+  echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
+  echo "on loopback also $CORE_WAIT_CALLS all-reduces beside each length of compute burst, the"
+  echo "cluster's core_wait, \`--interleaved_core_wait_calls\`);"
   echo "all on one plan, saved by \`loom plan\` with the row's cluster."
   echo "Error: the median over the runs of (simulated - measured) / measured, each"
   echo "run against the simulation of its own table; runs' spread ="
@@ -375,7 +387,7 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
   echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
-  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # loopback"
+  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
   echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # emulated"
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
   echo '```'

@@ -40,6 +40,14 @@ DEFINE_bool(interleaved_profile, false,
             "and a step's time_ms is the whole step's, from the barrier that started it to the "
             "one that found every process done");
 DECLARE_int32(profile_warmup);  // cmd_profile_ops.cc
+DEFINE_int32(interleaved_core_wait_calls, 0,
+             "--interleaved_profile in one process: after each step past --profile_warmup, "
+             "also time this many all-reduces beside each length of compute burst on two "
+             "pinned ranks (as loom profile --comm_core_wait_calls does) and write --cluster "
+             "with their fit as its core_wait to --interleaved_cluster_out; 0: not timed");
+DEFINE_string(interleaved_cluster_out, "",
+              "--interleaved_core_wait_calls: the cluster file to write");
+DECLARE_int64(comm_core_wait_bytes);  // profile_core_wait.cc
 
 DEFINE_bool(pin_cores, true,
             "on the CPU, keep each rank's threads to one core (rank r to the (r mod n)th of the "
@@ -142,7 +150,20 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options 
 // --interleaved_profile's profile; null when the flag is not given.
 StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
     const ParallelTrainer& trainer, const std::optional<LaunchEnv>& launched) {
-  if (!FLAGS_interleaved_profile) return std::unique_ptr<InterleavedProfile>();
+  if (!FLAGS_interleaved_profile) {
+    for (const char* flag : {"interleaved_core_wait_calls", "interleaved_cluster_out"}) {
+      if (FlagGiven(flag)) return InvalidArgument("--", flag, " needs --interleaved_profile");
+    }
+    return std::unique_ptr<InterleavedProfile>();
+  }
+  if (FLAGS_interleaved_core_wait_calls < 0) {
+    return InvalidArgument("--interleaved_core_wait_calls must not be negative, got ",
+                           FLAGS_interleaved_core_wait_calls);
+  }
+  if ((FLAGS_interleaved_core_wait_calls > 0) != !FLAGS_interleaved_cluster_out.empty()) {
+    return InvalidArgument("--interleaved_core_wait_calls and --interleaved_cluster_out go "
+                           "together");
+  }
   if (FLAGS_device != "cpu") return InvalidArgument("--interleaved_profile times CPU runs only");
   if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
   if (FLAGS_steps <= FLAGS_profile_warmup) {
@@ -158,6 +179,10 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
   o.steps = FLAGS_steps - FLAGS_profile_warmup;
   o.launch = launched;
   o.timeout = std::chrono::seconds(FLAGS_comm_timeout);
+  o.core_wait_calls = FLAGS_interleaved_core_wait_calls;
+  o.core_wait_bytes = FLAGS_comm_core_wait_bytes;
+  o.cluster = cluster;
+  o.cluster_out = FLAGS_interleaved_cluster_out;
   return InterleavedProfile::Create(trainer, o);
 }
 

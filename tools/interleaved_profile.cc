@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <vector>
 
+#include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
+#include "framework/file_util.h"
 #include "tools/profile_util.h"
 
 namespace loom {
@@ -21,6 +23,26 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
     so.steps = options.steps;
     LOOM_ASSIGN_OR_RETURN(p->profiler_,
                           InStepProfiler::Create(trainer.config(), trainer.plan(), so));
+  }
+  if (options.core_wait_calls > 0) {
+    // A launch's processes would each need the others' cores too.
+    if (options.launch.has_value()) {
+      return InvalidArgument("core-wait calls between steps are timed in one process only, "
+                             "not under loom launch");
+    }
+    if (options.cluster_out.empty()) {
+      return InvalidArgument("core-wait calls between steps need a cluster file to write");
+    }
+    if (options.cluster.device().core_sharing() != proto::Device::PINNED) {
+      return InvalidArgument("core-wait calls between steps: the cluster's ranks do not keep to "
+                             "their cores (device.core_sharing is not PINNED)");
+    }
+    LOOM_RETURN_IF_ERROR(CheckWritable(options.cluster_out));
+    CoreWaitOptions cw;
+    cw.calls = options.core_wait_calls;
+    cw.bytes = options.core_wait_bytes;
+    cw.timeout = options.timeout;
+    LOOM_ASSIGN_OR_RETURN(p->core_wait_, CoreWaitSampler::Create(cw));
   }
   if (options.launch.has_value()) {
     LOOM_ASSIGN_OR_RETURN(p->launch_world_,
@@ -50,6 +72,9 @@ Status InterleavedProfile::Step(double* step_ms) {
     *step_ms = std::chrono::duration<double, std::milli>(step_start_ - started).count();
   }
   if (profiler_ != nullptr) LOOM_RETURN_IF_ERROR(profiler_->Step(steps_));
+  if (core_wait_ != nullptr && steps_ >= options_.warmup_steps) {
+    LOOM_RETURN_IF_ERROR(core_wait_->Sample().WithContext("core-wait calls"));
+  }
   ++steps_;
   if (launch_world_ != nullptr) LOOM_RETURN_IF_ERROR(Barrier());
   return Status::OK();
@@ -68,6 +93,24 @@ Status InterleavedProfile::Write() {
               "wrote %s (%d entries)\n",
               entries.size(), counts.added, counts.replaced, options_.cost_table.c_str(),
               table.size());
+  return core_wait_ != nullptr ? WriteCluster() : Status::OK();
+}
+
+Status InterleavedProfile::WriteCluster() {
+  const int sampled = steps_ - options_.warmup_steps;
+  proto::Cluster cluster = options_.cluster;
+  LOOM_RETURN_IF_ERROR(RecordCoreWait(
+      core_wait_->Timings(), /*ranks=*/2,
+      StrCat("allreduce of ", options_.core_wait_bytes, " B on 2 pinned ranks, medians of ",
+             options_.core_wait_calls, " calls after each of ", sampled, " steps"),
+      StrCat("loom run --interleaved_profile, ", Today(), ": allreduces of ",
+             options_.core_wait_bytes, " B beside compute bursts on 2 pinned ranks after each ",
+             "of the run's steps, medians"),
+      &cluster));
+  LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(options_.cluster_out));
+  LOOM_RETURN_IF_ERROR(SaveCluster(cluster, options_.cluster_out));
+  std::printf("wrote %s (use it with --cluster %s)\n", options_.cluster_out.c_str(),
+              options_.cluster_out.c_str());
   return Status::OK();
 }
 

@@ -7,6 +7,9 @@
 // profile's; under loom launch, every process meets at a barrier after
 // its step, the process of rank 0 profiles every timed rank (as `loom
 // profile --plan` would), and the others wait for it at a second barrier.
+// In one process it can also time calls beside compute bursts after each
+// step (executor/core_wait_profiler.h) and write the cluster with their
+// core_wait, the other cost that moves with the host's phase.
 #ifndef LOOM_TOOLS_INTERLEAVED_PROFILE_H_
 #define LOOM_TOOLS_INTERLEAVED_PROFILE_H_
 
@@ -15,7 +18,9 @@
 #include <optional>
 #include <string>
 
+#include "cost_model/cluster.pb.h"
 #include "executor/comm/comm_world.h"
+#include "executor/core_wait_profiler.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/step_profiler.h"
 #include "tools/launch_env.h"
@@ -31,6 +36,13 @@ struct InterleavedProfileOptions {
   // for the others at a barrier.
   std::optional<LaunchEnv> launch;
   std::chrono::milliseconds timeout{60000};
+  // In one process: calls timed beside each burst after each sampled step
+  // (0: none), and `cluster` written to `cluster_out` with their fit as its
+  // core_wait.
+  int core_wait_calls = 0;
+  int64_t core_wait_bytes = 16 << 10;
+  proto::Cluster cluster;
+  std::string cluster_out;
 };
 
 class InterleavedProfile {
@@ -50,15 +62,18 @@ class InterleavedProfile {
   Status Step(double* step_ms);
 
   // Merges the timings into the cost table and says so on stdout (the
-  // process of rank 0; others have nothing to write).
+  // process of rank 0; others have nothing to write); with core-wait calls,
+  // writes the cluster too.
   Status Write();
 
  private:
   InterleavedProfile() = default;
   Status Barrier();
+  Status WriteCluster();
 
   InterleavedProfileOptions options_;
   std::unique_ptr<InStepProfiler> profiler_;  // null in processes that do not profile
+  std::unique_ptr<CoreWaitSampler> core_wait_;  // null without core-wait calls
   std::unique_ptr<CommWorld> launch_world_;   // under loom launch
   std::chrono::steady_clock::time_point step_start_;  // the last barrier's end
   int steps_ = 0;

@@ -136,7 +136,9 @@ const std::vector<Command>& Commands() {
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
         "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
-        "data", "data_dtype", "text", "vocab_size", "program", "startup"},
+        "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",
+        "cost_table", "interleaved_profile", "profile_warmup", "interleaved_core_wait_calls",
+        "interleaved_cluster_out", "comm_core_wait_bytes"},
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"

@@ -76,11 +76,24 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
   }
   LOOM_RETURN_IF_ERROR(timings.status());
   if (!prints) return Status::OK();
+  return RecordCoreWait(
+      *timings, options.ranks,
+      StrCat("allreduce of ", options.bytes, " B on ", options.ranks, " pinned ranks, medians of ",
+             options.calls, " calls"),
+      StrCat("loom profile --comm, ", Today(), ": allreduces of ", options.bytes,
+             " B beside compute bursts on ", options.ranks, " pinned ranks",
+             env.has_value() ? " of a launch" : "", ", medians"),
+      cluster);
+}
+
+Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
+                      const std::string& heading, const std::string& source,
+                      proto::Cluster* cluster) {
   // Idle cores are priced by the link (a call on them wakes a halted core,
   // in the step regime the link was fitted in): shown, not fitted.
   std::vector<CoreWaitSample> samples;
   double idle = -1;
-  for (const CoreWaitTiming& t : *timings) {
+  for (const CoreWaitTiming& t : timings) {
     if (t.burst_seconds > 0) {
       samples.push_back({t.burst_seconds, t.median_seconds});
     } else {
@@ -89,9 +102,8 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
   }
   // Each rank on a core of its own: the simulator takes the longest wait
   // over the parties' cores, and so does the fit.
-  LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples, options.ranks));
-  std::printf("core wait: allreduce of %lld B on %d pinned ranks, medians of %d calls\n",
-              static_cast<long long>(options.bytes), options.ranks, options.calls);
+  LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples, ranks));
+  std::printf("core wait: %s\n", heading.c_str());
   if (idle >= 0) {
     std::printf("  on idle cores                      measured %11s  (not fitted)\n",
                 Time(idle).c_str());
@@ -119,9 +131,7 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
   proto::CoreWait* w = cluster->mutable_core_wait();
   w->set_waits(fit.waits);
   w->set_slice_seconds(fit.slice_seconds);
-  w->set_source(StrCat("loom profile --comm, ", Today(), ": allreduces of ", options.bytes,
-                       " B beside compute bursts on ", options.ranks, " pinned ranks",
-                       env.has_value() ? " of a launch" : "", ", medians, rms residual ",
+  w->set_source(StrCat(source, ", rms residual ",
                        static_cast<int>(std::lround(100 * fit.rms_relative_residual)), "%"));
   return Status::OK();
 }

@@ -10,6 +10,7 @@
 
 #include "cost_model/cluster.pb.h"
 #include "cost_model/cost_table.h"
+#include "executor/core_wait_profiler.h"
 #include "executor/op_profiler.h"
 #include "executor/host_profiler.h"
 #include "framework/status.h"
@@ -115,6 +116,15 @@ Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out);
 // 0; said and skipped where it cannot run (fewer cores than ranks, cores
 // not pinned).
 Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& env);
+
+// Fits calls timed beside compute bursts (executor/core_wait_profiler.h) on
+// `ranks` pinned ranks, prints them beside the fit under `heading`, and
+// records the fit as `cluster`'s core_wait with `source` (its residual
+// appended), unless it is too far from its samples to describe them (said
+// so; the cluster's kept).
+Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
+                      const std::string& heading, const std::string& source,
+                      proto::Cluster* cluster);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

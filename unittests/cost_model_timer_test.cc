@@ -205,8 +205,9 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
 // Four ranks on two cores: a call that starts beside another rank's call
 // on a party's core takes the link's shared_cores costs, and no core_wait
 // on top (it was measured beside calls, not compute); otherwise the awake
-// costs, with core_wait on busy cores. Two ranks on two cores do not share
-// theirs: never the shared costs.
+// costs, with core_wait on busy cores. Beside a call that ends sooner, the
+// shared costs for that part of its time and its costs apart for the rest.
+// Two ranks on two cores do not share theirs: never the shared costs.
 TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts) {
   proto::Cluster local = LocalWithAwakeCosts();
   proto::WaitedCosts* shared = local.mutable_intra_node()->mutable_shared_cores();
@@ -216,13 +217,15 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   local.mutable_core_wait()->set_slice_seconds(1e-3);
   ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
   const CommModel comm(local);
-  auto price = [&](int pp, bool beside, double busy_for) {
+  auto price = [&](int pp, bool beside, double busy_for,
+                   double beside_for = std::numeric_limits<double>::infinity()) {
     const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
     auto timer = CostModelTimer::Create(graph, ops, local).value();
     const RankGraph& rank = graph.ranks[0];
     CallStart start;
     start.beside_other_calls = beside;
+    start.other_calls_for = beside_for;
     start.cores_busy_for = busy_for;
     return timer->CommSeconds(rank, FirstMpAllReduce(rank), start);
   };
@@ -238,6 +241,13 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   EXPECT_DOUBLE_EQ(price(2, false, -1), at(CallRegime::kAwake));
   EXPECT_NEAR(price(2, false, 5e-3), at(CallRegime::kAwake) + 2e-3, 1e-15);
   EXPECT_GT(at(CallRegime::kSharedCores), at(CallRegime::kAwake));
+  const double shared_for = at(CallRegime::kSharedCores);
+  EXPECT_DOUBLE_EQ(price(2, true, -1, 2 * shared_for), shared_for);
+  EXPECT_NEAR(price(2, true, -1, shared_for / 4),
+              at(CallRegime::kAwake) + (shared_for - at(CallRegime::kAwake)) / 4, 1e-15);
+  // The part apart waits for the busy cores.
+  const double apart = at(CallRegime::kAwake) + 2e-3;
+  EXPECT_NEAR(price(2, true, 5e-3, shared_for / 2), apart + (shared_for - apart) / 2, 1e-15);
   // pp=1: ranks 0 and 1 hold a core each.
   EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kTogether));
 }

@@ -352,6 +352,54 @@ TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
   }
 }
 
+// In one process a run can also time the wait for busy cores between its
+// steps: it writes its cluster with that core_wait and the rest kept.
+TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
+  const std::string dir = TempDir("loom_profile_core_wait");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 -o " + plan).code, 0);
+  const std::string run = "run --plan " + plan + " --steps 3 --profile_warmup 1 " +
+                          "--interleaved_profile --cost_table " + dir + "/t.pbtxt ";
+  const std::string out = dir + "/run.cluster.pbtxt";
+  Result r = Loom(run + "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED: this process may use fewer than 2 cores\n");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.out.find("needs 2 ranks on cores of their own"), std::string::npos) << r.out;
+    return;
+  }
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("core wait: allreduce of 16384 B on 2 pinned ranks, medians of 4 calls "
+                       "after each of 2 steps"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const proto::Cluster local = LoadCluster("local").value();
+  EXPECT_EQ(c->intra_node().SerializeAsString(), local.intra_node().SerializeAsString());
+  // (Unless the fit is too far from its samples, which it says.)
+  if (r.out.find("core wait: not recorded") == std::string::npos) {
+    EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
+        << c->core_wait().source();
+    EXPECT_GT(c->core_wait().slice_seconds(), 0);
+  } else {
+    EXPECT_EQ(c->core_wait().SerializeAsString(), local.core_wait().SerializeAsString());
+  }
+
+  Result alone = Loom(run + "--interleaved_core_wait_calls 4");
+  EXPECT_EQ(alone.out, "loom run: --interleaved_core_wait_calls and --interleaved_cluster_out "
+                       "go together\n");
+  Result unprofiled = Loom("run --plan " + plan + " --steps 3 --interleaved_core_wait_calls 4 "
+                           "--interleaved_cluster_out " + out);
+  EXPECT_EQ(unprofiled.out, "loom run: --interleaved_core_wait_calls needs "
+                            "--interleaved_profile\n");
+  Result launched = Loom("launch --nproc 2 -- " + std::string(LOOM_BIN) + " " + run +
+                         "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
+  EXPECT_NE(launched.code, 0);
+  EXPECT_NE(launched.out.find("in one process only, not under loom launch"), std::string::npos)
+      << launched.out;
+}
+
 TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = TempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.

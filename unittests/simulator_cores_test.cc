@@ -158,8 +158,9 @@ TEST(Simulator, CallsLearnHowLongComputeGoesOnOnTheirCores) {
 }
 
 // A call learns whether another rank's call runs on a party's core pool as
-// it starts: four ranks on two cores (two to a pool) find such calls, and
-// exactly where the trace shows another rank of a party's pool in a call;
+// it starts, and how long the longest such goes on: four ranks on two
+// cores (two to a pool) find such calls, exactly where the trace shows
+// another rank of a party's pool in a call, and until that call's end;
 // with a core per rank, or cores not modelled, never.
 TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
   class Recording : public PinnedTimer {
@@ -169,10 +170,12 @@ TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
     double CommSeconds(const RankGraph& g, const Instruction& ins,
                        const CallStart& call) const override {
       told_[{g.rank, ins.id}] = call.beside_other_calls;
+      told_for_[{g.rank, ins.id}] = call.other_calls_for;
       return Seconds(g, ins);
     }
     int pools_;
     mutable std::map<std::pair<int, int>, bool> told_;  // (rank, instruction)
+    mutable std::map<std::pair<int, int>, double> told_for_;
   };
   const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
   auto run = [&](const Recording& timer) {
@@ -211,16 +214,24 @@ TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
     // start or end at that very instant are left out (their order is the
     // event queue's).
     bool beside = false, tie = false;
+    int64_t until_ns = 0;
     for (int p : parties) {
       for (const TraceEvent* f : calls) {
         if (f->rank == p || f->rank % 2 != p % 2 || f == e) continue;
         tie |= f->start_ns == e->start_ns || f->end_ns == e->start_ns;
-        beside |= f->start_ns < e->start_ns && e->start_ns < f->end_ns;
+        if (f->start_ns < e->start_ns && e->start_ns < f->end_ns) {
+          beside = true;
+          until_ns = std::max(until_ns, f->end_ns - e->start_ns);
+        }
       }
     }
     if (tie) continue;
     ++checked;
-    EXPECT_EQ(shared.told_.at({e->rank, e->instruction}), beside)
+    const std::pair<int, int> key{e->rank, e->instruction};
+    EXPECT_EQ(shared.told_.at(key), beside)
+        << e->op << " #" << e->instruction << " on rank " << e->rank;
+    // (The trace's nanoseconds are truncated.)
+    EXPECT_NEAR(shared.told_for_.at(key), until_ns * 1e-9, 2e-9)
         << e->op << " #" << e->instruction << " on rank " << e->rank;
   }
   EXPECT_GT(checked, 0);
