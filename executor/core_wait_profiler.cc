@@ -71,8 +71,12 @@ StatusOr<std::vector<std::vector<double>>> TimeBesideBursts(Communicator& comm, 
 }
 
 Status CheckOptions(const CoreWaitOptions& o) {
-  if (o.bursts.empty() || o.calls < 1 || o.bytes < 4) {
-    return InvalidArgument("the core-wait measurement needs bursts, calls and bytes");
+  if (o.bursts.empty() || o.calls < 1) {
+    return InvalidArgument("the core-wait measurement needs bursts and calls");
+  }
+  if (o.bytes < 4 || o.bytes > (int64_t{1} << 30)) {
+    return InvalidArgument("the core-wait measurement's calls must be 4 B to 1 GiB, got ",
+                           o.bytes, " B");
   }
   return Status::OK();
 }

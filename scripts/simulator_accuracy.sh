@@ -12,7 +12,9 @@
 # Loopback runs are in-process `loom run` with the cluster `local`;
 # emulated runs are `loom launch --nproc N --net_rate RATE -- loom run`
 # (root only: they are skipped with a note otherwise) with the cluster
-# `emulated`. Not run by CI: it takes minutes and wants a quiet host, so
+# `emulated`. Not run by CI but for one small row and --resimulate
+# (unittests/simulator_accuracy_script_test.cc): in full it takes an hour
+# and more and wants a quiet host, so
 # before each measurement it waits (up to --quiet_wait seconds) until other
 # processes keep fewer than --quiet_cores cores busy, and it reports how
 # busy they kept the host during each row's runs.
@@ -20,7 +22,13 @@
 #   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
 #       [--repeats R] [--max_repeats R2] [--networks loopback,emulated] [--net_rate 1gbit]
 #       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX] [--keep DIR]
-#       [--quiet_cores C] [--quiet_wait S]
+#       [--quiet_cores C] [--quiet_wait S] [--retries N] [--noise_seconds S]
+#       [--resimulate DIR]
+#
+# --keep DIR keeps every run (its plan, cost table, cluster, measured
+# median) and the clusters; --resimulate DIR then writes the page again
+# from those runs with this LOOM's simulator, in seconds and measuring
+# nothing: a change to the model is judged against the same runs.
 #
 # LOOM (environment) names the loom binary; default build/bin/loom.
 set -euo pipefail
@@ -32,13 +40,14 @@ WARMUP=2          # ... nor the profile's first WARMUP steps
 REPEATS=2         # runs of each layout; the median of their errors counts
 MAX_REPEATS=3     # ... more, up to this many, while the errors are SPREAD_LIMIT apart
 SPREAD_LIMIT=5    # points of error
-NOISE_SECONDS=20  # the host's own noise (one core's sgemm) is timed this long
+NOISE_SECONDS=20  # the host's own noise (one core's sgemm) is timed this long; 0: not
 NETWORKS=loopback,emulated
 NET_RATE=1gbit
 LOCAL_CLUSTER=""     # empty: measured first (loom profile --comm)
 EMULATED_CLUSTER=""  # empty: measured first (loom launch ... loom profile --comm)
 ONLY=""
-KEEP=""  # a directory: each row's cost table and the clusters are kept there
+KEEP=""  # a directory: each run's plan, cost table and cluster are kept there
+RESIM=""  # a KEEP directory of earlier runs: simulated again, nothing measured
 QUIET_CORES=0.1  # other processes' load under which the host counts as quiet
 QUIET_WAIT=300
 BUSY_RUN=0.2     # a run during which others used more cores is repeated
@@ -61,12 +70,26 @@ while (($#)); do
     --keep) KEEP=$2; shift 2 ;;
     --quiet_cores) QUIET_CORES=$2; shift 2 ;;
     --quiet_wait) QUIET_WAIT=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --retries) RETRIES=$2; shift 2 ;;
+    --noise_seconds) NOISE_SECONDS=$2; shift 2 ;;
+    --resimulate) RESIM=$2; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 [ -x "$LOOM" ] || { echo "simulator_accuracy.sh: $LOOM is missing; build first" >&2; exit 1; }
 LOOM=$(realpath "$LOOM")
+if [ -n "$RESIM" ]; then
+  for f in runs measured.env; do
+    [ -f "$RESIM/$f" ] || { echo "simulator_accuracy.sh: --resimulate $RESIM: no $f there (a --keep directory of a measurement holds it)" >&2; exit 1; }
+  done
+  [ -n "$KEEP" ] && { echo "simulator_accuracy.sh: --resimulate measures nothing to --keep" >&2; exit 2; }
+  RESIM=$(realpath "$RESIM")
+  # The measurement's settings and host, as it recorded them.
+  . "$RESIM/measured.env"
+  LOCAL_CLUSTER=${LOCAL_CLUSTER:-$RESIM/local.cluster.pbtxt}
+  EMULATED_CLUSTER=${EMULATED_CLUSTER:-$RESIM/emulated.cluster.pbtxt}
+fi
 
 # The runs: networks | model flags | layout flags. Every schedule runs on
 # the pipelined layouts; a layout without a pipeline has no schedule. Both
@@ -178,6 +201,10 @@ points_apart() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.
 # The host's own noise: how far one core's sgemm rate moves over
 # NOISE_SECONDS (loom profile --calibrate_device), a line.
 host_noise() {
+  if [ "$NOISE_SECONDS" = 0 ]; then
+    echo "not measured (--noise_seconds 0)"
+    return
+  fi
   "$LOOM" profile --calibrate_device --calibrate_seconds "$NOISE_SECONDS" \
     --cluster_out "$WORK/noise.cluster.pbtxt" 2>&1 | sed -n 's/^host noise: //p'
 }
@@ -193,14 +220,14 @@ can_emulate() {
 # ---- measure the clusters' links ---------------------------------------------
 # The links are measured here, in the regime steps run them in (compute
 # between calls), unless given.
-if [ -z "$LOCAL_CLUSTER" ] && [[ ",$NETWORKS," == *",loopback,"* ]]; then
+if [ -z "$RESIM" ] && [ -z "$LOCAL_CLUSTER" ] && [[ ",$NETWORKS," == *",loopback,"* ]]; then
   LOCAL_CLUSTER=$WORK/local.cluster.pbtxt
   wait_quiet
   "$LOOM" profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out "$LOCAL_CLUSTER" \
     --cost_table "$TABLE" > "$WORK/comm.log" 2>&1 || { cat "$WORK/comm.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm.log" >&2
 fi
-if [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_emulate; then
+if [ -z "$RESIM" ] && [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emulated,"* ]] && can_emulate; then
   EMULATED_CLUSTER=$WORK/emulated.cluster.pbtxt
   wait_quiet
   "$LOOM" launch --nproc 2 --net_rate "$NET_RATE" -- "$LOOM" profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 \
@@ -219,23 +246,40 @@ fi
 KEPT=0
 if [ -n "$KEEP" ]; then
   mkdir -p "$KEEP"
-  : > "$KEEP/tables"
-  for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do [ -f "$c" ] && cp "$c" "$KEEP/"; done
+  : > "$KEEP/runs"
+  [ -f "$LOCAL_CLUSTER" ] && cp "$LOCAL_CLUSTER" "$KEEP/local.cluster.pbtxt"
+  [ -f "$EMULATED_CLUSTER" ] && cp "$EMULATED_CLUSTER" "$KEEP/emulated.cluster.pbtxt"
 fi
-LINKS=""
-for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do
-  [ -f "$c" ] && LINKS+="$(basename "$c"): $(grep -h 'source:' "$c" | sed 's/^ *source: "//; s/"$//')"$'\n'
-done
+if [ -z "$RESIM" ]; then
+  LINKS=""
+  for c in "$LOCAL_CLUSTER" "$EMULATED_CLUSTER"; do
+    [ -f "$c" ] && LINKS+="$(basename "$c"): $(grep -h 'source:' "$c" | sed 's/^ *source: "//; s/"$//')"$'\n'
+  done
+fi
 
 # ---- measure and simulate ---------------------------------------------------
 : > "$ROWS"
 NOTES=()
-START_LOAD=$(load1)
-wait_quiet
-NOISE_START=$(host_noise)
-echo "host noise: $NOISE_START" >&2
+if [ -z "$RESIM" ]; then
+  START_LOAD=$(load1)
+  wait_quiet
+  NOISE_START=$(host_noise)
+  echo "host noise: $NOISE_START" >&2
+fi
+
+# Simulates one run (its median step MEDIAN ms, OTHERS' load) of PLAN with
+# TABLE on CLUSTER, adding it to the row's arrays.
+add_run() {
+  local median=$1 busy=$2 plan=$3 table=$4 cluster=$5
+  medians+=("$median")
+  others+=("$busy")
+  sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" --json |
+            sim_seconds)")
+  errors+=("$(awk -v m="$median" -v s="${sims[-1]}" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }')")
+}
+
 for network in ${NETWORKS//,/ }; do
-  if [ "$network" = emulated ] && ! can_emulate; then
+  if [ -z "$RESIM" ] && [ "$network" = emulated ] && ! can_emulate; then
     NOTES+=("Emulated runs were skipped: they need root and iproute2 (\`ip\`, \`tc\`); ran as uid $(id -u).")
     continue
   fi
@@ -249,60 +293,70 @@ for network in ${NETWORKS//,/ }; do
     else
       cluster=$EMULATED_CLUSTER
     fi
-    # One plan for the profile, the simulation and the run: planned alone,
-    # each would pick its own cost-model choices (a run plans on the local
-    # preset, and the data-parallel buckets follow the cluster's link).
-    plan=$WORK/row.plan
-    "$LOOM" plan $model $layout --cluster "$cluster" -o "$plan" > "$WORK/plan.log" 2>&1 ||
-      { cat "$WORK/plan.log" >&2; exit 1; }
-    profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
-    if [ "$network" = loopback ]; then
-      # In one process the run also times the wait for busy cores between
-      # its steps, and is simulated with that core_wait: measured minutes
-      # apart, its fit moved enough to move a step of 4 ranks on 2 cores
-      # by 10%.
-      runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
-        --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
-    else
-      runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
-    fi
     medians=()
     sims=()
     errors=()
     others=()
-    # Each run profiles the plan's ops between its steps, and its error is
-    # its simulation against itself: the two share the host's seconds.
-    # More runs where the first ones' errors disagree.
-    for ((r = 0; r < MAX_REPEATS; ++r)); do
-      if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${errors[@]}" | points_apart)" \
-          -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
-        break
-      fi
-      # A run during which other processes took a core is measured again
-      # (up to RETRIES times; the last one counts).
-      for ((try = 0; try <= RETRIES; ++try)); do
-        rm -f "$TABLE" "$RUN_CLUSTER"
-        wait_quiet
-        timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
-          { cat "$WORK/run.err" >&2; exit 1; }
-        awk -v o="$OTHERS" -v q="$BUSY_RUN" 'BEGIN { exit !(o <= q) }' && break
-        echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
+    if [ -n "$RESIM" ]; then
+      # The row's kept runs: idx|network|model|layout|median ms|others' load.
+      mapfile -t kept < <(awk -F'|' -v k="$network|$model|$layout" '$2 "|" $3 "|" $4 == k' "$RESIM/runs")
+      ((${#kept[@]})) || continue
+      for rec in "${kept[@]}"; do
+        IFS='|' read -r idx _ _ _ median busy <<< "$rec"
+        run_cluster=$cluster
+        [ -f "$RESIM/cluster.$idx.pbtxt" ] && run_cluster=$RESIM/cluster.$idx.pbtxt
+        add_run "$median" "$busy" "$RESIM/plan.$idx" "$RESIM/table.$idx.pbtxt" "$run_cluster"
       done
-      ((r == 0)) && grep '^profiled' "$WORK/run.log" >&2
-      if [ -n "$KEEP" ]; then
-        ((++KEPT))
-        cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
-        [ -f "$RUN_CLUSTER" ] && cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
-        echo "$KEPT|$network|$model|$layout" >> "$KEEP/tables"
+    else
+      # One plan for the profile, the simulation and the run: planned alone,
+      # each would pick its own cost-model choices (a run plans on the local
+      # preset, and the data-parallel buckets follow the cluster's link).
+      plan=$WORK/row.plan
+      "$LOOM" plan $model $layout --cluster "$cluster" -o "$plan" > "$WORK/plan.log" 2>&1 ||
+        { cat "$WORK/plan.log" >&2; exit 1; }
+      profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
+      if [ "$network" = loopback ]; then
+        # In one process the run also times the wait for busy cores between
+        # its steps, and is simulated with that core_wait: measured minutes
+        # apart, its fit moved enough to move a step of 4 ranks on 2 cores
+        # by 10%.
+        runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
+          --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
+      else
+        runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
       fi
-      medians+=("$(step_median < "$WORK/run.log")")
-      run_cluster=$cluster
-      [ -f "$RUN_CLUSTER" ] && run_cluster=$RUN_CLUSTER
-      sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$run_cluster" --cost_table "$TABLE" --json |
-                sim_seconds)")
-      errors+=("$(awk -v m="${medians[-1]}" -v s="${sims[-1]}" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }')")
-      others+=("$OTHERS")
-    done
+      # Each run profiles the plan's ops between its steps, and its error is
+      # its simulation against itself: the two share the host's seconds.
+      # More runs where the first ones' errors disagree.
+      for ((r = 0; r < MAX_REPEATS; ++r)); do
+        if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${errors[@]}" | points_apart)" \
+            -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
+          break
+        fi
+        # A run during which other processes took a core is measured again
+        # (up to RETRIES times; the last one counts).
+        for ((try = 0; try <= RETRIES; ++try)); do
+          rm -f "$TABLE" "$RUN_CLUSTER"
+          wait_quiet
+          timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
+            { cat "$WORK/run.err" >&2; exit 1; }
+          awk -v o="$OTHERS" -v q="$BUSY_RUN" 'BEGIN { exit !(o <= q) }' && break
+          echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
+        done
+        ((r == 0)) && grep '^profiled' "$WORK/run.log" >&2
+        median=$(step_median < "$WORK/run.log")
+        run_cluster=$cluster
+        [ -f "$RUN_CLUSTER" ] && run_cluster=$RUN_CLUSTER
+        if [ -n "$KEEP" ]; then
+          ((++KEPT))
+          cp "$plan" "$KEEP/plan.$KEPT"
+          cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+          [ -f "$RUN_CLUSTER" ] && cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
+          echo "$KEPT|$network|$model|$layout|$median|$OTHERS" >> "$KEEP/runs"
+        fi
+        add_run "$median" "$OTHERS" "$plan" "$TABLE" "$run_cluster"
+      done
+    fi
     measured=$(printf '%s\n' "${medians[@]}" | median)
     spread=$(printf '%s\n' "${medians[@]}" | spread_of)
     busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
@@ -317,9 +371,21 @@ for network in ${NETWORKS//,/ }; do
     echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}; errors %: ${errors[*]}" >&2
   done
 done
-wait_quiet
-NOISE_END=$(host_noise)
-echo "host noise: $NOISE_END" >&2
+if [ -z "$RESIM" ]; then
+  wait_quiet
+  NOISE_END=$(host_noise)
+  echo "host noise: $NOISE_END" >&2
+  END_LOAD=$(load1)
+  MEASURED_ON=$(date -u +%Y-%m-%d)
+  HOST_LINE="$(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))"
+  if [ -n "$KEEP" ]; then
+    # What the page says of the measurement, for --resimulate.
+    for v in START_LOAD END_LOAD NOISE_START NOISE_END MEASURED_ON HOST_LINE LINKS WARMUP \
+        STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE CORE_WAIT_CALLS; do
+      printf '%s=%q\n' "$v" "${!v}"
+    done > "$KEEP/measured.env"
+  fi
+fi
 
 # ---- the page ---------------------------------------------------------------
 # The generated part goes between two markers; what the file holds around
@@ -330,7 +396,12 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "$BEGIN_MARK"
   echo
   echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
-  echo "on $(date -u +%Y-%m-%d). Measured: the median step time (\`loom run\`'s time_ms)"
+  if [ -n "$RESIM" ]; then
+    echo "on $(date -u +%Y-%m-%d), the runs of $MEASURED_ON simulated again (\`--resimulate\`)."
+  else
+    echo "on $MEASURED_ON."
+  fi
+  echo "Measured: the median step time (\`loom run\`'s time_ms)"
   echo "of steps $WARMUP to the last (${STEPS:-$TINY_STEPS for gpt-tiny, $SMALL_STEPS for gpt-small} steps a run), the median over $REPEATS runs (up to $MAX_REPEATS where the"
   echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart); simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
@@ -364,8 +435,8 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo
   echo "## How it was measured"
   echo
-  echo "Host: $(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)),"
-  echo "load average $START_LOAD at the start and $(load1) at the end. Before each run"
+  echo "Host: $HOST_LINE,"
+  echo "load average $START_LOAD at the start and $END_LOAD at the end. Before each run"
   echo "the script waited (up to $QUIET_WAIT s) until other processes kept under $QUIET_CORES"
   echo "cores busy over a second; the last column is the most cores other processes used"
   echo "during any of a row's runs (all busy CPU time less the run's own, over its wall time)."
