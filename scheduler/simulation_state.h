@@ -73,14 +73,14 @@ struct Pool {
   double cores = 1;
   double slowdown = 1;          // of compute, while communication runs
   double comm_slowdown = 1;     // of communication, while compute fills the cores
-  // The communication in flight, and its CPU shares
-  // (InstructionTimer::CommCpuShare) summed.
-  int communicating = 0;
+  // The CPU shares (InstructionTimer::CommCpuShare) of the calls in flight,
+  // summed.
   double copying = 0;
   std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
-  std::vector<std::pair<int, int>> comms;  // (rank index, stream), communicating
-  // (rank index, stream) of every call in flight, whether repriced or not.
+  // (rank index, stream) of every call in flight, and of those whose end
+  // Reprice moves with the pool's compute (comm_slowdown > 1).
   std::vector<std::pair<int, int>> calls;
+  std::vector<std::pair<int, int>> comms;
 };
 
 struct RankState {

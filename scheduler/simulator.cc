@@ -151,7 +151,6 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
     ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
-    ++pool.communicating;
     pool.copying += ss.cpu_share;
     pool.calls.emplace_back(r, ins.stream);
     ss.end = now + seconds;
@@ -379,7 +378,7 @@ StatusOr<SimulationResult> Simulation::Run() {
       if (ins.communicates()) {
         // With nothing in flight, exactly 0 (not a rounding residue).
         Pool& pool = pools_[st.pool];
-        pool.copying = --pool.communicating == 0 ? 0 : pool.copying - st.streams[s].cpu_share;
+        pool.copying = pool.calls.empty() ? 0 : pool.copying - st.streams[s].cpu_share;
       }
       if (ins.kind == InstructionKind::kCompute || ins.communicates()) Reprice(st.pool, e.time);
     }
