@@ -162,6 +162,18 @@ double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
   return whole > 0 ? 1 - CallSeconds(g, ins, 0, regime, 0) / whole : 0;
 }
 
+double CostModelTimer::BesideCallsSlowdown(const RankGraph& g, const Instruction& ins,
+                                           const CallStart& call) const {
+  CallStart beside = call;
+  beside.beside_other_calls = true;
+  if (RegimeOf(g, ins, beside) != CallRegime::kSharedCores) return 1;
+  CallStart apart = call;
+  apart.beside_other_calls = false;
+  const double alone = CommSeconds(g, ins, apart);
+  const double shared = Price(g, ins, CallRegime::kSharedCores, call.link_idle);
+  return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
+}
+
 double CostModelTimer::CoreRunHorizon() const {
   return cluster_.has_core_wait() ? cluster_.core_wait().slice_seconds() : 0;
 }

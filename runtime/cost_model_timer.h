@@ -63,6 +63,8 @@ class CostModelTimer : public InstructionTimer {
                       const CallStart& call) const override;
   // core_wait's slice: a call waits for a core's compute at most that long.
   double CoreRunHorizon() const override;
+  double BesideCallsSlowdown(const RankGraph& rank, const Instruction& ins,
+                             const CallStart& call) const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.

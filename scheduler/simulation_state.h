@@ -66,6 +66,10 @@ struct StreamState {
   // present rate.
   double cpu_share = 0;
   double end = 0;
+  double beside_slowdown = 1;  // InstructionTimer::BesideCallsSlowdown
+  // (rank index, stream) of every party of the call in flight, this one
+  // included.
+  std::vector<std::pair<int, int>> parties;
 };
 
 // Cores shared by the compute of several ranks.
@@ -129,6 +133,9 @@ class Simulation {
   // Gives the pool's running compute its rates from `now` and reschedules
   // their ends.
   void Reprice(int pool, double now);
+  // The call in flight on `parties` is slowed by a call that joined it on
+  // its cores at `now` and runs until `until`.
+  void SlowBeside(const std::vector<std::pair<int, int>>& parties, double now, double until);
   void Finish(const Event& e);
   // An instruction starts (delta +1) or ends (-1) at t, for the metrics.
   void Count(RankState& st, const Instruction& ins, double t, int delta);

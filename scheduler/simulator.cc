@@ -126,6 +126,8 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
   double seconds = 0;
   if (ins.communicates()) {
     seconds = timer_->CommSeconds(*st.graph, ins, call);
+    st.streams[ins.stream].end = now + seconds;
+    st.streams[ins.stream].beside_slowdown = timer_->BesideCallsSlowdown(*st.graph, ins, call);
     ++st.link_calls;
   } else if (ins.kind != InstructionKind::kNoOp) {
     seconds = timer_->Seconds(*st.graph, ins);
@@ -153,7 +155,6 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
     ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
     pool.copying += ss.cpu_share;
     pool.calls.emplace_back(r, ins.stream);
-    ss.end = now + seconds;
     if (pool.comm_slowdown > 1) {
       // Its end depends on the pool's compute: priced by Reprice.
       ss.remaining = seconds;
@@ -165,6 +166,32 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
     if (pool.comm_slowdown > 1) return;
   }
   events_.push(Event{now + seconds, seq_++, r, id, ++ss.version});
+}
+
+void Simulation::SlowBeside(const std::vector<std::pair<int, int>>& parties, double now,
+                            double until) {
+  // One call: its parties end together, at the pace of the slowest.
+  double end = now, slowdown = 1;
+  for (const auto& [r, s] : parties) {
+    end = std::max(end, ranks_[r].streams[s].end);
+    slowdown = std::max(slowdown, ranks_[r].streams[s].beside_slowdown);
+  }
+  if (slowdown <= 1 || end <= now) return;
+  // At 1/slowdown of its pace while overlapped: its end moves out by the
+  // overlap's (slowdown - 1)/slowdown.
+  const double extra = (std::min(end, until) - now) * (1 - 1 / slowdown);
+  for (const auto& [r, s] : parties) {
+    const RankState& st = ranks_[r];
+    StreamState& ss = ranks_[r].streams[s];
+    if (st.pool >= 0 && std::find(pools_[st.pool].comms.begin(), pools_[st.pool].comms.end(),
+                                  std::make_pair(r, s)) != pools_[st.pool].comms.end()) {
+      // Its end follows the work left (Reprice): that grows by the extra time.
+      ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate) + extra * ss.rate;
+      ss.since = now;
+    }
+    ss.end += extra;
+    events_.push(Event{ss.end, seq_++, r, st.graph->streams()[s].queue[ss.pos], ++ss.version});
+  }
 }
 
 void Simulation::Reprice(int p, double now) {
@@ -262,6 +289,8 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
     return Status::OK();
   }
   int size = 0;
+  // The parties of other ranks' calls on the parties' cores.
+  std::vector<std::vector<std::pair<int, int>>> beside;
   LOOM_ASSIGN_OR_RETURN(RendezvousKey key, KeyOf(r, ins, &size));
   Rendezvous& rv = rendezvous_[key];
   rv.size = size;
@@ -292,14 +321,28 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
         if (other == pr) continue;
         call.beside_other_calls = true;
         call.other_calls_for = std::max(call.other_calls_for, ranks_[other].streams[os].end - now);
+        const std::vector<std::pair<int, int>>& joined = ranks_[other].streams[os].parties;
+        if (std::find(beside.begin(), beside.end(), joined) == beside.end()) {
+          beside.push_back(joined);
+        }
       }
     }
   }
+  std::vector<std::pair<int, int>> parties;
   for (const auto& [pr, pid] : rv.arrived) {
-    RankState& p = ranks_[pr];
-    p.streams[p.graph->instructions()[pid].stream].in_rendezvous = false;
-    Start(pr, pid, now, call);
+    parties.emplace_back(pr, ranks_[pr].graph->instructions()[pid].stream);
   }
+  double ends = now;
+  for (size_t i = 0; i < parties.size(); ++i) {
+    StreamState& ps = ranks_[parties[i].first].streams[parties[i].second];
+    ps.in_rendezvous = false;
+    ps.parties = parties;
+    Start(parties[i].first, rv.arrived[i].second, now, call);
+    ends = std::max(ends, ps.end);
+  }
+  // The calls this one joined are slowed while it overlaps them, as it is
+  // by them (priced in CommSeconds).
+  for (const auto& joined : beside) SlowBeside(joined, now, ends);
   rendezvous_.erase(key);
   return Status::OK();
 }

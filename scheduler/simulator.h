@@ -123,6 +123,13 @@ class InstructionTimer {
   // core's compute stream (its next ops, until one waits for another
   // stream): 0, the op in flight only.
   virtual double CoreRunHorizon() const { return 0; }
+  // How many times longer `ins` takes beside another rank's call on its
+  // shared cores than apart (>= 1), as it starts (`call`): a call already
+  // running is slowed so for as long as a later one overlaps it.
+  virtual double BesideCallsSlowdown(const RankGraph& rank, const Instruction& ins,
+                                     const CallStart& call) const {
+    return 1;
+  }
 };
 
 // Every instruction takes no time: the deadlock proof.

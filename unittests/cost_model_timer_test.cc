@@ -207,7 +207,8 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
 // on top (it was measured beside calls, not compute); otherwise the awake
 // costs, with core_wait on busy cores. Beside a call that ends sooner, the
 // shared costs for that part of its time and its costs apart for the rest.
-// Two ranks on two cores do not share theirs: never the shared costs.
+// Two ranks on two cores do not share theirs: never the shared costs. A call
+// that another joins on shared cores is slowed by the same ratio.
 TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts) {
   proto::Cluster local = LocalWithAwakeCosts();
   proto::WaitedCosts* shared = local.mutable_intra_node()->mutable_shared_cores();
@@ -250,6 +251,19 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   EXPECT_NEAR(price(2, true, 5e-3, shared_for / 2), apart + (shared_for - apart) / 2, 1e-15);
   // pp=1: ranks 0 and 1 hold a core each.
   EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kTogether));
+  // A call already running when another joins it is slowed by the ratio of
+  // its shared costs to its costs apart (core wait included), never sped up.
+  auto slowdown = [&](int pp, double busy_for) {
+    const ExecutionGraph g = TinyMpGraph(pp, 2);
+    const OpCostModel ops(local, CostTable());
+    auto timer = CostModelTimer::Create(g, ops, local).value();
+    CallStart start;
+    start.cores_busy_for = busy_for;
+    return timer->BesideCallsSlowdown(g.ranks[0], FirstMpAllReduce(g.ranks[0]), start);
+  };
+  EXPECT_DOUBLE_EQ(slowdown(2, -1), shared_for / at(CallRegime::kAwake));
+  EXPECT_DOUBLE_EQ(slowdown(2, 5e-3), std::max(1.0, shared_for / apart));
+  EXPECT_DOUBLE_EQ(slowdown(1, -1), 1);
 }
 
 // The simulator's idle time of a call's links reaches the model: after a

@@ -3,6 +3,7 @@
 // call learns how long compute goes on on its parties' cores.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -235,6 +236,99 @@ TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
         << e->op << " #" << e->instruction << " on rank " << e->rank;
   }
   EXPECT_GT(checked, 0);
+}
+
+// A call that starts beside another rank's call on its cores slows that
+// one too, for as long as they overlap: four ranks on two cores, calls
+// twice as slow beside one another. A call no later call joined keeps its
+// time; one that a single call joined ends later by half their overlap;
+// every party of a call ends together. Communication whose end follows
+// the pool's compute (on cores it never fills) ends just the same.
+TEST(Simulator, ACallThatJoinsAnotherOnItsCoresSlowsIt) {
+  constexpr double kCall = 3e-4;
+  class Timer : public FixedTimer {
+   public:
+    Timer(double beside_slowdown, double comm_slowdown)
+        : FixedTimer(1e-4, kCall), beside_(beside_slowdown), comm_slowdown_(comm_slowdown) {}
+    int CorePool(const RankGraph& g) const override { return g.rank % 2; }
+    double PoolCores(int) const override { return 8; }
+    double ComputeCommSlowdown(int) const override { return comm_slowdown_; }
+    double BesideCallsSlowdown(const RankGraph&, const Instruction&,
+                               const CallStart&) const override {
+      return beside_;
+    }
+    double beside_, comm_slowdown_;
+  };
+  const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
+  auto calls_of = [&](const Timer& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    o.trace = true;
+    auto result = Simulate(graph, o);
+    EXPECT_TRUE(result.ok()) << result.status();
+    std::vector<TraceEvent> calls;
+    for (const TraceEvent& e : result.ok() ? result->trace : std::vector<TraceEvent>()) {
+      if (e.kind != InstructionKind::kCompute && e.kind != InstructionKind::kNoOp) {
+        calls.push_back(e);
+      }
+    }
+    return calls;
+  };
+  auto parties_of = [&](const TraceEvent& e) {
+    const RankGraph& rank = graph.ranks[e.rank];
+    const Instruction& ins = rank.instructions()[e.instruction];
+    std::vector<int> parties = ins.kind == InstructionKind::kSend ||
+                                       ins.kind == InstructionKind::kRecv
+                                   ? std::vector<int>{e.rank, rank.Peer(ins)}
+                                   : rank.Group(ins);
+    std::sort(parties.begin(), parties.end());
+    return parties;
+  };
+  for (const TraceEvent& e : calls_of(Timer(1, 1))) {
+    EXPECT_NEAR((e.end_ns - e.start_ns) * 1e-9, kCall, 2e-9) << e.op << " on rank " << e.rank;
+  }
+  const std::vector<TraceEvent> calls = calls_of(Timer(2, 1));
+  int kept = 0, slowed = 0;
+  for (const TraceEvent& f : calls) {
+    const std::vector<int> parties = parties_of(f);
+    // The calls that started while f ran, on a rank sharing a party's
+    // cores: by start and parties.
+    std::set<std::pair<int64_t, std::vector<int>>> joiners;
+    bool tie = false;
+    for (const TraceEvent& e : calls) {
+      const std::vector<int> others = parties_of(e);
+      if (others == parties && e.start_ns == f.start_ns) {
+        // Another party of f's own call: they end together.
+        EXPECT_NEAR(e.end_ns, f.end_ns, 1) << f.op << " on ranks " << f.rank << ", " << e.rank;
+        continue;
+      }
+      bool shares = false;
+      for (int p : parties) {
+        for (int q : others) shares |= p != q && p % 2 == q % 2;
+      }
+      if (!shares) continue;
+      tie |= e.start_ns == f.start_ns || e.start_ns == f.end_ns;
+      if (f.start_ns < e.start_ns && e.start_ns < f.end_ns) joiners.emplace(e.start_ns, others);
+    }
+    if (tie || joiners.size() > 1) continue;
+    const double seconds = (f.end_ns - f.start_ns) * 1e-9;
+    if (joiners.empty()) {
+      ++kept;
+      EXPECT_NEAR(seconds, kCall, 2e-9) << f.op << " on rank " << f.rank;
+    } else {
+      ++slowed;
+      // Both at half pace until f's end, which moves out by half that time.
+      const double overlap = (f.start_ns - joiners.begin()->first) * 1e-9 + kCall;
+      EXPECT_NEAR(seconds, kCall + overlap / 2, 3e-9) << f.op << " on rank " << f.rank;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(slowed, 0);
+  const std::vector<TraceEvent> repriced = calls_of(Timer(2, 1.5));
+  ASSERT_EQ(repriced.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_NEAR(repriced[i].end_ns, calls[i].end_ns, 1) << calls[i].op << " on rank " << calls[i].rank;
+  }
 }
 
 }  // namespace
