@@ -67,6 +67,10 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
                              ".sustained_bandwidth: the rate its bucket refills at");
     }
   }
+  if (link.send_buffer_bytes() < 0) {
+    return InvalidArgument(field, ".send_buffer_bytes must not be negative, got ",
+                           link.send_buffer_bytes());
+  }
   if (!link.has_latency_seconds()) {
     return InvalidArgument(field, ".latency_seconds is missing");
   }

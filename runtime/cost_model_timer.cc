@@ -174,6 +174,13 @@ double CostModelTimer::BesideCallsSlowdown(const RankGraph& g, const Instruction
   return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
 }
 
+double CostModelTimer::SendHandOverSeconds(const RankGraph& g, const Instruction& send) const {
+  const int64_t buffer = LinkOf(g, send).send_buffer_bytes();
+  if (buffer <= 0 || send.comm_bytes > buffer) return -1;
+  const double bandwidth = cluster_.device().memory_bandwidth();
+  return bandwidth > 0 ? static_cast<double>(send.comm_bytes) / bandwidth : 0;
+}
+
 double CostModelTimer::CoreRunHorizon() const {
   return cluster_.has_core_wait() ? cluster_.core_wait().slice_seconds() : 0;
 }

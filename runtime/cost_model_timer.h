@@ -65,6 +65,9 @@ class CostModelTimer : public InstructionTimer {
   double CoreRunHorizon() const override;
   double BesideCallsSlowdown(const RankGraph& rank, const Instruction& ins,
                              const CallStart& call) const override;
+  // A send within its link's send_buffer_bytes hands its bytes over at the
+  // device's memory bandwidth (a copy into the socket's buffer).
+  double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.

@@ -67,8 +67,8 @@ struct StreamState {
   double cpu_share = 0;
   double end = 0;
   double beside_slowdown = 1;  // InstructionTimer::BesideCallsSlowdown
-  // (rank index, stream) of every party of the call in flight, this one
-  // included.
+  // (rank index, instruction) of every party of the call in flight, this
+  // one included (a send that handed its bytes over may have finished).
   std::vector<std::pair<int, int>> parties;
 };
 
@@ -122,8 +122,14 @@ class Simulation {
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
   Status Arrive(int r, int s, const Instruction& ins, double now);
-  // `call`: for a communication, what its timer is told.
-  void Start(int r, int ins, double now, const CallStart& call = {});
+  // `call`: for a communication, what its timer is told; `seconds` >= 0
+  // prices it instead (a send's hand-over).
+  void Start(int r, int ins, double now, const CallStart& call = {}, double seconds = -1);
+  // What a call's timer is told as the last of `rv`'s parties arrives at
+  // `now`; adds the parties of other ranks' calls on their cores to
+  // `beside`.
+  CallStart CallStartOf(const Rendezvous& rv, double now,
+                        std::vector<std::vector<std::pair<int, int>>>* beside) const;
   // CallStart::cores_busy_for of the rendezvous `rv` completing at `now`.
   double CoresBusyFor(const Rendezvous& rv, double now) const;
   // The compute stream `s` of rank `r` runs after its op in flight without

@@ -120,12 +120,12 @@ void Simulation::Count(RankState& st, const Instruction& ins, double t, int delt
   }
 }
 
-void Simulation::Start(int r, int id, double now, const CallStart& call) {
+void Simulation::Start(int r, int id, double now, const CallStart& call, double priced) {
   RankState& st = ranks_[r];
   const Instruction& ins = st.graph->instructions()[id];
   double seconds = 0;
   if (ins.communicates()) {
-    seconds = timer_->CommSeconds(*st.graph, ins, call);
+    seconds = priced >= 0 ? priced : timer_->CommSeconds(*st.graph, ins, call);
     st.streams[ins.stream].end = now + seconds;
     st.streams[ins.stream].beside_slowdown = timer_->BesideCallsSlowdown(*st.graph, ins, call);
     ++st.link_calls;
@@ -170,9 +170,20 @@ void Simulation::Start(int r, int id, double now, const CallStart& call) {
 
 void Simulation::SlowBeside(const std::vector<std::pair<int, int>>& parties, double now,
                             double until) {
+  // The parties still in the call: a send that handed its bytes over may
+  // have gone on to its stream's next instruction.
+  std::vector<std::pair<int, int>> running;  // (rank index, stream)
+  for (const auto& [r, id] : parties) {
+    const RankState& st = ranks_[r];
+    const int s = st.graph->instructions()[id].stream;
+    const StreamState& ss = st.streams[s];
+    if (ss.busy && !ss.in_rendezvous && st.graph->streams()[s].queue[ss.pos] == id) {
+      running.emplace_back(r, s);
+    }
+  }
   // One call: its parties end together, at the pace of the slowest.
   double end = now, slowdown = 1;
-  for (const auto& [r, s] : parties) {
+  for (const auto& [r, s] : running) {
     end = std::max(end, ranks_[r].streams[s].end);
     slowdown = std::max(slowdown, ranks_[r].streams[s].beside_slowdown);
   }
@@ -180,7 +191,7 @@ void Simulation::SlowBeside(const std::vector<std::pair<int, int>>& parties, dou
   // At 1/slowdown of its pace while overlapped: its end moves out by the
   // overlap's (slowdown - 1)/slowdown.
   const double extra = (std::min(end, until) - now) * (1 - 1 / slowdown);
-  for (const auto& [r, s] : parties) {
+  for (const auto& [r, s] : running) {
     const RankState& st = ranks_[r];
     StreamState& ss = ranks_[r].streams[s];
     if (st.pool >= 0 && std::find(pools_[st.pool].comms.begin(), pools_[st.pool].comms.end(),
@@ -280,6 +291,37 @@ double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
   return longest;
 }
 
+CallStart Simulation::CallStartOf(const Rendezvous& rv, double now,
+                                  std::vector<std::vector<std::pair<int, int>>>* beside) const {
+  CallStart call;
+  call.waited = now - rv.first;
+  call.link_idle = std::numeric_limits<double>::infinity();
+  for (const auto& [pr, pid] : rv.arrived) {
+    const RankState& p = ranks_[pr];
+    call.link_idle =
+        std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
+  }
+  if (pools_.empty()) return call;
+  call.cores_busy_for = CoresBusyFor(rv, now);
+  // (No party has started yet: a pool's calls other than the party's own
+  // are other ranks'.)
+  call.other_calls_for = 0;
+  for (const auto& [pr, pid] : rv.arrived) {
+    const RankState& p = ranks_[pr];
+    if (p.pool < 0) continue;
+    for (const auto& [other, os] : pools_[p.pool].calls) {
+      if (other == pr) continue;
+      call.beside_other_calls = true;
+      call.other_calls_for = std::max(call.other_calls_for, ranks_[other].streams[os].end - now);
+      const std::vector<std::pair<int, int>>& joined = ranks_[other].streams[os].parties;
+      if (std::find(beside->begin(), beside->end(), joined) == beside->end()) {
+        beside->push_back(joined);
+      }
+    }
+  }
+  return call;
+}
+
 Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   RankState& st = ranks_[r];
   StreamState& ss = st.streams[s];
@@ -289,8 +331,6 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
     return Status::OK();
   }
   int size = 0;
-  // The parties of other ranks' calls on the parties' cores.
-  std::vector<std::vector<std::pair<int, int>>> beside;
   LOOM_ASSIGN_OR_RETURN(RendezvousKey key, KeyOf(r, ins, &size));
   Rendezvous& rv = rendezvous_[key];
   rv.size = size;
@@ -301,43 +341,21 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   if (static_cast<int>(rv.arrived.size()) < size) return Status::OK();
   // The last party arrived now: every party starts.
   ++result_.rendezvous;
-  CallStart call;
-  call.waited = now - rv.first;
-  call.link_idle = std::numeric_limits<double>::infinity();
-  for (const auto& [pr, pid] : rv.arrived) {
-    const RankState& p = ranks_[pr];
-    call.link_idle =
-        std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
-  }
-  if (!pools_.empty()) {
-    call.cores_busy_for = CoresBusyFor(rv, now);
-    // (No party has started yet: a pool's calls other than the party's
-    // own are other ranks'.)
-    call.other_calls_for = 0;
-    for (const auto& [pr, pid] : rv.arrived) {
-      const RankState& p = ranks_[pr];
-      if (p.pool < 0) continue;
-      for (const auto& [other, os] : pools_[p.pool].calls) {
-        if (other == pr) continue;
-        call.beside_other_calls = true;
-        call.other_calls_for = std::max(call.other_calls_for, ranks_[other].streams[os].end - now);
-        const std::vector<std::pair<int, int>>& joined = ranks_[other].streams[os].parties;
-        if (std::find(beside.begin(), beside.end(), joined) == beside.end()) {
-          beside.push_back(joined);
-        }
-      }
-    }
-  }
-  std::vector<std::pair<int, int>> parties;
-  for (const auto& [pr, pid] : rv.arrived) {
-    parties.emplace_back(pr, ranks_[pr].graph->instructions()[pid].stream);
-  }
+  std::vector<std::vector<std::pair<int, int>>> beside;
+  const CallStart call = CallStartOf(rv, now, &beside);
+  const std::vector<std::pair<int, int>> parties = rv.arrived;
   double ends = now;
-  for (size_t i = 0; i < parties.size(); ++i) {
-    StreamState& ps = ranks_[parties[i].first].streams[parties[i].second];
+  for (const auto& [pr, pid] : parties) {
+    const RankState& p = ranks_[pr];
+    const Instruction& party = p.graph->instructions()[pid];
+    StreamState& ps = ranks_[pr].streams[party.stream];
     ps.in_rendezvous = false;
     ps.parties = parties;
-    Start(parties[i].first, rv.arrived[i].second, now, call);
+    // A send that returns once its bytes are handed over takes that long.
+    const double hand_over = party.kind == InstructionKind::kSend
+                                 ? timer_->SendHandOverSeconds(*p.graph, party)
+                                 : -1;
+    Start(pr, pid, now, call, hand_over);
     ends = std::max(ends, ps.end);
   }
   // The calls this one joined are slowed while it overlaps them, as it is

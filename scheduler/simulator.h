@@ -123,6 +123,14 @@ class InstructionTimer {
   // core's compute stream (its next ops, until one waits for another
   // stream): 0, the op in flight only.
   virtual double CoreRunHorizon() const { return 0; }
+  // A send that returns once its recv is posted and its bytes are in the
+  // transport's buffers (Gloo over TCP: the receiver says it is ready, the
+  // sender writes into its socket): the seconds its stream takes from the
+  // rendezvous, while the recv takes the transfer. < 0: the send takes the
+  // transfer too, its buffer held until the bytes arrive (NCCL's).
+  virtual double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const {
+    return -1;
+  }
   // How many times longer `ins` takes beside another rank's call on its
   // shared cores than apart (>= 1), as it starts (`call`): a call already
   // running is slowed so for as long as a later one overlaps it.

@@ -15,6 +15,7 @@
 #include "cost_model/comm_fit.h"
 #include "cost_model/cost_table.h"
 #include "executor/comm/comm_world.h"
+#include "executor/comm/gloo_communicator.h"
 #include "executor/host_profiler.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
@@ -336,6 +337,10 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
                                       shaped ? ", links shaped by tc tbf" : ""),
                                shaped ? std::optional<bool>(false) : std::nullopt, link));
   *link_out = link;
+  // A p2p step's sends return once handed to the socket (Link.send_buffer_bytes).
+  link->set_send_buffer_bytes(GlooSendBufferBytes());
+  std::printf("sends: up to %lld B return once in the socket's buffer (Gloo's SO_SNDBUF here)\n",
+              static_cast<long long>(link->send_buffer_bytes()));
   const InterferenceResult& r = interference;
   std::printf("interference: matmul on %d threads %s alone, %s beside %lld "
               "allreduces of %lld B on %d ranks: slowdown %.2f (median of %d "

@@ -2,10 +2,12 @@
 // peers must give errors naming them within the timeout, never a hang.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +68,16 @@ std::vector<int64_t> ExpectedMembers(const ParallelLayout& layout, int rank,
     }
   }
   return members;
+}
+
+// What a Gloo send hands to its socket at once is Gloo's buffer request
+// (the message, up to 32 MiB) as the kernel caps it (net.core.wmem_max):
+// what the simulator prices a send's hand-over by (Link.send_buffer_bytes).
+TEST(CommWorldTest, GlooSendBufferIsGloosRequestCappedByTheKernel) {
+  std::ifstream in("/proc/sys/net/core/wmem_max");
+  int64_t wmem_max = 0;
+  if (!(in >> wmem_max)) GTEST_SKIP() << "SKIPPED: /proc/sys/net/core/wmem_max not readable";
+  EXPECT_EQ(GlooSendBufferBytes(), std::min<int64_t>(wmem_max, 32 << 20));
 }
 
 TEST(CommWorldTest, EachRingHasTheRightMembers) {

@@ -293,5 +293,33 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   EXPECT_NEAR(price(std::numeric_limits<double>::infinity(), -1) - price(0, -1), 1e-3, 1e-15);
 }
 
+// A send within its link's send buffer hands its bytes over at the host's
+// memory bandwidth; a larger one, or any on a link without one (NCCL's),
+// takes the transfer (-1).
+TEST(CostModelTimer, ASendWithinTheSendBufferTakesItsHandOver) {
+  proto::Cluster local = LoadCluster("local").value();
+  const ExecutionGraph graph = TinyMpGraph(2, 2);
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction* send = nullptr;
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.kind == InstructionKind::kSend) send = &ins;
+  }
+  ASSERT_NE(send, nullptr);
+  ASSERT_GT(send->comm_bytes, 0);
+  auto hand_over = [&](int64_t buffer) {
+    local.mutable_intra_node()->set_send_buffer_bytes(buffer);
+    EXPECT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
+    const OpCostModel ops(local, CostTable());
+    return CostModelTimer::Create(graph, ops, local).value()->SendHandOverSeconds(rank, *send);
+  };
+  EXPECT_DOUBLE_EQ(hand_over(send->comm_bytes),
+                   send->comm_bytes / local.device().memory_bandwidth());
+  EXPECT_EQ(hand_over(send->comm_bytes - 1), -1);
+  EXPECT_EQ(hand_over(0), -1);
+  local.mutable_intra_node()->set_send_buffer_bytes(-1);
+  EXPECT_EQ(ValidateCluster(local).message(),
+            "intra_node.send_buffer_bytes must not be negative, got -1");
+}
+
 }  // namespace
 }  // namespace loom

@@ -19,6 +19,7 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "executor/cpu/cpu_device.h"
+#include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
@@ -435,6 +436,11 @@ TEST(Profile, CommWritesAValidClusterFile) {
   EXPECT_GE(c->intra_node().after_wait().collective_size(), 1);
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
+  // A send hands its bytes to the socket up to Gloo's buffer on this host.
+  EXPECT_EQ(c->intra_node().send_buffer_bytes(), GlooSendBufferBytes());
+  EXPECT_NE(r.out.find(StrCat("sends: up to ", GlooSendBufferBytes(), " B return once")),
+            std::string::npos)
+      << r.out;
   // How long calls wait for cores that compute, and calls beside another
   // group's on the same cores, where two can be pinned.
   if (CoresOfThisProcess().size() < 2) {

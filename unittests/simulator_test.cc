@@ -165,6 +165,51 @@ TEST(Simulator, CollectivesStartWhenTheLastMemberArrives) {
   }
 }
 
+// A send that returns once its bytes are handed over (Gloo over TCP) still
+// starts with its recv, but its stream is free after the hand-over while
+// the recv takes the transfer; no step gets longer for it.
+TEST(Simulator, ASendThatHandsItsBytesOverFreesItsStreamBeforeTheRecvEnds) {
+  constexpr double kCall = 5e-4, kHandOver = 2e-5;
+  class HandingOver : public FixedTimer {
+   public:
+    HandingOver() : FixedTimer(1e-3, kCall) {}
+    double SendHandOverSeconds(const RankGraph&, const Instruction&) const override {
+      return kHandOver;
+    }
+  };
+  const ExecutionGraph graph = Lower(MakeStrategy(1, 1, 2, 4, "VPP", 2), 4);
+  auto run = [&](const InstructionTimer& timer) {
+    SimulationOptions o;
+    o.timer = &timer;
+    o.trace = true;
+    auto sim = Simulate(graph, o);
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    return sim.ok() ? *sim : SimulationResult();
+  };
+  const SimulationResult handing = run(HandingOver());
+  std::map<int, const RankGraph*> rank_graph;
+  for (const RankGraph& g : graph.ranks) rank_graph[g.rank] = &g;
+  // (sender, receiver, transfer) -> (send's start and end, recv's).
+  std::map<std::tuple<int, int, int64_t>, std::pair<const TraceEvent*, const TraceEvent*>> pairs;
+  for (const TraceEvent& e : handing.trace) {
+    if (e.kind != InstructionKind::kSend && e.kind != InstructionKind::kRecv) continue;
+    const RankGraph& g = *rank_graph.at(e.rank);
+    const Instruction& ins = g.instructions().at(e.instruction);
+    const bool send = e.kind == InstructionKind::kSend;
+    auto& pair = pairs[{send ? e.rank : g.Peer(ins), send ? g.Peer(ins) : e.rank, ins.comm_seq}];
+    (send ? pair.first : pair.second) = &e;
+  }
+  ASSERT_GT(pairs.size(), 0u);
+  for (const auto& [key, pair] : pairs) {
+    const auto& [send, recv] = pair;
+    ASSERT_TRUE(send != nullptr && recv != nullptr);
+    EXPECT_EQ(send->start_ns, recv->start_ns);
+    EXPECT_NEAR((send->end_ns - send->start_ns) * 1e-9, kHandOver, 2e-9);
+    EXPECT_NEAR((recv->end_ns - recv->start_ns) * 1e-9, kCall, 2e-9);
+  }
+  EXPECT_LE(handing.step_time_s, run(FixedTimer(1e-3, kCall)).step_time_s + 1e-12);
+}
+
 // With free compute, nothing hides communication: the exposed mp time is
 // every mp-ring call, one after another (the ring orders them). With free
 // communication, nothing is exposed.

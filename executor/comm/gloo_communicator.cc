@@ -1,6 +1,8 @@
 #include "executor/comm/gloo_communicator.h"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -132,6 +134,22 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
                   StrCat("cannot create a Gloo TCP device on '", host,
                          "': ", StripGlooLocation(e.what())));
   }
+}
+
+int64_t GlooSendBufferBytes() {
+  // Gloo's own cap on the buffer it asks for (tcp/pair.cc).
+  constexpr int kGlooMaxSendBuffer = 32 << 20;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  int asked = kGlooMaxSendBuffer;
+  int got = 0;
+  socklen_t len = sizeof(got);
+  const bool ok = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &asked, sizeof(asked)) == 0 &&
+                  getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len) == 0;
+  close(fd);
+  // The kernel reports twice what it grants for data, its bookkeeping
+  // included (socket(7)).
+  return ok ? std::min<int64_t>(got / 2, kGlooMaxSendBuffer) : 0;
 }
 
 StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(

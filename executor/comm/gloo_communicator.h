@@ -73,6 +73,13 @@ namespace loom {
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
     const std::string& host = "127.0.0.1");
 
+// The most bytes a Gloo TCP send hands to its socket at once, and so
+// returns without waiting for them to reach the receiver: Gloo sizes a
+// pair's SO_SNDBUF to the message, up to 32 MiB, and the kernel caps that
+// at net.core.wmem_max. Asked of a socket of this network namespace; 0
+// where it cannot be.
+int64_t GlooSendBufferBytes();
+
 class GlooCommunicator final : public Communicator {
  public:
   // Joins the group `members` (global ranks, in group-rank order) as global
