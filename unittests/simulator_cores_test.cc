@@ -179,38 +179,23 @@ TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
     mutable std::map<std::pair<int, int>, double> told_for_;
   };
   const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
-  auto run = [&](const Recording& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    o.trace = true;
-    auto result = Simulate(graph, o);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? result->trace : std::vector<TraceEvent>();
-  };
   auto beside_calls = [](const Recording& timer) {
     int n = 0;
     for (const auto& [call, beside] : timer.told_) n += beside;
     return n;
   };
   Recording unpooled(0), own_core(4), shared(2);
-  run(unpooled);
-  run(own_core);
+  CallsOf(graph, unpooled);
+  CallsOf(graph, own_core);
   EXPECT_EQ(beside_calls(unpooled), 0);
   EXPECT_EQ(beside_calls(own_core), 0);
-  const std::vector<TraceEvent> trace = run(shared);
+  const std::vector<TraceEvent> trace = CallsOf(graph, shared);
   EXPECT_GT(beside_calls(shared), 0);
   std::vector<const TraceEvent*> calls;
-  for (const TraceEvent& e : trace) {
-    if (e.kind != InstructionKind::kCompute && e.kind != InstructionKind::kNoOp) calls.push_back(&e);
-  }
+  for (const TraceEvent& e : trace) calls.push_back(&e);
   int checked = 0;
   for (const TraceEvent* e : calls) {
-    const RankGraph& rank = graph.ranks[e->rank];
-    const Instruction& ins = rank.instructions()[e->instruction];
-    const std::vector<int> parties =
-        ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv
-            ? std::vector<int>{e->rank, rank.Peer(ins)}
-            : rank.Group(ins);
+    const std::vector<int> parties = PartiesOf(graph, *e);
     // Another rank of a party's pool in a call as e starts; calls that
     // start or end at that very instant are left out (their order is the
     // event queue's).
@@ -260,43 +245,19 @@ TEST(Simulator, ACallThatJoinsAnotherOnItsCoresSlowsIt) {
     double beside_, comm_slowdown_;
   };
   const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4);
-  auto calls_of = [&](const Timer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    o.trace = true;
-    auto result = Simulate(graph, o);
-    EXPECT_TRUE(result.ok()) << result.status();
-    std::vector<TraceEvent> calls;
-    for (const TraceEvent& e : result.ok() ? result->trace : std::vector<TraceEvent>()) {
-      if (e.kind != InstructionKind::kCompute && e.kind != InstructionKind::kNoOp) {
-        calls.push_back(e);
-      }
-    }
-    return calls;
-  };
-  auto parties_of = [&](const TraceEvent& e) {
-    const RankGraph& rank = graph.ranks[e.rank];
-    const Instruction& ins = rank.instructions()[e.instruction];
-    std::vector<int> parties = ins.kind == InstructionKind::kSend ||
-                                       ins.kind == InstructionKind::kRecv
-                                   ? std::vector<int>{e.rank, rank.Peer(ins)}
-                                   : rank.Group(ins);
-    std::sort(parties.begin(), parties.end());
-    return parties;
-  };
-  for (const TraceEvent& e : calls_of(Timer(1, 1))) {
+  for (const TraceEvent& e : CallsOf(graph, Timer(1, 1))) {
     EXPECT_NEAR((e.end_ns - e.start_ns) * 1e-9, kCall, 2e-9) << e.op << " on rank " << e.rank;
   }
-  const std::vector<TraceEvent> calls = calls_of(Timer(2, 1));
+  const std::vector<TraceEvent> calls = CallsOf(graph, Timer(2, 1));
   int kept = 0, slowed = 0;
   for (const TraceEvent& f : calls) {
-    const std::vector<int> parties = parties_of(f);
+    const std::vector<int> parties = PartiesOf(graph, f);
     // The calls that started while f ran, on a rank sharing a party's
     // cores: by start and parties.
     std::set<std::pair<int64_t, std::vector<int>>> joiners;
     bool tie = false;
     for (const TraceEvent& e : calls) {
-      const std::vector<int> others = parties_of(e);
+      const std::vector<int> others = PartiesOf(graph, e);
       if (others == parties && e.start_ns == f.start_ns) {
         // Another party of f's own call: they end together.
         EXPECT_NEAR(e.end_ns, f.end_ns, 1) << f.op << " on ranks " << f.rank << ", " << e.rank;
@@ -324,7 +285,7 @@ TEST(Simulator, ACallThatJoinsAnotherOnItsCoresSlowsIt) {
   }
   EXPECT_GT(kept, 0);
   EXPECT_GT(slowed, 0);
-  const std::vector<TraceEvent> repriced = calls_of(Timer(2, 1.5));
+  const std::vector<TraceEvent> repriced = CallsOf(graph, Timer(2, 1.5));
   ASSERT_EQ(repriced.size(), calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_NEAR(repriced[i].end_ns, calls[i].end_ns, 1) << calls[i].op << " on rank " << calls[i].rank;

@@ -1,7 +1,12 @@
-// What the simulator's tests share: a timer of fixed costs, and gpt-tiny
-// planned and lowered under a strategy.
+// What the simulator's tests share: a timer of fixed costs, gpt-tiny
+// planned and lowered under a strategy, and a simulation's calls.
 #ifndef LOOM_UNITTESTS_SIMULATOR_TEST_UTIL_H_
 #define LOOM_UNITTESTS_SIMULATOR_TEST_UTIL_H_
+
+#include <algorithm>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "models/gpt.h"
 #include "passes/planner.h"
@@ -37,6 +42,35 @@ inline double StepTime(const ExecutionGraph& graph, const InstructionTimer& time
   SimulationOptions o;
   o.timer = &timer;
   return Simulate(graph, o).value().step_time_s;
+}
+
+// The calls (collectives and transfers) of `graph`'s trace under `timer`.
+inline std::vector<TraceEvent> CallsOf(const ExecutionGraph& graph,
+                                       const InstructionTimer& timer) {
+  SimulationOptions o;
+  o.timer = &timer;
+  o.trace = true;
+  auto result = Simulate(graph, o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  std::vector<TraceEvent> calls;
+  for (const TraceEvent& e : result.ok() ? result->trace : std::vector<TraceEvent>()) {
+    if (e.kind != InstructionKind::kCompute && e.kind != InstructionKind::kNoOp) {
+      calls.push_back(e);
+    }
+  }
+  return calls;
+}
+
+// The global ranks of the call `e` of `graph`'s trace, ascending.
+inline std::vector<int> PartiesOf(const ExecutionGraph& graph, const TraceEvent& e) {
+  const RankGraph& rank = graph.ranks[e.rank];
+  const Instruction& ins = rank.instructions()[e.instruction];
+  std::vector<int> parties = ins.kind == InstructionKind::kSend ||
+                                     ins.kind == InstructionKind::kRecv
+                                 ? std::vector<int>{e.rank, rank.Peer(ins)}
+                                 : rank.Group(ins);
+  std::sort(parties.begin(), parties.end());
+  return parties;
 }
 
 }  // namespace loom
