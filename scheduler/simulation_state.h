@@ -4,6 +4,7 @@
 #define LOOM_SCHEDULER_SIMULATION_STATE_H_
 
 #include <limits>
+#include <memory>
 #include <queue>
 #include <string>
 #include <unordered_map>
@@ -67,9 +68,10 @@ struct StreamState {
   double cpu_share = 0;
   double end = 0;
   double beside_slowdown = 1;  // InstructionTimer::BesideCallsSlowdown
-  // (rank index, instruction) of every party of the call in flight, this
-  // one included (a send that handed its bytes over may have finished).
-  std::vector<std::pair<int, int>> parties;
+  // Where ranks share cores: (rank index, instruction) of every party of
+  // the call in flight, this one included (a send that handed its bytes
+  // over may have finished), one list per call.
+  std::shared_ptr<const std::vector<std::pair<int, int>>> parties;
 };
 
 // Cores shared by the compute of several ranks.
@@ -127,9 +129,9 @@ class Simulation {
   void Start(int r, int ins, double now, const CallStart& call = {}, double seconds = -1);
   // What a call's timer is told as the last of `rv`'s parties arrives at
   // `now`; adds the parties of other ranks' calls on their cores to
-  // `beside`.
+  // `beside`, once per call.
   CallStart CallStartOf(const Rendezvous& rv, double now,
-                        std::vector<std::vector<std::pair<int, int>>>* beside) const;
+                        std::vector<const std::vector<std::pair<int, int>>*>* beside) const;
   // CallStart::cores_busy_for of the rendezvous `rv` completing at `now`.
   double CoresBusyFor(const Rendezvous& rv, double now) const;
   // The compute stream `s` of rank `r` runs after its op in flight without

@@ -127,7 +127,8 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   if (ins.communicates()) {
     seconds = priced >= 0 ? priced : timer_->CommSeconds(*st.graph, ins, call);
     st.streams[ins.stream].end = now + seconds;
-    st.streams[ins.stream].beside_slowdown = timer_->BesideCallsSlowdown(*st.graph, ins, call);
+    st.streams[ins.stream].beside_slowdown =
+        pools_.empty() ? 1 : timer_->BesideCallsSlowdown(*st.graph, ins, call);
     ++st.link_calls;
   } else if (ins.kind != InstructionKind::kNoOp) {
     seconds = timer_->Seconds(*st.graph, ins);
@@ -291,8 +292,9 @@ double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
   return longest;
 }
 
-CallStart Simulation::CallStartOf(const Rendezvous& rv, double now,
-                                  std::vector<std::vector<std::pair<int, int>>>* beside) const {
+CallStart Simulation::CallStartOf(
+    const Rendezvous& rv, double now,
+    std::vector<const std::vector<std::pair<int, int>>*>* beside) const {
   CallStart call;
   call.waited = now - rv.first;
   call.link_idle = std::numeric_limits<double>::infinity();
@@ -313,8 +315,8 @@ CallStart Simulation::CallStartOf(const Rendezvous& rv, double now,
       if (other == pr) continue;
       call.beside_other_calls = true;
       call.other_calls_for = std::max(call.other_calls_for, ranks_[other].streams[os].end - now);
-      const std::vector<std::pair<int, int>>& joined = ranks_[other].streams[os].parties;
-      if (std::find(beside->begin(), beside->end(), joined) == beside->end()) {
+      const std::vector<std::pair<int, int>>* joined = ranks_[other].streams[os].parties.get();
+      if (joined != nullptr && std::find(beside->begin(), beside->end(), joined) == beside->end()) {
         beside->push_back(joined);
       }
     }
@@ -341,11 +343,14 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   if (static_cast<int>(rv.arrived.size()) < size) return Status::OK();
   // The last party arrived now: every party starts.
   ++result_.rendezvous;
-  std::vector<std::vector<std::pair<int, int>>> beside;
+  std::vector<const std::vector<std::pair<int, int>>*> beside;
   const CallStart call = CallStartOf(rv, now, &beside);
-  const std::vector<std::pair<int, int>> parties = rv.arrived;
+  // (Kept for SlowBeside, which only cores ranks share call for.)
+  const auto parties = pools_.empty()
+                           ? nullptr
+                           : std::make_shared<const std::vector<std::pair<int, int>>>(rv.arrived);
   double ends = now;
-  for (const auto& [pr, pid] : parties) {
+  for (const auto& [pr, pid] : rv.arrived) {
     const RankState& p = ranks_[pr];
     const Instruction& party = p.graph->instructions()[pid];
     StreamState& ps = ranks_[pr].streams[party.stream];
@@ -360,7 +365,7 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   }
   // The calls this one joined are slowed while it overlaps them, as it is
   // by them (priced in CommSeconds).
-  for (const auto& joined : beside) SlowBeside(joined, now, ends);
+  for (const auto* joined : beside) SlowBeside(*joined, now, ends);
   rendezvous_.erase(key);
   return Status::OK();
 }

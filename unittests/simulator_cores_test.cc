@@ -288,7 +288,8 @@ TEST(Simulator, ACallThatJoinsAnotherOnItsCoresSlowsIt) {
   const std::vector<TraceEvent> repriced = CallsOf(graph, Timer(2, 1.5));
   ASSERT_EQ(repriced.size(), calls.size());
   for (size_t i = 0; i < calls.size(); ++i) {
-    EXPECT_NEAR(repriced[i].end_ns, calls[i].end_ns, 1) << calls[i].op << " on rank " << calls[i].rank;
+    EXPECT_NEAR(repriced[i].end_ns, calls[i].end_ns, 1)
+        << calls[i].op << " on rank " << calls[i].rank;
   }
 }
 
