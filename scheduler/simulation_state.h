@@ -124,9 +124,9 @@ class Simulation {
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
   Status Arrive(int r, int s, const Instruction& ins, double now);
-  // `call`: for a communication, what its timer is told; `seconds` >= 0
+  // `call`: for a communication, what its timer is told; `priced` >= 0
   // prices it instead (a send's hand-over).
-  void Start(int r, int ins, double now, const CallStart& call = {}, double seconds = -1);
+  void Start(int r, int ins, double now, const CallStart& call = {}, double priced = -1);
   // What a call's timer is told as the last of `rv`'s parties arrives at
   // `now`; adds the parties of other ranks' calls on their cores to
   // `beside`, once per call.
