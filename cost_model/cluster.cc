@@ -239,6 +239,11 @@ Status ValidateCluster(const proto::Cluster& c) {
     return InvalidArgument("compute_comm_slowdown must be at least 1, got ",
                            c.compute_comm_slowdown());
   }
+  if (!std::isfinite(c.lockstep_slowdown()) || c.lockstep_slowdown() < 1 ||
+      c.lockstep_slowdown() > 10) {
+    return InvalidArgument("lockstep_slowdown must be between 1 and 10, got ",
+                           c.lockstep_slowdown());
+  }
   if (c.has_core_wait()) LOOM_RETURN_IF_ERROR(CheckCoreWait(c));
   return Status::OK();
 }

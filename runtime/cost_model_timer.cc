@@ -15,6 +15,12 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     const int pool = t->CorePool(g);
     if (pool >= 0 && ++pool_ranks[pool] == 2) t->shared_pools_.insert(pool);
   }
+  // Ranks on two cores or more wait for the slower core where they meet.
+  int cores_in_use = 0;
+  for (const auto& [pool, ranks] : pool_ranks) {
+    cores_in_use += std::min<int>(ranks, static_cast<int>(t->PoolCores(pool)));
+  }
+  const double compute_scale = cores_in_use >= 2 ? cluster.lockstep_slowdown() : 1.0;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
     auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
@@ -38,7 +44,7 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
       work.bytes = ins.bytes;
       auto cost = ops.Estimate(ins.op_type, signature, work);
       if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
-      seconds[ins.signature] = cost->seconds;
+      seconds[ins.signature] = cost->seconds * compute_scale;
       // (A view has no work to price by any rule.)
       const bool works = work.flops > 0 || work.bytes > 0;
       if (works && priced.emplace(signature, static_cast<int>(cost->rule)).second) {

@@ -22,7 +22,9 @@ namespace loom {
 class CostModelTimer : public InstructionTimer {
  public:
   // Prices every distinct op of `graph` up front, so that an op the model
-  // cannot price fails here, naming it, and Seconds() only looks up.
+  // cannot price fails here, naming it, and Seconds() only looks up. Where
+  // the graph's ranks compute on two cores or more, compute costs the
+  // cluster's lockstep_slowdown times the op's price.
   static StatusOr<std::unique_ptr<CostModelTimer>> Create(
       const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
       CommAlgorithm algorithm = CommAlgorithm::kDirect);

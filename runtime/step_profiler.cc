@@ -51,6 +51,19 @@ int64_t StreamStartNs(const std::vector<int>& prev, const std::vector<const Trac
   return std::min(start, by_id[prev[ins.id]]->end_ns);
 }
 
+// The stretch of compute each instruction belongs to: stretches end at
+// communicating instructions (in instruction order), where ranks that run
+// the plan meet.
+std::vector<int> StretchOf(const RankGraph& graph) {
+  std::vector<int> stretch(graph.instructions().size(), 0);
+  int s = 0;
+  for (const Instruction& ins : graph.instructions()) {
+    if (ins.communicates()) ++s;
+    stretch[ins.id] = s;
+  }
+  return stretch;
+}
+
 }  // namespace
 
 std::vector<int> InStepTimedRanks(const Plan& plan) {
@@ -99,6 +112,7 @@ StatusOr<std::unique_ptr<InStepProfiler>> InStepProfiler::Create(
     }
     if (t.graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
     t.prev = PreviousOnStream(*t.graph);
+    t.stretch = StretchOf(*t.graph);
   }
   return p;
 }
@@ -145,13 +159,45 @@ Status InStepProfiler::Step(int step) {
     }
     for (std::thread& th : threads) th.join();
     for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
-    for (int c = 0; c < copies_; ++c) {
-      std::vector<TraceEvent> events = t.copies[c]->TakeTrace();
-      if (step < options_.warmup_steps) continue;
-      AddStepSamples(t, events);
-    }
+    std::vector<std::vector<TraceEvent>> events(copies_);
+    for (int c = 0; c < copies_; ++c) events[c] = t.copies[c]->TakeTrace();
+    if (step < options_.warmup_steps) continue;
+    for (int c = 0; c < copies_; ++c) AddStepSamples(t, events[c]);
+    if (copies_ > 1) AddLockstepSample(t, events);
   }
   return Status::OK();
+}
+
+// The copies ran the same ops at once, each on its own core. Ranks that
+// meet after every stretch of compute would wait for the slowest copy's
+// stretch each time: the step's sum of those over the sum of the copies'
+// mean stretches.
+void InStepProfiler::AddLockstepSample(const TimedRank& t,
+                                       const std::vector<std::vector<TraceEvent>>& copies) {
+  const int stretches = t.stretch.empty() ? 1 : t.stretch.back() + 1;
+  std::vector<double> slowest(stretches, 0), total(stretches, 0);
+  for (const std::vector<TraceEvent>& events : copies) {
+    std::vector<double> own(stretches, 0);
+    for (const TraceEvent& e : events) {
+      if (e.instruction < 0 || !Computes(t.graph->instructions()[e.instruction])) continue;
+      own[t.stretch[e.instruction]] += (e.end_ns - e.start_ns) * 1e-9;
+    }
+    for (int s = 0; s < stretches; ++s) {
+      slowest[s] = std::max(slowest[s], own[s]);
+      total[s] += own[s];
+    }
+  }
+  double slowest_sum = 0, mean_sum = 0;
+  for (int s = 0; s < stretches; ++s) {
+    slowest_sum += slowest[s];
+    mean_sum += total[s] / copies.size();
+  }
+  if (mean_sum > 0) lockstep_ratios_.push_back(slowest_sum / mean_sum);
+}
+
+std::optional<double> InStepProfiler::LockstepSlowdown() const {
+  if (lockstep_ratios_.empty()) return std::nullopt;
+  return Median(lockstep_ratios_);
 }
 
 std::vector<OpTiming> InStepProfiler::Timings() const {

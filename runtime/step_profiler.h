@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,22 @@ class InStepProfiler {
   // step).
   std::vector<OpTiming> Timings() const;
 
+  // How much longer ranks on different cores take to compute in lockstep
+  // than on average (>= 1): per sampled step and timed rank, the copies'
+  // slowest time for each stretch of compute between the rank's
+  // communicating instructions, summed, over the sum of their mean times;
+  // the median over those. A VM's cores drift apart in speed, and ranks
+  // that meet at every collective or transfer wait for the slowest each
+  // time. Absent with one copy.
+  std::optional<double> LockstepSlowdown() const;
+  int copies() const { return copies_; }
+
  private:
   struct TimedRank {
     std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
     const RankGraph* graph = nullptr;
     std::vector<int> prev;  // the instruction before each on its stream, or -1
+    std::vector<int> stretch;  // StretchOf: the compute stretch of each instruction
   };
   struct Samples {
     OpTiming timing;
@@ -80,12 +92,14 @@ class InStepProfiler {
   };
   InStepProfiler() = default;
   void AddStepSamples(const TimedRank& t, const std::vector<TraceEvent>& events);
+  void AddLockstepSample(const TimedRank& t, const std::vector<std::vector<TraceEvent>>& copies);
 
   StepProfileOptions options_;
   std::vector<int> ranks_;
   int copies_ = 1;
   std::vector<TimedRank> timed_;
   std::map<std::string, Samples> by_signature_;
+  std::vector<double> lockstep_ratios_;
 };
 
 // An InStepProfiler's warm-up and timed steps, one after the other.

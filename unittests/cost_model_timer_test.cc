@@ -148,6 +148,34 @@ TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   EXPECT_NEAR(price(waiting, 5e-3), awake + 2e-3, 1e-15);  // two slices at most
 }
 
+// Ranks that compute on two cores meet at the slower one's pace: their
+// compute costs lockstep_slowdown times the op's price; ranks that take
+// turns on one core, or GPUs, never wait for another core.
+TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
+  const ExecutionGraph graph = TinyMpGraph(1, 1);
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction* matmul = nullptr;
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.op_type == "matmul") matmul = &ins;
+  }
+  ASSERT_NE(matmul, nullptr);
+  auto price = [&](proto::Cluster cluster, double lockstep) {
+    cluster.set_lockstep_slowdown(lockstep);
+    EXPECT_TRUE(ValidateCluster(cluster).ok());
+    const OpCostModel ops(cluster, CostTable());
+    return CostModelTimer::Create(graph, ops, cluster).value()->Seconds(rank, *matmul);
+  };
+  const proto::Cluster local = LoadCluster("local").value();
+  ASSERT_GE(local.device().cores(), 2);
+  EXPECT_GT(price(local, 1), 0);
+  EXPECT_DOUBLE_EQ(price(local, 1.25), 1.25 * price(local, 1));
+  proto::Cluster one_core = local;
+  one_core.mutable_device()->set_cores(1);
+  EXPECT_DOUBLE_EQ(price(one_core, 1.25), price(one_core, 1));
+  const proto::Cluster h100 = LoadCluster("h100").value();
+  EXPECT_DOUBLE_EQ(price(h100, 1.25), price(h100, 1));
+}
+
 // A transfer waits for busy cores as a collective does: the receiver's
 // thread must get its core before the bytes move.
 TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -176,7 +177,8 @@ TEST(Profile, ProgramFileAndTheDefaultTableLocation) {
 }
 
 // In-step profiling runs copies of each timed rank side by side, one per
-// core: every signature is timed as alone, with a sample per copy and step.
+// core: every signature is timed as alone, with a sample per copy and step,
+// and the copies' stretches of compute give the cores' lockstep slowdown.
 TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
   if (CoresOfThisProcess().size() < 2) GTEST_SKIP() << "needs 2 cores, this process has 1";
   GptConfig c = GptPreset("gpt-tiny").value();
@@ -188,10 +190,21 @@ TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
     o.steps = 3;
     o.side_by_side = side_by_side;
     std::map<std::string, int> samples;
-    const std::vector<OpTiming> timings = ProfileInStep(c, plan, o).value();
-    for (const OpTiming& t : timings) {
+    auto profiler = InStepProfiler::Create(c, plan, o).value();
+    for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
+      EXPECT_TRUE(profiler->Step(step).ok());
+    }
+    for (const OpTiming& t : profiler->Timings()) {
       EXPECT_GT(t.median_seconds, 0) << t.signature;
       samples[t.signature] = t.samples;
+    }
+    // Copies on two cores say how much the slower core's stretches of
+    // compute add: never less than the mean, and far from double it.
+    const std::optional<double> lockstep = profiler->LockstepSlowdown();
+    EXPECT_EQ(lockstep.has_value(), side_by_side > 1);
+    if (lockstep) {
+      EXPECT_GE(*lockstep, 1.0);
+      EXPECT_LT(*lockstep, 1.5);
     }
     return samples;
   };
@@ -354,7 +367,8 @@ TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
 }
 
 // In one process a run can also time the wait for busy cores between its
-// steps: it writes its cluster with that core_wait and the rest kept.
+// steps: it writes its cluster with that core_wait, the lockstep slowdown
+// of its profile, and the rest kept.
 TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
   const std::string dir = TempDir("loom_profile_core_wait");
   const std::string plan = dir + "/p.plan";
@@ -378,6 +392,13 @@ TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
   ASSERT_TRUE(c.ok()) << c.status();
   const proto::Cluster local = LoadCluster("local").value();
   EXPECT_EQ(c->intra_node().SerializeAsString(), local.intra_node().SerializeAsString());
+  // ... and the lockstep slowdown its profile's copies on the two cores gave.
+  EXPECT_TRUE(c->has_lockstep_slowdown());
+  char said[128];
+  std::snprintf(said, sizeof(said),
+                "lockstep: ranks meeting after each stretch of compute on 2 cores would take "
+                "%.1f%% longer", (c->lockstep_slowdown() - 1) * 100);
+  EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
   // (Unless the fit is too far from its samples, which it says.)
   if (r.out.find("core wait: not recorded") == std::string::npos) {
     EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
