@@ -133,7 +133,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
-RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster, with its core_wait
+RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster, with its core_wait and lockstep_slowdown
 ROWS=$WORK/rows
 
 # Busy and total jiffies of all cores so far (/proc/stat).
@@ -408,7 +408,8 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "table profiled on this host between the run's steps (\`loom run"
   echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
   echo "on loopback also $CORE_WAIT_CALLS all-reduces beside each length of compute burst, the"
-  echo "cluster's core_wait, \`--interleaved_core_wait_calls\`);"
+  echo "cluster's core_wait, \`--interleaved_core_wait_calls\`, and the profile's copies'"
+  echo "lockstep_slowdown, the slower core's stretches of compute over the mean);"
   echo "all on one plan, saved by \`loom plan\` with the row's cluster."
   echo "Error: the median over the runs of (simulated - measured) / measured, each"
   echo "run against the simulation of its own table; runs' spread ="
