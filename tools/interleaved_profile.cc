@@ -94,15 +94,16 @@ Status InterleavedProfile::Write() {
               "wrote %s (%d entries)\n",
               entries.size(), counts.added, counts.replaced, options_.cost_table.c_str(),
               table.size());
-  if (std::optional<double> lockstep = profiler_->LockstepSlowdown()) {
+  const std::optional<double> lockstep = profiler_->LockstepSlowdown();
+  if (lockstep) {
     std::printf("lockstep: ranks meeting after each stretch of compute on %d cores would take "
                 "%.1f%% longer than the mean (the slowest core's stretches)\n",
                 profiler_->copies(), (*lockstep - 1) * 100);
   }
-  return core_wait_ != nullptr ? WriteCluster() : Status::OK();
+  return core_wait_ != nullptr ? WriteCluster(lockstep) : Status::OK();
 }
 
-Status InterleavedProfile::WriteCluster() {
+Status InterleavedProfile::WriteCluster(std::optional<double> lockstep) {
   const int sampled = steps_ - options_.warmup_steps;
   proto::Cluster cluster = options_.cluster;
   LOOM_RETURN_IF_ERROR(RecordCoreWait(
@@ -113,11 +114,7 @@ Status InterleavedProfile::WriteCluster() {
              options_.core_wait_bytes, " B beside compute bursts on 2 pinned ranks after each ",
              "of the run's steps, medians"),
       &cluster));
-  if (profiler_ != nullptr) {
-    if (std::optional<double> lockstep = profiler_->LockstepSlowdown()) {
-      cluster.set_lockstep_slowdown(*lockstep);
-    }
-  }
+  if (lockstep) cluster.set_lockstep_slowdown(*lockstep);
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(options_.cluster_out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, options_.cluster_out));
   std::printf("wrote %s (use it with --cluster %s)\n", options_.cluster_out.c_str(),

@@ -69,7 +69,8 @@ class InterleavedProfile {
  private:
   InterleavedProfile() = default;
   Status Barrier();
-  Status WriteCluster();
+  // With the profile's lockstep slowdown, where its copies gave one.
+  Status WriteCluster(std::optional<double> lockstep);
 
   InterleavedProfileOptions options_;
   std::unique_ptr<InStepProfiler> profiler_;  // null in processes that do not profile
