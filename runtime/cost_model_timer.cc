@@ -21,7 +21,6 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     cores_in_use += std::min<int>(ranks, static_cast<int>(t->PoolCores(pool)));
   }
   const double compute_scale = cores_in_use >= 2 ? cluster.lockstep_slowdown() : 1.0;
-  t->compute_scale_ = compute_scale;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
     auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
@@ -155,19 +154,10 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
                                    CallRegime regime, double link_idle) const {
   const CollectiveKind kind = kinds_.at(ins.op_type);
-  // Link.after_idle was measured with each party on a core of its own.
-  // Where each party's core is shared with another rank, that rank keeps
-  // the core and link from going quiet so: under a launch of 4 ranks on 2
-  // cores, traced gpt-tiny and gpt-small mp=2 pp=2 all-reduces were faster
-  // after longer quiet, not slower (docs/simulator_accuracy.md, "One
-  // table, both networks").
-  const bool charge_after_idle = !CoresShared(g, ins);
   if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
-    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle,
-                             charge_after_idle);
+    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle);
   }
-  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle,
-                           charge_after_idle);
+  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle);
 }
 
 double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
@@ -229,11 +219,6 @@ double CostModelTimer::CommSlowdown(int) const { return cluster_.comm_compute_sl
 
 double CostModelTimer::ComputeCommSlowdown(int) const {
   return cluster_.compute_comm_slowdown();
-}
-
-double CostModelTimer::SharedCoreSlowdown(int) const {
-  return cluster_.has_shared_core_lockstep() ? cluster_.shared_core_lockstep() / compute_scale_
-                                             : 1.0;
 }
 
 }  // namespace loom

@@ -59,9 +59,6 @@ class CostModelTimer : public InstructionTimer {
   double PoolCores(int pool) const override;
   double CommSlowdown(int pool) const override;
   double ComputeCommSlowdown(int pool) const override;
-  // shared_core_lockstep over the lockstep_slowdown already in every
-  // compute price: the shared cores' lockstep in its place.
-  double SharedCoreSlowdown(int pool) const override;
   // 1 - (the call's price at zero bytes) / (its price): what is not the
   // link's latency is bytes moving, which on a CPU host copies them.
   double CommCpuShare(const RankGraph& rank, const Instruction& ins,
@@ -104,7 +101,6 @@ class CostModelTimer : public InstructionTimer {
   std::unordered_map<std::string, CollectiveKind> kinds_;  // by op type
   std::array<int, 3> rule_counts_{};
   std::unordered_set<int> shared_pools_;  // pools holding two ranks or more
-  double compute_scale_ = 1;              // lockstep_slowdown where it applies
 };
 
 }  // namespace loom

@@ -133,7 +133,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
-RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a run's cluster: its lockstep_slowdown, and a loopback run's core_wait
+RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster, with its core_wait and lockstep_slowdown
 ROWS=$WORK/rows
 
 # Busy and total jiffies of all cores so far (/proc/stat).
@@ -323,9 +323,7 @@ for network in ${NETWORKS//,/ }; do
         runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
           --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
       else
-        # Rank 0's process writes the cluster with the run's lockstep slowdown.
-        runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled \
-          --cluster $cluster --interleaved_cluster_out $RUN_CLUSTER"
+        runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
       fi
       # Each run profiles the plan's ops between its steps, and its error is
       # its simulation against itself: the two share the host's seconds.
@@ -462,7 +460,7 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
   echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
   echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # emulated"
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
   echo '```'
   echo

@@ -176,24 +176,6 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
   EXPECT_DOUBLE_EQ(price(h100, 1.25), price(h100, 1));
 }
 
-// Compute that shares its core with another rank's meets at the shared
-// cores' lockstep in place of lockstep_slowdown, which every compute price
-// already carries; without a measurement it is not slowed again.
-TEST(CostModelTimer, ComputeOnSharedCoresTakesTheSharedCoreLockstep) {
-  const ExecutionGraph graph = TinyMpGraph(2, 2);
-  proto::Cluster local = LoadCluster("local").value();
-  local.set_lockstep_slowdown(1.05);
-  auto slowdown = [&](const proto::Cluster& cluster) {
-    EXPECT_TRUE(ValidateCluster(cluster).ok());
-    const OpCostModel ops(cluster, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, cluster).value();
-    return timer->SharedCoreSlowdown(timer->CorePool(graph.ranks[0]));
-  };
-  EXPECT_DOUBLE_EQ(slowdown(local), 1);
-  local.set_shared_core_lockstep(1.26);
-  EXPECT_DOUBLE_EQ(slowdown(local), 1.2);
-}
-
 // A transfer waits for busy cores as a collective does: the receiver's
 // thread must get its core before the bytes move.
 TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
@@ -314,7 +296,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
 
 // The simulator's idle time of a call's links reaches the model: after a
 // longer idle the call takes the link's after_idle extra, on top of its
-// regime's costs, where each party has its core to itself.
+// regime's costs.
 TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   proto::Cluster local = LocalWithAwakeCosts();
   for (auto [idle, extra] : {std::pair{0.5e-3, 0.0}, std::pair{5e-3, 1e-3}}) {
@@ -337,18 +319,6 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   EXPECT_NEAR(price(5e-3, -1) - price(0, -1), 1e-3, 1e-15);
   EXPECT_NEAR(price(2.75e-3, 1e-3) - price(0, 1e-3), 0.5e-3, 1e-15);  // awake, half way
   EXPECT_NEAR(price(std::numeric_limits<double>::infinity(), -1) - price(0, -1), 1e-3, 1e-15);
-
-  // Measured with each party on a core of its own; where each shares its
-  // core with another rank (pp=2: 4 ranks on 2 cores) nothing is added.
-  const ExecutionGraph shared = TinyMpGraph(2, 2);
-  auto shared_timer = CostModelTimer::Create(shared, ops, local).value();
-  auto shared_price = [&](double link_idle) {
-    CallStart start;
-    start.link_idle = link_idle;
-    return shared_timer->CommSeconds(shared.ranks[0], FirstMpAllReduce(shared.ranks[0]), start);
-  };
-  EXPECT_GT(shared_price(0), 0);
-  EXPECT_DOUBLE_EQ(shared_price(5e-3), shared_price(0));
 }
 
 // A send within its link's send buffer hands its bytes over at the host's
