@@ -244,6 +244,12 @@ Status ValidateCluster(const proto::Cluster& c) {
     return InvalidArgument("lockstep_slowdown must be between 1 and 10, got ",
                            c.lockstep_slowdown());
   }
+  if (c.has_shared_core_lockstep() &&
+      (!std::isfinite(c.shared_core_lockstep()) || c.shared_core_lockstep() < 1 ||
+       c.shared_core_lockstep() > 10)) {
+    return InvalidArgument("shared_core_lockstep must be between 1 and 10, got ",
+                           c.shared_core_lockstep());
+  }
   if (c.has_core_wait()) LOOM_RETURN_IF_ERROR(CheckCoreWait(c));
   return Status::OK();
 }

@@ -130,7 +130,8 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
 
 double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                               int64_t bytes, const std::vector<int>& group_ranks,
-                              CallRegime regime, double idle_seconds) const {
+                              CallRegime regime, double idle_seconds,
+                              bool charge_after_idle) const {
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
   const CommTerms t = TermsOf(kind, algorithm, n);
@@ -152,7 +153,7 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
     }
   }
   const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
-  const double after_idle = AfterIdleSeconds(link, idle_seconds);
+  const double after_idle = charge_after_idle ? AfterIdleSeconds(link, idle_seconds) : 0;
   if (link.has_burst_bytes()) {
     // A shaper: what the bucket holds leaves at once, the rest at its rate.
     const double rate = link.sustained_bandwidth();

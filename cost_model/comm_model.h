@@ -118,11 +118,12 @@ class CommModel {
   // before the call (the least over them); on a shaped link
   // (Link.burst_bytes) the bucket refilled meanwhile, and a link that
   // measured it (Link.after_idle) charges the extra of calls after idle.
-  // 0: an empty bucket and a busy link.
+  // 0: an empty bucket and a busy link. `charge_after_idle` false: the
+  // after_idle extra does not apply (the bucket still refills).
   double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
                      CallRegime regime = CallRegime::kTogether,
-                     double idle_seconds = 0) const;
+                     double idle_seconds = 0, bool charge_after_idle = true) const;
 
   // The bytes one member moves in one direction for that call on its
   // link (what the link's bandwidth and sustained_bandwidth divide).

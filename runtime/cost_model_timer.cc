@@ -21,6 +21,7 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     cores_in_use += std::min<int>(ranks, static_cast<int>(t->PoolCores(pool)));
   }
   const double compute_scale = cores_in_use >= 2 ? cluster.lockstep_slowdown() : 1.0;
+  t->compute_scale_ = compute_scale;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
     auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
@@ -89,9 +90,13 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
   // transfers too: a send's bytes move only once the receiving rank's
   // thread gets its core (gpt-tiny pp=2 on loopback: recvs took 2.5-6 ms
   // from the send's start, priced 0.2-0.4 ms without it). The shared
-  // cores' costs were measured beside calls, not compute.
+  // cores' costs were measured beside calls, not compute. A transfer
+  // between two ranks pinned to one core waits for no other core: the
+  // sender holds it, and the receiver's thread takes it as the sender's
+  // blocks (gpt-tiny mp=2 pp=2 VPP on loopback: 0.1-0.26 ms from the
+  // last party's arrival, priced 3.4-3.6 ms with the wait).
   if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
-      regime != CallRegime::kSharedCores && ins.comm_calls > 0) {
+      regime != CallRegime::kSharedCores && ins.comm_calls > 0 && !OnOneCore(g, ins)) {
     const proto::CoreWait& w = cluster_.core_wait();
     seconds += w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
   }
@@ -154,10 +159,21 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
                                    CallRegime regime, double link_idle) const {
   const CollectiveKind kind = kinds_.at(ins.op_type);
+  // Link.after_idle was measured with the parties arriving together, each
+  // on a core of its own. Where a party waited, after_wait's costs, timed
+  // with arrivals apart, hold instead: traced gpt-tiny pp=2 recvs and the
+  // step's last all-reduce took 0.4-1.4 ms where the extra priced them at
+  // 3.2-4.6. Where each party's core is shared with another rank, that
+  // rank keeps the core and link from going quiet so: under a launch of 4
+  // ranks on 2 cores, traced gpt-tiny and gpt-small mp=2 pp=2 all-reduces
+  // were faster after longer quiet, not slower (docs/simulator_accuracy.md).
+  const bool charge_after_idle = regime != CallRegime::kAfterWait && !CoresShared(g, ins);
   if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
-    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle);
+    return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle,
+                             charge_after_idle);
   }
-  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle);
+  return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle,
+                           charge_after_idle);
 }
 
 double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
@@ -191,6 +207,13 @@ double CostModelTimer::CoreRunHorizon() const {
   return cluster_.has_core_wait() ? cluster_.core_wait().slice_seconds() : 0;
 }
 
+bool CostModelTimer::OnOneCore(const RankGraph& g, const Instruction& ins) const {
+  if (ins.kind != InstructionKind::kSend && ins.kind != InstructionKind::kRecv) return false;
+  if (cluster_.device().core_sharing() != proto::Device::PINNED) return false;
+  const int pool = CorePoolOf(g.rank);
+  return pool >= 0 && pool == CorePoolOf(g.Peer(ins));
+}
+
 int CostModelTimer::CorePool(const RankGraph& g) const { return CorePoolOf(g.rank); }
 
 int CostModelTimer::CorePoolOf(int rank) const {
@@ -219,6 +242,14 @@ double CostModelTimer::CommSlowdown(int) const { return cluster_.comm_compute_sl
 
 double CostModelTimer::ComputeCommSlowdown(int) const {
   return cluster_.compute_comm_slowdown();
+}
+
+double CostModelTimer::SharedCoreSlowdown(int) const {
+  // core_wait prices the same slices at the calls where ranks meet: charged
+  // twice, loopback's four-rank rows ran 7.5% mean, 18.8% max long
+  // (docs/simulator_accuracy.md).
+  if (cluster_.has_core_wait() || !cluster_.has_shared_core_lockstep()) return 1.0;
+  return cluster_.shared_core_lockstep() / compute_scale_;
 }
 
 }  // namespace loom

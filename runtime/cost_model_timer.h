@@ -59,6 +59,10 @@ class CostModelTimer : public InstructionTimer {
   double PoolCores(int pool) const override;
   double CommSlowdown(int pool) const override;
   double ComputeCommSlowdown(int pool) const override;
+  // shared_core_lockstep over the lockstep_slowdown already in every
+  // compute price: the shared cores' lockstep in its place. 1 where the
+  // cluster has core_wait, which prices the OS's slices where ranks meet.
+  double SharedCoreSlowdown(int pool) const override;
   // 1 - (the call's price at zero bytes) / (its price): what is not the
   // link's latency is bytes moving, which on a CPU host copies them.
   double CommCpuShare(const RankGraph& rank, const Instruction& ins,
@@ -89,6 +93,8 @@ class CostModelTimer : public InstructionTimer {
   // The link `ins` communicates over.
   const proto::Link& LinkOf(const RankGraph& rank, const Instruction& ins) const;
   bool CoresShared(const RankGraph& rank, const Instruction& ins) const;
+  // A send or recv between two ranks pinned to the same core.
+  bool OnOneCore(const RankGraph& rank, const Instruction& ins) const;
   // One call of communicating `ins`, of `bytes`.
   double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
                      CallRegime regime, double link_idle) const;
@@ -101,6 +107,7 @@ class CostModelTimer : public InstructionTimer {
   std::unordered_map<std::string, CollectiveKind> kinds_;  // by op type
   std::array<int, 3> rule_counts_{};
   std::unordered_set<int> shared_pools_;  // pools holding two ranks or more
+  double compute_scale_ = 1;              // lockstep_slowdown where it applies
 };
 
 }  // namespace loom

@@ -91,21 +91,32 @@ StatusOr<std::unique_ptr<InStepProfiler>> InStepProfiler::Create(
   // (docs/simulator_accuracy.md), and ranks timed one after the other
   // would price each stage's ops at a phase of its own; in turns, every
   // op's samples span the whole profile.
+  // Ranks the plan pins two to a core get the shared cores' lockstep.
+  const bool beside = options.shared_core_steps > 0 && p->copies_ > 1 &&
+                      plan.layout.world_size() > cores;
   p->timed_.resize(p->ranks_.size());
   for (size_t i = 0; i < p->ranks_.size(); ++i) {
     const int rank = p->ranks_[i];
     TimedRank& t = p->timed_[i];
-    t.copies.resize(p->copies_);
-    for (int c = 0; c < p->copies_; ++c) {
+    auto copy_on_core = [&](int core) {
       ParallelTrainer::Options o;
       o.local_ranks = {rank};
       o.local_communication = true;
       o.trace = true;
       o.pin_cores = p->copies_ > 1;
-      o.pin_offset = c - rank;
-      LOOM_ASSIGN_OR_RETURN(t.copies[c], ParallelTrainer::CreateFromPlan(
-                                             config, plan,
-                                             StrCat("in-step profile of rank ", rank), o));
+      o.pin_offset = core - rank;
+      return ParallelTrainer::CreateFromPlan(config, plan,
+                                             StrCat("in-step profile of rank ", rank), o);
+    };
+    t.copies.resize(p->copies_);
+    for (int c = 0; c < p->copies_; ++c) {
+      LOOM_ASSIGN_OR_RETURN(t.copies[c], copy_on_core(c));
+    }
+    if (beside) {
+      t.beside.resize(p->copies_);
+      for (int c = 0; c < p->copies_; ++c) {
+        LOOM_ASSIGN_OR_RETURN(t.beside[c], copy_on_core(c));
+      }
     }
     for (const RankGraph& g : t.copies[0]->graph().ranks) {
       if (g.rank == rank) t.graph = &g;
@@ -149,31 +160,50 @@ void InStepProfiler::AddStepSamples(const TimedRank& t, const std::vector<TraceE
   }
 }
 
+StatusOr<std::vector<std::vector<TraceEvent>>> InStepProfiler::StepTogether(
+    const std::vector<ParallelTrainer*>& trainers, int step) {
+  std::vector<Status> status(trainers.size());
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < trainers.size(); ++c) {
+    threads.emplace_back([&, c] { status[c] = trainers[c]->Step(step).status(); });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
+  std::vector<std::vector<TraceEvent>> events(trainers.size());
+  for (size_t c = 0; c < trainers.size(); ++c) events[c] = trainers[c]->TakeTrace();
+  return events;
+}
+
 Status InStepProfiler::Step(int step) {
+  const int sampled = step - options_.warmup_steps;
   for (TimedRank& t : timed_) {
     // The copies step together, so that each op runs beside the others'.
-    std::vector<Status> status(copies_);
-    std::vector<std::thread> threads;
-    for (int c = 0; c < copies_; ++c) {
-      threads.emplace_back([&, c] { status[c] = t.copies[c]->Step(step).status(); });
-    }
-    for (std::thread& th : threads) th.join();
-    for (const Status& st : status) LOOM_RETURN_IF_ERROR(st);
-    std::vector<std::vector<TraceEvent>> events(copies_);
-    for (int c = 0; c < copies_; ++c) events[c] = t.copies[c]->TakeTrace();
-    if (step < options_.warmup_steps) continue;
+    std::vector<ParallelTrainer*> copies;
+    for (auto& c : t.copies) copies.push_back(c.get());
+    LOOM_ASSIGN_OR_RETURN(std::vector<std::vector<TraceEvent>> events,
+                          StepTogether(copies, step));
+    if (sampled < 0) continue;
     for (int c = 0; c < copies_; ++c) AddStepSamples(t, events[c]);
-    if (copies_ > 1) AddLockstepSample(t, events);
+    if (copies_ > 1) {
+      if (auto ratio = LockstepRatio(t, events)) lockstep_ratios_.push_back(*ratio);
+    }
+    if (t.beside.empty() || sampled >= options_.shared_core_steps) continue;
+    // Again with the second copies beside: only the first copies' stretches
+    // count, each pair on two cores as two ranks that meet.
+    for (auto& c : t.beside) copies.push_back(c.get());
+    LOOM_ASSIGN_OR_RETURN(events, StepTogether(copies, step));
+    events.resize(copies_);
+    if (auto ratio = LockstepRatio(t, events)) shared_lockstep_ratios_.push_back(*ratio);
   }
   return Status::OK();
 }
 
-// The copies ran the same ops at once, each on its own core. Ranks that
-// meet after every stretch of compute would wait for the slowest copy's
-// stretch each time: the step's sum of those over the sum of the copies'
-// mean stretches.
-void InStepProfiler::AddLockstepSample(const TimedRank& t,
-                                       const std::vector<std::vector<TraceEvent>>& copies) {
+// The copies ran the same ops at once, each on a core of its own. Ranks
+// that meet after every stretch of compute would wait for the slowest
+// copy's stretch each time: the step's sum of those over the sum of the
+// copies' mean stretches.
+std::optional<double> InStepProfiler::LockstepRatio(
+    const TimedRank& t, const std::vector<std::vector<TraceEvent>>& copies) {
   const int stretches = t.stretch.empty() ? 1 : t.stretch.back() + 1;
   std::vector<double> slowest(stretches, 0), total(stretches, 0);
   for (const std::vector<TraceEvent>& events : copies) {
@@ -192,12 +222,18 @@ void InStepProfiler::AddLockstepSample(const TimedRank& t,
     slowest_sum += slowest[s];
     mean_sum += total[s] / copies.size();
   }
-  if (mean_sum > 0) lockstep_ratios_.push_back(slowest_sum / mean_sum);
+  if (mean_sum <= 0) return std::nullopt;
+  return slowest_sum / mean_sum;
 }
 
 std::optional<double> InStepProfiler::LockstepSlowdown() const {
   if (lockstep_ratios_.empty()) return std::nullopt;
   return Median(lockstep_ratios_);
+}
+
+std::optional<double> InStepProfiler::SharedCoreLockstep() const {
+  if (shared_lockstep_ratios_.empty()) return std::nullopt;
+  return Median(shared_lockstep_ratios_);
 }
 
 std::vector<OpTiming> InStepProfiler::Timings() const {

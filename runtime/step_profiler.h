@@ -34,6 +34,10 @@ struct StepProfileOptions {
   // Copies of each timed rank run at once, one per core (at most the
   // process's cores); 0: as many as the plan has ranks.
   int side_by_side = 0;
+  // Where the plan has more ranks than the copies have cores: after each
+  // of the first this many sampled steps, one more step with a second copy
+  // on every core, for SharedCoreLockstep (0: none).
+  int shared_core_steps = 5;
 };
 
 // Called before each step (all timed ranks take it in turns): the step,
@@ -76,11 +80,20 @@ class InStepProfiler {
   // that meet at every collective or transfer wait for the slowest each
   // time. Absent with one copy.
   std::optional<double> LockstepSlowdown() const;
+  // The same with a second copy on each core, as where a plan pins two
+  // ranks to a core: the OS runs the two a slice at a time, and a copy
+  // reaches the end of a stretch a slice early or late. Over the first
+  // copies, one per core, each beside its second copy; the median over
+  // options.shared_core_steps steps of each timed rank. Absent where the
+  // plan has no more ranks than the copies have cores.
+  std::optional<double> SharedCoreLockstep() const;
   int copies() const { return copies_; }
 
  private:
   struct TimedRank {
     std::vector<std::unique_ptr<ParallelTrainer>> copies;  // copy c on core c
+    // The second copy on core c, for SharedCoreLockstep; empty: not measured.
+    std::vector<std::unique_ptr<ParallelTrainer>> beside;
     const RankGraph* graph = nullptr;
     std::vector<int> prev;  // the instruction before each on its stream, or -1
     std::vector<int> stretch;  // StretchOf: the compute stretch of each instruction
@@ -92,7 +105,12 @@ class InStepProfiler {
   };
   InStepProfiler() = default;
   void AddStepSamples(const TimedRank& t, const std::vector<TraceEvent>& events);
-  void AddLockstepSample(const TimedRank& t, const std::vector<std::vector<TraceEvent>>& copies);
+  // The copies' slowest time per stretch, summed, over their mean's sum.
+  static std::optional<double> LockstepRatio(const TimedRank& t,
+                                             const std::vector<std::vector<TraceEvent>>& copies);
+  // Runs one step of every trainer at once; their events, in order.
+  static StatusOr<std::vector<std::vector<TraceEvent>>> StepTogether(
+      const std::vector<ParallelTrainer*>& trainers, int step);
 
   StepProfileOptions options_;
   std::vector<int> ranks_;
@@ -100,6 +118,7 @@ class InStepProfiler {
   std::vector<TimedRank> timed_;
   std::map<std::string, Samples> by_signature_;
   std::vector<double> lockstep_ratios_;
+  std::vector<double> shared_lockstep_ratios_;
 };
 
 // An InStepProfiler's warm-up and timed steps, one after the other.

@@ -79,6 +79,7 @@ struct Pool {
   double cores = 1;
   double slowdown = 1;          // of compute, while communication runs
   double comm_slowdown = 1;     // of communication, while compute fills the cores
+  double shared_slowdown = 1;   // of compute, while another rank's shares its cores
   // The CPU shares (InstructionTimer::CommCpuShare) of the calls in flight,
   // summed.
   double copying = 0;

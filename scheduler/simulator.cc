@@ -47,6 +47,7 @@ Status Simulation::Init() {
         p.cores = timer_->PoolCores(pool);
         p.slowdown = timer_->CommSlowdown(pool);
         p.comm_slowdown = timer_->ComputeCommSlowdown(pool);
+        p.shared_slowdown = timer_->SharedCoreSlowdown(pool);
         if (!(p.cores > 0) || !(p.slowdown >= 1) || !(p.comm_slowdown >= 1)) {
           return InvalidArgument("simulator: core pool ", pool, " of rank ", g.rank, " has ",
                                  p.cores, " cores and slowdowns of ", p.slowdown, " and ",
@@ -219,6 +220,12 @@ void Simulation::Reprice(int p, double now) {
     return pa != pb ? pa > pb : a < b;
   });
   const double slow = 1 + (pool.slowdown - 1) * std::min(1.0, pool.copying);
+  // Ranks time-sliced on the cores: more tasks than cores, of two ranks.
+  const bool ranks_share =
+      static_cast<double>(pool.tasks.size()) > pool.cores &&
+      std::any_of(pool.tasks.begin(), pool.tasks.end(),
+                  [&](const auto& t) { return t.first != pool.tasks.front().first; });
+  const double shared = ranks_share ? pool.shared_slowdown : 1.0;
   double left = pool.cores;
   for (size_t i = 0; i < pool.tasks.size();) {
     size_t j = i;
@@ -230,7 +237,7 @@ void Simulation::Reprice(int p, double now) {
       StreamState& ss = ranks_[r].streams[s];
       ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate);
       ss.since = now;
-      ss.rate = share / slow;
+      ss.rate = share / (slow * shared);
       const int id = ranks_[r].graph->streams()[s].queue[ss.pos];
       // A task with no core left waits: it gets an end once one frees.
       if (ss.rate > 0) {

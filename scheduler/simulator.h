@@ -18,10 +18,11 @@
 //     CorePool): then the pool's cores go to its running compute
 //     instructions in stream-priority order, equal priorities sharing
 //     equally, no instruction faster than one core, all of them slowed by
-//     CommSlowdown while communication runs in the pool; communication in
-//     the pool is slowed by ComputeCommSlowdown while its compute takes
-//     every core; an instruction ends when its work is done at the rates
-//     it got.
+//     CommSlowdown while communication runs in the pool and by
+//     SharedCoreSlowdown while another rank's compute shares its cores;
+//     communication in the pool is slowed by ComputeCommSlowdown while its
+//     compute takes every core; an instruction ends when its work is done
+//     at the rates it got.
 //
 // One event queue of (time, sequence) with a deterministic tie-break, so
 // two runs give the same trace. With the zero timer the simulation is the
@@ -110,6 +111,12 @@ class InstructionTimer {
   // communication runs up to this many times slower (>= 1): its threads
   // wait for a core.
   virtual double ComputeCommSlowdown(int pool) const { return 1; }
+  // Compute of a rank that shares the pool's cores with another rank's
+  // compute (more tasks than cores, of two ranks or more) runs this many
+  // times slower again: the OS runs them a slice at a time, so each
+  // reaches its next meeting early or late, and its peer waits for the
+  // later one.
+  virtual double SharedCoreSlowdown(int pool) const { return 1; }
   // The part of a call's time (0 to 1) its threads spend moving bytes on
   // the pool's cores, as it starts (`call`); the rest is latency (wakeups, the wire), which takes
   // no core. Both slowdowns scale with it: a call that copies for a fifth

@@ -133,7 +133,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
-RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster, with its core_wait and lockstep_slowdown
+RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster (lockstep_slowdown, core_wait), a launched one's (shared_core_lockstep)
 ROWS=$WORK/rows
 
 # Busy and total jiffies of all cores so far (/proc/stat).
@@ -323,7 +323,9 @@ for network in ${NETWORKS//,/ }; do
         runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
           --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
       else
-        runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled"
+        # Rank 0's process writes the cluster with the shared cores' lockstep.
+        runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled \
+          --cluster $cluster --interleaved_cluster_out $RUN_CLUSTER"
       fi
       # Each run profiles the plan's ops between its steps, and its error is
       # its simulation against itself: the two share the host's seconds.
@@ -409,7 +411,9 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
   echo "on loopback also $CORE_WAIT_CALLS all-reduces beside each length of compute burst, the"
   echo "cluster's core_wait, \`--interleaved_core_wait_calls\`, and the profile's copies'"
-  echo "lockstep_slowdown, the slower core's stretches of compute over the mean);"
+  echo "lockstep_slowdown, the slower core's stretches of compute over the mean;"
+  echo "on the emulated network, where four ranks share two cores, the same with two"
+  echo "copies on each core, the cluster's shared_core_lockstep);"
   echo "all on one plan, saved by \`loom plan\` with the row's cluster."
   echo "Error: the median over the runs of (simulated - measured) / measured, each"
   echo "run against the simulation of its own table; runs' spread ="
@@ -460,7 +464,7 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
   echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
   echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE  # emulated"
+  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
   echo '```'
   echo

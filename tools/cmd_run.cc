@@ -43,10 +43,15 @@ DECLARE_int32(profile_warmup);  // cmd_profile_ops.cc
 DEFINE_int32(interleaved_core_wait_calls, 0,
              "--interleaved_profile in one process: after each step past --profile_warmup, "
              "also time this many all-reduces beside each length of compute burst on two "
-             "pinned ranks (as loom profile --comm_core_wait_calls does) and write --cluster "
-             "with their fit as its core_wait to --interleaved_cluster_out; 0: not timed");
+             "pinned ranks (as loom profile --comm_core_wait_calls does), their fit written "
+             "as --interleaved_cluster_out's core_wait; one process only; 0: not timed");
 DEFINE_string(interleaved_cluster_out, "",
-              "--interleaved_core_wait_calls: the cluster file to write");
+              "--interleaved_profile: write --cluster here with the run's lockstep slowdown "
+              "(ranks on two cores or more wait for the slower one; measured when the profile "
+              "runs copies side by side; not under loom launch), its shared_core_lockstep "
+              "where the plan has more ranks than cores and the cluster has no core_wait (the "
+              "same with two copies on each core) and --interleaved_core_wait_calls' "
+              "core_wait; under loom launch rank 0's process writes it");
 DECLARE_int64(comm_core_wait_bytes);  // profile_core_wait.cc
 
 DEFINE_bool(pin_cores, true,
@@ -160,9 +165,9 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
     return InvalidArgument("--interleaved_core_wait_calls must not be negative, got ",
                            FLAGS_interleaved_core_wait_calls);
   }
-  if ((FLAGS_interleaved_core_wait_calls > 0) != !FLAGS_interleaved_cluster_out.empty()) {
-    return InvalidArgument("--interleaved_core_wait_calls and --interleaved_cluster_out go "
-                           "together");
+  if (FLAGS_interleaved_core_wait_calls > 0 && FLAGS_interleaved_cluster_out.empty()) {
+    return InvalidArgument("--interleaved_core_wait_calls needs --interleaved_cluster_out, the "
+                           "cluster file its fit is written to");
   }
   if (FLAGS_device != "cpu") return InvalidArgument("--interleaved_profile times CPU runs only");
   if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");

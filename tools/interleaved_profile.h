@@ -37,8 +37,10 @@ struct InterleavedProfileOptions {
   std::optional<LaunchEnv> launch;
   std::chrono::milliseconds timeout{60000};
   // In one process: calls timed beside each burst after each sampled step
-  // (0: none), and `cluster` written to `cluster_out` with their fit as its
-  // core_wait.
+  // (0: none; they need `cluster_out`). `cluster` is written to
+  // `cluster_out` (empty: not written) with the profile's lockstep
+  // slowdowns (on cores of their own, and shared where the plan has more
+  // ranks than cores), and with the calls' fit as its core_wait.
   int core_wait_calls = 0;
   int64_t core_wait_bytes = 16 << 10;
   proto::Cluster cluster;
@@ -62,7 +64,7 @@ class InterleavedProfile {
   Status Step(double* step_ms);
 
   // Merges the timings into the cost table and says so on stdout (the
-  // process of rank 0; others have nothing to write); with core-wait calls,
+  // process of rank 0; others have nothing to write); with a cluster_out,
   // writes the cluster too.
   Status Write();
 
@@ -70,7 +72,7 @@ class InterleavedProfile {
   InterleavedProfile() = default;
   Status Barrier();
   // With the profile's lockstep slowdown, where its copies gave one.
-  Status WriteCluster(std::optional<double> lockstep);
+  Status WriteCluster(std::optional<double> lockstep, std::optional<double> shared_core_lockstep);
 
   InterleavedProfileOptions options_;
   std::unique_ptr<InStepProfiler> profiler_;  // null in processes that do not profile

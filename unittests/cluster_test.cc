@@ -89,6 +89,8 @@ TEST(Cluster, ValidationNamesTheField) {
             "compute_comm_slowdown must be at least 1, got 0.9");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_lockstep_slowdown(0.97); }),
             "lockstep_slowdown must be between 1 and 10, got 0.97");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_shared_core_lockstep(12); }),
+            "shared_core_lockstep must be between 1 and 10, got 12");
   EXPECT_EQ(Validate([](proto::Cluster& c) {
               c.mutable_intra_node()->clear_collective();
               proto::CollectiveCost* k = c.mutable_intra_node()->add_collective();

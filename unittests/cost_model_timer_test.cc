@@ -176,31 +176,62 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
   EXPECT_DOUBLE_EQ(price(h100, 1.25), price(h100, 1));
 }
 
+// Compute that shares its core with another rank's meets at the shared
+// cores' lockstep in place of lockstep_slowdown, which every compute price
+// already carries; without a measurement, or where the cluster's core_wait
+// prices the OS's slices at the calls, it is not slowed again.
+TEST(CostModelTimer, ComputeOnSharedCoresTakesTheSharedCoreLockstep) {
+  const ExecutionGraph graph = TinyMpGraph(2, 2);
+  proto::Cluster local = LoadCluster("local").value();
+  local.set_lockstep_slowdown(1.05);
+  auto slowdown = [&](const proto::Cluster& cluster) {
+    EXPECT_TRUE(ValidateCluster(cluster).ok());
+    const OpCostModel ops(cluster, CostTable());
+    auto timer = CostModelTimer::Create(graph, ops, cluster).value();
+    return timer->SharedCoreSlowdown(timer->CorePool(graph.ranks[0]));
+  };
+  local.clear_core_wait();
+  EXPECT_DOUBLE_EQ(slowdown(local), 1);
+  local.set_shared_core_lockstep(1.26);
+  EXPECT_DOUBLE_EQ(slowdown(local), 1.2);
+  // Where core_wait prices the slices at the calls, not again here.
+  local.mutable_core_wait()->set_waits(2);
+  local.mutable_core_wait()->set_slice_seconds(3e-3);
+  EXPECT_DOUBLE_EQ(slowdown(local), 1);
+}
+
 // A transfer waits for busy cores as a collective does: the receiver's
-// thread must get its core before the bytes move.
+// thread must get its core before the bytes move. Not where sender and
+// receiver are pinned to one core: the sender holds it, and hands it over.
 TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
   proto::Cluster waiting = LocalWithAwakeCosts();
   waiting.mutable_core_wait()->set_waits(2);
   waiting.mutable_core_wait()->set_slice_seconds(1e-3);
-  const ExecutionGraph graph = TinyMpGraph(2, 2);
-  const OpCostModel ops(waiting, CostTable());
-  auto timer = CostModelTimer::Create(graph, ops, waiting).value();
-  const RankGraph& rank = graph.ranks[0];
-  const Instruction* send = nullptr;
-  for (const Instruction& ins : rank.instructions()) {
-    if (ins.kind == InstructionKind::kSend) {
-      send = &ins;
-      break;
+  // The extra of compute lasting 0.4 ms on the cores as rank 0's first
+  // send starts, over none.
+  auto waited = [&](int mp, int pp) {
+    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                              MakeStrategy(1, mp, pp, 2, "1F1B")).value();
+    const ExecutionGraph graph = LowerPlan(plan).value();
+    const OpCostModel ops(waiting, CostTable());
+    auto timer = CostModelTimer::Create(graph, ops, waiting).value();
+    const RankGraph& rank = graph.ranks[0];
+    const Instruction* send = nullptr;
+    for (const Instruction& ins : rank.instructions()) {
+      if (ins.kind == InstructionKind::kSend) {
+        send = &ins;
+        break;
+      }
     }
-  }
-  ASSERT_NE(send, nullptr);
-  // Both start on busy cores (the awake costs); the longer compute there
-  // costs two waits of it.
-  CallStart at_once, after;
-  at_once.cores_busy_for = 0;
-  after.cores_busy_for = 0.4e-3;
-  EXPECT_NEAR(timer->CommSeconds(rank, *send, after) - timer->CommSeconds(rank, *send, at_once),
-              0.8e-3, 1e-12);
+    EXPECT_NE(send, nullptr);
+    if (send == nullptr) return -1.0;
+    CallStart at_once, after;
+    at_once.cores_busy_for = 0;
+    after.cores_busy_for = 0.4e-3;
+    return timer->CommSeconds(rank, *send, after) - timer->CommSeconds(rank, *send, at_once);
+  };
+  EXPECT_NEAR(waited(1, 2), 0.8e-3, 1e-12);  // ranks 0 and 1 on cores 0 and 1
+  EXPECT_DOUBLE_EQ(waited(2, 2), 0);         // rank 0 sends to rank 2, on core 0 too
 }
 
 // Two pinned ranks on two cores each hold a core alone: their calls wake
@@ -296,7 +327,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
 
 // The simulator's idle time of a call's links reaches the model: after a
 // longer idle the call takes the link's after_idle extra, on top of its
-// regime's costs.
+// regime's costs, where each party has its core to itself.
 TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   proto::Cluster local = LocalWithAwakeCosts();
   for (auto [idle, extra] : {std::pair{0.5e-3, 0.0}, std::pair{5e-3, 1e-3}}) {
@@ -319,6 +350,28 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   EXPECT_NEAR(price(5e-3, -1) - price(0, -1), 1e-3, 1e-15);
   EXPECT_NEAR(price(2.75e-3, 1e-3) - price(0, 1e-3), 0.5e-3, 1e-15);  // awake, half way
   EXPECT_NEAR(price(std::numeric_limits<double>::infinity(), -1) - price(0, -1), 1e-3, 1e-15);
+  // Measured with the parties arriving together: where one waited and
+  // slept, the after_wait costs are the whole price.
+  auto after_wait = [&](double link_idle) {
+    CallStart start;
+    start.link_idle = link_idle;
+    start.waited = 1e-3;
+    return timer->CommSeconds(rank, call, start);
+  };
+  EXPECT_NE(after_wait(0), price(0, -1));
+  EXPECT_DOUBLE_EQ(after_wait(5e-3), after_wait(0));
+
+  // Measured with each party on a core of its own; where each shares its
+  // core with another rank (pp=2: 4 ranks on 2 cores) nothing is added.
+  const ExecutionGraph shared = TinyMpGraph(2, 2);
+  auto shared_timer = CostModelTimer::Create(shared, ops, local).value();
+  auto shared_price = [&](double link_idle) {
+    CallStart start;
+    start.link_idle = link_idle;
+    return shared_timer->CommSeconds(shared.ranks[0], FirstMpAllReduce(shared.ranks[0]), start);
+  };
+  EXPECT_GT(shared_price(0), 0);
+  EXPECT_DOUBLE_EQ(shared_price(5e-3), shared_price(0));
 }
 
 // A send within its link's send buffer hands its bytes over at the host's

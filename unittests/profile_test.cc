@@ -218,6 +218,37 @@ TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
   }
 }
 
+// Where the plan has more ranks than the copies have cores, the first
+// sampled steps run again with a second copy on each core: the shared
+// cores' lockstep, while the op timings keep to the copies with a core
+// each. With no more ranks than cores, or no such steps, none is measured.
+TEST(Profile, InStepMeasuresTheLockstepOfRanksSharingCores) {
+  if (CoresOfThisProcess().size() < 2) GTEST_SKIP() << "needs 2 cores, this process has 1";
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 1;
+  auto profile = [&](int dp, int shared_core_steps) {
+    const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(dp, 1, 1, 1, "1F1B")).value();
+    StepProfileOptions o;
+    o.warmup_steps = 1;
+    o.steps = 3;
+    o.side_by_side = 2;
+    o.shared_core_steps = shared_core_steps;
+    auto profiler = InStepProfiler::Create(c, plan, o).value();
+    for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
+      EXPECT_TRUE(profiler->Step(step).ok());
+    }
+    for (const OpTiming& t : profiler->Timings()) EXPECT_EQ(t.samples, 6) << t.signature;
+    EXPECT_TRUE(profiler->LockstepSlowdown().has_value());
+    return profiler->SharedCoreLockstep();
+  };
+  const std::optional<double> shared = profile(4, 2);
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_GE(*shared, 1.0);
+  EXPECT_LT(*shared, 3.0);
+  EXPECT_FALSE(profile(4, 0).has_value());
+  EXPECT_FALSE(profile(2, 2).has_value());
+}
+
 // Every profiler's statistic: the middle value, or the mean of the two
 // middle ones, whatever order the samples came in.
 TEST(Profile, MedianOfTimings) {
@@ -368,11 +399,14 @@ TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
 
 // In one process a run can also time the wait for busy cores between its
 // steps: it writes its cluster with that core_wait, the lockstep slowdown
-// of its profile, and the rest kept.
+// of its profile, and the rest kept. With core_wait, four ranks on two
+// cores get no shared cores' lockstep: the simulator would not use it.
 TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
   const std::string dir = TempDir("loom_profile_core_wait");
   const std::string plan = dir + "/p.plan";
-  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 -o " + plan).code, 0);
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan)
+                .code,
+            0);
   const std::string run = "run --plan " + plan + " --steps 3 --profile_warmup 1 " +
                           "--interleaved_profile --cost_table " + dir + "/t.pbtxt ";
   const std::string out = dir + "/run.cluster.pbtxt";
@@ -399,6 +433,8 @@ TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
                 "lockstep: ranks meeting after each stretch of compute on 2 cores would take "
                 "%.1f%% longer", (c->lockstep_slowdown() - 1) * 100);
   EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
+  EXPECT_FALSE(c->has_shared_core_lockstep());
+  EXPECT_EQ(r.out.find("lockstep on shared cores"), std::string::npos) << r.out;
   // (Unless the fit is too far from its samples, which it says.)
   if (r.out.find("core wait: not recorded") == std::string::npos) {
     EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
@@ -409,17 +445,51 @@ TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
   }
 
   Result alone = Loom(run + "--interleaved_core_wait_calls 4");
-  EXPECT_EQ(alone.out, "loom run: --interleaved_core_wait_calls and --interleaved_cluster_out "
-                       "go together\n");
+  EXPECT_EQ(alone.out, "loom run: --interleaved_core_wait_calls needs --interleaved_cluster_out, "
+                       "the cluster file its fit is written to\n");
   Result unprofiled = Loom("run --plan " + plan + " --steps 3 --interleaved_core_wait_calls 4 "
                            "--interleaved_cluster_out " + out);
   EXPECT_EQ(unprofiled.out, "loom run: --interleaved_core_wait_calls needs "
                             "--interleaved_profile\n");
-  Result launched = Loom("launch --nproc 2 -- " + std::string(LOOM_BIN) + " " + run +
+  Result launched = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " " + run +
                          "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
   EXPECT_NE(launched.code, 0);
   EXPECT_NE(launched.out.find("in one process only, not under loom launch"), std::string::npos)
       << launched.out;
+}
+
+// Under loom launch, rank 0's process writes the cluster the run was
+// given with the shared cores' lockstep its profile measured (four ranks
+// on two cores), and nothing else changed: the emulated rows are
+// simulated with it. The two-core lockstep is said, not written.
+TEST(Profile, LaunchedRunWritesItsLockstepSlowdowns) {
+  const std::string dir = TempDir("loom_profile_launched_lockstep");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan).code, 0);
+  const std::string out = dir + "/run.cluster.pbtxt";
+  Result r = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
+                  " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " + dir +
+                  "/t.pbtxt --cluster emulated --interleaved_cluster_out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  proto::Cluster expected = LoadCluster("emulated").value();
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED: one core gives no lockstep slowdown; the cluster is written as given\n");
+    EXPECT_FALSE(c->has_lockstep_slowdown());
+  } else {
+    EXPECT_FALSE(c->has_lockstep_slowdown());
+    ASSERT_TRUE(c->has_shared_core_lockstep()) << r.out;
+    EXPECT_NE(r.out.find("lockstep: ranks meeting after each stretch of compute on 2 cores"),
+              std::string::npos) << r.out;
+    char said[128];
+    std::snprintf(said, sizeof(said),
+                  "lockstep on shared cores: with two ranks on each core, %.1f%% longer",
+                  (c->shared_core_lockstep() - 1) * 100);
+    EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
+    expected.set_shared_core_lockstep(c->shared_core_lockstep());
+  }
+  EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
 }
 
 TEST(Profile, CommWritesAValidClusterFile) {

@@ -51,6 +51,26 @@ TEST(Simulator, RanksSharingCoresComputeAtTheirShare) {
   EXPECT_GE(slowed, comm - 1e-12);
 }
 
+// Ranks time-sliced on a shared core (SharedCoreSlowdown) compute that
+// much slower while both compute there; where each rank has its cores the
+// factor never applies.
+TEST(Simulator, RanksTimeSlicedOnACoreTakeTheSharedCoresSlowdown) {
+  class Timer : public SharedHostTimer {
+   public:
+    Timer(double cores, double shared)
+        : SharedHostTimer(1e-3, 0, cores, 1), shared_(shared) {}
+    double SharedCoreSlowdown(int) const override { return shared_; }
+
+   private:
+    double shared_;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(2, 1, 1, 1, "1F1B"), 2, 8);
+  auto run = [&](const InstructionTimer& timer) { return StepTime(graph, timer); };
+  const double one_core = run(Timer(1, 1));
+  EXPECT_NEAR(run(Timer(1, 1.25)), 1.25 * one_core, 1e-9);
+  EXPECT_NEAR(run(Timer(2, 1.25)), run(Timer(2, 1)), 1e-12);
+}
+
 // Communication on a shared host waits for cores while compute takes them
 // all (ComputeCommSlowdown): with cores to spare, or free compute, nothing
 // changes; with one core it can only lengthen the step.
