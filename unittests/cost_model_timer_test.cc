@@ -97,12 +97,15 @@ const Instruction& FirstMpAllReduce(const RankGraph& rank) {
   LOG(FATAL) << "no mp all-reduce on rank " << rank.rank;
 }
 
-// gpt-tiny at mp=2 over `pp` stages of `micro_batches`, 1F1B, lowered.
-ExecutionGraph TinyMpGraph(int pp, int micro_batches) {
+// gpt-tiny at `mp` over `pp` stages of `micro_batches`, 1F1B, lowered.
+ExecutionGraph TinyGraph(int mp, int pp, int micro_batches) {
   const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                            MakeStrategy(1, 2, pp, micro_batches, "1F1B")).value();
+                            MakeStrategy(1, mp, pp, micro_batches, "1F1B")).value();
   return LowerPlan(plan).value();
 }
+
+// The same at mp=2.
+ExecutionGraph TinyMpGraph(int pp, int micro_batches) { return TinyGraph(2, pp, micro_batches); }
 
 // `local` with distinct awake costs: 5 us and 8 GB/s.
 proto::Cluster LocalWithAwakeCosts() {
@@ -210,9 +213,7 @@ TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
   // The extra of compute lasting 0.4 ms on the cores as rank 0's first
   // send starts, over none.
   auto waited = [&](int mp, int pp) {
-    const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                              MakeStrategy(1, mp, pp, 2, "1F1B")).value();
-    const ExecutionGraph graph = LowerPlan(plan).value();
+    const ExecutionGraph graph = TinyGraph(mp, pp, 2);
     const OpCostModel ops(waiting, CostTable());
     auto timer = CostModelTimer::Create(graph, ops, waiting).value();
     const RankGraph& rank = graph.ranks[0];
