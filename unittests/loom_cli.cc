@@ -1,10 +1,14 @@
 #include "unittests/loom_cli.h"
 
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+
+#include <glog/logging.h>
+#include <gtest/gtest.h>
 
 namespace loom {
 
@@ -24,5 +28,11 @@ CliResult Loom(const std::string& args, const std::string& env) {
 }
 
 int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+std::string MakeTempDir(const std::string& prefix) {
+  std::string dir = ::testing::TempDir() + "/" + prefix + "XXXXXX";
+  CHECK(mkdtemp(dir.data()) != nullptr) << dir;
+  return dir;
+}
 
 }  // namespace loom

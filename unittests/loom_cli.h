@@ -21,6 +21,15 @@ CliResult Loom(const std::string& args, const std::string& env = "");
 // How many lines `s` holds (its newlines): one-line errors are one.
 int Lines(const std::string& s);
 
+// A new, empty directory under the test's temporary directory, its name
+// starting with `prefix`.
+std::string MakeTempDir(const std::string& prefix);
+
+// loom profile's flags for tests of coverage and bookkeeping rather than
+// precision: few, short samples.
+inline constexpr char kFastProfileFlags[] =
+    " --profile_samples 3 --profile_warmup 1 --profile_min_sample_ms 0.05";
+
 }  // namespace loom
 
 #endif  // LOOM_UNITTESTS_LOOM_CLI_H_

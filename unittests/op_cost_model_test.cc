@@ -14,6 +14,7 @@
 #include "framework/file_util.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
@@ -180,14 +181,8 @@ TEST_F(OpCostModelTest, NeverASilentZero) {
       << model_.EstimateOp(*op).status();
 }
 
-std::string TempDir(const char* name) {
-  std::string dir = ::testing::TempDir() + "/" + name + "XXXXXX";
-  CHECK(mkdtemp(dir.data()) != nullptr);
-  return dir;
-}
-
 TEST(CostTable, ParseAndValidationErrorsNameTheEntry) {
-  const std::string dir = TempDir("loom_table_errors");
+  const std::string dir = MakeTempDir("loom_table_errors");
   auto load = [&](const std::string& text) {
     std::ofstream(dir + "/t.pbtxt") << text;
     return CostTable::Load(dir + "/t.pbtxt").status().message();
@@ -240,7 +235,7 @@ TEST(CostTable, MergeReplacesTheSameSignatureAndDevice) {
 }
 
 TEST(CostTable, SavesAtomicallyAndReadsBack) {
-  const std::string dir = TempDir("loom_table_save");
+  const std::string dir = MakeTempDir("loom_table_save");
   const std::string path = dir + "/sub/dir/table.pbtxt";  // made on the way
   CostTable t;
   t.Merge({Entry("gelu fp32[4] -> fp32[4]", "local", 1.5e-6)});

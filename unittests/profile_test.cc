@@ -1,7 +1,6 @@
 // loom profile, run as a user runs it, and the op profiler beneath it:
 // the table it writes covers the program, reads back as profiled costs,
 // and merges on a second run; --comm writes a valid cluster file.
-#include <stdlib.h>
 
 #include <array>
 #include <cstdio>
@@ -33,19 +32,10 @@ namespace {
 
 using Result = CliResult;
 
-std::string TempDir(const char* name) {
-  std::string dir = ::testing::TempDir() + "/" + name + "XXXXXX";
-  CHECK(mkdtemp(dir.data()) != nullptr);
-  return dir;
-}
-
-// Fast settings: the test checks coverage and bookkeeping, not precision.
-constexpr char kFast[] = " --profile_samples 3 --profile_warmup 1 --profile_min_sample_ms 0.05";
-
 TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
-  const std::string table_path = TempDir("loom_profile") + "/table.pbtxt";
+  const std::string table_path = MakeTempDir("loom_profile") + "/table.pbtxt";
   const std::string args = "profile --preset gpt-tiny --layers 1 --cost_table " +
-                           table_path + kFast;
+                           table_path + kFastProfileFlags;
   Result first = Loom(args);
   ASSERT_EQ(first.code, 0) << first.out;
   // The serial layout is one rank, timed in its steps: every op computes.
@@ -90,7 +80,7 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
   // A larger program merges into the same file: only its new signatures
   // are added.
   Result two_layers = Loom("profile --preset gpt-tiny --layers 2 --cost_table " +
-                           table_path + kFast);
+                           table_path + kFastProfileFlags);
   ASSERT_EQ(two_layers.code, 0) << two_layers.out;
   EXPECT_GE(CostTable::Load(table_path).value().size(), table.size());
 }
@@ -100,10 +90,10 @@ TEST(Profile, GptTinyTableCoversTheProgramAndMerges) {
 // plan covers every op its simulation prices, the vocabulary-parallel cross
 // entropy's compute included; only pure communication is left out.
 TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
-  const std::string table = TempDir("loom_profile_layout") + "/table.pbtxt";
+  const std::string table = MakeTempDir("loom_profile_layout") + "/table.pbtxt";
   const std::string layout =
       "--preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 --schedule 1F1B";
-  Result profile = Loom("profile " + layout + " --cost_table " + table + kFast);
+  Result profile = Loom("profile " + layout + " --cost_table " + table + kFastProfileFlags);
   ASSERT_EQ(profile.code, 0) << profile.out;
   EXPECT_NE(profile.out.find("at dp=1 mp=2 pp=2, 1F1B over 2 micro-batches"),
             std::string::npos) << profile.out;
@@ -137,9 +127,9 @@ TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
   EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
 
   // A saved plan profiles to the same signatures: nothing new is added.
-  const std::string plan = TempDir("loom_profile_plan") + "/p.plan";
+  const std::string plan = MakeTempDir("loom_profile_plan") + "/p.plan";
   ASSERT_EQ(Loom("plan " + layout + " -o " + plan).code, 0);
-  Result saved = Loom("profile --plan " + plan + " --cost_table " + table + kFast);
+  Result saved = Loom("profile --plan " + plan + " --cost_table " + table + kFastProfileFlags);
   ASSERT_EQ(saved.code, 0) << saved.out;
   EXPECT_NE(saved.out.find(" 0 added, "), std::string::npos) << saved.out;
 
@@ -152,9 +142,9 @@ TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
 // --in_step=false times the same signatures one op at a time; a program
 // file has no plan to run, so its ops are always timed alone.
 TEST(Profile, AloneTimesEachOpInALoop) {
-  const std::string dir = TempDir("loom_profile_alone");
+  const std::string dir = MakeTempDir("loom_profile_alone");
   Result r = Loom("profile --preset gpt-tiny --layers 1 --in_step=false --cost_table " + dir +
-                  "/t.pbtxt" + kFast);
+                  "/t.pbtxt" + kFastProfileFlags);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("] lookup_table fp32[128, 64] int64[8, 32] -> fp32[8, 32, 64] ..."),
             std::string::npos) << r.out;
@@ -166,10 +156,10 @@ TEST(Profile, AloneTimesEachOpInALoop) {
 }
 
 TEST(Profile, ProgramFileAndTheDefaultTableLocation) {
-  const std::string dir = TempDir("loom_profile_program");
+  const std::string dir = MakeTempDir("loom_profile_program");
   ASSERT_EQ(Loom("model --preset gpt-tiny --layers 1 -o " + dir + "/p.pbtxt").code, 0);
   // No --cost_table: $LOOM_COST_TABLE decides.
-  Result r = Loom("profile --program " + dir + "/p.pbtxt" + kFast,
+  Result r = Loom("profile --program " + dir + "/p.pbtxt" + kFastProfileFlags,
                   "LOOM_COST_TABLE=" + dir + "/env.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("wrote " + dir + "/env.pbtxt"), std::string::npos) << r.out;
@@ -286,65 +276,8 @@ TEST(Profile, InStepTimesThePipelineStagesInTurns) {
   EXPECT_EQ(samples_of_type["matmul"], 4);                      // both stages'
 }
 
-// loom run --interleaved_profile times the plan's ops between the run's
-// steps: the same signatures as loom profile --plan, each sampled in every
-// step after the warm-up, in one process and under loom launch.
-TEST(Profile, InterleavedWithARunTimesWhatLoomProfileDoes) {
-  const std::string dir = TempDir("loom_profile_interleaved");
-  const std::string plan = dir + "/p.plan";
-  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 "
-                 "--schedule 1F1B -o " + plan).code, 0);
-  Result separate = Loom("profile --plan " + plan + " --cost_table " + dir + "/separate.pbtxt" +
-                         kFast);
-  ASSERT_EQ(separate.code, 0) << separate.out;
-  auto step_entries = [](const std::string& path) {
-    std::map<std::string, int> samples;
-    const CostTable table = CostTable::Load(path).value();
-    for (const proto::CostEntry& e : table.proto().entry()) {
-      if (e.context() == "step") samples[e.signature()] = e.samples();
-    }
-    return samples;
-  };
-  const std::map<std::string, int> expected = step_entries(dir + "/separate.pbtxt");
-  ASSERT_FALSE(expected.empty());
-
-  const std::string table = dir + "/interleaved.pbtxt";
-  Result run = Loom("run --plan " + plan + " --steps 4 --profile_warmup 1 "
-                    "--interleaved_profile --cost_table " + table);
-  ASSERT_EQ(run.code, 0) << run.out;
-  EXPECT_NE(run.out.find("step 3 loss "), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("signatures in steps between the run's: " +
-                         std::to_string(expected.size()) + " added, 0 replaced"),
-            std::string::npos) << run.out;
-  const std::map<std::string, int> interleaved = step_entries(table);
-  ASSERT_EQ(interleaved.size(), expected.size());
-  for (const auto& [signature, samples] : interleaved) {
-    EXPECT_TRUE(expected.count(signature)) << signature;
-    // 3 sampled steps, each a sample of every copy that ran the op.
-    EXPECT_GT(samples, 0) << signature;
-    EXPECT_EQ(samples % 3, 0) << samples << " samples of " << signature;
-  }
-  Result sim = Loom("simulate --plan " + plan + " --cost_table " + table);
-  ASSERT_EQ(sim.code, 0) << sim.out;
-  EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
-
-  // Under loom launch the process of rank 0 profiles and writes the table.
-  const std::string launched = dir + "/launched.pbtxt";
-  Result launch = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
-                       " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " +
-                       launched);
-  ASSERT_EQ(launch.code, 0) << launch.out;
-  EXPECT_EQ(step_entries(launched).size(), expected.size()) << launch.out;
-
-  Result few = Loom("run --plan " + plan + " --steps 2 --interleaved_profile --cost_table " +
-                    table);
-  EXPECT_EQ(few.code, 1);
-  EXPECT_EQ(few.out, "loom run: --interleaved_profile needs more --steps (2) than "
-                     "--profile_warmup (2)\n");
-}
-
 TEST(Profile, ErrorsNameTheCulprit) {
-  const std::string dir = TempDir("loom_profile_errors");
+  const std::string dir = MakeTempDir("loom_profile_errors");
   Result gpu = Loom("profile --cluster a100 --cost_table " + dir + "/t.pbtxt");
   EXPECT_EQ(gpu.code, 1);
   EXPECT_EQ(gpu.out, "loom profile: --cluster a100 describes GPUs, but loom profile "
@@ -366,7 +299,7 @@ TEST(Profile, ErrorsNameTheCulprit) {
 // The device's rates, and how far one core's speed moved while it was
 // timed: 4 samples a second.
 TEST(Profile, CalibrateDeviceMeasuresTheCoreAndItsNoise) {
-  const std::string out = TempDir("loom_profile_calibrate") + "/local.pbtxt";
+  const std::string out = MakeTempDir("loom_profile_calibrate") + "/local.pbtxt";
   Result r = Loom("profile --calibrate_device --calibrate_seconds 1 --cluster_out " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("host noise: one core's sgemm over 1 s (4 samples): median "),
@@ -382,14 +315,14 @@ TEST(Profile, CalibrateDeviceMeasuresTheCoreAndItsNoise) {
 
 TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
   Result r = Loom("profile --comm --comm_shared_between_ms 2,1 --cluster_out " +
-                  TempDir("loom_profile_bad_between") + "/c.pbtxt");
+                  MakeTempDir("loom_profile_bad_between") + "/c.pbtxt");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.out, "loom profile: --comm_shared_between_ms must be 'MIN,MAX' with 0 <= MIN <= MAX "
                    "and MAX > 0, or '0'; got '2,1'\n");
   // Longer gaps must be longer than the fitted one's mean, and increasing.
   for (const char* gaps : {"0.3", "4,2", "4,x"}) {
     Result idle = Loom(StrCat("profile --comm --comm_idle_ms ", gaps, " --cluster_out ",
-                              TempDir("loom_profile_bad_idle"), "/c.pbtxt"));
+                              MakeTempDir("loom_profile_bad_idle"), "/c.pbtxt"));
     EXPECT_EQ(idle.code, 1);
     EXPECT_EQ(idle.out, StrCat("loom profile: --comm_idle_ms must list increasing gaps in ms, "
                                "each above the one before and the mean of --comm_between_ms "
@@ -397,103 +330,8 @@ TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
   }
 }
 
-// In one process a run can also time the wait for busy cores between its
-// steps: it writes its cluster with that core_wait, the lockstep slowdown
-// of its profile, and the rest kept. With core_wait, four ranks on two
-// cores get no shared cores' lockstep: the simulator would not use it.
-TEST(Profile, InterleavedCoreWaitWritesTheRunsCluster) {
-  const std::string dir = TempDir("loom_profile_core_wait");
-  const std::string plan = dir + "/p.plan";
-  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan)
-                .code,
-            0);
-  const std::string run = "run --plan " + plan + " --steps 3 --profile_warmup 1 " +
-                          "--interleaved_profile --cost_table " + dir + "/t.pbtxt ";
-  const std::string out = dir + "/run.cluster.pbtxt";
-  Result r = Loom(run + "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
-  if (CoresOfThisProcess().size() < 2) {
-    std::printf("SKIPPED: this process may use fewer than 2 cores\n");
-    EXPECT_EQ(r.code, 1);
-    EXPECT_NE(r.out.find("needs 2 ranks on cores of their own"), std::string::npos) << r.out;
-    return;
-  }
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("core wait: allreduce of 16384 B on 2 pinned ranks, medians of 4 calls "
-                       "after each of 2 steps"),
-            std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
-  auto c = LoadCluster(out);
-  ASSERT_TRUE(c.ok()) << c.status();
-  const proto::Cluster local = LoadCluster("local").value();
-  EXPECT_EQ(c->intra_node().SerializeAsString(), local.intra_node().SerializeAsString());
-  // ... and the lockstep slowdown its profile's copies on the two cores gave.
-  EXPECT_TRUE(c->has_lockstep_slowdown());
-  char said[128];
-  std::snprintf(said, sizeof(said),
-                "lockstep: ranks meeting after each stretch of compute on 2 cores would take "
-                "%.1f%% longer", (c->lockstep_slowdown() - 1) * 100);
-  EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
-  EXPECT_FALSE(c->has_shared_core_lockstep());
-  EXPECT_EQ(r.out.find("lockstep on shared cores"), std::string::npos) << r.out;
-  // (Unless the fit is too far from its samples, which it says.)
-  if (r.out.find("core wait: not recorded") == std::string::npos) {
-    EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
-        << c->core_wait().source();
-    EXPECT_GT(c->core_wait().slice_seconds(), 0);
-  } else {
-    EXPECT_EQ(c->core_wait().SerializeAsString(), local.core_wait().SerializeAsString());
-  }
-
-  Result alone = Loom(run + "--interleaved_core_wait_calls 4");
-  EXPECT_EQ(alone.out, "loom run: --interleaved_core_wait_calls needs --interleaved_cluster_out, "
-                       "the cluster file its fit is written to\n");
-  Result unprofiled = Loom("run --plan " + plan + " --steps 3 --interleaved_core_wait_calls 4 "
-                           "--interleaved_cluster_out " + out);
-  EXPECT_EQ(unprofiled.out, "loom run: --interleaved_core_wait_calls needs "
-                            "--interleaved_profile\n");
-  Result launched = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " " + run +
-                         "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
-  EXPECT_NE(launched.code, 0);
-  EXPECT_NE(launched.out.find("in one process only, not under loom launch"), std::string::npos)
-      << launched.out;
-}
-
-// Under loom launch, rank 0's process writes the cluster the run was
-// given with the shared cores' lockstep its profile measured (four ranks
-// on two cores), and nothing else changed: the emulated rows are
-// simulated with it. The two-core lockstep is said, not written.
-TEST(Profile, LaunchedRunWritesItsLockstepSlowdowns) {
-  const std::string dir = TempDir("loom_profile_launched_lockstep");
-  const std::string plan = dir + "/p.plan";
-  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan).code, 0);
-  const std::string out = dir + "/run.cluster.pbtxt";
-  Result r = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
-                  " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " + dir +
-                  "/t.pbtxt --cluster emulated --interleaved_cluster_out " + out);
-  ASSERT_EQ(r.code, 0) << r.out;
-  auto c = LoadCluster(out);
-  ASSERT_TRUE(c.ok()) << c.status();
-  proto::Cluster expected = LoadCluster("emulated").value();
-  if (CoresOfThisProcess().size() < 2) {
-    std::printf("SKIPPED: one core gives no lockstep slowdown; the cluster is written as given\n");
-    EXPECT_FALSE(c->has_lockstep_slowdown());
-  } else {
-    EXPECT_FALSE(c->has_lockstep_slowdown());
-    ASSERT_TRUE(c->has_shared_core_lockstep()) << r.out;
-    EXPECT_NE(r.out.find("lockstep: ranks meeting after each stretch of compute on 2 cores"),
-              std::string::npos) << r.out;
-    char said[128];
-    std::snprintf(said, sizeof(said),
-                  "lockstep on shared cores: with two ranks on each core, %.1f%% longer",
-                  (c->shared_core_lockstep() - 1) * 100);
-    EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
-    expected.set_shared_core_lockstep(c->shared_core_lockstep());
-  }
-  EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
-}
-
 TEST(Profile, CommWritesAValidClusterFile) {
-  const std::string dir = TempDir("loom_profile_comm");
+  const std::string dir = MakeTempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
                   "--comm_rounds 11 --comm_core_wait_calls 9 --cost_table " + dir +
@@ -589,7 +427,7 @@ TEST(Profile, CommWritesAValidClusterFile) {
 }
 
 TEST(Profile, CommSharedOnlyNeedsAMeasuredLinkAndNotComm) {
-  const std::string dir = TempDir("loom_profile_shared_only");
+  const std::string dir = MakeTempDir("loom_profile_shared_only");
   Result missing = Loom("profile --comm_shared_only --cluster_out " + dir + "/c.pbtxt");
   EXPECT_EQ(missing.code, 1);
   EXPECT_EQ(missing.out, "loom profile: --comm_shared_only adds to the link of an existing "

@@ -1,0 +1,174 @@
+// loom run --interleaved_profile, as the accuracy script runs it: the
+// op costs it times between a run's steps match loom profile's, and the
+// cluster file a run writes (--interleaved_cluster_out) records what it
+// measured, in one process and under loom launch.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/cost_table.h"
+#include "executor/cpu/host_threads.h"
+#include "unittests/loom_cli.h"
+
+namespace loom {
+namespace {
+
+using Result = CliResult;
+
+// loom run --interleaved_profile times the plan's ops between the run's
+// steps: the same signatures as loom profile --plan, each sampled in every
+// step after the warm-up, in one process and under loom launch.
+TEST(InterleavedProfile, InterleavedWithARunTimesWhatLoomProfileDoes) {
+  const std::string dir = MakeTempDir("loom_profile_interleaved");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 "
+                 "--schedule 1F1B -o " + plan).code, 0);
+  Result separate = Loom("profile --plan " + plan + " --cost_table " + dir + "/separate.pbtxt" +
+                         kFastProfileFlags);
+  ASSERT_EQ(separate.code, 0) << separate.out;
+  auto step_entries = [](const std::string& path) {
+    std::map<std::string, int> samples;
+    const CostTable table = CostTable::Load(path).value();
+    for (const proto::CostEntry& e : table.proto().entry()) {
+      if (e.context() == "step") samples[e.signature()] = e.samples();
+    }
+    return samples;
+  };
+  const std::map<std::string, int> expected = step_entries(dir + "/separate.pbtxt");
+  ASSERT_FALSE(expected.empty());
+
+  const std::string table = dir + "/interleaved.pbtxt";
+  Result run = Loom("run --plan " + plan + " --steps 4 --profile_warmup 1 "
+                    "--interleaved_profile --cost_table " + table);
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("step 3 loss "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("signatures in steps between the run's: " +
+                         std::to_string(expected.size()) + " added, 0 replaced"),
+            std::string::npos) << run.out;
+  const std::map<std::string, int> interleaved = step_entries(table);
+  ASSERT_EQ(interleaved.size(), expected.size());
+  for (const auto& [signature, samples] : interleaved) {
+    EXPECT_TRUE(expected.count(signature)) << signature;
+    // 3 sampled steps, each a sample of every copy that ran the op.
+    EXPECT_GT(samples, 0) << signature;
+    EXPECT_EQ(samples % 3, 0) << samples << " samples of " << signature;
+  }
+  Result sim = Loom("simulate --plan " + plan + " --cost_table " + table);
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  EXPECT_NE(sim.out.find(" profiled, 0 scaled, 0 roofline)"), std::string::npos) << sim.out;
+
+  // Under loom launch the process of rank 0 profiles and writes the table.
+  const std::string launched = dir + "/launched.pbtxt";
+  Result launch = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
+                       " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " +
+                       launched);
+  ASSERT_EQ(launch.code, 0) << launch.out;
+  EXPECT_EQ(step_entries(launched).size(), expected.size()) << launch.out;
+
+  Result few = Loom("run --plan " + plan + " --steps 2 --interleaved_profile --cost_table " +
+                    table);
+  EXPECT_EQ(few.code, 1);
+  EXPECT_EQ(few.out, "loom run: --interleaved_profile needs more --steps (2) than "
+                     "--profile_warmup (2)\n");
+}
+
+// In one process a run can also time the wait for busy cores between its
+// steps: it writes its cluster with that core_wait, the lockstep slowdown
+// of its profile, and the rest kept. With core_wait, four ranks on two
+// cores get no shared cores' lockstep: the simulator would not use it.
+TEST(InterleavedProfile, InterleavedCoreWaitWritesTheRunsCluster) {
+  const std::string dir = MakeTempDir("loom_profile_core_wait");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan)
+                .code,
+            0);
+  const std::string run = "run --plan " + plan + " --steps 3 --profile_warmup 1 " +
+                          "--interleaved_profile --cost_table " + dir + "/t.pbtxt ";
+  const std::string out = dir + "/run.cluster.pbtxt";
+  Result r = Loom(run + "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED: this process may use fewer than 2 cores\n");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.out.find("needs 2 ranks on cores of their own"), std::string::npos) << r.out;
+    return;
+  }
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("core wait: allreduce of 16384 B on 2 pinned ranks, medians of 4 calls "
+                       "after each of 2 steps"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  beside compute that never pauses "), std::string::npos) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const proto::Cluster local = LoadCluster("local").value();
+  EXPECT_EQ(c->intra_node().SerializeAsString(), local.intra_node().SerializeAsString());
+  // ... and the lockstep slowdown its profile's copies on the two cores gave.
+  EXPECT_TRUE(c->has_lockstep_slowdown());
+  char said[128];
+  std::snprintf(said, sizeof(said),
+                "lockstep: ranks meeting after each stretch of compute on 2 cores would take "
+                "%.1f%% longer", (c->lockstep_slowdown() - 1) * 100);
+  EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
+  EXPECT_FALSE(c->has_shared_core_lockstep());
+  EXPECT_EQ(r.out.find("lockstep on shared cores"), std::string::npos) << r.out;
+  // (Unless the fit is too far from its samples, which it says.)
+  if (r.out.find("core wait: not recorded") == std::string::npos) {
+    EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
+        << c->core_wait().source();
+    EXPECT_GT(c->core_wait().slice_seconds(), 0);
+  } else {
+    EXPECT_EQ(c->core_wait().SerializeAsString(), local.core_wait().SerializeAsString());
+  }
+
+  Result alone = Loom(run + "--interleaved_core_wait_calls 4");
+  EXPECT_EQ(alone.out, "loom run: --interleaved_core_wait_calls needs --interleaved_cluster_out, "
+                       "the cluster file its fit is written to\n");
+  Result unprofiled = Loom("run --plan " + plan + " --steps 3 --interleaved_core_wait_calls 4 "
+                           "--interleaved_cluster_out " + out);
+  EXPECT_EQ(unprofiled.out, "loom run: --interleaved_core_wait_calls needs "
+                            "--interleaved_profile\n");
+  Result launched = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " " + run +
+                         "--interleaved_core_wait_calls 4 --interleaved_cluster_out " + out);
+  EXPECT_NE(launched.code, 0);
+  EXPECT_NE(launched.out.find("in one process only, not under loom launch"), std::string::npos)
+      << launched.out;
+}
+
+// Under loom launch, rank 0's process writes the cluster the run was
+// given with the shared cores' lockstep its profile measured (four ranks
+// on two cores), and nothing else changed: the emulated rows are
+// simulated with it. The two-core lockstep is said, not written.
+TEST(InterleavedProfile, LaunchedRunWritesItsLockstepSlowdowns) {
+  const std::string dir = MakeTempDir("loom_profile_launched_lockstep");
+  const std::string plan = dir + "/p.plan";
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + plan).code, 0);
+  const std::string out = dir + "/run.cluster.pbtxt";
+  Result r = Loom("launch --nproc 4 -- " + std::string(LOOM_BIN) + " run --plan " + plan +
+                  " --steps 3 --profile_warmup 1 --interleaved_profile --cost_table " + dir +
+                  "/t.pbtxt --cluster emulated --interleaved_cluster_out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto c = LoadCluster(out);
+  ASSERT_TRUE(c.ok()) << c.status();
+  proto::Cluster expected = LoadCluster("emulated").value();
+  if (CoresOfThisProcess().size() < 2) {
+    std::printf("SKIPPED: one core gives no lockstep slowdown; the cluster is written as given\n");
+    EXPECT_FALSE(c->has_lockstep_slowdown());
+  } else {
+    EXPECT_FALSE(c->has_lockstep_slowdown());
+    ASSERT_TRUE(c->has_shared_core_lockstep()) << r.out;
+    EXPECT_NE(r.out.find("lockstep: ranks meeting after each stretch of compute on 2 cores"),
+              std::string::npos) << r.out;
+    char said[128];
+    std::snprintf(said, sizeof(said),
+                  "lockstep on shared cores: with two ranks on each core, %.1f%% longer",
+                  (c->shared_core_lockstep() - 1) * 100);
+    EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
+    expected.set_shared_core_lockstep(c->shared_core_lockstep());
+  }
+  EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace loom
