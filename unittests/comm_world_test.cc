@@ -1,6 +1,5 @@
 // CommWorld (each rank's rings) and faults: missing, silent or departed
 // peers must give errors naming them within the timeout, never a hang.
-#include <stdlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +16,7 @@
 #include "executor/comm/comm_world.h"
 #include "executor/comm/gloo_communicator.h"
 #include "unittests/comm_test_util.h"
+#include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
@@ -153,8 +153,7 @@ TEST(CommWorldTest, RingsOfOneAreLocal) {
 }
 
 TEST(CommWorldTest, FileStoreInATempDir) {
-  std::string dir = ::testing::TempDir() + "/loom_comm_XXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string dir = MakeTempDir("loom_comm_");
   const ParallelLayout layout{/*dp=*/3, 1, 1};
   CommWorldOptions options;
   options.file_store_dir = dir;

@@ -1,7 +1,6 @@
 // scripts/simulator_accuracy.sh on one small row, as a user runs it: it
 // measures the row, keeps the runs, and --resimulate writes the same row
 // again from them without running anything.
-#include <stdlib.h>
 
 #include <fstream>
 #include <sstream>
@@ -36,8 +35,7 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
     GTEST_SKIP() << "the loopback run times its core wait on 2 pinned ranks; this process may "
                     "use fewer than 2 cores";
   }
-  std::string dir = ::testing::TempDir() + "/loom_accuracy_scriptXXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string dir = MakeTempDir("loom_accuracy_script");
   // One run of 4 steps, on the preset cluster (no link measurement), with
   // no wait for a quiet host and no retries: CI runs tests side by side.
   const std::string script = "LOOM=" + std::string(LOOM_BIN) + " scripts/simulator_accuracy.sh";
