@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How close `loom simulate` comes to measured step times on this host.
 #
-# For every run of the list below, 2-3 times: train the layout for real
+# For every run of the list below, 2-5 times in passes over the whole
+# list (a row's runs are minutes apart): train the layout for real
 # (`loom run`, median step time after the warm-up steps) with its ops
 # profiled between the run's steps into a fresh cost table
 # (--interleaved_profile), and simulate it with that table (`loom simulate
@@ -75,7 +76,7 @@ while (($#)); do
     --retries) RETRIES=$2; shift 2 ;;
     --noise_seconds) NOISE_SECONDS=$2; shift 2 ;;
     --resimulate) RESIM=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -245,6 +246,10 @@ if [ -z "$RESIM" ] && [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emula
     { cat "$WORK/shared_emulated.log" >&2; exit 1; }
   grep -A1 '^two groups' "$WORK/shared_emulated.log" >&2
 fi
+# Every run is kept (in KEEP, or in WORK without --keep): its plan, cost
+# table, run cluster and measured median. The rows are then simulated from
+# the kept runs, measured now or by --resimulate alike.
+[ -z "$RESIM" ] && [ -z "$KEEP" ] && KEEP=$WORK/keep
 KEPT=0
 if [ -n "$KEEP" ]; then
   mkdir -p "$KEEP"
@@ -259,63 +264,58 @@ if [ -z "$RESIM" ]; then
   done
 fi
 
-# ---- measure and simulate ---------------------------------------------------
-: > "$ROWS"
+cluster_of() { if [ "$1" = loopback ]; then echo "$LOCAL_CLUSTER"; else echo "$EMULATED_CLUSTER"; fi; }
+preset_of() { awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$1"; }
+
+# The simulated step time (s) of one kept run: PLAN priced with TABLE on
+# CLUSTER.
+simulate_run() { "$LOOM" simulate --plan "$1" --cluster "$3" --cost_table "$2" --json | sim_seconds; }
+error_of() { awk -v m="$1" -v s="$2" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }'; }
+
+# ---- measure ----------------------------------------------------------------
 NOTES=()
 if [ -z "$RESIM" ]; then
   START_LOAD=$(load1)
   wait_quiet
   NOISE_START=$(host_noise)
   echo "host noise: $NOISE_START" >&2
-fi
 
-# Simulates one run (its median step MEDIAN ms, OTHERS' load) of PLAN with
-# TABLE on CLUSTER, adding it to the row's arrays.
-add_run() {
-  local median=$1 busy=$2 plan=$3 table=$4 cluster=$5
-  medians+=("$median")
-  others+=("$busy")
-  sims+=("$("$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" --json |
-            sim_seconds)")
-  errors+=("$(awk -v m="$median" -v s="${sims[-1]}" 'BEGIN { printf "%.2f", 100 * (s * 1e3 - m) / m }')")
-}
-
-for network in ${NETWORKS//,/ }; do
-  if [ -z "$RESIM" ] && [ "$network" = emulated ] && ! can_emulate; then
-    NOTES+=("Emulated runs were skipped: they need root and iproute2 (\`ip\`, \`tc\`); ran as uid $(id -u).")
-    continue
-  fi
-  for run in "${RUNS[@]}"; do
-    IFS='|' read -r nets model layout steps <<< "$run"
-    [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$nets|$model|$layout" && continue
-    steps=${STEPS:-$steps}
-    [[ ",$nets," == *",$network,"* ]] || continue
-    if [ "$network" = loopback ]; then
-      cluster=$LOCAL_CLUSTER
-    else
-      cluster=$EMULATED_CLUSTER
+  # The rows to measure, network|model|layout|steps, each with one plan
+  # for its profile, its simulation and its runs: planned alone, each would
+  # pick its own cost-model choices (a run plans on the local preset, and
+  # the data-parallel buckets follow the cluster's link).
+  ROW_KEYS=()
+  for network in ${NETWORKS//,/ }; do
+    if [ "$network" = emulated ] && ! can_emulate; then
+      NOTES+=("Emulated runs were skipped: they need root and iproute2 (\`ip\`, \`tc\`); ran as uid $(id -u).")
+      continue
     fi
-    medians=()
-    sims=()
-    errors=()
-    others=()
-    if [ -n "$RESIM" ]; then
-      # The row's kept runs: idx|network|model|layout|median ms|others' load.
-      mapfile -t kept < <(awk -F'|' -v k="$network|$model|$layout" '$2 "|" $3 "|" $4 == k' "$RESIM/runs")
-      ((${#kept[@]})) || continue
-      for rec in "${kept[@]}"; do
-        IFS='|' read -r idx _ _ _ median busy <<< "$rec"
-        run_cluster=$cluster
-        [ -f "$RESIM/cluster.$idx.pbtxt" ] && run_cluster=$RESIM/cluster.$idx.pbtxt
-        add_run "$median" "$busy" "$RESIM/plan.$idx" "$RESIM/table.$idx.pbtxt" "$run_cluster"
-      done
-    else
-      # One plan for the profile, the simulation and the run: planned alone,
-      # each would pick its own cost-model choices (a run plans on the local
-      # preset, and the data-parallel buckets follow the cluster's link).
-      plan=$WORK/row.plan
-      "$LOOM" plan $model $layout --cluster "$cluster" -o "$plan" > "$WORK/plan.log" 2>&1 ||
+    for run in "${RUNS[@]}"; do
+      IFS='|' read -r nets model layout steps <<< "$run"
+      [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$nets|$model|$layout" && continue
+      [[ ",$nets," == *",$network,"* ]] || continue
+      i=${#ROW_KEYS[@]}
+      ROW_KEYS+=("$network|$model|$layout|${STEPS:-$steps}")
+      "$LOOM" plan $model $layout --cluster "$(cluster_of "$network")" -o "$WORK/plan.$i" > "$WORK/plan.log" 2>&1 ||
         { cat "$WORK/plan.log" >&2; exit 1; }
+      : > "$WORK/errors.$i"
+    done
+  done
+
+  # The runs go in passes over all rows, one run of each row a pass, up to
+  # MAX_REPEATS passes while a row's errors disagree: on this host a slow
+  # stretch lasts minutes (one row's two runs in a row, 21% slower than the
+  # same row's an hour before, agreed within 0.2 points), and spread over
+  # the hour a row's runs meet different stretches.
+  for ((r = 0; r < MAX_REPEATS; ++r)); do
+    for i in "${!ROW_KEYS[@]}"; do
+      if ((r >= REPEATS)) && awk -v s="$(points_apart < "$WORK/errors.$i")" \
+          -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
+        continue
+      fi
+      IFS='|' read -r network model layout steps <<< "${ROW_KEYS[$i]}"
+      cluster=$(cluster_of "$network")
+      plan=$WORK/plan.$i
       profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
       if [ "$network" = loopback ]; then
         # In one process the run also times the wait for busy cores between
@@ -331,65 +331,84 @@ for network in ${NETWORKS//,/ }; do
       fi
       # Each run profiles the plan's ops between its steps, and its error is
       # its simulation against itself: the two share the host's seconds.
-      # More runs where the first ones' errors disagree.
-      for ((r = 0; r < MAX_REPEATS; ++r)); do
-        if ((r >= REPEATS)) && awk -v s="$(printf '%s\n' "${errors[@]}" | points_apart)" \
-            -v l="$SPREAD_LIMIT" 'BEGIN { exit !(s <= l) }'; then
-          break
-        fi
-        # A run during which other processes took a core is measured again
-        # (up to RETRIES times; the last one counts).
-        for ((try = 0; try <= RETRIES; ++try)); do
-          rm -f "$TABLE" "$RUN_CLUSTER"
-          wait_quiet
-          timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
-            { cat "$WORK/run.err" >&2; exit 1; }
-          awk -v o="$OTHERS" -v q="$BUSY_RUN" 'BEGIN { exit !(o <= q) }' && break
-          echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
-        done
-        ((r == 0)) && grep '^profiled' "$WORK/run.log" >&2
-        median=$(step_median < "$WORK/run.log")
-        run_cluster=$cluster
-        [ -f "$RUN_CLUSTER" ] && run_cluster=$RUN_CLUSTER
-        if [ -n "$KEEP" ]; then
-          ((++KEPT))
-          cp "$plan" "$KEEP/plan.$KEPT"
-          cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
-          [ -f "$RUN_CLUSTER" ] && cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
-          echo "$KEPT|$network|$model|$layout|$median|$OTHERS" >> "$KEEP/runs"
-        fi
-        add_run "$median" "$OTHERS" "$plan" "$TABLE" "$run_cluster"
+      # A run during which other processes took a core is measured again
+      # (up to RETRIES times; the last one counts).
+      for ((try = 0; try <= RETRIES; ++try)); do
+        rm -f "$TABLE" "$RUN_CLUSTER"
+        wait_quiet
+        timed_run $runcmd > "$WORK/run.log" 2> "$WORK/run.err" ||
+          { cat "$WORK/run.err" >&2; exit 1; }
+        awk -v o="$OTHERS" -v q="$BUSY_RUN" 'BEGIN { exit !(o <= q) }' && break
+        echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
       done
-    fi
-    measured=$(printf '%s\n' "${medians[@]}" | median)
-    spread=$(printf '%s\n' "${medians[@]}" | spread_of)
-    busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
-    simulated=$(printf '%s\n' "${sims[@]}" | median)
-    error=$(printf '%s\n' "${errors[@]}" | median)
-    row=$(awk -v m="$measured" -v s="$simulated" -v e="$error" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, e }')
-    name=$(awk '{ for (i = 1; i <= NF; ++i) if ($i == "--preset") print $(i + 1) }' <<< "$model")
-    error_spread=$(printf '%s\n' "${errors[@]}" | points_apart)
-    echo "$name|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$error_spread" |
-      tee -a "$ROWS" >&2
-    # Each run, in the order measured, for the log.
-    echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}; errors %: ${errors[*]}" >&2
+      median=$(step_median < "$WORK/run.log")
+      ((++KEPT))
+      cp "$plan" "$KEEP/plan.$KEPT"
+      cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+      run_cluster=$cluster
+      if [ -f "$RUN_CLUSTER" ]; then
+        cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
+        run_cluster=$KEEP/cluster.$KEPT.pbtxt
+      fi
+      echo "$KEPT|$network|$model|$layout|$median|$OTHERS" >> "$KEEP/runs"
+      sim=$(simulate_run "$plan" "$KEEP/table.$KEPT.pbtxt" "$run_cluster")
+      error=$(error_of "$median" "$sim")
+      echo "$error" >> "$WORK/errors.$i"
+      echo "pass $((r + 1)), row $((i + 1))/${#ROW_KEYS[@]} ($(preset_of "$model") $layout, $network):" \
+        "$median ms measured, $(awk -v s="$sim" 'BEGIN { printf "%.2f", s * 1e3 }') simulated, $error%;" \
+        "$(grep -m1 '^profiled' "$WORK/run.log" || true)" >&2
+    done
   done
-done
-if [ -z "$RESIM" ]; then
+
   wait_quiet
   NOISE_END=$(host_noise)
   echo "host noise: $NOISE_END" >&2
   END_LOAD=$(load1)
   MEASURED_ON=$(date -u +%Y-%m-%d)
   HOST_LINE="$(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))"
-  if [ -n "$KEEP" ]; then
-    # What the page says of the measurement, for --resimulate.
-    for v in START_LOAD END_LOAD NOISE_START NOISE_END MEASURED_ON HOST_LINE LINKS WARMUP \
-        STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE CORE_WAIT_CALLS; do
-      printf '%s=%q\n' "$v" "${!v}"
-    done > "$KEEP/measured.env"
-  fi
+  # What the page says of the measurement, for --resimulate.
+  for v in START_LOAD END_LOAD NOISE_START NOISE_END MEASURED_ON HOST_LINE LINKS WARMUP \
+      STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE CORE_WAIT_CALLS; do
+    printf '%s=%q\n' "$v" "${!v}"
+  done > "$KEEP/measured.env"
 fi
+
+# ---- simulate the kept runs, a row per layout and network --------------------
+RUNS_DIR=${RESIM:-$KEEP}
+: > "$ROWS"
+for network in ${NETWORKS//,/ }; do
+  for run in "${RUNS[@]}"; do
+    IFS='|' read -r nets model layout steps <<< "$run"
+    [ -n "$ONLY" ] && ! grep -qE -- "$ONLY" <<< "$nets|$model|$layout" && continue
+    # The row's kept runs, in the order measured: idx|network|model|layout|median ms|others' load.
+    mapfile -t kept < <(awk -F'|' -v k="$network|$model|$layout" '$2 "|" $3 "|" $4 == k' "$RUNS_DIR/runs")
+    ((${#kept[@]})) || continue
+    medians=()
+    sims=()
+    errors=()
+    others=()
+    for rec in "${kept[@]}"; do
+      IFS='|' read -r idx _ _ _ median busy <<< "$rec"
+      run_cluster=$(cluster_of "$network")
+      [ -f "$RUNS_DIR/cluster.$idx.pbtxt" ] && run_cluster=$RUNS_DIR/cluster.$idx.pbtxt
+      medians+=("$median")
+      others+=("$busy")
+      sims+=("$(simulate_run "$RUNS_DIR/plan.$idx" "$RUNS_DIR/table.$idx.pbtxt" "$run_cluster")")
+      errors+=("$(error_of "$median" "${sims[-1]}")")
+    done
+    measured=$(printf '%s\n' "${medians[@]}" | median)
+    spread=$(printf '%s\n' "${medians[@]}" | spread_of)
+    busy=$(printf '%s\n' "${others[@]}" | sort -g | tail -1)
+    simulated=$(printf '%s\n' "${sims[@]}" | median)
+    error=$(printf '%s\n' "${errors[@]}" | median)
+    row=$(awk -v m="$measured" -v s="$simulated" -v e="$error" 'BEGIN { printf "%.2f|%.2f|%+.1f", m, s * 1e3, e }')
+    error_spread=$(printf '%s\n' "${errors[@]}" | points_apart)
+    echo "$(preset_of "$model")|$model|$layout|$network|$row|${#medians[@]}|$spread|$busy|$error_spread" |
+      tee -a "$ROWS" >&2
+    # Each run, in the order measured, for the log.
+    echo "  runs ms: ${medians[*]}; simulated s: ${sims[*]}; errors %: ${errors[*]}" >&2
+  done
+done
 
 # ---- the page ---------------------------------------------------------------
 # The generated part goes between two markers; what the file holds around
@@ -407,7 +426,8 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   fi
   echo "Measured: the median step time (\`loom run\`'s time_ms)"
   echo "of steps $WARMUP to the last (${STEPS:-$TINY_STEPS for gpt-tiny, $SMALL_STEPS for gpt-small} steps a run), the median over $REPEATS runs (up to $MAX_REPEATS where the"
-  echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart); simulated: the median over those"
+  echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart), the runs in passes over all rows,"
+  echo "one run of each row a pass, so that a row's runs are minutes apart; simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
   echo "table profiled on this host between the run's steps (\`loom run"
   echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"

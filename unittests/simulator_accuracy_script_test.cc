@@ -1,6 +1,6 @@
-// scripts/simulator_accuracy.sh on one small row, as a user runs it: it
-// measures the row, keeps the runs, and --resimulate writes the same row
-// again from them without running anything.
+// scripts/simulator_accuracy.sh on two small rows, as a user runs it: it
+// measures the rows in passes, keeps the runs, and --resimulate writes the
+// same rows again from them without running anything.
 
 #include <fstream>
 #include <sstream>
@@ -36,12 +36,13 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
                     "use fewer than 2 cores";
   }
   const std::string dir = MakeTempDir("loom_accuracy_script");
-  // One run of 4 steps, on the preset cluster (no link measurement), with
-  // no wait for a quiet host and no retries: CI runs tests side by side.
+  // Two rows, two runs of 3 steps each, on the preset cluster (no link
+  // measurement), with no wait for a quiet host and no retries: CI runs
+  // tests side by side.
   const std::string script = "LOOM=" + std::string(LOOM_BIN) + " scripts/simulator_accuracy.sh";
   const std::string small =
-      " --networks loopback --only 'gpt-tiny.*\\|--dp 2$' --steps 4 --repeats 1 --max_repeats 1"
-      " --quiet_wait 0 --retries 0 --noise_seconds 0 --out ";
+      " --networks loopback --only 'gpt-tiny.*\\|--(dp|mp) 2$' --steps 3 --repeats 2"
+      " --max_repeats 2 --quiet_wait 0 --retries 0 --noise_seconds 0 --out ";
   CliResult measured = Shell(script + small + dir + "/measured.md --cluster "
                              "configs/clusters/local.pbtxt --keep " + dir + "/keep");
   ASSERT_EQ(measured.code, 0) << measured.out;
@@ -49,6 +50,15 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   ASSERT_NE(row, "") << Read(dir + "/measured.md");
   EXPECT_EQ(row.rfind("| gpt-tiny | ", 0), 0u) << row;
   EXPECT_NE(row.find(" | loopback | "), std::string::npos) << row;
+  const std::string mp_row = RowOf(Read(dir + "/measured.md"), "--mp 2");
+  ASSERT_NE(mp_row, "") << Read(dir + "/measured.md");
+  // A pass runs each row once: the kept runs alternate between the rows.
+  std::istringstream runs(Read(dir + "/keep/runs"));
+  std::string layouts;
+  for (std::string line; std::getline(runs, line);) {
+    layouts += line.find("|--dp 2|") != std::string::npos ? "dp " : "mp ";
+  }
+  EXPECT_EQ(layouts, "dp mp dp mp ") << Read(dir + "/keep/runs");
 
   CliResult again = Shell(script + " --resimulate " + dir + "/keep --networks loopback --out " +
                           dir + "/again.md");
@@ -57,6 +67,7 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   EXPECT_NE(page.find("simulated again (`--resimulate`)"), std::string::npos) << page;
   // The same binary and the same kept runs: the same row, to the digit.
   EXPECT_EQ(RowOf(page, "--dp 2"), row) << page;
+  EXPECT_EQ(RowOf(page, "--mp 2"), mp_row) << page;
 
   CliResult missing = Shell(script + " --resimulate " + dir + " --out " + dir + "/x.md");
   EXPECT_EQ(missing.code, 1);
