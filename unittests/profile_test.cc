@@ -4,10 +4,13 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -344,6 +347,15 @@ TEST(Profile, CommWritesAValidClusterFile) {
   EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  allgather n=2 16384 B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
+  // A call's CPU, a rank's share: more than none (its bytes are copied),
+  // and no more than the host's cores over its wall time.
+  const size_t cpu_at = r.out.find("the allreduce's own CPU: ");
+  ASSERT_NE(cpu_at, std::string::npos) << r.out;
+  const size_t share_at = r.out.find(" a call alone, ", cpu_at);
+  ASSERT_NE(share_at, std::string::npos) << r.out;
+  const double share = std::atof(r.out.c_str() + share_at + std::strlen(" a call alone, "));
+  EXPECT_GT(share, 0) << r.out;
+  EXPECT_LE(share, 100.0 * std::thread::hardware_concurrency()) << r.out;
   // Beside the cost table by default.
   auto c = LoadCluster(dir + "/local.cluster.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status();
