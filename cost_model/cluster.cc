@@ -71,6 +71,19 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
     return InvalidArgument(field, ".send_buffer_bytes must not be negative, got ",
                            link.send_buffer_bytes());
   }
+  if (link.has_call_cpu()) {
+    const proto::CallCpu& c = link.call_cpu();
+    // A call's own CPU: up to a second of it, and bytes it copies at some rate.
+    if (!std::isfinite(c.seconds_per_call()) || c.seconds_per_call() < 0 ||
+        c.seconds_per_call() > 1) {
+      return InvalidArgument(field, ".call_cpu.seconds_per_call must be 0 to 1, got ",
+                             c.seconds_per_call());
+    }
+    if (!c.has_bytes_per_second()) {
+      return InvalidArgument(field, ".call_cpu.bytes_per_second is missing");
+    }
+    LOOM_RETURN_IF_ERROR(Positive(field + ".call_cpu.bytes_per_second", c.bytes_per_second()));
+  }
   if (!link.has_latency_seconds()) {
     return InvalidArgument(field, ".latency_seconds is missing");
   }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <ctime>
 #include <memory>
 #include <optional>
 #include <random>
@@ -30,13 +29,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// CPU seconds this process's threads have used, user and kernel.
-double ProcessCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
 // Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU
@@ -389,8 +381,7 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
   const double phase = o.seconds / cycles;
   const int64_t calls = std::max<int64_t>(
       3, static_cast<int64_t>(phase / std::max(probed_seconds, 1e-6)));
-  std::vector<double> ratios, alone_means, with_means, comm_alone_means, comm_means, comm_ratios,
-      comm_cpu;
+  std::vector<double> ratios, alone_means, with_means, comm_alone_means, comm_means, comm_ratios;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     alone_means.push_back(compute(For(phase)));
     // The allreduces alone, in each cycle as the matmuls are: timed once
@@ -398,13 +389,11 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
     // and took compute_comm_slowdown from 2.0 to 3.4 with it.
     LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
     {
-      const double cpu = ProcessCpuSeconds();
       const auto start = Clock::now();
       for (int64_t i = 0; i < calls; ++i) {
         LOOM_RETURN_IF_ERROR(comm.AllReduce({&buf}, ReduceOp::kAvg));
       }
       comm_alone_means.push_back(Since(start) / calls);
-      comm_cpu.push_back((ProcessCpuSeconds() - cpu) / calls);
     }
     // Untimed: every member starts its allreduces together.
     LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
@@ -433,7 +422,6 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
   result.allreduce_alone_seconds = Median(comm_alone_means);
   result.allreduce_with_compute_seconds = Median(comm_means);
   result.comm_slowdown = Median(comm_ratios);
-  result.allreduce_cpu_seconds = Median(comm_cpu);
   return result;
 }
 
@@ -446,10 +434,8 @@ StatusOr<InterferenceResult> MeasureInterference(const InterferenceOptions& o) {
     LOOM_ASSIGN_OR_RETURN(results[r], MeasureInterferenceMember(*group[r], o));
     return Status::OK();
   }));
-  // Rank 0's, with the compute threads of all members counted; its clock
-  // counted every member's calls, which run at once with its own.
+  // Rank 0's, with the compute threads of all members counted.
   results[0].compute_threads *= o.ranks;
-  results[0].allreduce_cpu_seconds /= o.ranks;
   return results[0];
 }
 

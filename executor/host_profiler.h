@@ -139,12 +139,6 @@ struct InterferenceResult {
   double allreduce_alone_seconds = 0;
   double allreduce_with_compute_seconds = 0;
   double comm_slowdown = 0;
-  // The CPU one rank's allreduce takes alone, per call: the process CPU
-  // clock over the calls (its calling and Gloo threads, and the kernel's
-  // time on their behalf, as the OS accounts it), the median of the
-  // cycles'. On loopback a call's bytes cross the kernel's TCP stack on
-  // these same cores.
-  double allreduce_cpu_seconds = 0;
 };
 
 // Times a fixed matmul loop on compute_threads threads alone and while

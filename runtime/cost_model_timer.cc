@@ -184,6 +184,15 @@ double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
   return whole > 0 ? 1 - CallSeconds(g, ins, 0, regime, 0) / whole : 0;
 }
 
+double CostModelTimer::CommCpuSeconds(const RankGraph& g, const Instruction& ins) const {
+  if (!ins.communicates() || ins.comm_calls <= 0) return 0;
+  const proto::Link& link = LinkOf(g, ins);
+  if (!link.has_call_cpu()) return 0;
+  const proto::CallCpu& c = link.call_cpu();
+  return ins.comm_calls *
+         (c.seconds_per_call() + static_cast<double>(ins.comm_bytes) / c.bytes_per_second());
+}
+
 double CostModelTimer::BesideCallsSlowdown(const RankGraph& g, const Instruction& ins,
                                            const CallStart& call) const {
   CallStart beside = call;

@@ -67,6 +67,9 @@ class CostModelTimer : public InstructionTimer {
   // link's latency is bytes moving, which on a CPU host copies them.
   double CommCpuShare(const RankGraph& rank, const Instruction& ins,
                       const CallStart& call) const override;
+  // The link's call_cpu for each of the op's calls of its bytes; 0 where
+  // the link has none.
+  double CommCpuSeconds(const RankGraph& rank, const Instruction& ins) const override;
   // core_wait's slice: a call waits for a core's compute at most that long.
   double CoreRunHorizon() const override;
   double BesideCallsSlowdown(const RankGraph& rank, const Instruction& ins,

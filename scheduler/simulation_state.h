@@ -63,9 +63,12 @@ struct StreamState {
   double rate = 1;
   double since = 0;
   uint32_t version = 0;
-  // Of the communication running: its CPU share, and when it ends at its
-  // present rate.
+  // Of the communication running: its CPU share, the part of a core it
+  // takes from the pool's compute (InstructionTimer::CommCpuSeconds over
+  // its time; 0: its cpu_share counts in Pool::copying instead), and when
+  // it ends at its present rate.
   double cpu_share = 0;
+  double core_taken = 0;
   double end = 0;
   double beside_slowdown = 1;  // InstructionTimer::BesideCallsSlowdown
   // Where ranks share cores: (rank index, instruction) of every party of
@@ -77,12 +80,17 @@ struct StreamState {
 // Cores shared by the compute of several ranks.
 struct Pool {
   double cores = 1;
+  int ranks = 0;  // whose compute draws on the pool
   double slowdown = 1;          // of compute, while communication runs
   double comm_slowdown = 1;     // of communication, while compute fills the cores
   double shared_slowdown = 1;   // of compute, while another rank's shares its cores
   // The CPU shares (InstructionTimer::CommCpuShare) of the calls in flight,
   // summed.
   double copying = 0;
+  // The cores the calls in flight take from compute (core_taken, summed):
+  // where more ranks share the pool than it has cores, calls whose CPU
+  // the timer knows take it so, in place of `slowdown`.
+  double calls_cpu = 0;
   std::vector<std::pair<int, int>> tasks;  // (rank index, stream), computing
   // (rank index, stream) of every call in flight, and of those whose end
   // Reprice moves with the pool's compute (comm_slowdown > 1).

@@ -56,6 +56,7 @@ Status Simulation::Init() {
         pools_.push_back(p);
       }
       st.pool = it->second;
+      ++pools_[st.pool].ranks;
     }
     st.streams.resize(g.streams().size());
     st.done.assign(g.instructions().size(), 0);
@@ -155,7 +156,15 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
     ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
-    pool.copying += ss.cpu_share;
+    // Ranks that outnumber their cores take turns on them with every call's
+    // own CPU: priced as that much of a core, where the timer knows it.
+    const double cpu = pool.ranks > pool.cores ? timer_->CommCpuSeconds(*st.graph, ins) : 0.0;
+    ss.core_taken = cpu > 0 && seconds > 0 ? std::min(1.0, cpu / seconds) : 0.0;
+    if (ss.core_taken > 0) {
+      pool.calls_cpu += ss.core_taken;
+    } else {
+      pool.copying += ss.cpu_share;
+    }
     pool.calls.emplace_back(r, ins.stream);
     if (pool.comm_slowdown > 1) {
       // Its end depends on the pool's compute: priced by Reprice.
@@ -226,7 +235,7 @@ void Simulation::Reprice(int p, double now) {
       std::any_of(pool.tasks.begin(), pool.tasks.end(),
                   [&](const auto& t) { return t.first != pool.tasks.front().first; });
   const double shared = ranks_share ? pool.shared_slowdown : 1.0;
-  double left = pool.cores;
+  double left = pool.cores - pool.calls_cpu;
   for (size_t i = 0; i < pool.tasks.size();) {
     size_t j = i;
     while (j < pool.tasks.size() && priority(pool.tasks[j]) == priority(pool.tasks[i])) ++j;
@@ -451,7 +460,12 @@ StatusOr<SimulationResult> Simulation::Run() {
       if (ins.communicates()) {
         // With nothing in flight, exactly 0 (not a rounding residue).
         Pool& pool = pools_[st.pool];
-        pool.copying = pool.calls.empty() ? 0 : pool.copying - st.streams[s].cpu_share;
+        const StreamState& ended = st.streams[s];
+        if (ended.core_taken > 0) {
+          pool.calls_cpu = pool.calls.empty() ? 0 : pool.calls_cpu - ended.core_taken;
+        } else {
+          pool.copying = pool.calls.empty() ? 0 : pool.copying - ended.cpu_share;
+        }
       }
       if (ins.kind == InstructionKind::kCompute || ins.communicates()) Reprice(st.pool, e.time);
     }

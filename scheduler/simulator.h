@@ -126,6 +126,14 @@ class InstructionTimer {
                               const CallStart& call) const {
     return 1;
   }
+  // The CPU seconds each party's threads spend on its core over a call
+  // (the calling thread, the transport's, the kernel's on their behalf).
+  // Where a pool's ranks outnumber its cores, a call takes that much of its
+  // party's core, evenly over its time, from the pool's compute (in place
+  // of CommSlowdown); 0: unknown, CommSlowdown prices it.
+  virtual double CommCpuSeconds(const RankGraph& rank, const Instruction& ins) const {
+    return 0;
+  }
   // How far past the op in flight CallStart::cores_busy_for follows a
   // core's compute stream (its next ops, until one waits for another
   // stream): 0, the op in flight only.

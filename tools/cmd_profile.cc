@@ -25,9 +25,10 @@
 DECLARE_string(program);
 DECLARE_string(plan);
 DEFINE_bool(comm, false,
-            "measure Gloo collectives on loopback and the communication/"
-            "compute interference, and write them into --cluster_out; under "
-            "loom launch, the link between the launched ranks");
+            "measure Gloo collectives on loopback, the communication/"
+            "compute interference and the CPU a call takes beside compute, and write "
+            "them into --cluster_out; under loom launch, the link between the "
+            "launched ranks");
 DECLARE_bool(comm_shared_only);
 DEFINE_bool(calibrate_device, false,
             "measure this CPU's sgemm rate, copy bandwidth and per-op "
@@ -316,6 +317,9 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   // How long calls wait for cores that compute (all of a launch's ranks
   // take part; its rank 0 records).
   LOOM_RETURN_IF_ERROR(ProfileCoreWait(cluster, env));
+  // Last: a launch's member pins its thread for it.
+  LOOM_ASSIGN_OR_RETURN(std::vector<CallCpuSample> call_cpu,
+                        MeasureCallCpuHere(options.ranks, FLAGS_comm_max_bytes, env));
   if (env.has_value() && env->rank != 0) return Status::OK();
   const std::string regime =
       options.between_calls_max_seconds > 0
@@ -355,10 +359,10 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
-  std::printf("the allreduce's own CPU: %s a rank a call alone, %.0f%% of its time (the "
-              "process CPU clock: its threads and their kernel time)\n",
-              Time(r.allreduce_cpu_seconds).c_str(),
-              100 * r.allreduce_cpu_seconds / std::max(r.allreduce_alone_seconds, 1e-12));
+  LOOM_RETURN_IF_ERROR(RecordCallCpu(
+      call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back ", where,
+                       ", ", options.ranks, " ranks, the process CPU clock"),
+      link));
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
   link->clear_burst_bytes();

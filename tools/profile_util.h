@@ -10,6 +10,7 @@
 
 #include "cost_model/cluster.pb.h"
 #include "cost_model/cost_table.h"
+#include "executor/call_cpu_profiler.h"
 #include "executor/core_wait_profiler.h"
 #include "executor/op_profiler.h"
 #include "executor/host_profiler.h"
@@ -116,6 +117,18 @@ Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out);
 // 0; said and skipped where it cannot run (fewer cores than ranks, cores
 // not pinned).
 Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& env);
+
+// loom profile --comm: the CPU a rank spends on its own all-reduces back
+// to back (executor/call_cpu_profiler.h), among `ranks` in-process ranks
+// or, with `env`, as this member of the launch (every member calls it),
+// at sizes up to `max_bytes`; none where --comm_call_cpu_seconds is 0.
+StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_bytes,
+                                                        const std::optional<LaunchEnv>& env);
+// Prints `samples` beside their fit and records it as `link`'s call_cpu
+// with `source` (its residual appended), unless they determine no rate
+// (said so; the link's kept). Nothing where `samples` is empty.
+Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::string& source,
+                     proto::Link* link);
 
 // Fits calls timed beside compute bursts (executor/core_wait_profiler.h) on
 // `ranks` pinned ranks, prints them beside the fit under `heading`, and

@@ -137,6 +137,18 @@ TEST(Cluster, ValidationNamesTheField) {
             }),
             "intra_node.shared_cores.bandwidth must be positive, got 0");
   EXPECT_EQ(Validate([&](proto::Cluster& c) {
+              c.mutable_intra_node()->mutable_call_cpu()->set_seconds_per_call(-1e-4);
+            }),
+            "intra_node.call_cpu.seconds_per_call must be 0 to 1, got -0.0001");
+  EXPECT_EQ(Validate([&](proto::Cluster& c) {
+              c.mutable_intra_node()->mutable_call_cpu()->clear_bytes_per_second();
+            }),
+            "intra_node.call_cpu.bytes_per_second is missing");
+  EXPECT_EQ(Validate([&](proto::Cluster& c) {
+              c.mutable_intra_node()->mutable_call_cpu()->set_bytes_per_second(0);
+            }),
+            "intra_node.call_cpu.bytes_per_second must be positive, got 0");
+  EXPECT_EQ(Validate([&](proto::Cluster& c) {
               core_wait(c, 2, 1e-3);
               c.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
             }),

@@ -89,6 +89,41 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
   EXPECT_LT(large, 1);
 }
 
+// A call's own CPU is the link's call_cpu for each of its calls of its
+// bytes, and none where the link does not say.
+TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
+  proto::Cluster local = LoadCluster("local").value();
+  local.mutable_intra_node()->clear_call_cpu();
+  const Plan plan =
+      PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(), MakeStrategy(1, 2, 1, 1, "1F1B"))
+          .value();
+  const ExecutionGraph graph = LowerPlan(plan).value();
+  const RankGraph& rank = graph.ranks[0];
+  const OpCostModel ops(local, CostTable());
+  int calls = 0;
+  for (const Instruction& ins : rank.instructions()) {
+    if (!ins.communicates() || ins.comm_calls <= 0) continue;
+    EXPECT_EQ(CostModelTimer::Create(graph, ops, local).value()->CommCpuSeconds(rank, ins), 0);
+    ++calls;
+    break;
+  }
+  ASSERT_GT(calls, 0);
+  proto::CallCpu* cpu = local.mutable_intra_node()->mutable_call_cpu();
+  cpu->set_seconds_per_call(400e-6);
+  cpu->set_bytes_per_second(1e9);
+  const OpCostModel priced(local, CostTable());
+  auto timer = CostModelTimer::Create(graph, priced, local).value();
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.kind == InstructionKind::kCompute) {
+      EXPECT_EQ(timer->CommCpuSeconds(rank, ins), 0);
+    } else if (ins.communicates() && ins.comm_calls > 0) {
+      EXPECT_DOUBLE_EQ(timer->CommCpuSeconds(rank, ins),
+                       ins.comm_calls * (400e-6 + static_cast<double>(ins.comm_bytes) / 1e9))
+          << ins.op_type;
+    }
+  }
+}
+
 // The first mp all-reduce of `rank`.
 const Instruction& FirstMpAllReduce(const RankGraph& rank) {
   for (const Instruction& ins : rank.instructions()) {

@@ -337,8 +337,8 @@ TEST(Profile, CommWritesAValidClusterFile) {
   const std::string dir = MakeTempDir("loom_profile_comm");
   // Up to 1 MiB, so that the bytes and not the noise decide β.
   Result r = Loom("profile --comm --comm_max_bytes 1048576 --interference_seconds 0.2 "
-                  "--comm_rounds 11 --comm_core_wait_calls 9 --cost_table " + dir +
-                  "/table.pbtxt");
+                  "--comm_rounds 11 --comm_core_wait_calls 9 --comm_call_cpu_seconds 0.2 "
+                  "--cost_table " + dir + "/table.pbtxt");
   ASSERT_EQ(r.code, 0) << r.out;
   // Both duplexes are fitted and reported; on a busy host one of them may
   // be undetermined (said so), but the kept fit always has values.
@@ -347,19 +347,30 @@ TEST(Profile, CommWritesAValidClusterFile) {
   EXPECT_NE(r.out.find("duplex (direct algorithm): alpha "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  allgather n=2 16384 B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
-  // A call's CPU, a rank's share: more than none (its bytes are copied),
-  // and no more than the host's cores over its wall time.
-  const size_t cpu_at = r.out.find("the allreduce's own CPU: ");
-  ASSERT_NE(cpu_at, std::string::npos) << r.out;
-  const size_t share_at = r.out.find(" a call alone, ", cpu_at);
-  ASSERT_NE(share_at, std::string::npos) << r.out;
-  const double share = std::atof(r.out.c_str() + share_at + std::strlen(" a call alone, "));
-  EXPECT_GT(share, 0) << r.out;
-  EXPECT_LE(share, 100.0 * std::thread::hardware_concurrency()) << r.out;
+  // A call's own CPU beside compute, at each size, a rank's share: more
+  // than none (its bytes are copied), and no more than the host's cores
+  // over its wall time.
+  for (const char* size : {"4096 B", "65536 B", "1048576 B"}) {
+    const size_t at = r.out.find(StrCat("  allreduce ", std::string(8 - std::strlen(size) + 2, ' '),
+                                        size));
+    ASSERT_NE(at, std::string::npos) << size << "\n" << r.out;
+    const size_t share_at = r.out.find(" (", r.out.find(" CPU ", at));
+    ASSERT_NE(share_at, std::string::npos) << r.out;
+    const double share = std::atof(r.out.c_str() + share_at + 2);
+    EXPECT_GT(share, 0) << r.out;
+    EXPECT_LE(share, 100.0 * std::thread::hardware_concurrency()) << r.out;
+  }
   // Beside the cost table by default.
   auto c = LoadCluster(dir + "/local.cluster.pbtxt");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->intra_node().measured());
+  // The fit of the calls' CPU, unless their CPU did not grow with the bytes
+  // (a busy host), said so.
+  if (r.out.find("call CPU: not recorded") == std::string::npos) {
+    ASSERT_TRUE(c->intra_node().has_call_cpu()) << r.out;
+    EXPECT_GT(c->intra_node().call_cpu().bytes_per_second(), 0);
+    EXPECT_GE(c->intra_node().call_cpu().seconds_per_call(), 0) << r.out;
+  }
   EXPECT_GT(c->intra_node().bandwidth(), 0);
   // Calls timed the way steps make them: parties arriving together, and
   // apart (after_wait), each collective with its own fit.

@@ -118,6 +118,41 @@ TEST(Simulator, SlowdownsScaleWithTheCpuShareOfCommunication) {
   EXPECT_GT(whole, half + 1e-6);
 }
 
+// Where a pool's ranks outnumber its cores, each call takes its own CPU
+// (CommCpuSeconds) from the pool's compute for its time, in place of
+// CommSlowdown: nothing where every rank has a core, more with more CPU,
+// and no more than the calls' CPU summed over the pool.
+TEST(Simulator, CallsTakeTheirCpuFromComputeWhereRanksOutnumberCores) {
+  class Timer : public SharedHostTimer {
+   public:
+    Timer(double cores, double slowdown, double cpu)
+        : SharedHostTimer(1e-4, 5e-4, cores, slowdown), cpu_(cpu) {}
+    double CommCpuSeconds(const RankGraph&, const Instruction& ins) const override {
+      return ins.communicates() ? cpu_ : 0;
+    }
+
+   private:
+    double cpu_;
+  };
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "1F1B"), 4, 8);  // 4 ranks
+  auto run = [&](const InstructionTimer& timer) { return StepTime(graph, timer); };
+  EXPECT_NEAR(run(Timer(4, 1, 5e-4)), run(Timer(4, 1, 0)), 1e-12);
+  const double none = run(Timer(1, 1, 0));
+  const double part = run(Timer(1, 1, 2e-4));
+  const double whole = run(Timer(1, 1, 5e-4));
+  EXPECT_GT(part, none + 1e-6);
+  EXPECT_GT(whole, part + 1e-6);
+  // CommSlowdown no longer applies to calls whose CPU is known...
+  EXPECT_NEAR(run(Timer(1, 1.5, 2e-4)), part, 1e-12);
+  // ... and still does to the others.
+  EXPECT_GT(run(Timer(1, 1.5, 0)), none + 1e-6);
+  int calls = 0;
+  for (const RankGraph& rank : graph.ranks) {
+    for (const Instruction& ins : rank.instructions()) calls += ins.communicates() ? 1 : 0;
+  }
+  EXPECT_LE(whole, none + calls * 5e-4);
+}
+
 // FixedTimer with each rank pinned to a core of its own.
 class PinnedTimer : public FixedTimer {
  public:
