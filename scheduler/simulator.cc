@@ -461,10 +461,12 @@ StatusOr<SimulationResult> Simulation::Run() {
         // With nothing in flight, exactly 0 (not a rounding residue).
         Pool& pool = pools_[st.pool];
         const StreamState& ended = st.streams[s];
-        if (ended.core_taken > 0) {
-          pool.calls_cpu = pool.calls.empty() ? 0 : pool.calls_cpu - ended.core_taken;
+        if (pool.calls.empty()) {
+          pool.copying = pool.calls_cpu = 0;
+        } else if (ended.core_taken > 0) {
+          pool.calls_cpu -= ended.core_taken;
         } else {
-          pool.copying = pool.calls.empty() ? 0 : pool.copying - ended.cpu_share;
+          pool.copying -= ended.cpu_share;
         }
       }
       if (ins.kind == InstructionKind::kCompute || ins.communicates()) Reprice(st.pool, e.time);

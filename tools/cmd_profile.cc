@@ -360,8 +360,8 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
   LOOM_RETURN_IF_ERROR(RecordCallCpu(
-      call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back ", where,
-                       ", ", options.ranks, " ranks, the process CPU clock"),
+      call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back beside ",
+                       "compute ", where, ", ", options.ranks, " ranks, the process CPU clock"),
       link));
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
