@@ -66,19 +66,25 @@ KernelRegistry& KernelRegistry::For(DeviceType type) {
 void RegisterAllCudaKernels() {}
 #endif
 
-void KernelRegistry::Register(const std::string& type, KernelFn fn) {
+void KernelRegistry::Register(const std::string& type, KernelFn fn,
+                              LowPrecision low_precision) {
   CHECK(kernels_.count(type) == 0) << "kernel " << type << " registered twice";
-  kernels_[type] = fn;
+  kernels_[type] = Entry{fn, low_precision};
 }
 
 KernelFn KernelRegistry::Find(const std::string& type) const {
   auto it = kernels_.find(type);
-  return it == kernels_.end() ? nullptr : it->second;
+  return it == kernels_.end() ? nullptr : it->second.fn;
+}
+
+LowPrecision KernelRegistry::LowPrecisionOf(const std::string& type) const {
+  auto it = kernels_.find(type);
+  return it == kernels_.end() ? LowPrecision::kWidened : it->second.low_precision;
 }
 
 std::vector<std::string> KernelRegistry::Types() const {
   std::vector<std::string> out;
-  for (const auto& [type, fn] : kernels_) out.push_back(type);
+  for (const auto& [type, entry] : kernels_) out.push_back(type);
   std::sort(out.begin(), out.end());
   return out;
 }

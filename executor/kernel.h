@@ -83,6 +83,16 @@ class KernelContext {
 
 using KernelFn = Status (*)(const KernelContext&);
 
+// How a kernel meets bf16 and fp16 tensors.
+enum class LowPrecision : uint8_t {
+  // It computes on fp32 tensors only. On the CPU the executor hands it fp32
+  // copies of its bf16/fp16 tensors and rounds what it writes back
+  // (fp32_shim.h); a CUDA kernel must be native.
+  kWidened,
+  // It reads and writes them itself (cast; kernels templated per dtype).
+  kNative,
+};
+
 // One registry per device type; an op runs on a device only if that
 // device's registry has its kernel (`loom ops` lists which do).
 class KernelRegistry {
@@ -90,12 +100,19 @@ class KernelRegistry {
   static KernelRegistry& Cpu();
   static KernelRegistry& Cuda();
   static KernelRegistry& For(DeviceType type);
-  void Register(const std::string& type, KernelFn fn);
+  void Register(const std::string& type, KernelFn fn,
+                LowPrecision low_precision = LowPrecision::kWidened);
   KernelFn Find(const std::string& type) const;
+  // kWidened for a type with no kernel.
+  LowPrecision LowPrecisionOf(const std::string& type) const;
   std::vector<std::string> Types() const;
 
  private:
-  std::unordered_map<std::string, KernelFn> kernels_;
+  struct Entry {
+    KernelFn fn;
+    LowPrecision low_precision;
+  };
+  std::unordered_map<std::string, Entry> kernels_;
 };
 
 // Registers every CPU kernel once (and every op schema). Idempotent.

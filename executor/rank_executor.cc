@@ -176,6 +176,11 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     }
     b.inputs = bind(op->desc().inputs());
     b.outputs = bind(op->desc().outputs());
+    if (b.kernel != nullptr) {
+      auto shim = Fp32Shim::For(device_->type(), *op, b.inputs, b.outputs);
+      if (!shim.ok()) return shim.status().WithContext(InstructionLocation(graph_, ins));
+      b.shim = std::move(*shim);
+    }
     // A view op whose output is persistable (it outlives the step, and
     // others may accumulate into it) copies instead (OpViewOf).
     std::optional<OpView> view =
@@ -256,6 +261,9 @@ Status RankExecutor::RunInstruction(Bound& b, Stream* stream) {
   }
   KernelContext ctx(b.op->desc(), b.inputs, b.outputs, runs_.at(ins.micro_batch), device_,
                     stream);
+  if (b.shim != nullptr) {
+    return b.shim->Run(b.kernel, b.op->desc(), runs_.at(ins.micro_batch), device_, stream);
+  }
   if (b.kernel != nullptr) return b.kernel(ctx);
   if (!options_.comm) {
     return Unimplemented("communication op without a communicator");

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "executor/device.h"
+#include "executor/fp32_shim.h"
 #include "executor/kernel.h"
 #include "executor/scope.h"
 #include "scheduler/execution_graph.h"
@@ -82,6 +83,8 @@ class RankExecutor {
     const Instruction* ins;
     const Op* op = nullptr;  // in the plan's program
     KernelFn kernel = nullptr;  // nullptr: a communication op or a no-op
+    // Set where an fp32-only kernel meets bf16/fp16 tensors.
+    std::unique_ptr<Fp32Shim> shim;
     std::vector<BoundSlot> inputs, outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<int> touches;  // indices into uses_, released when done

@@ -54,7 +54,8 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
       return Unimplemented(op->Location(), ": no ", DeviceTypeName(type), " kernel");
     }
     Instruction instr{op, kernel, Bind(op->desc().inputs(), tensors),
-                      Bind(op->desc().outputs(), tensors), {}, {}};
+                      Bind(op->desc().outputs(), tensors), {}, {}, nullptr};
+    LOOM_ASSIGN_OR_RETURN(instr.shim, Fp32Shim::For(type, *op, instr.inputs, instr.outputs));
     const OpSchema* schema = ops.Find(op->type());
     for (const auto& slot : op->desc().inputs()) {
       const SlotSpec* spec = schema->FindInput(slot.name());
@@ -111,8 +112,10 @@ Status SerialExecutor::Run(const RunInfo& run) {
             tensor->Resize(meta, device_, stream_).WithContext(instr.op->Location()));
       }
     }
-    Status s = instr.kernel(
-        KernelContext(instr.op->desc(), instr.inputs, instr.outputs, run, device_, stream_));
+    Status s = instr.shim != nullptr
+                   ? instr.shim->Run(instr.kernel, instr.op->desc(), run, device_, stream_)
+                   : instr.kernel(KernelContext(instr.op->desc(), instr.inputs,
+                                                instr.outputs, run, device_, stream_));
     if (!s.ok()) return s.WithContext(instr.op->Location());
     for (Tensor* t : instr.frees) t->Free();
   }

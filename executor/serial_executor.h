@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "executor/device.h"
+#include "executor/fp32_shim.h"
 #include "executor/kernel.h"
 #include "executor/scope.h"
 #include "framework/program.h"
@@ -56,6 +57,8 @@ class SerialExecutor {
     std::vector<BoundSlot> outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<Tensor*> frees;
+    // Set where an fp32-only kernel meets bf16/fp16 tensors.
+    std::unique_ptr<Fp32Shim> shim;
   };
   struct RequiredInput {
     std::string name;

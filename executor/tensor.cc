@@ -73,8 +73,8 @@ void Tensor::CopyFrom(const Tensor& src) {
 std::vector<float> Tensor::ToFloatVector() const {
   CHECK(device_type_ == DeviceType::kCpu) << "ToFloatVector of a device tensor";
   std::vector<float> out(numel());
-  if (dtype() == proto::FP32) {
-    std::memcpy(out.data(), raw_data(), bytes());
+  if (IsComputeFloat(dtype())) {
+    WidenToFloat(dtype(), raw_data(), numel(), out.data());
   } else if (dtype() == proto::INT64) {
     const int64_t* p = data<int64_t>();
     for (int64_t i = 0; i < numel(); ++i) out[i] = static_cast<float>(p[i]);
@@ -94,6 +94,13 @@ Tensor MakeTensor(const Shape& shape, const std::vector<float>& values) {
   Tensor t(TensorMeta{proto::FP32, shape});
   CHECK_EQ(static_cast<int64_t>(values.size()), t.numel());
   std::memcpy(t.raw_data(), values.data(), t.bytes());
+  return t;
+}
+
+Tensor MakeTensor(DataType dtype, const Shape& shape, const std::vector<float>& values) {
+  Tensor t(TensorMeta{dtype, shape});
+  CHECK_EQ(static_cast<int64_t>(values.size()), t.numel());
+  NarrowFromFloat(dtype, values.data(), t.numel(), t.raw_data());
   return t;
 }
 

@@ -15,6 +15,7 @@
 #include <glog/logging.h>
 
 #include "executor/stream.h"
+#include "framework/low_precision.h"
 #include "framework/status.h"
 #include "framework/types.h"
 
@@ -29,6 +30,8 @@ template <> struct DataTypeOf<double> { static constexpr DataType kValue = proto
 template <> struct DataTypeOf<int32_t> { static constexpr DataType kValue = proto::INT32; };
 template <> struct DataTypeOf<int64_t> { static constexpr DataType kValue = proto::INT64; };
 template <> struct DataTypeOf<bool> { static constexpr DataType kValue = proto::BOOL; };
+template <> struct DataTypeOf<bfloat16> { static constexpr DataType kValue = proto::BF16; };
+template <> struct DataTypeOf<float16> { static constexpr DataType kValue = proto::FP16; };
 
 class Tensor {
  public:
@@ -93,7 +96,8 @@ class Tensor {
 
   // Copies data and meta from `src` into storage owned by this tensor.
   void CopyFrom(const Tensor& src);
-  // Elements as float / int64, for tests and printing.
+  // Elements as float (from fp32, bf16, fp16 or int64) / int64, for tests
+  // and printing.
   std::vector<float> ToFloatVector() const;
   std::vector<int64_t> ToInt64Vector() const;
 
@@ -108,6 +112,8 @@ class Tensor {
 // Helpers for tests and data loaders.
 Tensor MakeTensor(const Shape& shape, const std::vector<float>& values);
 Tensor MakeTensor(const Shape& shape, const std::vector<int64_t>& values);
+// `values` in `dtype` (fp32, bf16 or fp16), rounded to nearest even.
+Tensor MakeTensor(DataType dtype, const Shape& shape, const std::vector<float>& values);
 
 }  // namespace loom
 

@@ -35,6 +35,10 @@ bool IsFloating(DataType dtype) {
          dtype == proto::BF16 || dtype == proto::FP64;
 }
 
+bool IsComputeFloat(DataType dtype) {
+  return dtype == proto::FP32 || dtype == proto::BF16 || dtype == proto::FP16;
+}
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

@@ -17,6 +17,9 @@ using Shape = std::vector<int64_t>;
 int64_t SizeOf(DataType dtype);
 const char* DataTypeName(DataType dtype);
 bool IsFloating(DataType dtype);
+// The dtypes kernels compute on: fp32, and bf16 and fp16, which they load
+// into fp32 and round on the store (framework/low_precision.h).
+bool IsComputeFloat(DataType dtype);
 
 int64_t NumElements(const Shape& shape);
 // "[2, 3, 4]"; "[]" for a scalar.

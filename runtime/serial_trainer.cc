@@ -14,9 +14,10 @@ SerialTrainer::SerialTrainer(TrainingProgram program, std::shared_ptr<const Data
 
 StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
-    std::shared_ptr<const Dataset> data) {
+    std::shared_ptr<const Dataset> data, const AmpConfig& amp) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram program,
                         BuildGptTrainingProgram(config, optimizer));
+  LOOM_RETURN_IF_ERROR(ApplyAmp(program.main, amp));
   // The serial executor keeps every var of the program for the step.
   int64_t bytes = 0;
   for (const auto& [name, var] : program.main.global_block().vars()) {

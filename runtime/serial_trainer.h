@@ -8,6 +8,7 @@
 #include "executor/serial_executor.h"
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
+#include "passes/amp.h"
 #include "runtime/trainer.h"
 
 namespace loom {
@@ -19,9 +20,10 @@ class SerialTrainer : public Trainer {
   // Builds the training program, runs its startup program, and prepares
   // the main program.
   // Batches come from `data`, or the synthetic dataset when it is null.
+  // `amp` rewrites the program for mixed precision (passes/amp.h).
   static StatusOr<std::unique_ptr<SerialTrainer>> Create(
       const GptConfig& config, const OptimizerConfig& optimizer,
-      std::shared_ptr<const Dataset> data = nullptr);
+      std::shared_ptr<const Dataset> data = nullptr, const AmpConfig& amp = {});
 
   // Trains on the global batch of `step`; returns that batch's mean loss.
   StatusOr<float> Step(int64_t step) override;

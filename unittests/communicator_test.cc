@@ -186,6 +186,54 @@ TEST(AllReduceTest, FewerElementsThanRanksAndFp64) {
   });
 }
 
+TEST(AllReduceTest, LowPrecisionSumsInFloatAndRoundsOnce) {
+  // bf16 and fp16 travel in 16 bits; each member's part is summed in float
+  // in group-rank order and rounded once, so the result is exactly that,
+  // on every rank. Rounding after each addition would differ on these
+  // inputs of many magnitudes.
+  constexpr int kRanks = 4;
+  constexpr int64_t kRows = 256, kCols = 3;  // rows split in 4 for reduce-scatter
+  constexpr int64_t kN = kRows * kCols;
+  Group comms = MakeGroup(Iota(kRanks));
+  ASSERT_EQ(comms.size(), static_cast<size_t>(kRanks));
+  for (DataType dtype : {proto::BF16, proto::FP16}) {
+    SCOPED_TRACE(DataTypeName(dtype));
+    auto input = [&](int r) {
+      std::vector<float> v(kN);
+      for (int64_t i = 0; i < kN; ++i) v[i] = RoughInput(r, 0, i) / 64;
+      return MakeTensor(dtype, {kRows, kCols}, v);
+    };
+    std::vector<float> sum(kN, 0.0f), rounded_each_step(kN, 0.0f);
+    for (int r = 0; r < kRanks; ++r) {
+      const std::vector<float> v = input(r).ToFloatVector();
+      for (int64_t i = 0; i < kN; ++i) {
+        sum[i] += v[i];
+        rounded_each_step[i] =
+            MakeTensor(dtype, {1}, {rounded_each_step[i] + v[i]}).ToFloatVector()[0];
+      }
+    }
+    const Tensor want = MakeTensor(dtype, {kRows, kCols}, sum);
+    ASSERT_NE(want.ToFloatVector(), rounded_each_step) << "the inputs do not tell the two apart";
+    std::vector<Tensor> reduced(kRanks), scattered(kRanks);
+    RunRanks(kRanks, [&](int r) {
+      reduced[r] = input(r);
+      ASSERT_TRUE(comms[r]->AllReduce({&reduced[r]}, ReduceOp::kSum).ok());
+      ASSERT_TRUE(comms[r]->ReduceScatter(input(r), &scattered[r], ReduceOp::kSum).ok());
+    });
+    const int64_t part = kN / kRanks;
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(reduced[r].dtype(), dtype);
+      EXPECT_EQ(std::memcmp(reduced[r].raw_data(), want.raw_data(), want.bytes()), 0) << r;
+      ASSERT_EQ(scattered[r].numel(), part);
+      EXPECT_EQ(std::memcmp(scattered[r].raw_data(),
+                            static_cast<const uint8_t*>(want.raw_data()) + r * part * 2,
+                            part * 2),
+                0)
+          << r;
+    }
+  }
+}
+
 TEST(AllReduceTest, BadBucketsAreRejectedWithoutBreakingTheGroup) {
   Group comms = MakeGroup(Iota(2));
   ASSERT_EQ(comms.size(), 2u);

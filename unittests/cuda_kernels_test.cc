@@ -477,6 +477,19 @@ std::vector<Case> NormAndSoftmaxCases() {
 
 std::vector<Case> OtherCases() {
   std::vector<Case> cases;
+  // cast rounds to nearest even on both backends: the same bits.
+  const std::vector<float> wide = RandomTensor({7, 9}, 4, -300.0f, 300.0f).ToFloatVector();
+  for (auto [from, to] : {std::pair{proto::FP32, proto::BF16}, {proto::FP32, proto::FP16},
+                          {proto::BF16, proto::FP32}, {proto::BF16, proto::FP16},
+                          {proto::FP16, proto::BF16}}) {
+    cases.push_back(MakeCase(StrCat("cast ", DataTypeName(from), " to ", DataTypeName(to)),
+                             OpDescBuilder("cast")
+                                 .Input("X", "x")
+                                 .Output("Out", "out")
+                                 .Attr("in_dtype", static_cast<int32_t>(from))
+                                 .Attr("out_dtype", static_cast<int32_t>(to)),
+                             {{"x", MakeTensor(from, {7, 9}, wide)}}));
+  }
   cases.push_back(MakeCase("lookup_table",
                            OpDescBuilder("lookup_table")
                                .Input("W", "w")

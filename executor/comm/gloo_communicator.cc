@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include <gloo/common/error.h>
@@ -18,6 +19,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
+
+#include "framework/low_precision.h"
 
 namespace loom {
 namespace {
@@ -43,20 +46,56 @@ void SplitEven(int64_t total, int n, std::vector<int64_t>* offsets,
   }
 }
 
-// acc = acc op x, element by element. Max propagates NaN.
+// What a member's part is summed in: the dtype itself, but float for bf16
+// and fp16, which are widened on arrival and rounded once at the end (a
+// GPU reduction of them accumulates in fp32 too).
 template <typename T>
-void Fold(ReduceOp op, const T* x, T* acc, int64_t n) {
+struct Accumulation {
+  using Acc = T;
+  static Acc Load(T v) { return v; }
+  static T Store(Acc v) { return v; }
+};
+template <>
+struct Accumulation<bfloat16> {
+  using Acc = float;
+  static Acc Load(bfloat16 v) { return ToFloat(v); }
+  static bfloat16 Store(Acc v) { return ToBfloat16(v); }
+};
+template <>
+struct Accumulation<float16> {
+  using Acc = float;
+  static Acc Load(float16 v) { return ToFloat(v); }
+  static float16 Store(Acc v) { return ToFloat16(v); }
+};
+
+// acc = acc op x, element by element. Max propagates NaN.
+template <typename T, typename Acc = typename Accumulation<T>::Acc>
+void Fold(ReduceOp op, const T* x, Acc* acc, int64_t n) {
+  using A = Accumulation<T>;
   if (op == ReduceOp::kMax) {
     for (int64_t i = 0; i < n; ++i) {
-      acc[i] = (x[i] > acc[i] || x[i] != x[i]) ? x[i] : acc[i];
+      const Acc v = A::Load(x[i]);
+      acc[i] = (v > acc[i] || v != v) ? v : acc[i];
     }
   } else {
-    for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] + x[i];
+    for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] + A::Load(x[i]);
   }
 }
 
 bool IsReducible(DataType dtype) {
-  return dtype == proto::FP32 || dtype == proto::FP64;
+  return dtype == proto::FP32 || dtype == proto::FP64 || dtype == proto::BF16 ||
+         dtype == proto::FP16;
+}
+
+// Calls fn(T*) with `data` as the element type of `dtype` (a reducible one).
+template <typename Fn>
+Status WithElementType(DataType dtype, void* data, Fn fn) {
+  switch (dtype) {
+    case proto::FP64: return fn(static_cast<double*>(data));
+    case proto::BF16: return fn(static_cast<bfloat16*>(data));
+    case proto::FP16: return fn(static_cast<float16*>(data));
+    default: return fn(static_cast<float*>(data));
+  }
 }
 
 // Parses the group rank at the end of a rendezvous key ("3", "rank_3").
@@ -306,13 +345,17 @@ Status GlooCommunicator::ReduceChunk(GlooExchange& call, const T* in,
                                      const std::vector<int64_t>& counts, T* out,
                                      ReduceOp op, SlotKind slot_kind,
                                      uint64_t seq) {
+  using A = Accumulation<T>;
+  using Acc = typename A::Acc;
   const int n = size();
   const int64_t mine = counts[rank_];
   const size_t mine_bytes = mine * sizeof(T);
-  // n-1 received copies of this member's chunk, then the accumulator.
-  scratch_.resize(static_cast<size_t>(n) * mine_bytes);
+  // n-1 received copies of this member's chunk, then the accumulator (at an
+  // offset that suits its type).
+  const size_t acc_at = ((n - 1) * mine_bytes + alignof(Acc) - 1) / alignof(Acc) * alignof(Acc);
+  scratch_.resize(acc_at + mine * sizeof(Acc));
   T* received = reinterpret_cast<T*>(scratch_.data());
-  T* acc = received + static_cast<int64_t>(n - 1) * mine;
+  Acc* acc = reinterpret_cast<Acc*>(scratch_.data() + acc_at);
   auto copy_of = [&](int q) {
     return received + (q < rank_ ? q : q - 1) * mine;
   };
@@ -339,19 +382,20 @@ Status GlooCommunicator::ReduceChunk(GlooExchange& call, const T* in,
         x = copy_of(q);
       }
       if (q == 0) {
-        std::memcpy(acc, x, mine_bytes);
+        for (int64_t i = 0; i < mine; ++i) acc[i] = A::Load(x[i]);
       } else {
         Fold(op, x, acc, mine);
       }
     }
     if (op == ReduceOp::kAvg) {
-      const T divisor = static_cast<T>(n);
+      const Acc divisor = static_cast<Acc>(n);
       for (int64_t i = 0; i < mine; ++i) acc[i] = acc[i] / divisor;
     }
   }
   LOOM_RETURN_IF_ERROR(call.WaitAll());
-  // After the sends: `out` may overlap `in` (in-place reduce-scatter).
-  if (mine > 0) std::memmove(out, acc, mine_bytes);
+  // After the sends: `out` may overlap `in` (in-place reduce-scatter); the
+  // accumulator is apart from both.
+  for (int64_t i = 0; i < mine; ++i) out[i] = A::Store(acc[i]);
   return Status::OK();
 }
 
@@ -414,7 +458,7 @@ Status GlooCommunicator::AllReduce(const std::vector<Tensor*>& tensors,
     if (!IsReducible(t->dtype()) || t->dtype() != tensors[0]->dtype()) {
       return Invalid(kOp, StrCat("tensor ", i, " of the bucket is ",
                                  DataTypeName(t->dtype()),
-                                 "; a bucket is all FP32 or all FP64"));
+                                 "; a bucket is all of one float dtype (fp32, fp64, bf16 or fp16)"));
     }
     numel += t->numel();
   }
@@ -443,10 +487,9 @@ Status GlooCommunicator::AllReduce(const std::vector<Tensor*>& tensors,
     }
     data = pack_.data();
   }
-  Status status =
-      tensors[0]->dtype() == proto::FP32
-          ? RunAllReduce(reinterpret_cast<float*>(data), numel, op, seq)
-          : RunAllReduce(reinterpret_cast<double*>(data), numel, op, seq);
+  Status status = WithElementType(tensors[0]->dtype(), data, [&](auto* elements) {
+    return RunAllReduce(elements, numel, op, seq);
+  });
   if (status.ok() && !contiguous) {
     for (Tensor* t : tensors) {
       std::memcpy(t->raw_data(), data, t->bytes());
@@ -486,7 +529,7 @@ Status GlooCommunicator::ReduceScatter(const Tensor& in, Tensor* out,
   if (!in.initialized()) return Invalid(kOp, "the input has no storage");
   if (!IsReducible(in.dtype())) {
     return Invalid(kOp, StrCat("the input is ", DataTypeName(in.dtype()),
-                               "; only FP32 and FP64 reduce"));
+                               "; only fp32, fp64, bf16 and fp16 reduce"));
   }
   if (in.rank() < 1 || in.dim(0) % size() != 0) {
     return Invalid(kOp,
@@ -510,12 +553,12 @@ Status GlooCommunicator::ReduceScatter(const Tensor& in, Tensor* out,
   std::vector<int64_t> offsets(size()), counts(size(), part);
   for (int q = 0; q < size(); ++q) offsets[q] = q * part;
   GlooExchange call = Exchange(kOp);
-  if (in.dtype() == proto::FP32) {
-    return ReduceChunk(call, in.data<float>(), offsets, counts,
-                       out->data<float>(), op, SlotKind::kReduceScatter, seq);
-  }
-  return ReduceChunk(call, in.data<double>(), offsets, counts,
-                     out->data<double>(), op, SlotKind::kReduceScatter, seq);
+  void* const in_data = const_cast<void*>(in.raw_data());
+  return WithElementType(in.dtype(), in_data, [&](auto* elements) {
+    using T = std::remove_pointer_t<decltype(elements)>;
+    return ReduceChunk<T>(call, elements, offsets, counts, static_cast<T*>(out->raw_data()), op,
+                          SlotKind::kReduceScatter, seq);
+  });
 }
 
 Status GlooCommunicator::Broadcast(Tensor* t, int root) {

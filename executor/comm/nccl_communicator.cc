@@ -15,11 +15,17 @@ constexpr char kCollectiveWait[] =
     " (a member did not make the same call, or is stuck or gone)";
 
 bool IsReducible(DataType dtype) {
-  return dtype == proto::FP32 || dtype == proto::FP64;
+  return dtype == proto::FP32 || dtype == proto::FP64 || dtype == proto::BF16 ||
+         dtype == proto::FP16;
 }
 
 ncclDataType_t NcclType(DataType dtype) {
-  return dtype == proto::FP64 ? ncclFloat64 : ncclFloat32;
+  switch (dtype) {
+    case proto::FP64: return ncclFloat64;
+    case proto::BF16: return ncclBfloat16;
+    case proto::FP16: return ncclFloat16;
+    default: return ncclFloat32;
+  }
 }
 
 ncclRedOp_t NcclOp(ReduceOp op) {
@@ -95,7 +101,7 @@ Status NcclCommunicator::AllReduce(const std::vector<Tensor*>& tensors,
     if (!IsReducible(t->dtype()) || t->dtype() != tensors[0]->dtype()) {
       return Invalid(kOp, StrCat("tensor ", i, " is ",
                                  DataTypeName(t->dtype()),
-                                 "; a bucket is all FP32 or all FP64"));
+                                 "; a bucket is all of one float dtype (fp32, fp64, bf16 or fp16)"));
     }
     LOOM_RETURN_IF_ERROR(CheckOnDevice(kOp, "a tensor of the bucket", *t));
     bytes += t->bytes();

@@ -6,9 +6,7 @@ namespace {
 
 Status InferActivation(InferShapeContext& ctx) {
   const TensorMeta& x = ctx.Input("X");
-  if (x.dtype != proto::FP32) {
-    return InvalidArgument("X must be fp32, but is ", DataTypeName(x.dtype));
-  }
+  LOOM_RETURN_IF_ERROR(CheckComputeFloat("X", x));
   ctx.SetOutput("Out", x);
   return Status::OK();
 }

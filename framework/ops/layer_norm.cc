@@ -14,9 +14,7 @@ struct NormSplit {
 
 StatusOr<NormSplit> SplitAtNormAxis(const InferShapeContext& ctx,
                                     const TensorMeta& x) {
-  if (x.dtype != proto::FP32) {
-    return InvalidArgument("X must be fp32, but is ", DataTypeName(x.dtype));
-  }
+  LOOM_RETURN_IF_ERROR(CheckComputeFloat("X", x));
   const int rank = static_cast<int>(x.shape.size());
   const int attr = ctx.Attr<int32_t>("begin_norm_axis");
   auto axis = NormalizeAxis(attr, rank);

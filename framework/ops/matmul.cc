@@ -6,10 +6,7 @@ namespace loom {
 namespace {
 
 Status CheckFloatMatrix(const std::string& slot, const TensorMeta& m) {
-  if (m.dtype != proto::FP32) {
-    return InvalidArgument(slot, " must be fp32, but is ",
-                           DataTypeName(m.dtype));
-  }
+  LOOM_RETURN_IF_ERROR(CheckComputeFloat(slot, m));
   if (m.shape.size() < 2) {
     return InvalidArgument(slot, " must have rank >= 2, but has shape ",
                            ShapeToString(m.shape));
@@ -23,6 +20,9 @@ StatusOr<TensorMeta> MatmulOutMeta(const InferShapeContext& ctx) {
   const TensorMeta& y = ctx.Input("Y");
   LOOM_RETURN_IF_ERROR(CheckFloatMatrix("X", x));
   LOOM_RETURN_IF_ERROR(CheckFloatMatrix("Y", y));
+  if (x.dtype != y.dtype) {
+    return InvalidArgument("X is ", DataTypeName(x.dtype), " but Y is ", DataTypeName(y.dtype));
+  }
   const bool tx = ctx.Attr<bool>("transpose_x");
   const bool ty = ctx.Attr<bool>("transpose_y");
   const size_t rx = x.shape.size();
@@ -47,7 +47,7 @@ StatusOr<TensorMeta> MatmulOutMeta(const InferShapeContext& ctx) {
   }
   out.push_back(m);
   out.push_back(n);
-  return TensorMeta{proto::FP32, out};
+  return TensorMeta{x.dtype, out};
 }
 
 Status InferMatmul(InferShapeContext& ctx) {

@@ -19,6 +19,11 @@ StatusOr<Shape> BroadcastShapes(const Shape& x, const Shape& y) {
   return out;
 }
 
+Status CheckComputeFloat(const std::string& slot, const TensorMeta& meta) {
+  if (IsComputeFloat(meta.dtype)) return Status::OK();
+  return InvalidArgument(slot, " must be fp32, bf16 or fp16, but is ", DataTypeName(meta.dtype));
+}
+
 Status InferSameAsX(InferShapeContext& ctx) {
   ctx.ShareMeta("X", "Out");
   return Status::OK();

@@ -12,6 +12,10 @@ namespace loom {
 // stretches. Error names both shapes.
 StatusOr<Shape> BroadcastShapes(const Shape& x, const Shape& y);
 
+// OK when `meta` is a dtype kernels compute on (fp32, bf16, fp16); else an
+// error naming `slot`.
+Status CheckComputeFloat(const std::string& slot, const TensorMeta& meta);
+
 // Out has X's dtype and shape: the inference of every shape-preserving op.
 Status InferSameAsX(InferShapeContext& ctx);
 

@@ -7,6 +7,7 @@
 namespace loom {
 
 void RegisterActivationOps();
+void RegisterCastOps();
 void RegisterCollectiveOps();
 void RegisterDropoutOps();
 void RegisterElementwiseOps();
@@ -23,6 +24,7 @@ void RegisterAllOps() {
   static std::once_flag once;
   std::call_once(once, [] {
     RegisterActivationOps();
+    RegisterCastOps();
     RegisterCollectiveOps();
     RegisterDropoutOps();
     RegisterElementwiseOps();

@@ -7,9 +7,7 @@ namespace {
 
 Status InferSoftmax(InferShapeContext& ctx) {
   const TensorMeta& x = ctx.Input("X");
-  if (x.dtype != proto::FP32) {
-    return InvalidArgument("X must be fp32, but is ", DataTypeName(x.dtype));
-  }
+  LOOM_RETURN_IF_ERROR(CheckComputeFloat("X", x));
   const int rank = static_cast<int>(x.shape.size());
   const int attr = ctx.Attr<int32_t>("axis");
   auto axis = NormalizeAxis(attr, rank);

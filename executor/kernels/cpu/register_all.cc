@@ -6,6 +6,7 @@
 namespace loom {
 
 void RegisterActivationCpuKernels();
+void RegisterCastCpuKernels();
 void RegisterCollectiveCpuKernels();
 void RegisterDropoutCpuKernels();
 void RegisterElementwiseCpuKernels();
@@ -23,6 +24,7 @@ void RegisterAllCpuKernels() {
   std::call_once(once, [] {
     RegisterAllOps();
     RegisterActivationCpuKernels();
+    RegisterCastCpuKernels();
     RegisterCollectiveCpuKernels();
     RegisterDropoutCpuKernels();
     RegisterElementwiseCpuKernels();

@@ -25,6 +25,12 @@ inline unsigned GridFor(int64_t n, int block = kBlock) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
 }
 
+// cast.cu: the dtypes take the values of proto::DataType (checked in
+// cast.cc). False for a pair it does not convert.
+enum CastDtype : int { kCastFp32 = 0, kCastFp16 = 1, kCastBf16 = 2 };
+bool LaunchCast(CastDtype from, const void* x, CastDtype to, void* out, int64_t n,
+                cudaStream_t s);
+
 // activation.cu
 void LaunchGelu(const float* x, float* out, int64_t n, bool approximate, cudaStream_t s);
 void LaunchGeluGrad(const float* x, const float* dout, float* dx, int64_t n, bool approximate,

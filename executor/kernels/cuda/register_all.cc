@@ -8,6 +8,7 @@
 namespace loom {
 
 void RegisterActivationCudaKernels();
+void RegisterCastCudaKernels();
 void RegisterCollectiveCudaKernels();
 void RegisterDropoutCudaKernels();
 void RegisterElementwiseCudaKernels();
@@ -25,6 +26,7 @@ void RegisterAllCudaKernels() {
   std::call_once(once, [] {
     RegisterAllOps();
     RegisterActivationCudaKernels();
+    RegisterCastCudaKernels();
     RegisterCollectiveCudaKernels();
     RegisterDropoutCudaKernels();
     RegisterElementwiseCudaKernels();

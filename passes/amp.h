@@ -1,0 +1,47 @@
+// Automatic mixed precision over a training program, in Paddle's levels:
+//
+//   O1: ops on the white list (matmul) compute in the low dtype, ops on the
+//       black list (the loss: cross entropy and the reductions after it) in
+//       fp32, and every other op in whichever its float inputs already are:
+//       low once any of them is. Casts go in where precisions meet.
+//   O2: every op computes in the low dtype but the black list's, from the
+//       first: parameters are cast where they are read.
+//
+// Both levels keep the parameters themselves in fp32: they are the master
+// weights the optimizer updates, in fp32 with fp32 moments, and each
+// forward reads a low-precision cast of them (made right before the op that
+// reads it, so that it lands in that op's pipeline stage). Gradients reach
+// the parameters through the casts' gradients, so they are accumulated and
+// reduced in fp32. Layer norm's scale, bias and statistics stay fp32.
+//
+// The backward is made again for the rewritten forward (AppendBackward),
+// and the optimizer ops, unchanged, follow it in the order the new
+// gradients complete.
+#ifndef LOOM_PASSES_AMP_H_
+#define LOOM_PASSES_AMP_H_
+
+#include <string>
+
+#include "framework/program.h"
+#include "framework/status.h"
+
+namespace loom {
+
+struct AmpConfig {
+  int level = 0;                   // 0 (off), 1 or 2
+  DataType dtype = proto::BF16;    // BF16 or FP16
+};
+
+// "O0", "O1", "O2" -> 0, 1, 2; "bf16", "fp16" -> BF16, FP16. Errors name
+// the value and what is allowed.
+StatusOr<int> ParseAmpLevel(const std::string& text);
+StatusOr<DataType> ParseAmpDtype(const std::string& text);
+
+// Rewrites `program` (forward, and the backward and optimizer after it, if
+// it has them) for `config`; nothing at level 0. The forward must end in a
+// loss op (role loss) where there is a backward.
+Status ApplyAmp(Program& program, const AmpConfig& config);
+
+}  // namespace loom
+
+#endif  // LOOM_PASSES_AMP_H_
