@@ -10,11 +10,7 @@
 
 // nvcc compiles these for the device too, so that the CUDA dropout draws
 // with this one implementation (executor/kernels/cuda/dropout.cu).
-#ifdef __CUDACC__
-#define LOOM_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_HOST_DEVICE
-#endif
+#include "framework/host_device.h"
 
 namespace loom {
 

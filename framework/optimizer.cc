@@ -6,21 +6,40 @@
 namespace loom {
 namespace {
 
-// Declares a persistable fp32 var in both programs and a fill_constant in
+// Declares a persistable var in both programs and a fill_constant in
 // `startup` that gives it `value`.
 Status AddState(Program& main, Program& startup, const std::string& name,
-                const Shape& shape, float value) {
+                const Shape& shape, float value, DataType dtype = proto::FP32) {
   for (Program* p : {&main, &startup}) {
     proto::VarDesc* var = p->global_block().AddVar(name);
-    SetMeta(TensorMeta{proto::FP32, shape}, var);
+    SetMeta(TensorMeta{dtype, shape}, var);
     var->set_persistable(true);
   }
   return AppendOpInferShapes(startup.global_block(),
                              OpDescBuilder("fill_constant")
                                  .Output("Out", name)
                                  .Attr("shape", shape)
+                                 .Attr("dtype", static_cast<int32_t>(dtype))
                                  .Attr("value", value))
       .status();
+}
+
+// The op that sets each step's learning rate from the step counter; on
+// every pipeline stage (role lr-schedule), before the updates.
+Status AppendLrSchedule(Program& main, Program& startup, const OptimizerConfig& config) {
+  LOOM_RETURN_IF_ERROR(AddState(main, startup, kLrStepVar, {1}, 0.0f, proto::INT64));
+  auto op = AppendOpInferShapes(main.global_block(),
+                                OpDescBuilder("lr_schedule")
+                                    .Input("Step", kLrStepVar)
+                                    .Output("LearningRate", kLearningRateVar)
+                                    .Output("StepOut", kLrStepVar)
+                                    .Attr("learning_rate", config.learning_rate)
+                                    .Attr("min_learning_rate", config.min_learning_rate)
+                                    .Attr("warmup_steps", config.warmup_steps)
+                                    .Attr("decay_steps", config.decay_steps)
+                                    .Attr("decay", config.lr_decay)
+                                    .Role(role::kOptimize | role::kLRSchedule));
+  return op.status().WithContext("learning-rate schedule");
 }
 
 }  // namespace
@@ -35,6 +54,7 @@ Status AppendOptimizer(Program& main, Program& startup,
   Block& block = main.global_block();
   LOOM_RETURN_IF_ERROR(AddState(main, startup, kLearningRateVar, {1},
                                 config.learning_rate));
+  if (config.has_schedule()) LOOM_RETURN_IF_ERROR(AppendLrSchedule(main, startup, config));
   for (const ParamGradPair& pair : pairs) {
     const proto::VarDesc* param = block.FindVar(pair.param);
     if (param == nullptr || !param->is_parameter()) {

@@ -21,10 +21,21 @@ struct OptimizerConfig {
   // Decoupled weight decay, applied to matrices only: decaying biases and
   // layer-norm gains is the usual mistake this avoids.
   float weight_decay = 0.01f;
+  // The learning-rate schedule (framework/lr_schedule.h): learning_rate is
+  // its peak. With warm-up or a decay, an lr_schedule op computes each
+  // step's rate from a step counter (kLrStepVar) in the program.
+  int64_t warmup_steps = 0;
+  std::string lr_decay = "constant";  // "constant", "linear" or "cosine"
+  int64_t decay_steps = 0;            // warm-up included
+  float min_learning_rate = 0.0f;
+  bool has_schedule() const { return warmup_steps > 0 || lr_decay != "constant"; }
 };
 
 // The persistable var holding the learning rate, shape [1].
 inline constexpr const char* kLearningRateVar = "learning_rate";
+// The persistable int64 step counter a scheduled learning rate is computed
+// from; optimizer state, so checkpoints carry it.
+inline constexpr const char* kLrStepVar = "learning_rate.step";
 
 // Adds one update op per (param, grad) pair to `main`, in the order given
 // (the order gradients complete), and the ops that initialize the optimizer

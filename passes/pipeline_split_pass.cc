@@ -290,10 +290,13 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
     }
     const bool shared_update = op->HasRole(role::kOptimize) &&
                                shared_.count(op->Input("Param")) > 0;
-    const bool keep = shared_update
-                          ? param_stages_[op->Input("Param")].count(stage_) > 0
-                          : StageOf(op) == stage_;
+    // The learning rate's schedule runs on every stage, each of which
+    // updates its own parameters with it.
+    const bool every_stage = op->HasRole(role::kLRSchedule);
+    const bool keep = shared_update ? param_stages_[op->Input("Param")].count(stage_) > 0
+                                    : every_stage || StageOf(op) == stage_;
     if (!keep) continue;
+    if (every_stage) vs = stage_;
     if (shared_update) {
       vs = stage_;
       // The stages' partial gradients meet once per step, before the

@@ -114,6 +114,10 @@ class ParallelTrainer : public Trainer {
     return options_.model_record.empty() ? GptConfigToMap(config_) : options_.model_record;
   }
   std::string Layout() const override;
+  // Every rank uses one rate; the first local rank's, on the CPU.
+  float LastLearningRate() override {
+    return local_.empty() ? NAN : LearningRateIn(*scopes_.at(local_.front()));
+  }
   // Under loom launch (a file store): each process writes its dp=0 ranks'
   // shards into the store directory, and the process of rank 0 waits (up
   // to the communication timeout) for all of them and merges them.

@@ -40,6 +40,7 @@ class SerialTrainer : public Trainer {
     return GptConfigToMap(program_.config);
   }
   std::string Layout() const override { return "serial"; }
+  float LastLearningRate() override { return LearningRateIn(scope_); }
 
   const TrainingProgram& program() const { return program_; }
   Scope& scope() { return scope_; }

@@ -3,10 +3,13 @@
 #ifndef LOOM_RUNTIME_TRAINER_H_
 #define LOOM_RUNTIME_TRAINER_H_
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
 
+#include "executor/scope.h"
+#include "framework/optimizer.h"
 #include "models/dataset.h"
 #include "models/gpt.h"
 #include "runtime/checkpoint.h"
@@ -40,7 +43,20 @@ class Trainer {
   virtual const Dataset& data() const = 0;
   // How it trains, for checkpoints' readers: "serial", "dp=2 mp=2 pp=2 1F1B".
   virtual std::string Layout() const = 0;
+  // The learning rate the last step used, where this process holds it in
+  // host memory; NaN elsewhere.
+  virtual float LastLearningRate() { return NAN; }
 };
+
+// The learning rate `scope` holds, or NaN where it holds none on the host.
+inline float LearningRateIn(const Scope& scope) {
+  const Tensor* lr = scope.Find(kLearningRateVar);
+  if (lr == nullptr || !lr->initialized() || lr->device_type() != DeviceType::kCpu ||
+      lr->dtype() != proto::FP32 || lr->numel() != 1) {
+    return NAN;
+  }
+  return lr->data<float>()[0];
+}
 
 }  // namespace loom
 

@@ -79,7 +79,7 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
                      "is restored"));
     } else {
       LOOM_RETURN_IF_ERROR(loss.status());
-      on_step(StepReport{step, *loss, ms});
+      on_step(StepReport{step, *loss, ms, trainer.LastLearningRate()});
     }
     // A skipped step still counts: the run's last checkpoint is its end.
     const int64_t done = step + 1;

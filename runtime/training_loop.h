@@ -4,6 +4,7 @@
 #ifndef LOOM_RUNTIME_TRAINING_LOOP_H_
 #define LOOM_RUNTIME_TRAINING_LOOP_H_
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -32,6 +33,7 @@ struct StepReport {
   int64_t step = 0;
   float loss = 0;  // NaN in a process that does not hold it
   double ms = 0;   // the step's wall time
+  float learning_rate = NAN;  // the rate it used; NaN where not held here
 };
 
 // Runs `trainer` from step 0, or from the checkpoint of `options.resume`,

@@ -6,6 +6,7 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
+#include "framework/lr_schedule.h"
 
 DEFINE_string(preset, "gpt-tiny",
               "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, "
@@ -17,7 +18,13 @@ DEFINE_int64(seq_len, 0, "sequence length (0: preset's)");
 DEFINE_int64(layers, 0, "number of transformer layers (0: preset's)");
 DEFINE_double(dropout, 0.0, "dropout probability");
 DEFINE_string(optimizer, "adamw", "adamw or sgd");
-DEFINE_double(lr, 3e-3, "learning rate");
+DEFINE_double(lr, 3e-3, "learning rate: the peak, where a schedule warms up or decays");
+DEFINE_int64(warmup_steps, 0, "learning-rate warm-up: steps rising linearly to --lr");
+DEFINE_string(lr_decay, "constant",
+              "after the warm-up: constant, linear or cosine decay to --min_lr");
+DEFINE_int64(decay_steps, 0,
+             "steps from the start to the end of the decay, warm-up included (0: --steps)");
+DEFINE_double(min_lr, 0, "the learning rate a decay ends at");
 DEFINE_string(save_dir, "",
               "write checkpoints here (step-N/: model.safetensors, optimizer.safetensors, "
               "manifest.json); every --save_every steps and after the last");
@@ -155,6 +162,21 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
     return InvalidArgument("--lr must be positive and finite, got ", FLAGS_lr);
   }
   o.learning_rate = static_cast<float>(FLAGS_lr);
+  if (FLAGS_warmup_steps < 0) {
+    return InvalidArgument("--warmup_steps must not be negative, got ", FLAGS_warmup_steps);
+  }
+  LOOM_RETURN_IF_ERROR(ParseLrDecay(FLAGS_lr_decay).status().WithContext("--lr_decay"));
+  if (!(FLAGS_min_lr >= 0) || FLAGS_min_lr > FLAGS_lr) {
+    return InvalidArgument("--min_lr must lie in [0, --lr = ", FLAGS_lr, "], got ", FLAGS_min_lr);
+  }
+  o.warmup_steps = FLAGS_warmup_steps;
+  o.lr_decay = FLAGS_lr_decay;
+  o.decay_steps = FLAGS_decay_steps > 0 ? FLAGS_decay_steps : FLAGS_steps;
+  o.min_learning_rate = static_cast<float>(FLAGS_min_lr);
+  if (o.lr_decay != "constant" && o.decay_steps < o.warmup_steps) {
+    return InvalidArgument("--decay_steps (", o.decay_steps, ") ends before --warmup_steps (",
+                           o.warmup_steps, "); it counts the warm-up too");
+  }
   return o;
 }
 
@@ -223,7 +245,13 @@ TrainingLoopOptions TrainingLoopOptionsFromFlags() {
 }
 
 void PrintStep(const StepReport& r) {
-  std::printf("step %lld loss %.6f time_ms %.3f\n", static_cast<long long>(r.step), r.loss, r.ms);
+  if (std::isnan(r.learning_rate)) {
+    std::printf("step %lld loss %.6f time_ms %.3f\n", static_cast<long long>(r.step), r.loss,
+                r.ms);
+  } else {
+    std::printf("step %lld loss %.6f lr %.6g time_ms %.3f\n", static_cast<long long>(r.step),
+                r.loss, r.learning_rate, r.ms);
+  }
   std::fflush(stdout);
 }
 

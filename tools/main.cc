@@ -52,14 +52,14 @@ const std::vector<Command>& Commands() {
        "parallel run's trace; then simulates the same layout on the local cluster\n"
        "description and writes the measured and the simulated timelines on one\n"
        "page (--demo_html).",
-       {"seed", "lr", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
+       {"seed", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
        RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"
        "in .pbtxt writes protobuf text format, anything else binary.",
        {"preset", "o", "startup", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "seed"},
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "seed"},
        RunModel},
       {"show", "print a program file as a listing",
        "loom show FILE [--vars]\n"
@@ -79,7 +79,7 @@ const std::vector<Command>& Commands() {
        "or by hand): tokens and labels come from the data where an embedding\n"
        "reads them, other data vars get seeded values; --fetch prints vars.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "save_dir", "save_every", "keep_checkpoints", "resume",
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "save_dir", "save_every", "keep_checkpoints", "resume",
         "skip_nonfinite_steps", "data", "data_dtype", "text", "vocab_size", "program",
         "startup", "fetch", "fetch_values"},
        RunTrain},
@@ -113,7 +113,7 @@ const std::vector<Command>& Commands() {
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "o", "seed", "optimizer", "lr",
+        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr",
         "cluster", "cost_table"},
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
@@ -134,7 +134,7 @@ const std::vector<Command>& Commands() {
        "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
-        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
+        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
         "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",
         "cost_table", "interleaved_profile", "profile_warmup", "interleaved_core_wait_calls",

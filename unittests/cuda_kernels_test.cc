@@ -477,6 +477,18 @@ std::vector<Case> NormAndSoftmaxCases() {
 
 std::vector<Case> OtherCases() {
   std::vector<Case> cases;
+  // The scheduled rate after 5 steps, mid-decay, and the counter moved on.
+  cases.push_back(MakeCase("lr_schedule",
+                           OpDescBuilder("lr_schedule")
+                               .Input("Step", "step")
+                               .Output("LearningRate", "lr")
+                               .Output("StepOut", "step_out")
+                               .Attr("learning_rate", 0.01f)
+                               .Attr("min_learning_rate", 0.001f)
+                               .Attr("warmup_steps", int64_t{2})
+                               .Attr("decay_steps", int64_t{10})
+                               .Attr("decay", std::string("cosine")),
+                           {{"step", Ids({1}, {5})}}));
   // cast rounds to nearest even on both backends: the same bits.
   const std::vector<float> wide = RandomTensor({7, 9}, 4, -300.0f, 300.0f).ToFloatVector();
   for (auto [from, to] : {std::pair{proto::FP32, proto::BF16}, {proto::FP32, proto::FP16},

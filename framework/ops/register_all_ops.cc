@@ -14,6 +14,7 @@ void RegisterElementwiseOps();
 void RegisterEmbeddingOps();
 void RegisterFillOps();
 void RegisterLayerNormOps();
+void RegisterLrScheduleOps();
 void RegisterMatmulOps();
 void RegisterOptimizerOps();
 void RegisterReduceOps();
@@ -31,6 +32,7 @@ void RegisterAllOps() {
     RegisterEmbeddingOps();
     RegisterFillOps();
     RegisterLayerNormOps();
+    RegisterLrScheduleOps();
     RegisterMatmulOps();
     RegisterOptimizerOps();
     RegisterReduceOps();

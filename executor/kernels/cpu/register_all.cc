@@ -13,6 +13,7 @@ void RegisterElementwiseCpuKernels();
 void RegisterEmbeddingCpuKernels();
 void RegisterFillCpuKernels();
 void RegisterLayerNormCpuKernels();
+void RegisterLrScheduleCpuKernels();
 void RegisterMatmulCpuKernels();
 void RegisterOptimizerCpuKernels();
 void RegisterReduceCpuKernels();
@@ -31,6 +32,7 @@ void RegisterAllCpuKernels() {
     RegisterEmbeddingCpuKernels();
     RegisterFillCpuKernels();
     RegisterLayerNormCpuKernels();
+    RegisterLrScheduleCpuKernels();
     RegisterMatmulCpuKernels();
     RegisterOptimizerCpuKernels();
     RegisterReduceCpuKernels();

@@ -1,5 +1,6 @@
 // The CUDA kernels' launchers, in plain types only, so that nvcc compiles
-// nothing of Loom's beyond this header (and framework/counter_rng.h). The
+// nothing of Loom's beyond this header (and framework/counter_rng.h and
+// framework/lr_schedule.h, whose functions run on the device too). The
 // host side (kernels/cuda/*.cc) unpacks a KernelContext, calls these on
 // the op's stream and turns cudaGetLastError into a Status. Every launcher
 // enqueues and returns; none synchronizes. All sizes are element counts.
@@ -9,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "framework/lr_schedule.h"
 
 namespace loom {
 namespace cuda {
@@ -30,6 +33,11 @@ inline unsigned GridFor(int64_t n, int block = kBlock) {
 enum CastDtype : int { kCastFp32 = 0, kCastFp16 = 1, kCastBf16 = 2 };
 bool LaunchCast(CastDtype from, const void* x, CastDtype to, void* out, int64_t n,
                 cudaStream_t s);
+
+// lr_schedule.cu: *lr = the rate after *step completed steps; *step_out =
+// *step + 1 (may be step).
+void LaunchLrSchedule(const LrScheduleParams& params, const int64_t* step, float* lr,
+                      int64_t* step_out, cudaStream_t s);
 
 // activation.cu
 void LaunchGelu(const float* x, float* out, int64_t n, bool approximate, cudaStream_t s);

@@ -15,6 +15,7 @@ void RegisterElementwiseCudaKernels();
 void RegisterEmbeddingCudaKernels();
 void RegisterFillCudaKernels();
 void RegisterLayerNormCudaKernels();
+void RegisterLrScheduleCudaKernels();
 void RegisterMatmulCudaKernels();
 void RegisterOptimizerCudaKernels();
 void RegisterReduceCudaKernels();
@@ -33,6 +34,7 @@ void RegisterAllCudaKernels() {
     RegisterEmbeddingCudaKernels();
     RegisterFillCudaKernels();
     RegisterLayerNormCudaKernels();
+    RegisterLrScheduleCudaKernels();
     RegisterMatmulCudaKernels();
     RegisterOptimizerCudaKernels();
     RegisterReduceCudaKernels();
