@@ -217,6 +217,17 @@ StatusOr<DataType> ParseAmpDtype(const std::string& text) {
   return InvalidArgument("AMP dtype '", text, "' is not one of bf16, fp16");
 }
 
+StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy) {
+  AmpConfig config;
+  auto level = ParseAmpLevel(strategy.amp().level());
+  if (!level.ok()) return level.status().WithContext("amp.level");
+  auto dtype = ParseAmpDtype(strategy.amp().dtype());
+  if (!dtype.ok()) return dtype.status().WithContext("amp.dtype");
+  config.level = *level;
+  config.dtype = *dtype;
+  return config;
+}
+
 Status ApplyAmp(Program& program, const AmpConfig& config) {
   if (config.level == 0) return Status::OK();
   if (config.level < 0 || config.level > 2) {

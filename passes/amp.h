@@ -24,6 +24,7 @@
 
 #include "framework/program.h"
 #include "framework/status.h"
+#include "passes/strategy.pb.h"
 
 namespace loom {
 
@@ -36,6 +37,8 @@ struct AmpConfig {
 // the value and what is allowed.
 StatusOr<int> ParseAmpLevel(const std::string& text);
 StatusOr<DataType> ParseAmpDtype(const std::string& text);
+// The strategy's amp section; errors name the field ("amp.level").
+StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy);
 
 // Rewrites `program` (forward, and the backward and optimizer after it, if
 // it has them) for `config`; nothing at level 0. The forward must end in a

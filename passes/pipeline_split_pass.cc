@@ -176,11 +176,38 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     }
     return best;
   };
+  // A forward op outside the layers goes where its inputs are made; one
+  // that reads only parameters and data (a cast of a weight, under mixed
+  // precision) goes to its first reader's stage instead, so that the
+  // parameter is read where it lives.
+  std::vector<Op*> by_readers;
+  for (Op* op : ops) {
+    if (!op->HasRole(role::kForward)) continue;
+    int vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()] : max_producer_stage(op);
+    if (vs < 0) {
+      by_readers.push_back(op);
+      vs = 0;
+    }
+    vstage_[op] = vs;
+  }
+  for (auto it = by_readers.rbegin(); it != by_readers.rend(); ++it) {
+    Op* op = *it;
+    int first = -1;
+    for (const std::string& out : op->OutputVars()) {
+      for (Op* reader : block.Consumers(out)) {
+        auto at = vstage_.find(reader);
+        if (at == vstage_.end() || !reader->HasRole(role::kForward)) continue;
+        if (first < 0 || reader->index() < first) {
+          first = reader->index();
+          vstage_[op] = at->second;
+        }
+      }
+    }
+  }
   for (Op* op : ops) {
     int vs = -1;
     if (op->HasRole(role::kForward)) {
-      vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()]
-                                   : std::max(0, max_producer_stage(op));
+      continue;  // placed above
     } else if (op->HasRole(role::kBackward)) {
       const Op* fwd = block.FindOpById(op->desc().forward_id());
       if (op->type() == "sum") {

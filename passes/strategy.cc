@@ -6,6 +6,7 @@
 #include <google/protobuf/text_format.h>
 
 #include "framework/file_util.h"
+#include "passes/amp.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -132,6 +133,7 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
                            s.sharding().stage());
   }
   LOOM_RETURN_IF_ERROR(ValidateSharding(s));
+  LOOM_RETURN_IF_ERROR(AmpConfigOf(s).status());
   const auto& pp = s.pipeline();
   if (pp.degree() > 1 && !pp.enable()) {
     return InvalidArgument("pipeline.degree is ", pp.degree(),

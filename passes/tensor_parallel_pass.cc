@@ -71,6 +71,8 @@ class TensorParallelPass : public Pass {
   std::unordered_map<int64_t, std::vector<Op*>> grad_ops_;
   std::unordered_map<std::string, std::string> identity_of_;
   std::unordered_set<std::string> vocab_sharded_;
+  // A cast of a sharded parameter -> the parameter.
+  std::unordered_map<std::string, std::string> cast_source_;
   int rewritten_ = 0;
   bool async_ = true;  // passes.mp_async_allreduce_in_backward
   int views_ = 0;  // identity views inserted (f of the f/g pairs)
@@ -199,7 +201,10 @@ Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
 }
 
 Status TensorParallelPass::RewriteEmbedding(Block& block, Op* op) {
-  const proto::VarDesc* w = block.FindVar(op->Input("W"));
+  // The parameter itself: a cast of it is reshaped only after the rewrite.
+  auto source = cast_source_.find(op->Input("W"));
+  const proto::VarDesc* w =
+      block.FindVar(source == cast_source_.end() ? op->Input("W") : source->second);
   const int64_t start = rank_ * w->shape(0);  // already sharded
   op->SetAttr("start_index", start);
   for (Op* grad : GradOpsOf(op)) grad->SetAttr("start_index", start);
@@ -295,9 +300,21 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
       dropouts.emplace_back(op, MetaOf(*x).shape);
     }
   }
+  // Under mixed precision a matmul or a lookup reads its parameter through
+  // a cast (passes/amp.h): the cast's output splits as the parameter does.
+  for (Op* op : forward) {
+    if (op->type() != "cast") continue;
+    auto it = sharded.find(op->Input("X"));
+    if (it == sharded.end()) continue;
+    sharded[op->Output("Out")] = it->second;
+    cast_source_[op->Output("Out")] = op->Input("X");
+  }
   for (Op* op : forward) {
     const std::string& type = op->type();
-    if (type == "matmul" && sharded.count(op->Input("Y"))) {
+    if (type == "cast") {
+      // Logits cast to fp32 for the loss stay split over the vocabulary.
+      if (vocab_sharded_.count(op->Input("X"))) vocab_sharded_.insert(op->Output("Out"));
+    } else if (type == "matmul" && sharded.count(op->Input("Y"))) {
       LOOM_RETURN_IF_ERROR(RewriteMatmul(block, op, sharded[op->Input("Y")]));
     } else if (type == "lookup_table" && sharded.count(op->Input("W"))) {
       LOOM_RETURN_IF_ERROR(RewriteEmbedding(block, op));

@@ -109,7 +109,8 @@ Status RunTrain(const std::vector<std::string>& args) {
                           ParallelTrainer::Create(config, opt, proto::Strategy(), options));
     return RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), PrintStep, PrintNote);
   }
-  LOOM_ASSIGN_OR_RETURN(auto trainer, SerialTrainer::Create(config, opt, data));
+  LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigFromFlags());
+  LOOM_ASSIGN_OR_RETURN(auto trainer, SerialTrainer::Create(config, opt, data, amp));
   return RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), PrintStep, PrintNote);
 }
 

@@ -7,6 +7,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "framework/lr_schedule.h"
+#include "passes/amp.h"
 
 DEFINE_string(preset, "gpt-tiny",
               "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, "
@@ -18,6 +19,10 @@ DEFINE_int64(seq_len, 0, "sequence length (0: preset's)");
 DEFINE_int64(layers, 0, "number of transformer layers (0: preset's)");
 DEFINE_double(dropout, 0.0, "dropout probability");
 DEFINE_string(optimizer, "adamw", "adamw or sgd");
+DEFINE_string(amp_level, "",
+              "mixed precision: O0 (fp32), O1 (GEMMs in --amp_dtype) or O2 (every op but the "
+              "loss); parameters stay fp32 master weights (default: the config's, else O0)");
+DEFINE_string(amp_dtype, "", "bf16 or fp16 (default: the config's, else bf16)");
 DEFINE_double(lr, 3e-3, "learning rate: the peak, where a schedule warms up or decays");
 DEFINE_int64(warmup_steps, 0, "learning-rate warm-up: steps rising linearly to --lr");
 DEFINE_string(lr_decay, "constant",
@@ -180,6 +185,15 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
   return o;
 }
 
+StatusOr<AmpConfig> AmpConfigFromFlags() {
+  proto::Strategy s;
+  if (!FLAGS_amp_level.empty()) s.mutable_amp()->set_level(FLAGS_amp_level);
+  if (!FLAGS_amp_dtype.empty()) s.mutable_amp()->set_dtype(FLAGS_amp_dtype);
+  auto amp = AmpConfigOf(s);
+  if (!amp.ok()) return amp.status().WithContext("--amp_level/--amp_dtype");
+  return amp;
+}
+
 StatusOr<proto::Strategy> StrategyFromFlags() {
   // 0 means "the config's"; below it is a mistake, not a default.
   for (const auto& [name, value] :
@@ -204,6 +218,8 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
     s.mutable_pipeline()->set_micro_batches(FLAGS_micro_batches);
   }
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
+  if (!FLAGS_amp_level.empty()) s.mutable_amp()->set_level(FLAGS_amp_level);
+  if (!FLAGS_amp_dtype.empty()) s.mutable_amp()->set_dtype(FLAGS_amp_dtype);
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   if (FLAGS_dp_bucket_bytes < 0) {

@@ -11,6 +11,7 @@
 #include "cost_model/cluster.pb.h"
 #include "executor/stream.h"
 #include "framework/optimizer.h"
+#include "passes/amp.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
@@ -59,6 +60,8 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
 // --micro_batches, --schedule, --vpp and the pass switches applied where
 // given on the command line or in the environment, then validated.
 StatusOr<proto::Strategy> StrategyFromFlags();
+// --amp_level and --amp_dtype alone, for serial training.
+StatusOr<AmpConfig> AmpConfigFromFlags();
 
 // The training loop of --steps, --resume, --save_dir, --save_every,
 // --keep_checkpoints and --skip_nonfinite_steps.

@@ -59,7 +59,8 @@ const std::vector<Command>& Commands() {
        "Builds the preset's training program and writes it; a name ending\n"
        "in .pbtxt writes protobuf text format, anything else binary.",
        {"preset", "o", "startup", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "seed"},
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "amp_level",
+        "amp_dtype", "seed"},
        RunModel},
       {"show", "print a program file as a listing",
        "loom show FILE [--vars]\n"
@@ -79,7 +80,7 @@ const std::vector<Command>& Commands() {
        "or by hand): tokens and labels come from the data where an embedding\n"
        "reads them, other data vars get seeded values; --fetch prints vars.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "save_dir", "save_every", "keep_checkpoints", "resume",
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "amp_level", "amp_dtype", "save_dir", "save_every", "keep_checkpoints", "resume",
         "skip_nonfinite_steps", "data", "data_dtype", "text", "vocab_size", "program",
         "startup", "fetch", "fetch_values"},
        RunTrain},
@@ -99,7 +100,7 @@ const std::vector<Command>& Commands() {
        {"passes", "rank", "config", "dp", "mp", "pp", "micro_batches", "schedule",
         "vpp", "startup", "print_after", "print_after_all", "time_passes",
         "verify_each", "disable_passes", "dump_dir", "explain", "vars", "o",
-        "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts"},
+        "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype"},
        RunOpt},
       {"plan", "print each rank's job list and programs for a strategy",
        "loom plan --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
@@ -113,7 +114,7 @@ const std::vector<Command>& Commands() {
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr",
+        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr",
         "cluster", "cost_table"},
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
@@ -134,7 +135,7 @@ const std::vector<Command>& Commands() {
        "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
-        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "plan",
+        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
         "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",
         "cost_table", "interleaved_profile", "profile_warmup", "interleaved_core_wait_calls",
@@ -185,7 +186,7 @@ const std::vector<Command>& Commands() {
        "the page then draws both timelines, one above the other.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "max_in_flight", "plan", "cluster", "cost_table", "json",
-        "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts",
+        "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype",
         "optimizer"},
        RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
@@ -223,7 +224,7 @@ const std::vector<Command>& Commands() {
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
        "records what they add (the link's after_idle).",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
-        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "cluster",
+        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",

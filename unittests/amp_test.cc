@@ -10,6 +10,7 @@
 #include "models/gpt.h"
 #include "passes/amp.h"
 #include "runtime/serial_trainer.h"
+#include "unittests/parameter_compare.h"
 
 namespace loom {
 namespace {
@@ -158,6 +159,52 @@ TEST(Amp, Bf16O2TrainingFollowsFp32) {
               first32, first16, end32, end16);
   EXPECT_LT(end32, first32 * 0.8) << "fp32 did not learn";
   EXPECT_NEAR(end16, end32, 0.02 * end32) << "fp32 " << end32 << ", bf16 O2 " << end16;
+}
+
+// Every layout of a bf16 O2 program against serial bf16 O2 training. The
+// parameters (fp32 master weights) cannot match bit for bit: a layout
+// rounds to bf16 where serial training does not (a tensor-parallel partial
+// product before its all-reduce; a micro-batch's weight gradient before
+// they are summed in fp32), each rounding off by up to 2^-9 of its value.
+// With SGD at rate 0.5 over two steps that moved parameters by at most
+// 1.9e-4 (dp=2), 2.5e-4 (pp=2) and 5.2e-4 (mp=2) here, so the bound is
+// 2e-3; a gradient 10% off (a rate of 0.55) already moves one past it.
+// Reruns of one layout are bit-identical.
+TEST(Amp, Bf16LayoutsFollowSerialBf16) {
+  GptConfig c = Tiny();
+  c.num_layers = 4;
+  c.batch_size = 8;
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  const AmpConfig amp{2, proto::BF16};
+  struct Layout {
+    int dp, mp, pp;
+    const char* schedule;
+  };
+  for (const Layout& k : {Layout{2, 1, 1, "1F1B"}, Layout{1, 2, 1, "1F1B"},
+                          Layout{1, 1, 2, "1F1B"}, Layout{1, 2, 2, "ZBH1"}}) {
+    SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp));
+    auto serial = SerialTrainer::Create(c, sgd, nullptr, amp).value();
+    proto::Strategy strategy = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
+    strategy.mutable_amp()->set_level("O2");
+    ParallelTrainer::Options options;
+    options.comm.timeout = std::chrono::seconds(30);
+    auto t = ParallelTrainer::Create(c, sgd, strategy, options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    auto again = ParallelTrainer::Create(c, sgd, strategy, options);
+    ASSERT_TRUE(again.ok()) << again.status();
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_TRUE(serial->Step(s).ok());
+      ASSERT_TRUE((*t)->Step(s).ok());
+      ASSERT_TRUE((*again)->Step(s).ok());
+    }
+    EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-3), 4 * 12 / k.pp);
+    const TrainingState a = (*t)->State().value(), b = (*again)->State().value();
+    for (const auto& [name, tensor] : a.parameters) {
+      EXPECT_EQ(tensor.ToFloatVector(), b.parameters.at(name).ToFloatVector()) << name;
+    }
+  }
 }
 
 }  // namespace
