@@ -1,7 +1,9 @@
 #include "passes/planner.h"
 
 #include <map>
+#include <memory>
 
+#include "passes/amp.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -21,9 +23,12 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
   return p + ",job-split,schedule";
 }
 
-StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
-                            const proto::Strategy& strategy, int rank,
-                            const PlanOptions& options) {
+namespace {
+
+// PlanRank on a program the strategy's mixed precision already rewrote.
+StatusOr<RankPlan> PlanRankOfCast(const Program& main, const Program& startup,
+                                  const proto::Strategy& strategy, int rank,
+                                  const PlanOptions& options) {
   LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy));
   const int world = LayoutOf(strategy).world_size();
   if (rank < 0 || rank >= world) {
@@ -49,10 +54,33 @@ StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
   return ctx.TakeRankPlan();
 }
 
+// The program as the strategy's mixed precision has it (passes/amp.h):
+// rewritten once for every rank, before the per-rank pipeline, so that
+// each pass sees the casts. Null where the strategy keeps fp32.
+StatusOr<std::unique_ptr<Program>> CastProgram(const Program& main,
+                                               const proto::Strategy& strategy) {
+  LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
+  if (amp.level == 0) return std::unique_ptr<Program>();
+  auto cast = std::make_unique<Program>(main.Clone());
+  LOOM_RETURN_IF_ERROR(ApplyAmp(*cast, amp).WithContext("mixed precision"));
+  return cast;
+}
+
+}  // namespace
+
+StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
+                            const proto::Strategy& strategy, int rank,
+                            const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
+  return PlanRankOfCast(cast != nullptr ? *cast : main, startup, strategy, rank, options);
+}
+
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
+  const Program& program = cast != nullptr ? *cast : main;
   Plan plan;
   plan.layout = LayoutOf(strategy);
   std::vector<int> todo = ranks;
@@ -69,7 +97,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     const int mp = options.share_tensor_parallel_ranks ? 0 : c.mp;
     auto it = planned.find({c.pp, mp});
     if (it == planned.end()) {
-      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRank(main, startup, strategy, r, options));
+      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRankOfCast(program, startup, strategy, r, options));
       if (plan.ranks.empty()) plan.resolved = rp.resolved;
       planned[{c.pp, mp}] = plan.ranks.size();
       plan.ranks.push_back(std::move(rp));

@@ -35,7 +35,9 @@ struct PlanOptions {
   const CommModel* comm_model = nullptr;
 };
 
-// Plans one rank from copies of `main` and `startup`.
+// Plans one rank from copies of `main` and `startup`. The strategy's mixed
+// precision (amp) rewrites the program first; PlanRanks does so once for
+// all the ranks it plans.
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options = {});

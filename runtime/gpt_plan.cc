@@ -1,16 +1,11 @@
 #include "runtime/gpt_plan.h"
 
-#include "passes/amp.h"
-
 namespace loom {
 
 StatusOr<Plan> PlanGpt(const GptConfig& config, const OptimizerConfig& optimizer,
                        const proto::Strategy& strategy, const std::vector<int>& ranks,
                        const PlanOptions& options) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
-  // Mixed precision rewrites the whole program once, for every rank.
-  LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
-  LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp));
   LOOM_ASSIGN_OR_RETURN(Plan plan, PlanRanks(tp.main, tp.startup, strategy, ranks, options));
   plan.model_name = config.name;
   plan.model_config = GptConfigToMap(config);

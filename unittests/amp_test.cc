@@ -9,6 +9,7 @@
 #include "framework/verifier.h"
 #include "models/gpt.h"
 #include "passes/amp.h"
+#include "passes/planner.h"
 #include "runtime/serial_trainer.h"
 #include "unittests/parameter_compare.h"
 
@@ -159,6 +160,33 @@ TEST(Amp, Bf16O2TrainingFollowsFp32) {
               first32, first16, end32, end16);
   EXPECT_LT(end32, first32 * 0.8) << "fp32 did not learn";
   EXPECT_NEAR(end16, end32, 0.02 * end32) << "fp32 " << end32 << ", bf16 O2 " << end16;
+}
+
+// The strategy's precision reaches every planned program, GPT preset or
+// not: PlanRanks and PlanRank rewrite what they are given.
+TEST(Amp, PlanningAnyProgramAppliesTheStrategysPrecision) {
+  TrainingProgram tp = Build(Tiny());
+  proto::Strategy strategy = MakeStrategy(1, 2, 1, 1, "1F1B");
+  strategy.mutable_amp()->set_level("O2");
+  auto count_low_matmuls = [](const RankPlan& rp) {
+    int low = 0;
+    for (const auto& [key, program] : rp.programs()) {
+      const Block& b = program.global_block();
+      for (const Op* op : b.ops()) {
+        low += op->type() == "matmul" && DtypeOf(b, op->Output("Out")) == proto::BF16;
+      }
+    }
+    return low;
+  };
+  auto plan = PlanRanks(tp.main, tp.startup, strategy, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto one = PlanRank(tp.main, tp.startup, strategy, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_GT(count_low_matmuls(plan->ranks[0]), 0);
+  EXPECT_EQ(count_low_matmuls(*one), count_low_matmuls(plan->ranks[1]));
+  strategy.mutable_amp()->set_level("O4");
+  EXPECT_EQ(PlanRanks(tp.main, tp.startup, strategy, {}).status().message(),
+            "amp.level: AMP level 'O4' is not one of O0, O1, O2");
 }
 
 // Every layout of a bf16 O2 program against serial bf16 O2 training. The
