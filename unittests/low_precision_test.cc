@@ -1,7 +1,9 @@
-// bf16 and fp16: the conversions against independent references, the cast
-// op and its gradient, and fp32-only kernels run on low-precision tensors
+// bf16 and fp16: the conversions against independent references (the
+// formats' definitions, the nearest value found by search), the cast op
+// and its gradient, and fp32-only kernels run on low-precision tensors
 // (executor/fp32_shim.h), whose results must be the fp32 kernel's rounded
 // once.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -75,13 +77,47 @@ TEST(LowPrecision, Fp16RoundTripsEveryValue) {
   }
 }
 
-TEST(LowPrecision, Fp16RoundingMatchesTheCompilersFloat16) {
-  // GCC's _Float16 conversion (libgcc's, round to nearest even) is the
-  // independent reference.
+// fp16 bits -> value by the format's definition, in double: independent
+// of the bit tricks under test.
+double Fp16ByDefinition(uint16_t b) {
+  const int e = (b >> 10) & 0x1f;
+  const int m = b & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
+  return (b & 0x8000) ? -v : v;
+}
+
+TEST(LowPrecision, Fp16WidensAsTheFormatDefines) {
+  for (uint32_t b = 0; b < 0x10000u; ++b) {
+    if ((b & 0x7c00u) == 0x7c00u) continue;  // infinities and NaNs: above
+    ASSERT_EQ(double{ToFloat(float16{static_cast<uint16_t>(b)})},
+              Fp16ByDefinition(static_cast<uint16_t>(b)))
+        << b;
+  }
+}
+
+TEST(LowPrecision, Fp16RoundsToTheNearestAndTiesToEven) {
+  // The reference searches the sorted finite magnitudes for the two
+  // neighbours and takes the nearer, the even one on a tie; at or past
+  // 65520 (half-way to the next power of two) it rounds to infinity.
+  std::vector<double> magnitudes(0x7c00);
+  for (uint32_t b = 0; b < 0x7c00u; ++b) magnitudes[b] = Fp16ByDefinition(static_cast<uint16_t>(b));
   for (float f : HardFloats()) {
-    const _Float16 ref = static_cast<_Float16>(f);
+    const double a = std::fabs(double{f});
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
     uint16_t want;
-    std::memcpy(&want, &ref, 2);
+    if (a >= 65520.0) {
+      want = sign | 0x7c00;
+    } else {
+      const size_t up = std::upper_bound(magnitudes.begin(), magnitudes.end(), a) -
+                        magnitudes.begin();  // first magnitude above a
+      const size_t down = up - 1;
+      size_t pick = down;
+      if (up < magnitudes.size()) {
+        const double dd = a - magnitudes[down], du = magnitudes[up] - a;
+        pick = dd < du ? down : du < dd ? up : ((down & 1) == 0 ? down : up);
+      }
+      want = sign | static_cast<uint16_t>(pick);
+    }
     ASSERT_EQ(ToFloat16(f).bits, want) << "float " << f << " (bits " << Bits(f) << ")";
   }
 }
