@@ -49,12 +49,17 @@ TEST(CudaKernels, EveryOpWithACpuKernelHasACudaKernel) {
 }
 
 // The CUDA kernels that stay fp32 only (LowPrecision::kWidened): the
-// optimizers (AMP keeps master weights and moments fp32) and the cross
-// entropies (AMP keeps the loss fp32; their schemas want fp32 logits).
+// optimizers (AMP keeps master weights and moments fp32), the cross
+// entropies (AMP keeps the loss fp32; their schemas want fp32 logits) and
+// lr_schedule (an int64 counter and an fp32 rate, by its schema).
 const std::set<std::string>& Fp32OnlyCudaKernels() {
-  static const std::set<std::string> kTypes = {
-      "sgd", "adamw", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad",
-      "c_softmax_with_cross_entropy", "c_softmax_with_cross_entropy_grad"};
+  static const std::set<std::string> kTypes = {"sgd",
+                                               "adamw",
+                                               "softmax_with_cross_entropy",
+                                               "softmax_with_cross_entropy_grad",
+                                               "c_softmax_with_cross_entropy",
+                                               "c_softmax_with_cross_entropy_grad",
+                                               "lr_schedule"};
   return kTypes;
 }
 
