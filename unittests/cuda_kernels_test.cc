@@ -7,10 +7,6 @@
 // measured on one.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -19,17 +15,13 @@
 #include "executor/kernel.h"
 
 #ifdef LOOM_WITH_CUDA
-#include "executor/cuda/cuda_device.h"
-#include "executor/cuda/cuda_probe.h"
-#include "executor/kernels/cpu/cpu_helpers.h"
+#include "executor/fp32_shim.h"
 #include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
-#include "executor/kernels/cuda/cuda_kernel_helpers.h"
 #include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
-#include "framework/autodiff.h"
-#include "framework/counter_rng.h"
 #include "framework/op_builder.h"
 #include "framework/program.h"
 #include "framework/shape_inference.h"
+#include "unittests/cuda_kernel_harness.h"
 #include "unittests/grad_check.h"
 #endif
 
@@ -56,273 +48,73 @@ TEST(CudaKernels, EveryOpWithACpuKernelHasACudaKernel) {
   EXPECT_FALSE(KernelRegistry::Cuda().Types().empty());
 }
 
-using testing::RandomTensor;
+// The CUDA kernels that stay fp32 only (LowPrecision::kWidened): the
+// optimizers (AMP keeps master weights and moments fp32), the cross
+// entropies (AMP keeps the loss fp32; their schemas want fp32 logits) and
+// lr_schedule (an int64 counter and an fp32 rate, by its schema).
+const std::set<std::string>& Fp32OnlyCudaKernels() {
+  static const std::set<std::string> kTypes = {"sgd",
+                                               "adamw",
+                                               "softmax_with_cross_entropy",
+                                               "softmax_with_cross_entropy_grad",
+                                               "c_softmax_with_cross_entropy",
+                                               "c_softmax_with_cross_entropy_grad",
+                                               "lr_schedule"};
+  return kTypes;
+}
 
-// One op program, optionally with its backward: the op's float outputs
-// named in `loss_outputs` are weighted by random values and summed into a
-// loss, and AppendBackward adds the real grad ops (and the weighting ops'
-// own), so every op of the block runs on inputs the one before made.
-struct Case {
-  std::string name;
-  Program program;
-  std::map<std::string, Tensor> feeds;
-  RunInfo run;
-  bool expect_error = false;  // a CPU kernel rejects its inputs
-};
-
-Case MakeCase(const std::string& name, const proto::OpDesc& desc,
-              std::map<std::string, Tensor> feeds,
-              const std::vector<std::string>& loss_outputs = {}) {
-  RegisterAllCpuKernels();
+// Every other CUDA kernel reads and writes bf16 and fp16 itself: one
+// registered kWidened would make the executor refuse a low-precision
+// program on CUDA (Fp32Shim::For), and this catches it without a device.
+TEST(CudaKernels, EveryKernelButTheFp32OnlyOnesIsNative) {
   RegisterAllCudaKernels();
-  Case c;
-  c.name = name;
-  Block& block = c.program.global_block();
-  for (const auto& [var, t] : feeds) {
-    proto::VarDesc* v = block.AddVar(var);
-    SetMeta(t.meta(), v);
-    // Float inputs are parameters where there is a backward, so that
-    // autodiff differentiates them.
-    const bool param = !loss_outputs.empty() && t.dtype() == proto::FP32;
-    v->set_persistable(param);
-    v->set_is_parameter(param);
-    v->set_is_data(!param);
+  std::string widened, native_fp32_only;
+  for (const std::string& type : KernelRegistry::Cuda().Types()) {
+    const bool native = KernelRegistry::Cuda().LowPrecisionOf(type) == LowPrecision::kNative;
+    const bool fp32_only = Fp32OnlyCudaKernels().count(type) > 0;
+    if (!native && !fp32_only) widened += " " + type;
+    if (native && fp32_only) native_fp32_only += " " + type;
   }
-  auto op = AppendOpInferShapes(block, desc);
-  CHECK(op.ok()) << name << ": " << op.status();
-  if (!loss_outputs.empty()) {
-    std::vector<std::string> losses;
-    uint64_t seed = 500;
-    for (const std::string& out : loss_outputs) {
-      const std::string w = out + ".weight";
-      feeds[w] = RandomTensor(MetaOf(*block.FindVar(out)).shape, seed++);
-      SetMeta(feeds[w].meta(), block.AddVar(w));
-      block.FindVar(w)->set_is_data(true);
-      CHECK(AppendOpInferShapes(block, OpDescBuilder("elementwise_mul")
-                                           .Input("X", out)
-                                           .Input("Y", w)
-                                           .Output("Out", out + ".weighted"))
-                .ok());
-      CHECK(AppendOpInferShapes(block, OpDescBuilder("reduce_sum")
-                                           .Input("X", out + ".weighted")
-                                           .Output("Out", out + ".loss")
-                                           .Attr("reduce_all", true))
-                .ok());
-      losses.push_back(out + ".loss");
-    }
-    CHECK(AppendOpInferShapes(block,
-                              OpDescBuilder("sum").Input("X", losses).Output("Out", "case.loss"))
-              .ok());
-    auto pairs = AppendBackward(c.program, "case.loss");
-    CHECK(pairs.ok()) << name << ": " << pairs.status();
+  EXPECT_EQ(widened, "") << "CUDA kernels registered fp32 only (kWidened):" << widened;
+  EXPECT_EQ(native_fp32_only, "") << "listed as fp32 only but registered kNative:"
+                                  << native_fp32_only;
+  for (const std::string& type : Fp32OnlyCudaKernels()) {
+    EXPECT_NE(KernelRegistry::Cuda().Find(type), nullptr) << type;
   }
-  c.feeds = std::move(feeds);
-  return c;
 }
 
-Tensor Ids(const Shape& shape, std::vector<int64_t> values) { return MakeTensor(shape, values); }
+// The executor's answer for those on CUDA: a bf16 var of an fp32-only op
+// is an error naming the op and the var; a native op needs no shim.
+TEST(CudaKernels, TheExecutorRefusesLowPrecisionForAnFp32OnlyKernel) {
+  RegisterAllCudaKernels();
+  Program program;
+  Block& block = program.global_block();
+  for (const char* name : {"p", "g"}) SetMeta(TensorMeta{proto::BF16, {4, 3}}, block.AddVar(name));
+  SetMeta(TensorMeta{proto::FP32, {1}}, block.AddVar("lr"));
+  auto sgd = AppendOpInferShapes(block, OpDescBuilder("sgd")
+                                            .Input("Param", "p")
+                                            .Input("Grad", "g")
+                                            .Input("LearningRate", "lr")
+                                            .Output("ParamOut", "p"));
+  ASSERT_TRUE(sgd.ok()) << sgd.status();
+  auto shim = Fp32Shim::For(DeviceType::kCuda, **sgd, {}, {});
+  ASSERT_FALSE(shim.ok());
+  EXPECT_NE(shim.status().message().find("fp32 only"), std::string::npos) << shim.status();
+  EXPECT_NE(shim.status().message().find("'p' is bf16"), std::string::npos) << shim.status();
 
-// Element-by-element checks of relative error for these; the rest get
-// the looser bound of kernels that sum in another order.
-bool IsElementwise(const std::string& type) {
-  static const char* const kTypes[] = {"gelu",
-                                       "gelu_grad",
-                                       "relu",
-                                       "relu_grad",
-                                       "scale",
-                                       "elementwise_add",
-                                       "elementwise_sub",
-                                       "elementwise_mul",
-                                       "dropout",
-                                       "dropout_grad",
-                                       "identity",
-                                       "reshape",
-                                       "reshape_grad",
-                                       "transpose",
-                                       "slice",
-                                       "slice_grad",
-                                       "split",
-                                       "concat",
-                                       "concat_grad",
-                                       "flat_concat",
-                                       "flat_split",
-                                       "fill_constant",
-                                       "gaussian_random",
-                                       "uniform_random",
-                                       "sgd",
-                                       "adamw",
-                                       "lookup_table",
-                                       "reduce_sum_grad",
-                                       "reduce_mean_grad"};
-  return std::find(std::begin(kTypes), std::end(kTypes), type) != std::end(kTypes);
+  auto relu = AppendOpInferShapes(block, OpDescBuilder("relu").Input("X", "g").Output("Out", "r"));
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  auto none = Fp32Shim::For(DeviceType::kCuda, **relu, {}, {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->get(), nullptr);
 }
 
-// Runs `op`'s CPU kernel on the host values of its inputs, into fresh
-// outputs stored back into `host` by var.
-// A kernel to run in place of the registry's, for ops of its type.
-struct Override {
-  std::string type;
-  std::function<Status(const KernelContext&)> fn;
-};
-
-Status RunKernel(const Op& op, const KernelContext& ctx, const Override& o, bool cuda) {
-  if (!o.type.empty() && op.type() == o.type) return o.fn(ctx);
-  return (cuda ? KernelRegistry::Cuda() : KernelRegistry::Cpu()).Find(op.type())(ctx);
-}
-
-Status RunOnCpu(const Op& op, const RunInfo& run, std::map<std::string, Tensor>* host,
-                const Override& o = {}) {
-  std::vector<std::unique_ptr<Tensor>> keep;
-  std::map<std::string, Tensor*> outputs;
-  auto bind = [&](const auto& slots, bool inputs) {
-    std::vector<BoundSlot> bound;
-    for (const auto& slot : slots) {
-      BoundSlot b{slot.name(), {}};
-      for (const std::string& var : slot.vars()) {
-        if (var.empty()) {
-          b.tensors.push_back(nullptr);
-        } else if (inputs) {
-          b.tensors.push_back(&host->at(var));
-        } else {
-          keep.push_back(std::make_unique<Tensor>(MetaOf(*op.block()->FindVar(var))));
-          outputs[var] = keep.back().get();
-          b.tensors.push_back(keep.back().get());
-        }
-      }
-      bound.push_back(std::move(b));
-    }
-    return bound;
-  };
-  const std::vector<BoundSlot> ins = bind(op.desc().inputs(), true);
-  const std::vector<BoundSlot> outs = bind(op.desc().outputs(), false);
-  LOOM_RETURN_IF_ERROR(RunKernel(op, KernelContext(op.desc(), ins, outs, run), o, /*cuda=*/false));
-  for (const auto& [var, t] : outputs) (*host)[var] = *t;
-  return Status::OK();
-}
-
-class CudaKernelsOnDevice : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const CudaProbe probe = ProbeCuda();
-    if (probe.devices == 0) {
-      GTEST_SKIP() << "no CUDA device (" << probe.why_none << "; runtime " << probe.runtime_version
-                   << ", driver " << probe.driver_version
-                   << "): the CUDA kernels compiled and linked but were not run";
-    }
-    auto device = CudaDevice::Create(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = std::move(device).value();
-    auto stream = device_->CreateStream(StreamOptions{});
-    ASSERT_TRUE(stream.ok()) << stream.status();
-    stream_ = std::move(stream).value();
-  }
-
-  // Runs `op` on the device with copies of `in` (host tensors by var),
-  // into fresh outputs copied back to the host.
-  Status RunOnDevice(const Op& op, const std::map<std::string, Tensor>& in, const RunInfo& run,
-                     std::map<std::string, Tensor>* out, const Override& o = {}) {
-    std::vector<std::unique_ptr<Tensor>> keep;
-    auto bind = [&](const auto& slots, bool inputs, std::vector<BoundSlot>* bound) -> Status {
-      for (const auto& slot : slots) {
-        BoundSlot b{slot.name(), {}};
-        for (const std::string& var : slot.vars()) {
-          if (var.empty()) {
-            b.tensors.push_back(nullptr);
-            continue;
-          }
-          keep.push_back(std::make_unique<Tensor>());
-          Tensor* t = keep.back().get();
-          const TensorMeta meta = inputs ? in.at(var).meta() : MetaOf(*op.block()->FindVar(var));
-          LOOM_RETURN_IF_ERROR(t->Resize(meta, device_.get(), stream_.get()));
-          if (inputs) {
-            LOOM_RETURN_IF_ERROR(device_->CopyFromHost(t->raw_data(), in.at(var).raw_data(),
-                                                       t->bytes(), stream_.get()));
-          }
-          b.tensors.push_back(t);
-        }
-        bound->push_back(std::move(b));
-      }
-      return Status::OK();
-    };
-    std::vector<BoundSlot> ins, outs;
-    LOOM_RETURN_IF_ERROR(bind(op.desc().inputs(), true, &ins));
-    LOOM_RETURN_IF_ERROR(bind(op.desc().outputs(), false, &outs));
-    LOOM_RETURN_IF_ERROR(stream_->Synchronize());
-    const KernelContext ctx(op.desc(), ins, outs, run, device_.get(), stream_.get());
-    LOOM_RETURN_IF_ERROR(RunKernel(op, ctx, o, /*cuda=*/true));
-    LOOM_RETURN_IF_ERROR(stream_->Synchronize());
-    // outs follows the op's output slots in order.
-    for (int k = 0; k < op.desc().outputs_size(); ++k) {
-      const auto& vars = op.desc().outputs(k).vars();
-      for (int i = 0; i < vars.size(); ++i) {
-        const Tensor* t = outs[k].tensors[i];
-        if (t == nullptr) continue;
-        Tensor& host = (*out)[vars[i]];
-        host.Resize(t->meta());
-        LOOM_RETURN_IF_ERROR(
-            device_->CopyToHost(host.raw_data(), t->raw_data(), host.bytes(), stream_.get()));
-      }
-    }
-    return Status::OK();
-  }
-
-  // Runs every op of the case on the CPU, feeding each the CPU's values,
-  // and the same op on the device with the same inputs (twice: the bits
-  // must repeat); compares outputs and statuses.
-  void Check(const Case& c, const Override& on_cpu = {}, const Override& on_cuda = {}) {
-    std::map<std::string, Tensor> host = c.feeds;
-    for (const Op* op : c.program.global_block().ops()) {
-      SCOPED_TRACE(c.name + ": " + op->type());
-      // The device first: the CPU run overwrites in-place inputs in `host`.
-      std::map<std::string, Tensor> dev, again;
-      const Status gpu = RunOnDevice(*op, host, c.run, &dev, on_cuda);
-      const Status cpu = RunOnCpu(*op, c.run, &host, on_cpu);
-      EXPECT_EQ(gpu.ToString(), cpu.ToString());
-      if (!cpu.ok() || !gpu.ok()) return;
-      const double rtol = IsElementwise(op->type()) ? 1e-5 : 1e-4;
-      const double atol = IsElementwise(op->type()) ? 1e-6 : 1e-5;
-      for (const auto& [var, actual] : dev) {
-        const Tensor& expected = host.at(var);
-        ASSERT_EQ(actual.meta(), expected.meta()) << var;
-        if (expected.dtype() != proto::FP32) {
-          // Masks, ids: exactly the CPU's.
-          EXPECT_EQ(std::memcmp(actual.raw_data(), expected.raw_data(), actual.bytes()), 0) << var;
-          continue;
-        }
-        const float* a = actual.data<float>();
-        const float* e = expected.data<float>();
-        int bad = 0;
-        for (int64_t i = 0; i < actual.numel() && bad < 5; ++i) {
-          if (std::fabs(a[i] - e[i]) > atol + rtol * std::fabs(e[i])) {
-            ++bad;
-            ADD_FAILURE() << var << "[" << i << "]: CUDA " << a[i] << ", CPU " << e[i];
-          }
-        }
-      }
-    }
-  }
-
-  // Same inputs, twice on the device: the same bits.
-  void CheckRepeats(const Case& c) {
-    std::map<std::string, Tensor> host = c.feeds;
-    for (const Op* op : c.program.global_block().ops()) {
-      SCOPED_TRACE(c.name + ": " + op->type());
-      std::map<std::string, Tensor> first, second;
-      const Status s1 = RunOnDevice(*op, host, c.run, &first);
-      const Status s2 = RunOnDevice(*op, host, c.run, &second);
-      ASSERT_EQ(s1.ToString(), s2.ToString());
-      if (!s1.ok()) return;
-      for (const auto& [var, t] : first) {
-        EXPECT_EQ(std::memcmp(t.raw_data(), second.at(var).raw_data(), t.bytes()), 0)
-            << var << " differs between two runs of the CUDA kernel";
-      }
-      ASSERT_TRUE(RunOnCpu(*op, c.run, &host).ok());
-    }
-  }
-
-  std::unique_ptr<CudaDevice> device_;
-  std::unique_ptr<Stream> stream_;
-};
+using testing::Case;
+using testing::CudaKernelsOnDevice;
+using testing::Ids;
+using testing::MakeCase;
+using testing::RandomTensor;
+using testing::RunOnCpu;
 
 proto::OpDesc Matmul(bool tx, bool ty, float alpha) {
   return OpDescBuilder("matmul")
@@ -675,26 +467,12 @@ Case VocabShardCase() {
                    {"label", Ids({6}, {0, 310, 3, 599, 300, 12})}});
 }
 
-// Every case, on the CPU alone: the cases are valid programs whose CPU
-// kernels run (or fail as the error cases mean to), so that a run on a
-// device tests the CUDA kernels, not the cases.
+// Every case, on the CPU alone (testing::ExpectCasesRunOnTheCpu), and
+// every op with a CPU kernel run by one.
 TEST(CudaKernelCases, RunOnTheCpu) {
   std::set<std::string> covered;
   for (auto* cases : {MatmulCases, ElementwiseCases, NormAndSoftmaxCases, OtherCases}) {
-    for (const Case& c : cases()) {
-      for (const Op* op : c.program.global_block().ops()) covered.insert(op->type());
-      std::map<std::string, Tensor> host = c.feeds;
-      bool failed = false;
-      for (const Op* op : c.program.global_block().ops()) {
-        const Status s = RunOnCpu(*op, c.run, &host);
-        failed = failed || !s.ok();
-        if (!s.ok()) {
-          EXPECT_TRUE(c.expect_error) << c.name << ": " << op->type() << ": " << s;
-          break;
-        }
-      }
-      EXPECT_EQ(failed, c.expect_error) << c.name;
-    }
+    testing::ExpectCasesRunOnTheCpu(cases(), &covered);
   }
   // With reductions that keep each shard's rows, the shard case runs too.
   const Case shard = VocabShardCase();

@@ -4,12 +4,6 @@
 namespace loom {
 namespace {
 
-// The launcher's code for a dtype cast converts between; the values are
-// the proto's, checked here once.
-static_assert(int{cuda::kCastFp32} == int{proto::FP32} &&
-              int{cuda::kCastFp16} == int{proto::FP16} &&
-              int{cuda::kCastBf16} == int{proto::BF16});
-
 Status CastKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
@@ -20,9 +14,8 @@ Status CastKernel(const KernelContext& ctx) {
   if (x.dtype() == out->dtype()) {
     return CopyOnDevice(ctx, out->raw_data(), x.raw_data(), x.bytes());
   }
-  if (!cuda::LaunchCast(static_cast<cuda::CastDtype>(x.dtype()), x.raw_data(),
-                        static_cast<cuda::CastDtype>(out->dtype()), out->raw_data(), x.numel(),
-                        NativeStream(ctx))) {
+  if (!cuda::LaunchCast(FloatTypeOf(x.dtype()), x.raw_data(), FloatTypeOf(out->dtype()),
+                        out->raw_data(), x.numel(), NativeStream(ctx))) {
     return Internal("cast: no CUDA conversion from ", DataTypeName(x.dtype()), " to ",
                     DataTypeName(out->dtype()));
   }

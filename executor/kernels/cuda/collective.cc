@@ -1,5 +1,6 @@
 // CUDA kernels for the communication ops that make sense on one rank. Only
-// identity: the others need a communicator (executor/comm/).
+// identity, a copy of bytes for every dtype (bf16 and fp16 included): the
+// others need a communicator (executor/comm/).
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
 
 namespace loom {
@@ -14,7 +15,7 @@ Status IdentityKernel(const KernelContext& ctx) {
 }  // namespace
 
 void RegisterCollectiveCudaKernels() {
-  KernelRegistry::Cuda().Register("identity", IdentityKernel);
+  KernelRegistry::Cuda().Register("identity", IdentityKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

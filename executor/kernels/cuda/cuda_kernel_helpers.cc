@@ -24,6 +24,34 @@ cudaStream_t NativeStream(const KernelContext& ctx) {
   return static_cast<CudaStream*>(ctx.stream())->native();
 }
 
+// The launchers' codes are the proto's values, so a dtype converts by value.
+static_assert(int{cuda::kFp32} == int{proto::FP32} && int{cuda::kFp16} == int{proto::FP16} &&
+              int{cuda::kBf16} == int{proto::BF16});
+
+cuda::FloatType FloatTypeOf(DataType dtype) {
+  CHECK(IsComputeFloat(dtype)) << DataTypeName(dtype) << " is not a float kernels compute on";
+  return static_cast<cuda::FloatType>(dtype);
+}
+
+StatusOr<cuda::FloatType> FloatTypeOf(const KernelContext& ctx,
+                                      std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (t == nullptr) continue;
+    if (!IsComputeFloat(t->dtype())) {
+      return Unimplemented(ctx.type(), " of ", DataTypeName(t->dtype()), " on CUDA");
+    }
+    if (first == nullptr) {
+      first = t;
+    } else if (t->dtype() != first->dtype()) {
+      return Unimplemented(ctx.type(), " on CUDA of ", DataTypeName(first->dtype()), " and ",
+                           DataTypeName(t->dtype()), " tensors together");
+    }
+  }
+  CHECK(first != nullptr) << ctx.type() << ": no tensor to take a float type from";
+  return static_cast<cuda::FloatType>(first->dtype());
+}
+
 StatusOr<std::shared_ptr<void>> Scratch(const KernelContext& ctx, int64_t bytes) {
   if (ctx.device() == nullptr) {
     return FailedPrecondition(ctx.type(), ": scratch memory needs the kernel's device");

@@ -1,9 +1,11 @@
 // Host helpers shared by the CUDA kernels (kernels/cuda/*.cc): the op's
-// stream, scratch memory, device copies, and the index plans (launchers.h)
-// built from shapes with contiguous dims folded together.
+// stream, the launchers' storage type of a dtype, scratch memory, device
+// copies, and the index plans (launchers.h) built from shapes with
+// contiguous dims folded together.
 #ifndef LOOM_EXECUTOR_KERNELS_CUDA_CUDA_KERNEL_HELPERS_H_
 #define LOOM_EXECUTOR_KERNELS_CUDA_CUDA_KERNEL_HELPERS_H_
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +20,15 @@ namespace loom {
 
 // The cudaStream_t the op runs on.
 cudaStream_t NativeStream(const KernelContext& ctx);
+
+// The launchers' storage type of a dtype kernels compute on (fp32, bf16,
+// fp16: IsComputeFloat), which `dtype` must be.
+cuda::FloatType FloatTypeOf(DataType dtype);
+// The storage type of tensors a kernel reads or writes as one type (null
+// ones skipped), or the error a user gets where they are of another dtype
+// (an int64 X of elementwise_add, say) or of different ones.
+StatusOr<cuda::FloatType> FloatTypeOf(const KernelContext& ctx,
+                                      std::initializer_list<const Tensor*> tensors);
 
 // Stream-ordered scratch for the op: drop it once its work is enqueued.
 StatusOr<std::shared_ptr<void>> Scratch(const KernelContext& ctx, int64_t bytes);

@@ -1,6 +1,6 @@
 // CUDA kernels for dropout and dropout_grad (host side): the CPU kernel's
 // validation and mask keys (kernels/cpu/dropout.cc), the draws in
-// dropout.cu.
+// dropout.cu. X and Out (and their gradients) are fp32, bf16 or fp16.
 #include <vector>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
@@ -43,31 +43,28 @@ namespace {
 
 Status DropoutKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  if (x.dtype() != proto::FP32) {
-    return Unimplemented("dropout of ", DataTypeName(x.dtype()));
-  }
+  // Mask is an output like any other, so it may be pruned; so may Out.
+  Tensor* out = ctx.HasOutput("Out") ? ctx.Output("Out") : nullptr;
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&x, out}));
   const float p = ctx.Attr<float>("dropout_prob");
   const bool pass = ctx.Attr<bool>("is_test") || p == 0.0f;
-  // Mask is an output like any other, so it may be pruned.
   bool* mask = ctx.HasOutput("Mask") ? ctx.Output("Mask")->data<bool>() : nullptr;
-  float* out = ctx.HasOutput("Out") ? ctx.Output("Out")->data<float>() : nullptr;
+  void* pout = out ? out->raw_data() : nullptr;
   if (pass) {
-    cuda::LaunchDropoutPass(x.data<float>(), mask, out, x.numel(), NativeStream(ctx));
+    cuda::LaunchDropoutPass(t, x.raw_data(), mask, pout, x.numel(), NativeStream(ctx));
     return LastLaunchStatus("dropout");
   }
   LOOM_ASSIGN_OR_RETURN(cuda::DropoutPlan plan, DropoutPlanFor(ctx, x));
-  cuda::LaunchDropout(plan, x.data<float>(), mask, out, NativeStream(ctx));
+  cuda::LaunchDropout(t, plan, x.raw_data(), mask, pout, NativeStream(ctx));
   return LastLaunchStatus("dropout");
 }
 
 Status DropoutGradKernel(const KernelContext& ctx) {
   const Tensor& dout = ctx.Input("Out@GRAD");
-  if (dout.dtype() != proto::FP32) {
-    return Unimplemented("dropout_grad of ", DataTypeName(dout.dtype()));
-  }
-  cuda::LaunchDropoutGrad(ctx.Input("Mask").data<bool>(), dout.data<float>(),
-                          ctx.Output("X@GRAD")->data<float>(), dout.numel(), DropoutKeptScale(ctx),
-                          NativeStream(ctx));
+  Tensor* dx = ctx.Output("X@GRAD");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&dout, dx}));
+  cuda::LaunchDropoutGrad(t, ctx.Input("Mask").data<bool>(), dout.raw_data(), dx->raw_data(),
+                          dout.numel(), DropoutKeptScale(ctx), NativeStream(ctx));
   return LastLaunchStatus("dropout_grad");
 }
 
@@ -75,8 +72,8 @@ Status DropoutGradKernel(const KernelContext& ctx) {
 
 void RegisterDropoutCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("dropout", DropoutKernel);
-  r.Register("dropout_grad", DropoutGradKernel);
+  r.Register("dropout", DropoutKernel, LowPrecision::kNative);
+  r.Register("dropout_grad", DropoutGradKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 // CUDA kernels for elementwise_{add,sub,mul}, scale and sum, and their
-// gradients (host side). Broadcast gradients sum in the CPU kernels' order
-// per element where the reduced extent is short (elementwise.cu).
+// gradients (host side), on fp32, bf16 and fp16 tensors: each op's tensors
+// share one dtype. Broadcast gradients sum in the CPU kernels' order per
+// element where the reduced extent is short (elementwise.cu).
 #include <vector>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
@@ -12,14 +13,15 @@ Status Binary(const KernelContext& ctx, cuda::BinaryOp op, const char* name) {
   const Tensor& x = ctx.Input("X");
   const Tensor& y = ctx.Input("Y");
   Tensor* out = ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&x, &y, out}));
   if (x.shape() == y.shape()) {
-    cuda::LaunchBinary(op, x.data<float>(), y.data<float>(), out->data<float>(), x.numel(), nullptr,
+    cuda::LaunchBinary(t, op, x.raw_data(), y.raw_data(), out->raw_data(), x.numel(), nullptr,
                        1.0f, NativeStream(ctx));
     return LastLaunchStatus(name);
   }
   LOOM_ASSIGN_OR_RETURN(cuda::BroadcastIndex index,
                         BroadcastIndexFor(out->shape(), x.shape(), y.shape()));
-  cuda::LaunchBinary(op, x.data<float>(), y.data<float>(), out->data<float>(), out->numel(), &index,
+  cuda::LaunchBinary(t, op, x.raw_data(), y.raw_data(), out->raw_data(), out->numel(), &index,
                      1.0f, NativeStream(ctx));
   return LastLaunchStatus(name);
 }
@@ -32,6 +34,7 @@ Status MulKernel(const KernelContext& ctx) { return Binary(ctx, cuda::kMul, "ele
 // broadcast from `factor`).
 Status ReduceGradTo(const KernelContext& ctx, const Tensor& g, const Tensor* f, Tensor* target,
                     float sign) {
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&g, f, target}));
   LOOM_ASSIGN_OR_RETURN(cuda::ReducePlan plan,
                         ReducePlanFor(g.shape(), target->shape(), f ? &f->shape() : nullptr));
   std::shared_ptr<void> scratch;
@@ -39,8 +42,8 @@ Status ReduceGradTo(const KernelContext& ctx, const Tensor& g, const Tensor* f, 
   if (bytes > 0) {
     LOOM_ASSIGN_OR_RETURN(scratch, Scratch(ctx, bytes));
   }
-  cuda::LaunchReduce(plan, g.data<float>(), f ? f->data<float>() : nullptr, target->data<float>(),
-                     sign, /*in_double=*/false, scratch.get(), NativeStream(ctx));
+  cuda::LaunchReduce(t, plan, g.raw_data(), f ? f->raw_data() : nullptr, target->raw_data(), sign,
+                     /*in_double=*/false, scratch.get(), NativeStream(ctx));
   return LastLaunchStatus(ctx.type());
 }
 
@@ -74,55 +77,66 @@ Status MulGradKernel(const KernelContext& ctx) {
 
 Status ScaleKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
-  cuda::LaunchScale(x.data<float>(), ctx.Output("Out")->data<float>(), x.numel(),
-                    ctx.Attr<float>("scale"), ctx.Attr<float>("bias"), NativeStream(ctx));
+  Tensor* out = ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&x, out}));
+  cuda::LaunchScale(t, x.raw_data(), out->raw_data(), x.numel(), ctx.Attr<float>("scale"),
+                    ctx.Attr<float>("bias"), NativeStream(ctx));
   return LastLaunchStatus("scale");
 }
 
 Status SumKernel(const KernelContext& ctx) {
   Tensor* out = ctx.Output("Out");
-  float* po = out->data<float>();
   const int64_t n = out->numel();
   const int count = ctx.InputCount("X");
+  std::vector<const Tensor*> xs;
+  for (int k = 0; k < count; ++k) xs.push_back(&ctx.Input("X", k));
+  // Out's storage type, which every input must share.
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {out}));
+  for (const Tensor* x : xs) {
+    LOOM_RETURN_IF_ERROR(FloatTypeOf(ctx, {x, out}).status());
+  }
   if (count <= cuda::kMaxSumInputs) {
     // One pass reads every input before writing: Out may alias any of them.
     cuda::SumInputs in;
     in.count = count;
-    for (int k = 0; k < count; ++k) in.in[k] = ctx.Input("X", k).data<float>();
-    cuda::LaunchSum(in, po, n, NativeStream(ctx));
+    for (int k = 0; k < count; ++k) in.in[k] = xs[k]->raw_data();
+    cuda::LaunchSum(t, in, t, out->raw_data(), n, NativeStream(ctx));
     return LastLaunchStatus("sum");
   }
-  // More inputs: accumulate left to right in scratch (so an aliased input
-  // is never overwritten early), then copy. Same order as the CPU's.
+  // More inputs: accumulate left to right in fp32 scratch (so an aliased
+  // input is never overwritten early, and a bf16/fp16 sum is rounded only
+  // at the end), then copy or round into Out. Same order as the CPU's.
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<void> acc_mem, Scratch(ctx, n * sizeof(float)));
   float* acc = static_cast<float*>(acc_mem.get());
   cuda::SumInputs in;
-  in.count = 0;
-  in.in[in.count++] = ctx.Input("X", 0).data<float>();
+  in.in[in.count++] = xs[0]->raw_data();
   for (int k = 1; k < count; ++k) {
-    in.in[in.count++] = ctx.Input("X", k).data<float>();
-    if (in.count == cuda::kMaxSumInputs || k == count - 1) {
-      cuda::LaunchSum(in, acc, n, NativeStream(ctx));
+    in.in[in.count++] = xs[k]->raw_data();
+    const int places = in.count + (in.carry != nullptr ? 1 : 0);
+    if (places == cuda::kMaxSumInputs || k == count - 1) {
+      cuda::LaunchSum(t, in, cuda::kFp32, acc, n, NativeStream(ctx));
       LOOM_RETURN_IF_ERROR(LastLaunchStatus("sum"));
+      in.carry = acc;
       in.count = 0;
-      in.in[in.count++] = acc;
     }
   }
-  return CopyOnDevice(ctx, po, acc, n * sizeof(float));
+  if (t == cuda::kFp32) return CopyOnDevice(ctx, out->raw_data(), acc, n * sizeof(float));
+  cuda::LaunchCast(cuda::kFp32, acc, t, out->raw_data(), n, NativeStream(ctx));
+  return LastLaunchStatus("sum");
 }
 
 }  // namespace
 
 void RegisterElementwiseCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("elementwise_add", AddKernel);
-  r.Register("elementwise_sub", SubKernel);
-  r.Register("elementwise_mul", MulKernel);
-  r.Register("elementwise_add_grad", AddGradKernel);
-  r.Register("elementwise_sub_grad", SubGradKernel);
-  r.Register("elementwise_mul_grad", MulGradKernel);
-  r.Register("scale", ScaleKernel);
-  r.Register("sum", SumKernel);
+  r.Register("elementwise_add", AddKernel, LowPrecision::kNative);
+  r.Register("elementwise_sub", SubKernel, LowPrecision::kNative);
+  r.Register("elementwise_mul", MulKernel, LowPrecision::kNative);
+  r.Register("elementwise_add_grad", AddGradKernel, LowPrecision::kNative);
+  r.Register("elementwise_sub_grad", SubGradKernel, LowPrecision::kNative);
+  r.Register("elementwise_mul_grad", MulGradKernel, LowPrecision::kNative);
+  r.Register("scale", ScaleKernel, LowPrecision::kNative);
+  r.Register("sum", SumKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

@@ -1,6 +1,8 @@
 // CUDA kernels for lookup_table and lookup_table_grad (host side). The ids
 // are checked as on the CPU (kernels/cpu/embedding.cc), which waits for
-// the stream once per op: the error has to reach the host.
+// the stream once per op: the error has to reach the host. W (and dW,
+// dOut) may be fp32, bf16 or fp16; a low-precision dW is summed in fp32
+// scratch and rounded once, as the CPU's is.
 #include <cstdint>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
@@ -41,14 +43,24 @@ Status LookupTableGradKernel(const KernelContext& ctx) {
   const Tensor& dout = ctx.Input("Out@GRAD");
   if (!ctx.HasOutput("W@GRAD")) return Status::OK();
   Tensor* dw = ctx.Output("W@GRAD");
-  if (dw->dtype() != proto::FP32) {
-    return Unimplemented("lookup_table_grad of ", DataTypeName(dw->dtype()));
-  }
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&dout, dw}));
   const int64_t start = ctx.Attr<int64_t>("start_index");
   LOOM_RETURN_IF_ERROR(CheckIds(ctx, ids, start, dw->dim(0)));
-  cuda::LaunchLookupTableGrad(dout.data<float>(), ids.data<int64_t>(), dw->data<float>(),
-                              ids.numel(), dw->dim(1), start, dw->dim(0),
-                              ctx.Attr<int64_t>("padding_idx"), NativeStream(ctx));
+  std::shared_ptr<void> sum_mem;
+  float* sum = nullptr;
+  if (t == cuda::kFp32) {
+    sum = dw->data<float>();
+  } else {
+    LOOM_ASSIGN_OR_RETURN(sum_mem, Scratch(ctx, dw->numel() * int64_t{sizeof(float)}));
+    sum = static_cast<float*>(sum_mem.get());
+  }
+  cuda::LaunchLookupTableGrad(t, dout.raw_data(), ids.data<int64_t>(), sum, ids.numel(),
+                              dw->dim(1), start, dw->dim(0), ctx.Attr<int64_t>("padding_idx"),
+                              NativeStream(ctx));
+  if (t != cuda::kFp32) {
+    LOOM_RETURN_IF_ERROR(LastLaunchStatus("lookup_table_grad"));
+    cuda::LaunchCast(cuda::kFp32, sum, t, dw->raw_data(), dw->numel(), NativeStream(ctx));
+  }
   return LastLaunchStatus("lookup_table_grad");
 }
 
@@ -56,8 +68,8 @@ Status LookupTableGradKernel(const KernelContext& ctx) {
 
 void RegisterEmbeddingCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("lookup_table", LookupTableKernel);
-  r.Register("lookup_table_grad", LookupTableGradKernel);
+  r.Register("lookup_table", LookupTableKernel, LowPrecision::kNative);
+  r.Register("lookup_table_grad", LookupTableGradKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

@@ -1,5 +1,7 @@
-// CUDA kernels for lookup_table and lookup_table_grad.
-#include "executor/kernels/cuda/launchers.h"
+// CUDA kernels for lookup_table and lookup_table_grad. The lookup copies
+// rows as bytes, so it serves every dtype; the gradient sums dOut (fp32,
+// bf16 or fp16: dtype_access.cuh) in float into an fp32 dW.
+#include "executor/kernels/cuda/dtype_access.cuh"
 
 namespace loom {
 namespace cuda {
@@ -28,13 +30,14 @@ __global__ void LookupKernel(const T* table, const int64_t* ids, T* out, int64_t
 
 // One thread per column of dW, walking the ids in order: repeated ids sum
 // in position order, as on the CPU, with no float atomics.
-__global__ void LookupGradKernel(const float* dout, const int64_t* ids, float* dw, int64_t n,
+template <typename T>
+__global__ void LookupGradKernel(const T* dout, const int64_t* ids, float* dw, int64_t n,
                                  int64_t h, int64_t start, int64_t vocab, int64_t padding) {
   for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < h;
        j += int64_t{gridDim.x} * blockDim.x) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = RowOf(ids[i], start, vocab, padding);
-      if (r >= 0) dw[r * h + j] += dout[i * h + j];
+      if (r >= 0) dw[r * h + j] += Load(dout, i * h + j);
     }
   }
 }
@@ -59,13 +62,17 @@ void LaunchLookupTable(const void* table, const int64_t* ids, void* out, int64_t
   }
 }
 
-void LaunchLookupTableGrad(const float* dout, const int64_t* ids, float* dw, int64_t n, int64_t h,
-                           int64_t start, int64_t vocab, int64_t padding, cudaStream_t s) {
+void LaunchLookupTableGrad(FloatType t, const void* dout, const int64_t* ids, float* dw, int64_t n,
+                           int64_t h, int64_t start, int64_t vocab, int64_t padding,
+                           cudaStream_t s) {
   if (vocab * h > 0) cudaMemsetAsync(dw, 0, sizeof(float) * vocab * h, s);
-  if (n > 0 && h > 0) {
+  if (n <= 0 || h <= 0) return;
+  WithStorageType(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     // Small blocks: h is often only a few thousand columns.
-    LookupGradKernel<<<GridFor(h, 64), 64, 0, s>>>(dout, ids, dw, n, h, start, vocab, padding);
-  }
+    LookupGradKernel<<<GridFor(h, 64), 64, 0, s>>>(static_cast<const T*>(dout), ids, dw, n, h,
+                                                   start, vocab, padding);
+  });
 }
 
 }  // namespace cuda

@@ -3,10 +3,13 @@
 // (mt19937_64 and libstdc++'s distributions) and copy the values over: a
 // seed gives the same parameters on either backend. They run once, at
 // initialization, so the host work and the wait for the copy are cheap.
+// bf16 and fp16 outputs get the fp32 values rounded to nearest even (on
+// the host for the random fills, with the CPU's own conversion).
 #include <random>
 #include <vector>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
+#include "framework/low_precision.h"
 
 namespace loom {
 namespace {
@@ -17,7 +20,9 @@ Status FillConstantKernel(const KernelContext& ctx) {
   const int64_t n = out->numel();
   switch (out->dtype()) {
     case proto::FP32:
-      cuda::LaunchFillFloat(out->data<float>(), n, v, NativeStream(ctx));
+    case proto::BF16:
+    case proto::FP16:
+      cuda::LaunchFillFloat(FloatTypeOf(out->dtype()), out->raw_data(), n, v, NativeStream(ctx));
       break;
     case proto::INT64:
       cuda::LaunchFillInt64(out->data<int64_t>(), n, static_cast<int64_t>(v), NativeStream(ctx));
@@ -34,7 +39,7 @@ Status FillConstantKernel(const KernelContext& ctx) {
 template <typename Dist>
 Status FillRandom(const KernelContext& ctx, Dist dist) {
   Tensor* out = ctx.Output("Out");
-  if (out->dtype() != proto::FP32) {
+  if (!IsComputeFloat(out->dtype())) {
     return Unimplemented(ctx.type(), " of ", DataTypeName(out->dtype()));
   }
   std::mt19937_64 rng(static_cast<uint64_t>(ctx.Attr<int64_t>("seed")));
@@ -43,9 +48,16 @@ Status FillRandom(const KernelContext& ctx, Dist dist) {
   if (ctx.device() == nullptr) {
     return FailedPrecondition(ctx.type(), ": a CUDA fill needs the kernel's device");
   }
+  const void* host = values.data();
+  std::vector<uint16_t> rounded;
+  if (out->dtype() != proto::FP32) {
+    rounded.resize(values.size());
+    NarrowFromFloat(out->dtype(), values.data(), out->numel(), rounded.data());
+    host = rounded.data();
+  }
   LOOM_RETURN_IF_ERROR(
-      ctx.device()->CopyFromHost(out->data<float>(), values.data(), out->bytes(), ctx.stream()));
-  // `values` is pageable host memory that dies here: wait for the copy.
+      ctx.device()->CopyFromHost(out->raw_data(), host, out->bytes(), ctx.stream()));
+  // The host buffers are pageable memory that dies here: wait for the copy.
   return ctx.stream()->Synchronize();
 }
 
@@ -63,9 +75,9 @@ Status UniformRandomKernel(const KernelContext& ctx) {
 
 void RegisterFillCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("fill_constant", FillConstantKernel);
-  r.Register("gaussian_random", GaussianRandomKernel);
-  r.Register("uniform_random", UniformRandomKernel);
+  r.Register("fill_constant", FillConstantKernel, LowPrecision::kNative);
+  r.Register("gaussian_random", GaussianRandomKernel, LowPrecision::kNative);
+  r.Register("uniform_random", UniformRandomKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

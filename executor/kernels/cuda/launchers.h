@@ -4,6 +4,14 @@
 // host side (kernels/cuda/*.cc) unpacks a KernelContext, calls these on
 // the op's stream and turns cudaGetLastError into a Status. Every launcher
 // enqueues and returns; none synchronizes. All sizes are element counts.
+//
+// Float tensors come as void pointers with their FloatType: fp32, fp16 or
+// bf16. The kernels load them into float, compute in float and round to
+// nearest even once on every store of a 16-bit output (dtype_access.cuh),
+// as the CPU kernels do through executor/fp32_shim.h. Pointers typed float
+// are fp32 whatever the op's dtype (layer norm's affine parameters and
+// statistics, accumulators, the learning rate, and the optimizers and
+// cross entropies, which stay fp32-only).
 #ifndef LOOM_EXECUTOR_KERNELS_CUDA_LAUNCHERS_H_
 #define LOOM_EXECUTOR_KERNELS_CUDA_LAUNCHERS_H_
 
@@ -28,10 +36,12 @@ inline unsigned GridFor(int64_t n, int block = kBlock) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 ? 65535 : blocks));
 }
 
-// cast.cu: the dtypes take the values of proto::DataType (checked in
-// cast.cc). False for a pair it does not convert.
-enum CastDtype : int { kCastFp32 = 0, kCastFp16 = 1, kCastBf16 = 2 };
-bool LaunchCast(CastDtype from, const void* x, CastDtype to, void* out, int64_t n,
+// The storage types of float tensors, with proto::DataType's values
+// (checked in cuda_kernel_helpers.cc, which maps dtypes to these).
+enum FloatType : int { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+
+// cast.cu. False for a pair it does not convert.
+bool LaunchCast(FloatType from, const void* x, FloatType to, void* out, int64_t n,
                 cudaStream_t s);
 
 // lr_schedule.cu: *lr = the rate after *step completed steps; *step_out =
@@ -39,12 +49,14 @@ bool LaunchCast(CastDtype from, const void* x, CastDtype to, void* out, int64_t 
 void LaunchLrSchedule(const LrScheduleParams& params, const int64_t* step, float* lr,
                       int64_t* step_out, cudaStream_t s);
 
-// activation.cu
-void LaunchGelu(const float* x, float* out, int64_t n, bool approximate, cudaStream_t s);
-void LaunchGeluGrad(const float* x, const float* dout, float* dx, int64_t n, bool approximate,
+// activation.cu: x, out, dout and dx of type t.
+void LaunchGelu(FloatType t, const void* x, void* out, int64_t n, bool approximate,
+                cudaStream_t s);
+void LaunchGeluGrad(FloatType t, const void* x, const void* dout, void* dx, int64_t n,
+                    bool approximate, cudaStream_t s);
+void LaunchRelu(FloatType t, const void* x, void* out, int64_t n, cudaStream_t s);
+void LaunchReluGrad(FloatType t, const void* out, const void* dout, void* dx, int64_t n,
                     cudaStream_t s);
-void LaunchRelu(const float* x, float* out, int64_t n, cudaStream_t s);
-void LaunchReluGrad(const float* out, const float* dout, float* dx, int64_t n, cudaStream_t s);
 
 // elementwise.cu
 enum BinaryOp : int { kAdd = 0, kSub = 1, kMul = 2, kScaleX = 3 };
@@ -57,17 +69,24 @@ struct BroadcastIndex {
   int64_t sx[kMaxDims];
   int64_t sy[kMaxDims];
 };
-// `index` null: x, y and out share one shape.
-void LaunchBinary(BinaryOp op, const float* x, const float* y, float* out, int64_t n,
+// `index` null: x, y and out share one shape. All of type t.
+void LaunchBinary(FloatType t, BinaryOp op, const void* x, const void* y, void* out, int64_t n,
                   const BroadcastIndex* index, float scale, cudaStream_t s);
-void LaunchScale(const float* x, float* out, int64_t n, float scale, float bias, cudaStream_t s);
-// out[i] = in[0][i] + in[1][i] + ..., left to right; out may alias any input.
+void LaunchScale(FloatType t, const void* x, void* out, int64_t n, float scale, float bias,
+                 cudaStream_t s);
+// out[i] = carry[i] + in[0][i] + in[1][i] + ..., left to right in float
+// (no carry: from in[0][i]); out may alias any input. The inputs are of
+// the launch's input type; carry, a running sum over earlier inputs, is
+// fp32. A carry takes one of the kMaxSumInputs places.
 constexpr int kMaxSumInputs = 8;
 struct SumInputs {
-  int count = 0;
-  const float* in[kMaxSumInputs];
+  const float* carry = nullptr;
+  int count = 0;  // inputs in `in`
+  const void* in[kMaxSumInputs];
 };
-void LaunchSum(const SumInputs& inputs, float* out, int64_t n, cudaStream_t s);
+// out_type is in_type, or kFp32 (a running sum kept unrounded).
+void LaunchSum(FloatType in_type, const SumInputs& inputs, FloatType out_type, void* out,
+               int64_t n, cudaStream_t s);
 
 // A reduction of g (contiguous over a full space) onto `kept` targets:
 // target t (row-major over the kept dims) sums g[...] * f[...] over the
@@ -96,9 +115,9 @@ ReduceMode ReduceModeOf(const ReducePlan& plan);
 // Device scratch LaunchReduce needs, in bytes (0: none).
 int64_t ReduceScratchBytes(const ReducePlan& plan, bool in_double);
 // out[t] = acc * scale, accumulated in double where `in_double` (else in
-// float).
-void LaunchReduce(const ReducePlan& plan, const float* g, const float* f, float* out, double scale,
-                  bool in_double, void* scratch, cudaStream_t s);
+// float); g, f and out of type t (the sums are of their float values).
+void LaunchReduce(FloatType t, const ReducePlan& plan, const void* g, const void* f, void* out,
+                  double scale, bool in_double, void* scratch, cudaStream_t s);
 
 // Validation of index tensors (ids, labels): the first position i with
 // v[i] != skip (when has_skip) and v[i] outside [lo, hi) goes to *first,
@@ -135,39 +154,48 @@ struct DropoutPlan {
   float p = 0.0f;
   float scale = 1.0f;
 };
-// mask and out are each optional (pruned outputs).
-void LaunchDropout(const DropoutPlan& plan, const float* x, bool* mask, float* out, cudaStream_t s);
-// pass-through: mask all true, out = x.
-void LaunchDropoutPass(const float* x, bool* mask, float* out, int64_t n, cudaStream_t s);
-void LaunchDropoutGrad(const bool* mask, const float* dout, float* dx, int64_t n, float scale,
+// x, out, dout and dx of type t; mask and out are each optional (pruned
+// outputs).
+void LaunchDropout(FloatType t, const DropoutPlan& plan, const void* x, bool* mask, void* out,
+                   cudaStream_t s);
+// pass-through: mask all true, out = x (its bits).
+void LaunchDropoutPass(FloatType t, const void* x, bool* mask, void* out, int64_t n,
                        cudaStream_t s);
+void LaunchDropoutGrad(FloatType t, const bool* mask, const void* dout, void* dx, int64_t n,
+                       float scale, cudaStream_t s);
 
 // embedding.cu. Rows of `row_bytes` bytes; a row is start == -1 ? id :
 // id - start when in [0, vocab); other ids and `padding` give zeros.
 void LaunchLookupTable(const void* table, const int64_t* ids, void* out, int64_t n,
                        int64_t row_bytes, int64_t start, int64_t vocab, int64_t padding,
                        cudaStream_t s);
-// dw (zeroed here) += the rows of dout, each column summed over the ids in
-// order.
-void LaunchLookupTableGrad(const float* dout, const int64_t* ids, float* dw, int64_t n, int64_t h,
-                           int64_t start, int64_t vocab, int64_t padding, cudaStream_t s);
+// dw (fp32, zeroed here) += the rows of dout (type t), each column
+// summed in float over the ids in order. A low-precision dW is this sum
+// rounded once (embedding.cc casts it).
+void LaunchLookupTableGrad(FloatType t, const void* dout, const int64_t* ids, float* dw, int64_t n,
+                           int64_t h, int64_t start, int64_t vocab, int64_t padding,
+                           cudaStream_t s);
 
-// fill.cu
-void LaunchFillFloat(float* out, int64_t n, float value, cudaStream_t s);
+// fill.cu: `value` stored as type t (rounded once).
+void LaunchFillFloat(FloatType t, void* out, int64_t n, float value, cudaStream_t s);
 void LaunchFillInt64(int64_t* out, int64_t n, int64_t value, cudaStream_t s);
 void LaunchFillInt32(int32_t* out, int64_t n, int32_t value, cudaStream_t s);
 
 // layer_norm.cu: X as [rows, h]; scale, bias, mean and var optional.
-void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
-                     float* var, int64_t rows, int64_t h, double eps, cudaStream_t s);
+// x, y, dy and dx of type t; scale, bias, the statistics and their
+// gradients fp32 whatever t is (AMP keeps them so).
+void LaunchLayerNorm(FloatType t, const void* x, const float* scale, const float* bias, void* y,
+                     float* mean, float* var, int64_t rows, int64_t h, double eps,
+                     cudaStream_t s);
 // dscale/dbias: column sums in double, over chunks of rows into
 // `partial` (2 * ChunksOf(rows) * h doubles) then across the chunks.
 int64_t LayerNormGradChunks(int64_t rows);
-void LaunchLayerNormGrad(const float* x, const float* scale, const float* mean, const float* var,
-                         const float* dy, float* dx, float* dscale, float* dbias, double* partial,
-                         int64_t rows, int64_t h, double eps, cudaStream_t s);
+void LaunchLayerNormGrad(FloatType t, const void* x, const float* scale, const float* mean,
+                         const float* var, const void* dy, void* dx, float* dscale, float* dbias,
+                         double* partial, int64_t rows, int64_t h, double eps, cudaStream_t s);
 
-// optimizer.cu: the scalars (lr, beta pows) are read on the device.
+// optimizer.cu: fp32 only (AMP keeps the master weights and moments
+// fp32). The scalars (lr, beta pows) are read on the device.
 void LaunchSgd(const float* param, const float* grad, const float* lr, float* out, int64_t n,
                cudaStream_t s);
 struct AdamWArgs {
@@ -183,11 +211,13 @@ void LaunchAdamW(const AdamWArgs& a, const float* param, const float* grad, cons
                  cudaStream_t s);
 
 // softmax.cu: X as [outer, n, inner] around the axis; causal (inner == 1)
-// rows see the first min(n, row % sq + n - sq + 1) entries.
-void LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool causal,
-                   int64_t sq, cudaStream_t s);
-void LaunchSoftmaxGrad(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
-                       int64_t inner, cudaStream_t s);
+// rows see the first min(n, row % sq + n - sq + 1) entries. x, y, dy and
+// dx of type t.
+void LaunchSoftmax(FloatType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                   bool causal, int64_t sq, cudaStream_t s);
+void LaunchSoftmaxGrad(FloatType t, const void* y, const void* dy, void* dx, int64_t outer,
+                       int64_t n, int64_t inner, cudaStream_t s);
+// The cross entropies are fp32 only: AMP keeps the loss in fp32.
 // Cross entropy over rows of v logits holding classes [begin, begin + v)
 // of `classes` (one rank: begin 0, classes v). Labels are valid (checked).
 void LaunchCrossEntropy(const float* logits, const int64_t* label, float* softmax, float* loss,

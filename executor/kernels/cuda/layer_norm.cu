@@ -1,7 +1,9 @@
 // CUDA kernels for layer_norm and layer_norm_grad: X as [rows, h], one
 // block per row, sums in double like the CPU kernels, over a fixed tree so
 // that a rerun gives the same bits. Any h: threads stride over the row.
-#include "executor/kernels/cuda/launchers.h"
+// X, Y and their gradients are of the storage type T (dtype_access.cuh);
+// Scale, Bias, Mean, Variance and their gradients are fp32 for every T.
+#include "executor/kernels/cuda/dtype_access.cuh"
 
 namespace loom {
 namespace cuda {
@@ -25,20 +27,21 @@ __device__ double BlockSum(double v, double* buf) {
   return total;
 }
 
-__global__ void LayerNormKernel(const float* x, const float* scale, const float* bias, float* y,
+template <typename T>
+__global__ void LayerNormKernel(const T* x, const float* scale, const float* bias, T* y,
                                 float* mean_out, float* var_out, int64_t rows, int64_t h,
                                 double eps) {
   __shared__ double buf[kBlock];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * h;
-    float* yr = y + r * h;
+    const T* xr = x + r * h;
+    T* yr = y + r * h;
     // Two passes: the one-pass E[x^2] - E[x]^2 cancels badly.
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < h; j += blockDim.x) sum += xr[j];
+    for (int64_t j = threadIdx.x; j < h; j += blockDim.x) sum += Load(xr, j);
     const double mean = BlockSum(sum, buf) / h;
     double sq = 0.0;
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-      const double c = xr[j] - mean;
+      const double c = Load(xr, j) - mean;
       sq += c * c;
     }
     const double var = BlockSum(sq, buf) / h;
@@ -48,45 +51,47 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
       if (var_out) var_out[r] = static_cast<float>(var);
     }
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-      float v = static_cast<float>((xr[j] - mean) * rstd);
+      float v = static_cast<float>((Load(xr, j) - mean) * rstd);
       if (scale) v *= scale[j];
       if (bias) v += bias[j];
-      yr[j] = v;
+      Store(yr, j, v);
     }
   }
 }
 
 // dX = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Scale.
-__global__ void LayerNormGradXKernel(const float* x, const float* scale, const float* mean_in,
-                                     const float* var_in, const float* dy, float* dx, int64_t rows,
+template <typename T>
+__global__ void LayerNormGradXKernel(const T* x, const float* scale, const float* mean_in,
+                                     const float* var_in, const T* dy, T* dx, int64_t rows,
                                      int64_t h, double eps) {
   __shared__ double buf[kBlock];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * h;
-    const float* dyr = dy + r * h;
+    const T* xr = x + r * h;
+    const T* dyr = dy + r * h;
     const double mean = mean_in[r];
     const double rstd = 1.0 / sqrt(var_in[r] + eps);
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-      const double g = scale ? double{dyr[j]} * scale[j] : double{dyr[j]};
+      const double g = scale ? double{Load(dyr, j)} * scale[j] : double{Load(dyr, j)};
       sum_g += g;
-      sum_gx += g * ((xr[j] - mean) * rstd);
+      sum_gx += g * ((Load(xr, j) - mean) * rstd);
     }
     const double mean_g = BlockSum(sum_g, buf) / h;
     const double mean_gx = BlockSum(sum_gx, buf) / h;
-    float* dxr = dx + r * h;
+    T* dxr = dx + r * h;
     for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
-      const double g = scale ? double{dyr[j]} * scale[j] : double{dyr[j]};
-      const double xhat = (xr[j] - mean) * rstd;
-      dxr[j] = static_cast<float>(rstd * (g - mean_g - xhat * mean_gx));
+      const double g = scale ? double{Load(dyr, j)} * scale[j] : double{Load(dyr, j)};
+      const double xhat = (Load(xr, j) - mean) * rstd;
+      Store(dxr, j, static_cast<float>(rstd * (g - mean_g - xhat * mean_gx)));
     }
   }
 }
 
 // Partial column sums of dY * xhat and dY over each chunk of rows, in row
 // order: partial[c * h + j] (scale) and partial[(chunks + c) * h + j] (bias).
-__global__ void LayerNormGradPartialKernel(const float* x, const float* mean_in,
-                                           const float* var_in, const float* dy, double* partial,
+template <typename T>
+__global__ void LayerNormGradPartialKernel(const T* x, const float* mean_in,
+                                           const float* var_in, const T* dy, double* partial,
                                            bool want_scale, bool want_bias, int64_t rows, int64_t h,
                                            int64_t chunks, double eps) {
   const int64_t total = chunks * h;
@@ -97,8 +102,8 @@ __global__ void LayerNormGradPartialKernel(const float* x, const float* mean_in,
     double acc_scale = 0.0, acc_bias = 0.0;
     for (int64_t r = c * kRowsPerChunk; r < end; ++r) {
       const double rstd = 1.0 / sqrt(var_in[r] + eps);
-      const float d = dy[r * h + j];
-      if (want_scale) acc_scale += d * ((x[r * h + j] - double{mean_in[r]}) * rstd);
+      const float d = Load(dy, r * h + j);
+      if (want_scale) acc_scale += d * ((Load(x, r * h + j) - double{mean_in[r]}) * rstd);
       if (want_bias) acc_bias += d;
     }
     if (want_scale) partial[e] = acc_scale;
@@ -122,29 +127,39 @@ __global__ void LayerNormGradFinishKernel(const double* partial, float* dscale, 
 
 }  // namespace
 
-void LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, float* mean,
-                     float* var, int64_t rows, int64_t h, double eps, cudaStream_t s) {
+void LaunchLayerNorm(FloatType t, const void* x, const float* scale, const float* bias, void* y,
+                     float* mean, float* var, int64_t rows, int64_t h, double eps,
+                     cudaStream_t s) {
   if (rows <= 0 || h <= 0) return;
-  LayerNormKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(x, scale, bias, y, mean, var, rows, h, eps);
+  WithStorageType(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LayerNormKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(
+        static_cast<const T*>(x), scale, bias, static_cast<T*>(y), mean, var, rows, h, eps);
+  });
 }
 
 int64_t LayerNormGradChunks(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
 
-void LaunchLayerNormGrad(const float* x, const float* scale, const float* mean, const float* var,
-                         const float* dy, float* dx, float* dscale, float* dbias, double* partial,
-                         int64_t rows, int64_t h, double eps, cudaStream_t s) {
+void LaunchLayerNormGrad(FloatType t, const void* x, const float* scale, const float* mean,
+                         const float* var, const void* dy, void* dx, float* dscale, float* dbias,
+                         double* partial, int64_t rows, int64_t h, double eps, cudaStream_t s) {
   if (h <= 0) return;
-  if (dx && rows > 0) {
-    LayerNormGradXKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(x, scale, mean, var, dy, dx, rows, h,
-                                                             eps);
-  }
-  if (!dscale && !dbias) return;
-  const int64_t chunks = LayerNormGradChunks(rows);
-  if (chunks > 0) {
-    LayerNormGradPartialKernel<<<GridFor(chunks * h), kBlock, 0, s>>>(
-        x, mean, var, dy, partial, dscale != nullptr, dbias != nullptr, rows, h, chunks, eps);
-  }
-  LayerNormGradFinishKernel<<<GridFor(h), kBlock, 0, s>>>(partial, dscale, dbias, h, chunks);
+  WithStorageType(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = static_cast<const T*>(x);
+    const T* pdy = static_cast<const T*>(dy);
+    if (dx && rows > 0) {
+      LayerNormGradXKernel<<<GridFor(rows, 1), kBlock, 0, s>>>(
+          px, scale, mean, var, pdy, static_cast<T*>(dx), rows, h, eps);
+    }
+    if (!dscale && !dbias) return;
+    const int64_t chunks = LayerNormGradChunks(rows);
+    if (chunks > 0) {
+      LayerNormGradPartialKernel<<<GridFor(chunks * h), kBlock, 0, s>>>(
+          px, mean, var, pdy, partial, dscale != nullptr, dbias != nullptr, rows, h, chunks, eps);
+    }
+    LayerNormGradFinishKernel<<<GridFor(h), kBlock, 0, s>>>(partial, dscale, dbias, h, chunks);
+  });
 }
 
 }  // namespace cuda

@@ -1,6 +1,8 @@
 // CUDA kernels for sgd and adamw (host side). The scalar inputs
 // (LearningRate, Beta1Pow, Beta2Pow) stay on the device: the kernels read
-// them there, so an update never waits for the host.
+// them there, so an update never waits for the host. fp32 only (registered
+// kWidened, so the executor names the op if it meets a bf16/fp16 var): AMP
+// keeps the master weights, their gradients and the moments in fp32.
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
 
 namespace loom {

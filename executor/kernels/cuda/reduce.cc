@@ -1,6 +1,7 @@
 // CUDA kernels for reduce_sum / reduce_mean and their gradients (host
 // side): the reduction of elementwise.cu, accumulated in double like the
-// CPU kernels.
+// CPU kernels, on fp32, bf16 and fp16 (a low-precision result is the
+// double sum rounded to float, then to its dtype, as the CPU's is).
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
 #include "framework/ops/op_helpers.h"
 
@@ -20,6 +21,7 @@ StatusOr<Shape> KeptShape(const KernelContext& ctx, const Shape& x) {
 Status Reduce(const KernelContext& ctx, bool mean) {
   const Tensor& x = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&x, out}));
   LOOM_ASSIGN_OR_RETURN(Shape kept, KeptShape(ctx, x.shape()));
   LOOM_ASSIGN_OR_RETURN(cuda::ReducePlan plan, ReducePlanFor(x.shape(), kept, nullptr));
   const double scale = mean ? static_cast<double>(out->numel()) / x.numel() : 1.0;
@@ -28,8 +30,8 @@ Status Reduce(const KernelContext& ctx, bool mean) {
   if (bytes > 0) {
     LOOM_ASSIGN_OR_RETURN(scratch, Scratch(ctx, bytes));
   }
-  cuda::LaunchReduce(plan, x.data<float>(), nullptr, out->data<float>(), scale,
-                     /*in_double=*/true, scratch.get(), NativeStream(ctx));
+  cuda::LaunchReduce(t, plan, x.raw_data(), nullptr, out->raw_data(), scale, /*in_double=*/true,
+                     scratch.get(), NativeStream(ctx));
   return LastLaunchStatus(ctx.type());
 }
 
@@ -38,12 +40,13 @@ Status ReduceGrad(const KernelContext& ctx, bool mean) {
   const Tensor& x = ctx.Input("X");  // meta only
   const Tensor& dout = ctx.Input("Out@GRAD");
   Tensor* dx = ctx.Output("X@GRAD");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&dout, dx}));
   LOOM_ASSIGN_OR_RETURN(Shape kept, KeptShape(ctx, x.shape()));
   const float scale =
       mean ? static_cast<float>(static_cast<double>(dout.numel()) / x.numel()) : 1.0f;
   LOOM_ASSIGN_OR_RETURN(cuda::BroadcastIndex index, BroadcastIndexFor(x.shape(), kept, kept));
-  cuda::LaunchBinary(cuda::kScaleX, dout.data<float>(), nullptr, dx->data<float>(), x.numel(),
-                     &index, scale, NativeStream(ctx));
+  cuda::LaunchBinary(t, cuda::kScaleX, dout.raw_data(), nullptr, dx->raw_data(), x.numel(), &index,
+                     scale, NativeStream(ctx));
   return LastLaunchStatus(ctx.type());
 }
 
@@ -56,10 +59,10 @@ Status ReduceMeanGradKernel(const KernelContext& ctx) { return ReduceGrad(ctx, t
 
 void RegisterReduceCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("reduce_sum", ReduceSumKernel);
-  r.Register("reduce_mean", ReduceMeanKernel);
-  r.Register("reduce_sum_grad", ReduceSumGradKernel);
-  r.Register("reduce_mean_grad", ReduceMeanGradKernel);
+  r.Register("reduce_sum", ReduceSumKernel, LowPrecision::kNative);
+  r.Register("reduce_mean", ReduceMeanKernel, LowPrecision::kNative);
+  r.Register("reduce_sum_grad", ReduceSumGradKernel, LowPrecision::kNative);
+  r.Register("reduce_mean_grad", ReduceMeanGradKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

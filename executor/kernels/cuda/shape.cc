@@ -1,7 +1,9 @@
 // CUDA kernels for reshape, transpose, slice, split, concat and their
-// gradients (host side). They only move bytes, so they work for every
-// dtype: whole tensors by cudaMemcpyAsync, the rest by the strided copy of
-// shape.cu (one memcpy where the dims fold to one contiguous run).
+// gradients (host side). They only move bytes, element by element at the
+// dtype's size, so they work for every dtype (bf16 and fp16 included:
+// registered kNative): whole tensors by cudaMemcpyAsync, the rest by the
+// strided copy of shape.cu (one memcpy where the dims fold to one
+// contiguous run).
 #include <algorithm>
 
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
@@ -171,16 +173,16 @@ Status ConcatGradKernel(const KernelContext& ctx) {
 
 void RegisterShapeCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("reshape", ReshapeKernel);
-  r.Register("reshape_grad", ReshapeGradKernel);
-  r.Register("transpose", TransposeKernel);
-  r.Register("slice", SliceKernel);
-  r.Register("slice_grad", SliceGradKernel);
-  r.Register("split", SplitKernel);
-  r.Register("concat", ConcatKernel);
-  r.Register("flat_concat", FlatConcatKernel);
-  r.Register("flat_split", FlatSplitKernel);
-  r.Register("concat_grad", ConcatGradKernel);
+  r.Register("reshape", ReshapeKernel, LowPrecision::kNative);
+  r.Register("reshape_grad", ReshapeGradKernel, LowPrecision::kNative);
+  r.Register("transpose", TransposeKernel, LowPrecision::kNative);
+  r.Register("slice", SliceKernel, LowPrecision::kNative);
+  r.Register("slice_grad", SliceGradKernel, LowPrecision::kNative);
+  r.Register("split", SplitKernel, LowPrecision::kNative);
+  r.Register("concat", ConcatKernel, LowPrecision::kNative);
+  r.Register("flat_concat", FlatConcatKernel, LowPrecision::kNative);
+  r.Register("flat_split", FlatSplitKernel, LowPrecision::kNative);
+  r.Register("concat_grad", ConcatGradKernel, LowPrecision::kNative);
 }
 
 }  // namespace loom

@@ -2,6 +2,9 @@
 // c_softmax_with_cross_entropy (on one rank), and their gradients (host
 // side). Labels are checked as on the CPU (kernels/cpu/softmax.cc), which
 // waits for the stream once per op: the error has to reach the host.
+// Softmax runs on fp32, bf16 and fp16; the cross entropies stay fp32-only
+// (kWidened): AMP keeps the loss in fp32, and their schemas want fp32
+// logits.
 #include "executor/kernels/cuda/cuda_kernel_helpers.h"
 #include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
 #include "framework/ops/op_helpers.h"
@@ -23,21 +26,25 @@ StatusOr<AxisSplit> SplitAtAxis(const KernelContext& ctx, const Shape& x) {
 
 Status SoftmaxKernel(const KernelContext& ctx) {
   const Tensor& x = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&x, out}));
   LOOM_ASSIGN_OR_RETURN(AxisSplit d, SplitAtAxis(ctx, x.shape()));
   const bool causal = ctx.Attr<bool>("causal");
   // Causal rows run over the last dim of [..., Sq, Sk] (inner == 1).
   const int64_t sq = causal ? x.shape()[x.shape().size() - 2] : 1;
-  cuda::LaunchSoftmax(x.data<float>(), ctx.Output("Out")->data<float>(), d.outer, d.n, d.inner,
-                      causal, sq, NativeStream(ctx));
+  cuda::LaunchSoftmax(t, x.raw_data(), out->raw_data(), d.outer, d.n, d.inner, causal, sq,
+                      NativeStream(ctx));
   return LastLaunchStatus("softmax");
 }
 
 Status SoftmaxGradKernel(const KernelContext& ctx) {
   const Tensor& out = ctx.Input("Out");
+  const Tensor& dout = ctx.Input("Out@GRAD");
+  Tensor* dx = ctx.Output("X@GRAD");
+  LOOM_ASSIGN_OR_RETURN(cuda::FloatType t, FloatTypeOf(ctx, {&out, &dout, dx}));
   LOOM_ASSIGN_OR_RETURN(AxisSplit d, SplitAtAxis(ctx, out.shape()));
-  cuda::LaunchSoftmaxGrad(out.data<float>(), ctx.Input("Out@GRAD").data<float>(),
-                          ctx.Output("X@GRAD")->data<float>(), d.outer, d.n, d.inner,
-                          NativeStream(ctx));
+  cuda::LaunchSoftmaxGrad(t, out.raw_data(), dout.raw_data(), dx->raw_data(), d.outer, d.n,
+                          d.inner, NativeStream(ctx));
   return LastLaunchStatus("softmax_grad");
 }
 
@@ -113,8 +120,8 @@ Status CheckLabels(const KernelContext& ctx, const Tensor& label, int64_t classe
 
 void RegisterSoftmaxCudaKernels() {
   auto& r = KernelRegistry::Cuda();
-  r.Register("softmax", SoftmaxKernel);
-  r.Register("softmax_grad", SoftmaxGradKernel);
+  r.Register("softmax", SoftmaxKernel, LowPrecision::kNative);
+  r.Register("softmax_grad", SoftmaxGradKernel, LowPrecision::kNative);
   r.Register("softmax_with_cross_entropy", CrossEntropyKernel);
   r.Register("softmax_with_cross_entropy_grad", CrossEntropyGradKernel);
   r.Register("c_softmax_with_cross_entropy", CShardCrossEntropyKernel);

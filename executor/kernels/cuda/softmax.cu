@@ -1,10 +1,13 @@
 // CUDA kernels for softmax and the cross entropies, and their gradients
 // (kernels/cpu/softmax.cc). A row along the last axis gets a block, with
 // sums in double over a fixed tree; a row strided by inner > 1 gets a
-// thread that walks it in order, as the CPU does.
+// thread that walks it in order, as the CPU does. Softmax is a template
+// over the storage type T (dtype_access.cuh); the cross entropies are
+// fp32 only (AMP keeps the loss in fp32).
 #include <cmath>
+#include <type_traits>
 
-#include "executor/kernels/cuda/launchers.h"
+#include "executor/kernels/cuda/dtype_access.cuh"
 
 namespace loom {
 namespace cuda {
@@ -44,74 +47,87 @@ __device__ int64_t Visible(bool causal, int64_t row, int64_t n, int64_t sq) {
   return min(n, q + (n - sq) + 1);
 }
 
-__global__ void SoftmaxRowKernel(const float* x, float* y, int64_t rows, int64_t n, bool causal,
+template <typename T>
+__global__ void SoftmaxRowKernel(const T* x, T* y, int64_t rows, int64_t n, bool causal,
                                  int64_t sq) {
   __shared__ double sums[kBlock];
   __shared__ float maxes[kBlock];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
     const int64_t visible = Visible(causal, r, n, sq);
     float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) mx = fmaxf(mx, Load(xr, j));
     mx = BlockMax(mx, maxes);
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += expf(xr[j] - mx);
+    for (int64_t j = threadIdx.x; j < visible; j += blockDim.x) sum += expf(Load(xr, j) - mx);
     const float inv = static_cast<float>(1.0 / BlockSum(sum, sums));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      yr[j] = j < visible ? expf(xr[j] - mx) * inv : 0.0f;
+      Store(yr, j, j < visible ? expf(Load(xr, j) - mx) * inv : 0.0f);
     }
   }
 }
 
 // Rows strided by inner: one thread each (never causal).
-__global__ void SoftmaxColumnKernel(const float* x, float* y, int64_t outer, int64_t n,
-                                    int64_t inner) {
+template <typename T>
+__global__ void SoftmaxColumnKernel(const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   LOOM_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, i = c - o * inner;
-    const float* xr = x + o * n * inner + i;
-    float* yr = y + o * n * inner + i;
-    float mx = xr[0];
-    for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, xr[j * inner]);
+    const T* xr = x + o * n * inner + i;
+    T* yr = y + o * n * inner + i;
+    float mx = Load(xr, 0);
+    for (int64_t j = 1; j < n; ++j) mx = fmaxf(mx, Load(xr, j * inner));
     double sum = 0.0;
     for (int64_t j = 0; j < n; ++j) {
-      const float e = expf(xr[j * inner] - mx);
-      yr[j * inner] = e;
+      const float e = expf(Load(xr, j * inner) - mx);
+      // fp32 keeps the exponentials in Y until they are scaled; a 16-bit Y
+      // would round them twice, so they are made again below (the same
+      // floats: expf of the same argument).
+      if constexpr (std::is_same_v<T, float>) yr[j * inner] = e;
       sum += e;
     }
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n; ++j) yr[j * inner] *= inv;
+    for (int64_t j = 0; j < n; ++j) {
+      if constexpr (std::is_same_v<T, float>) {
+        yr[j * inner] *= inv;
+      } else {
+        Store(yr, j * inner, expf(Load(xr, j * inner) - mx) * inv);
+      }
+    }
   }
 }
 
 // dX = Out * (dOut - sum(dOut * Out)).
-__global__ void SoftmaxGradRowKernel(const float* y, const float* dy, float* dx, int64_t rows,
-                                     int64_t n) {
+template <typename T>
+__global__ void SoftmaxGradRowKernel(const T* y, const T* dy, T* dx, int64_t rows, int64_t n) {
   __shared__ double sums[kBlock];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * n;
     double dot = 0.0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      dot += double{dy[base + j]} * y[base + j];
+      dot += double{Load(dy, base + j)} * Load(y, base + j);
     }
     const float fdot = static_cast<float>(BlockSum(dot, sums));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      dx[base + j] = y[base + j] * (dy[base + j] - fdot);
+      Store(dx, base + j, Load(y, base + j) * (Load(dy, base + j) - fdot));
     }
   }
 }
 
-__global__ void SoftmaxGradColumnKernel(const float* y, const float* dy, float* dx, int64_t outer,
-                                        int64_t n, int64_t inner) {
+template <typename T>
+__global__ void SoftmaxGradColumnKernel(const T* y, const T* dy, T* dx, int64_t outer, int64_t n,
+                                        int64_t inner) {
   LOOM_GRID_STRIDE(c, outer * inner) {
     const int64_t o = c / inner, i = c - o * inner;
     const int64_t base = o * n * inner + i;
     double dot = 0.0;
-    for (int64_t j = 0; j < n; ++j) dot += double{dy[base + j * inner]} * y[base + j * inner];
+    for (int64_t j = 0; j < n; ++j) {
+      dot += double{Load(dy, base + j * inner)} * Load(y, base + j * inner);
+    }
     const float fdot = static_cast<float>(dot);
     for (int64_t j = 0; j < n; ++j) {
       const int64_t k = base + j * inner;
-      dx[k] = y[k] * (dy[k] - fdot);
+      Store(dx, k, Load(y, k) * (Load(dy, k) - fdot));
     }
   }
 }
@@ -210,24 +226,36 @@ __global__ void ShardFinishKernel(const float* logits, const int64_t* label, con
 
 }  // namespace
 
-void LaunchSoftmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool causal,
-                   int64_t sq, cudaStream_t s) {
+void LaunchSoftmax(FloatType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
+                   bool causal, int64_t sq, cudaStream_t s) {
   if (outer * n * inner <= 0) return;
-  if (inner == 1) {
-    SoftmaxRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(x, y, outer, n, causal, sq);
-  } else {
-    SoftmaxColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(x, y, outer, n, inner);
-  }
+  WithStorageType(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = static_cast<const T*>(x);
+    T* py = static_cast<T*>(y);
+    if (inner == 1) {
+      SoftmaxRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(px, py, outer, n, causal, sq);
+    } else {
+      SoftmaxColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(px, py, outer, n, inner);
+    }
+  });
 }
 
-void LaunchSoftmaxGrad(const float* y, const float* dy, float* dx, int64_t outer, int64_t n,
-                       int64_t inner, cudaStream_t s) {
+void LaunchSoftmaxGrad(FloatType t, const void* y, const void* dy, void* dx, int64_t outer,
+                       int64_t n, int64_t inner, cudaStream_t s) {
   if (outer * n * inner <= 0) return;
-  if (inner == 1) {
-    SoftmaxGradRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(y, dy, dx, outer, n);
-  } else {
-    SoftmaxGradColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(y, dy, dx, outer, n, inner);
-  }
+  WithStorageType(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* py = static_cast<const T*>(y);
+    const T* pdy = static_cast<const T*>(dy);
+    T* pdx = static_cast<T*>(dx);
+    if (inner == 1) {
+      SoftmaxGradRowKernel<<<GridFor(outer, 1), kBlock, 0, s>>>(py, pdy, pdx, outer, n);
+    } else {
+      SoftmaxGradColumnKernel<<<GridFor(outer * inner), kBlock, 0, s>>>(py, pdy, pdx, outer, n,
+                                                                          inner);
+    }
+  });
 }
 
 void LaunchCrossEntropy(const float* logits, const int64_t* label, float* softmax, float* loss,
