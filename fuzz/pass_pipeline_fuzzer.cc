@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!program.ok()) return 0;
   loom::PassManager pm;
   if (!pm.AddPipeline(input.substr(0, newline)).ok()) return 0;
-  loom::PassContext ctx(loom::MakeStrategy(1, 2, 2, 2, "1F1B"), 0, std::move(program).value());
+  loom::PassContext ctx(loom::ParallelLayout{1, 2, 2}, 0, std::move(program).value());
   (void)pm.Run(ctx);
   return 0;
 }

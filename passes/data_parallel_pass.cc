@@ -10,9 +10,10 @@
 // micro-batch, on the accumulated sum. With VPP, buckets stay within one
 // model chunk.
 //
-// The bucket size is dp.bucket_size_bytes (or the pass's bucket-bytes
-// option) where given; else the cost model's (cost_model/bucket_size.h):
-// the smallest size at which the dp group's all-reduce reaches 90% of its
+// The bucket size is the bucket-bytes option where given (the planner
+// writes dp.bucket_size_bytes, or 1 with dp_bucketing off: one all-reduce
+// per gradient); else the cost model's (cost_model/bucket_size.h): the
+// smallest size at which the dp group's all-reduce reaches 90% of its
 // link's bandwidth, at most a quarter of the rank's gradients.
 #include <map>
 #include <set>
@@ -40,21 +41,29 @@ std::map<std::string, std::string> UpdateClasses(const Block& block) {
   return cls;
 }
 
+struct DataParallelOptions {
+  int64_t degree = 1;
+  int64_t bucket_bytes = 0;  // 0: the cost model's
+  // The sharding pass runs next: every bucket a flat buffer of one kind of
+  // update.
+  bool for_sharding = false;
+};
+
 class DataParallelPass : public Pass {
  public:
-  DataParallelPass(int64_t degree, int64_t bucket_bytes)
-      : degree_(degree), bucket_bytes_(bucket_bytes) {}
+  explicit DataParallelPass(const DataParallelOptions& options)
+      : degree_(options.degree),
+        bucket_bytes_(options.bucket_bytes),
+        for_sharding_(options.for_sharding) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
   int64_t degree_, bucket_bytes_;
+  bool for_sharding_;
 };
 
 StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
-  if (degree_ <= 0) degree_ = ctx.dp_degree();
-  if (bucket_bytes_ <= 0) bucket_bytes_ = ctx.dp_bucket_bytes();
-  if (!ctx.strategy().passes().dp_bucketing()) bucket_bytes_ = 1;
-  ctx.resolved().set_dp_degree(static_cast<int32_t>(degree_));
+  ctx.ResolveDpDegree(static_cast<int>(degree_));
   if (degree_ == 1) {
     ctx.resolved().set_dp_bucket_bytes(bucket_bytes_);
     return false;
@@ -84,9 +93,8 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   // sharding one kind of update (type and attributes: AdamW decays
   // matrices, not vectors), since each rank updates its shard of a bucket
   // with one op.
-  const bool sharding = ctx.strategy().sharding().stage() > 0;
   const std::map<std::string, std::string> update_class =
-      sharding ? UpdateClasses(block) : std::map<std::string, std::string>();
+      for_sharding_ ? UpdateClasses(block) : std::map<std::string, std::string>();
   std::set<std::string> shared;  // gradients all-reduced across stages
   for (const Op* op : block.ops()) {
     if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kSharedParamRing) {
@@ -109,7 +117,7 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
   // or unpacking copy.
   auto flush = [&](Bucket& bucket) -> Status {
     const std::vector<std::string>& grads = bucket.grads;
-    if (grads.size() > 1 || sharding) {
+    if (grads.size() > 1 || for_sharding_) {
       const std::string buffer = StrCat("dp.bucket", buckets, "@GRAD");
       int64_t offset = 0;
       for (const std::string& g : grads) {
@@ -155,9 +163,10 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
       // (a tied parameter's) has a bucket of its own, laid out alike on
       // every stage that holds it, so that each rank's shard of it is the
       // same elements there.
+      const bool alone = for_sharding_ && shared.count(pg.grad()) > 0;
       Bucket& bucket = open[StrCat(DataTypeName(g->dtype()), "|",
                                    cls == update_class.end() ? "" : cls->second,
-                                   sharding && shared.count(pg.grad()) ? "|" + pg.grad() : "")];
+                                   alone ? "|" + pg.grad() : "")];
       bucket.grads.push_back(pg.grad());
       bucket.bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
       bucket.last = op;
@@ -173,26 +182,18 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo DataParallelPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
-      "shards the batch over dp ranks and averages gradients with bucketed "
-      "all-reduces issued as soon as each bucket is complete";
-  info.options = {{"degree", "", "dp ranks (default: dp.degree)"},
-                  {"bucket-bytes", "", "bucket size (default: dp.bucket_size_bytes, else the cost model's)"}};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    int64_t degree = 0, bytes = 0;
-    if (o.Has("degree")) {
-      LOOM_ASSIGN_OR_RETURN(degree, o.GetInt("degree"));
-    }
-    if (o.Has("bucket-bytes")) {
-      LOOM_ASSIGN_OR_RETURN(bytes, o.GetInt("bucket-bytes"));
-    }
-    if (o.Has("degree") && degree < 1) {
-      return InvalidArgument("pass data-parallel: degree must be at least 1");
-    }
-    return std::unique_ptr<Pass>(new DataParallelPass(degree, bytes));
-  };
+  using O = DataParallelOptions;
+  PassInfo info = PassInfoOf<DataParallelPass, O>(
+      kPassName,
+      "shards the batch over dp ranks and averages gradients with bucketed all-reduces issued as "
+      "soon as each bucket is complete");
+  info.options = {
+      IntOption(&O::degree, "degree", "dp ranks", 1, kMaxPassDegree),
+      IntOption(&O::bucket_bytes, "bucket-bytes",
+                "bucket size (0: the cost model's; 1: one all-reduce per gradient)", 0),
+      BoolOption(&O::for_sharding, "for-sharding",
+                 "lay buckets out for the sharding pass: each a flat buffer of one kind of "
+                 "update")};
   return info;
 }
 

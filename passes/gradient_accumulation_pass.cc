@@ -14,9 +14,14 @@ namespace {
 
 constexpr const char* kPassName = "gradient-accumulation";
 
+struct GradientAccumulationOptions {
+  int64_t steps = 1;
+};
+
 class GradientAccumulationPass : public Pass {
  public:
-  explicit GradientAccumulationPass(int64_t steps) : steps_(steps) {}
+  explicit GradientAccumulationPass(const GradientAccumulationOptions& options)
+      : steps_(options.steps) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
@@ -24,7 +29,6 @@ class GradientAccumulationPass : public Pass {
 };
 
 StatusOr<bool> GradientAccumulationPass::Run(PassContext& ctx) {
-  if (steps_ <= 0) steps_ = ctx.micro_batches();
   ctx.resolved().set_micro_batches(static_cast<int32_t>(steps_));
   if (steps_ == 1) return false;
   Block& block = ctx.program().global_block();
@@ -107,20 +111,12 @@ StatusOr<bool> GradientAccumulationPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo GradientAccumulationPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
-      "splits the batch into micro-batches and accumulates gradients into "
-      "persistable buffers the optimizer reads";
-  info.options = {{"steps", "", "micro-batches (default: pipeline.micro_batches)"}};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    int64_t steps = 0;
-    if (o.Has("steps")) {
-      LOOM_ASSIGN_OR_RETURN(steps, o.GetInt("steps"));
-      if (steps < 1) return InvalidArgument("pass gradient-accumulation: steps must be at least 1");
-    }
-    return std::unique_ptr<Pass>(new GradientAccumulationPass(steps));
-  };
+  using O = GradientAccumulationOptions;
+  PassInfo info = PassInfoOf<GradientAccumulationPass, O>(
+      kPassName,
+      "splits the batch into micro-batches and accumulates gradients into persistable buffers "
+      "the optimizer reads");
+  info.options = {IntOption(&O::steps, "steps", "micro-batches a step", 1, kMaxWorldSize)};
   return info;
 }
 

@@ -73,13 +73,8 @@ StatusOr<bool> JobSplitPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo JobSplitPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary = "splits the rank's program into one program per job type and chunk";
-  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
-    return std::unique_ptr<Pass>(new JobSplitPass());
-  };
-  return info;
+  return PassInfoOf<JobSplitPass>(
+      kPassName, "splits the rank's program into one program per job type and chunk");
 }
 
 }  // namespace loom

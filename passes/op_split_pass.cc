@@ -110,17 +110,17 @@ struct SplitTiming {
   double saving = 0;
 };
 
-// Of this rank's forwards, how many the schedule runs whole (not part by
+// Of this rank's forwards, how many `schedule` runs whole (not part by
 // part beside a backward), and how many there are.
-StatusOr<std::pair<int, int>> WholeForwards(const PassContext& ctx) {
-  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule, FindSchedule(ctx.schedule_mode()));
+StatusOr<std::pair<int, int>> WholeForwards(const PassContext& ctx, const ScheduleInfo& schedule,
+                                            int max_in_flight) {
   const int m = ctx.micro_batches() * std::max(1, ctx.vpp_degree());
-  if (!schedule->splits_jobs) return std::make_pair(m, m);
+  if (!schedule.splits_jobs) return std::make_pair(m, m);
   ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()), ctx.micro_batches(),
                         std::max(1, ctx.vpp_degree())};
-  params.max_in_flight = ctx.strategy().pipeline().max_in_flight();
+  params.max_in_flight = max_in_flight;
   params.forward_cuts = params.backward_cuts = {1};  // any cut: only whole-or-not matters
-  LOOM_ASSIGN_OR_RETURN(std::vector<Job> jobs, schedule->fn(params));
+  LOOM_ASSIGN_OR_RETURN(std::vector<Job> jobs, schedule.fn(params));
   int whole = 0;
   for (const Job& j : jobs) whole += j.type == JobType::kForward && j.whole();
   return std::make_pair(whole, m);
@@ -160,9 +160,22 @@ proto::OpDesc WithRowsAndOut(proto::OpDesc d, const std::string& slot, const std
   return d;
 }
 
+struct OpSplitOptions {
+  int64_t parts = 0;  // 0: by cost
+  int64_t max_parts = 16;
+  // The schedule the plan runs and its cap, which say in which forwards
+  // an all-reduce is exposed (the schedule pass runs later).
+  const ScheduleInfo* schedule = DefaultSchedule();
+  int64_t max_in_flight = 0;
+};
+
 class OpSplitPass : public Pass {
  public:
-  OpSplitPass(int64_t parts, int64_t max_parts) : parts_(parts), max_parts_(max_parts) {}
+  explicit OpSplitPass(const OpSplitOptions& options)
+      : parts_(options.parts),
+        max_parts_(options.max_parts),
+        schedule_(options.schedule),
+        max_in_flight_(static_cast<int>(options.max_in_flight)) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
@@ -176,6 +189,8 @@ class OpSplitPass : public Pass {
 
   int64_t parts_;
   int64_t max_parts_;
+  const ScheduleInfo* schedule_;
+  int max_in_flight_;
   const OpCostEstimator* ops_ = nullptr;
   const CommModel* comm_ = nullptr;
   std::vector<int> mp_group_;
@@ -291,15 +306,17 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   // Without a cluster the local preset prices the ops, by roofline.
   LOOM_ASSIGN_OR_RETURN(ops_, ctx.CostModelOrLocal());
   LOOM_ASSIGN_OR_RETURN(comm_, ctx.CommModelOrLocal());
+  ctx.resolved().set_op_split(true);
+  ctx.resolved().set_op_split_parts(static_cast<int32_t>(parts_));
   mp_group_ = RingMembers(ctx.layout(), ctx.rank(), kMpRing);
   if (mp_group_.size() < 2) {
     ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel all-reduce to hide");
     return false;
   }
-  LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx));
+  LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx, *schedule_, max_in_flight_));
   exposed_share_ = static_cast<double>(whole_forwards.first) / whole_forwards.second;
   if (whole_forwards.first < whole_forwards.second) {
-    ctx.Explain(kPassName, StrCat(ctx.schedule_mode(), " runs ", whole_forwards.first, " of this "
+    ctx.Explain(kPassName, StrCat(schedule_->name, " runs ", whole_forwards.first, " of this "
                                   "stage's ", whole_forwards.second, " forwards whole; the others "
                                   "beside a backward that hides their all-reduces already"));
   }
@@ -347,26 +364,26 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo OpSplitPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
+  using O = OpSplitOptions;
+  PassInfo info = PassInfoOf<OpSplitPass, O>(
+      kPassName,
       "splits a forward matmul or embedding into row parts, each with its own tensor-parallel "
-      "all-reduce, so that the all-reduces overlap the compute; parts chosen by cost";
+      "all-reduce, so that the all-reduces overlap the compute; parts chosen by cost");
   info.options = {
-      {"parts", "0", "split every candidate into this many parts (0: choose by cost)"},
-      {"max-parts", "16", "the most parts the cost search tries"}};
+      IntOption(&O::parts, "parts", "split every candidate into this many parts (0: by cost)", 0,
+                1024),
+      IntOption(&O::max_parts, "max-parts", "the most parts the cost search tries", 2, 1024),
+      EnumOption(&O::schedule, "schedule", "the pipeline schedule the plan runs",
+                 ScheduleChoices()),
+      IntOption(&O::max_in_flight, "max-in-flight", "that schedule's max-in-flight", 0,
+                kMaxWorldSize)};
+  info.check = OptionsCheck<O>([](const O& o) -> Status {
+    if (o.parts == 1) {
+      return InvalidArgument("option parts: expected 0 (by cost) or 2..1024, got 1");
+    }
+    return Status::OK();
+  });
   info.requires_passes = {"tensor-parallel"};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    LOOM_ASSIGN_OR_RETURN(int64_t parts, o.GetInt("parts"));
-    LOOM_ASSIGN_OR_RETURN(int64_t max_parts, o.GetInt("max-parts"));
-    if (parts < 0 || parts == 1 || parts > 1024) {
-      return InvalidArgument("op-split: parts must be 0 (by cost) or 2..1024, got ", parts);
-    }
-    if (max_parts < 2 || max_parts > 1024) {
-      return InvalidArgument("op-split: max-parts must be 2..1024, got ", max_parts);
-    }
-    return std::unique_ptr<Pass>(new OpSplitPass(parts, max_parts));
-  };
   return info;
 }
 

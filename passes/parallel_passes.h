@@ -2,7 +2,13 @@
 #ifndef LOOM_PASSES_PARALLEL_PASSES_H_
 #define LOOM_PASSES_PARALLEL_PASSES_H_
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "passes/pass.h"
+#include "passes/strategy.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 
@@ -15,6 +21,12 @@ PassInfo ShardingPassInfo();
 PassInfo SplitBackwardPassInfo();
 PassInfo JobSplitPassInfo();
 PassInfo SchedulePassInfo();
+
+// The largest degree a pass option takes (the most ranks Loom plans).
+inline constexpr int64_t kMaxPassDegree = kMaxWorldSize;
+
+// Every schedule by name, for options that name one (EnumOption).
+std::vector<std::pair<std::string, const ScheduleInfo*>> ScheduleChoices();
 
 // Divides dim 0 of every data var by `parts` and re-infers shapes; the
 // error names `field` (the strategy field that asked for it) and the var.

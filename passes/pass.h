@@ -1,23 +1,27 @@
-// The pass interface, its options and the context every pass works on.
+// The pass interface, its registry entry and the context every pass works
+// on.
 //
-// A pass has one job. It reads the Strategy and the rank's coordinates from
-// the PassContext, edits the rank's program (or, late in the pipeline, the
-// rank's plan), and reports whether it changed anything. Printing, timing,
-// verification and dumps are the PassManager's, never the pass's.
+// A pass has one job. It takes what it needs as its options (a typed
+// struct, pass_options.h), reads what earlier passes resolved and the
+// rank's coordinates from the PassContext, edits the rank's program (or,
+// late in the pipeline, the rank's plan), and reports whether it changed
+// anything. Printing, timing, verification and dumps are the
+// PassManager's, never the pass's.
 #ifndef LOOM_PASSES_PASS_H_
 #define LOOM_PASSES_PASS_H_
 
+#include <any>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cost_model/comm_model.h"
 #include "cost_model/op_cost_model.h"
 #include "framework/program.h"
-#include "passes/strategy.h"
-#include "passes/strategy.pb.h"
+#include "passes/pass_options.h"
 #include "scheduler/plan.h"
 
 namespace loom {
@@ -33,34 +37,43 @@ struct WorkingPlan {
 
 // What a pass works on: one rank's program and plan.
 //
-// The strategy is read-only. A pass whose options override it (or that
-// reads a value from it) records the value it used in resolved(), which
-// the rank's plan carries; later passes read resolved values through the
-// accessors below, which fall back to the strategy.
+// Every value a pass uses arrives as one of its options. What a pass
+// resolves (degrees, micro-batches, the schedule, bucket sizes, sharding)
+// it records in resolved(), which later passes read and the rank's plan
+// carries.
 class PassContext {
  public:
-  // `startup` initializes the parameters and optimizer state of `program`;
-  // passes that reshape parameters rewrite both.
-  PassContext(proto::Strategy strategy, int rank, Program program,
+  // Rank `rank` of the grid `layout` (the degrees the ranks are numbered
+  // by, until passes resolve others). `startup` initializes the parameters
+  // and optimizer state of `program`; passes that reshape parameters
+  // rewrite both.
+  PassContext(const ParallelLayout& layout, int rank, Program program,
               Program startup = Program());
 
-  const proto::Strategy& strategy() const { return strategy_; }
   const proto::ResolvedStrategy& resolved() const { return resolved_; }
+  // For the fields other than the degrees, which go through Resolve*
+  // below so that the layout follows them.
   proto::ResolvedStrategy& resolved() { return resolved_; }
 
-  // Resolved by an earlier pass, else the strategy's.
-  int dp_degree() const;
-  int mp_degree() const;
-  int pp_degree() const;
+  // A pass that resolves a degree moves the layout, and the rank's
+  // coordinates, with it: later passes plan for the layout it resolved.
+  void ResolveDpDegree(int degree);
+  void ResolveMpDegree(int degree);
+  void ResolvePpDegree(int degree);
+  // Ranks sharing one ZeRO state (sharding pass); below the dp degree it
+  // is hybrid sharding (ParallelLayout::sharding).
+  void ResolveShardingDegree(int degree);
+
+  // The layout as resolved so far, kept rather than rebuilt on each call.
+  const ParallelLayout& layout() const { return layout_; }
+  int dp_degree() const { return layout_.dp; }
+  int mp_degree() const { return layout_.mp; }
+  int pp_degree() const { return layout_.pp; }
+  // As pipeline-split / gradient-accumulation resolved them, else 1.
   int vpp_degree() const;
   int micro_batches() const;
-  std::string schedule_mode() const;
-  int64_t dp_bucket_bytes() const;
-  // From the degrees above: a pass that resolves a degree moves the rank's
-  // coordinates with it, as the layout it plans for.
-  ParallelLayout layout() const;
   int rank() const { return rank_; }
-  RankCoords coords() const { return layout().Coords(rank_); }
+  const RankCoords& coords() const { return coords_; }
 
   // What ops cost on the cluster the plan is for, for passes that choose
   // by cost (pipeline-split balances its cut with it); null: passes fall
@@ -102,44 +115,21 @@ class PassContext {
   const std::vector<std::string>& remarks() const { return remarks_; }
 
  private:
+  void SetLayout(const ParallelLayout& layout);
+
   const OpCostEstimator* cost_model_ = nullptr;
   const CommModel* comm_model_ = nullptr;
   std::shared_ptr<const OpCostEstimator> local_cost_model_;
   std::shared_ptr<const CommModel> local_comm_model_;
-  const proto::Strategy strategy_;
   proto::ResolvedStrategy resolved_;
+  ParallelLayout layout_;
+  RankCoords coords_;
   int rank_;
   Program program_;
   Program startup_;
   WorkingPlan plan_;
   std::vector<std::string> history_;
   std::vector<std::string> remarks_;
-};
-
-struct PassOptionSpec {
-  std::string name;
-  std::string default_value;  // "" for options with no default
-  std::string help;
-};
-
-// A pass's options as parsed from "name{key=value,...}", with the
-// defaults of its spec filled in. Typed reads fail with a message naming the
-// pass and option.
-class PassOptions {
- public:
-  PassOptions() = default;
-  PassOptions(std::string pass, std::map<std::string, std::string> values)
-      : pass_(std::move(pass)), values_(std::move(values)) {}
-
-  bool Has(const std::string& key) const { return values_.count(key) > 0; }
-  StatusOr<int64_t> GetInt(const std::string& key) const;
-  StatusOr<bool> GetBool(const std::string& key) const;
-  StatusOr<std::string> GetString(const std::string& key) const;
-  const std::map<std::string, std::string>& values() const { return values_; }
-
- private:
-  std::string pass_;
-  std::map<std::string, std::string> values_;
 };
 
 class Pass {
@@ -150,16 +140,52 @@ class Pass {
 };
 
 // One entry of the pass registry: everything the CLI, the pipeline parser
-// and --help need to know about a pass.
+// and --help need to know about a pass. PassInfoOf below fills in
+// `defaults` and `create` from the pass's class and options struct.
 struct PassInfo {
   std::string name;     // as written in pipelines: "tensor-parallel"
   std::string summary;  // one line
-  std::vector<PassOptionSpec> options;
+  // Each field of the options struct, in the order `loom passes' lists them.
+  std::vector<PassOption> options;
   // Passes that must have run before this one / may not run with it.
   std::vector<std::string> requires_passes;
   std::vector<std::string> conflicts;
-  std::function<StatusOr<std::unique_ptr<Pass>>(const PassOptions&)> create;
+  // The options struct as constructed: every option at its default.
+  // Empty for a pass without options.
+  std::any defaults;
+  // Checks across options, after each was parsed; optional. The error
+  // names the option; the parser adds the pass.
+  std::function<Status(const std::any& options)> check;
+  // The pass, given options of the defaults' type.
+  std::function<std::unique_ptr<Pass>(const std::any& options)> create;
 };
+
+// The options of a pass that takes none.
+struct NoPassOptions {};
+
+// A PassInfo for pass class P, constructed from `const O&` (or, for a
+// pass without options, from nothing).
+template <typename P, typename O = NoPassOptions>
+PassInfo PassInfoOf(std::string name, std::string summary) {
+  PassInfo info;
+  info.name = std::move(name);
+  info.summary = std::move(summary);
+  if constexpr (std::is_same_v<O, NoPassOptions>) {
+    info.create = [](const std::any&) -> std::unique_ptr<Pass> { return std::make_unique<P>(); };
+  } else {
+    info.defaults = O();
+    info.create = [](const std::any& options) -> std::unique_ptr<Pass> {
+      return std::make_unique<P>(std::any_cast<const O&>(options));
+    };
+  }
+  return info;
+}
+
+// PassInfo::check from a check of the typed struct.
+template <typename O>
+std::function<Status(const std::any&)> OptionsCheck(std::function<Status(const O&)> check) {
+  return [check](const std::any& options) { return check(std::any_cast<const O&>(options)); };
+}
 
 }  // namespace loom
 

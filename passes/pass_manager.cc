@@ -10,89 +10,16 @@
 #include "framework/verifier.h"
 
 namespace loom {
-namespace {
-
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '_';
-}
-
-}  // namespace
-
-StatusOr<std::vector<PipelineEntry>> ParsePipeline(const std::string& text) {
-  std::vector<PipelineEntry> entries;
-  size_t i = 0;
-  auto error = [&](const std::string& what) {
-    return InvalidArgument("pipeline '", text, "' at character ", i + 1, ": ",
-                           what);
-  };
-  while (i < text.size()) {
-    PipelineEntry e;
-    while (i < text.size() && IsNameChar(text[i])) e.name += text[i++];
-    if (e.name.empty()) return error("expected a pass name");
-    if (i < text.size() && text[i] == '{') {
-      ++i;
-      while (true) {
-        std::string key, value;
-        while (i < text.size() && IsNameChar(text[i])) key += text[i++];
-        if (key.empty()) return error("expected an option name");
-        if (i >= text.size() || text[i] != '=') return error("expected '='");
-        ++i;
-        while (i < text.size() && text[i] != ',' && text[i] != '}') {
-          value += text[i++];
-        }
-        if (value.empty()) return error("expected a value for " + key);
-        if (e.options.count(key)) return error("option " + key + " given twice");
-        e.options[key] = value;
-        if (i >= text.size()) return error("missing '}'");
-        if (text[i++] == '}') break;
-      }
-    }
-    entries.push_back(std::move(e));
-    if (i == text.size()) break;
-    if (text[i] != ',') return error("expected ',' between passes");
-    ++i;
-    if (i == text.size()) return error("expected a pass name");
-  }
-  return entries;
-}
-
-std::string PrintPipeline(const std::vector<PipelineEntry>& entries) {
-  std::string out;
-  for (const PipelineEntry& e : entries) {
-    if (!out.empty()) out += ',';
-    out += e.name;
-    if (e.options.empty()) continue;
-    out += '{';
-    bool first = true;
-    for (const auto& [k, v] : e.options) {
-      if (!first) out += ',';
-      first = false;
-      out += k + '=' + v;
-    }
-    out += '}';
-  }
-  return out;
-}
 
 Status PassManager::AddPipeline(const std::string& text) {
-  RegisterAllPasses();
-  LOOM_ASSIGN_OR_RETURN(auto entries, ParsePipeline(text));
-  for (const PipelineEntry& e : entries) {
-    PassOptions resolved;
-    LOOM_ASSIGN_OR_RETURN(
-        auto pass, PassRegistry::Global().Create(e.name, e.options, &resolved));
-    passes_.push_back({e.name, std::move(pass)});
-    resolved_.push_back({e.name, resolved.values()});
-  }
-  for (const Entry& a : passes_) {
-    for (const std::string& c : PassRegistry::Global().Find(a.name)->conflicts) {
-      for (const Entry& b : passes_) {
-        if (b.name == c) {
-          return InvalidArgument("pass ", a.name, " conflicts with pass ", c);
-        }
-      }
-    }
+  LOOM_ASSIGN_OR_RETURN(PassPipeline pipeline, PassPipeline::Parse(text));
+  return AddPipeline(pipeline);
+}
+
+Status PassManager::AddPipeline(const PassPipeline& pipeline) {
+  LOOM_RETURN_IF_ERROR(pipeline_.Append(pipeline));
+  for (const PassPipeline::Entry& e : pipeline.entries()) {
+    passes_.push_back(e.info->create(e.options));
   }
   return Status::OK();
 }
@@ -107,36 +34,37 @@ Status VerifyContext(const PassContext& ctx) {
 }
 
 Status PassManager::Run(PassContext& ctx) {
-  for (Entry& e : passes_) {
-    if (options_.disable_passes.count(e.name)) continue;
-    const PassInfo* info = PassRegistry::Global().Find(e.name);
+  for (size_t i = 0; i < passes_.size(); ++i) {
+    const PassInfo* info = pipeline_.entries()[i].info;
+    const std::string& name = info->name;
+    if (options_.disable_passes.count(name)) continue;
     for (const std::string& req : info->requires_passes) {
       const auto& h = ctx.history();
       if (std::find(h.begin(), h.end(), req) == h.end()) {
-        return FailedPrecondition("pass ", e.name, " requires pass ", req,
+        return FailedPrecondition("pass ", name, " requires pass ", req,
                                   " to run before it");
       }
     }
-    for (auto& inst : instrumentations_) inst->BeforePass(e.name, ctx);
+    for (auto& inst : instrumentations_) inst->BeforePass(name, ctx);
     const int64_t first_new_id = ctx.program().global_block().next_op_id();
     auto start = std::chrono::steady_clock::now();
-    StatusOr<bool> changed = e.pass->Run(ctx);
+    StatusOr<bool> changed = passes_[i]->Run(ctx);
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    if (!changed.ok()) return changed.status().WithContext(e.name);
-    ctx.RecordRun(e.name);
+    if (!changed.ok()) return changed.status().WithContext(name);
+    ctx.RecordRun(name);
     // Stamp what the pass inserted, so a listing says where each op came from.
     for (Op* op : ctx.program().global_block().ops()) {
       if (op->id() >= first_new_id && op->desc().creation_pass().empty()) {
-        op->annotations().set_creation_pass(e.name);
+        op->annotations().set_creation_pass(name);
       }
     }
     if (options_.verify_each) {
       Status v = VerifyContext(ctx);
-      if (!v.ok()) return v.WithContext(StrCat("failed after ", e.name));
+      if (!v.ok()) return v.WithContext(StrCat("failed after ", name));
     }
-    for (auto& inst : instrumentations_) inst->AfterPass(e.name, ctx, *changed, ms);
+    for (auto& inst : instrumentations_) inst->AfterPass(name, ctx, *changed, ms);
   }
   for (auto& inst : instrumentations_) inst->AfterPipeline(ctx);
   return Status::OK();

@@ -11,19 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "passes/pass_pipeline.h"
 #include "passes/pass_registry.h"
 
 namespace loom {
-
-struct PipelineEntry {
-  std::string name;
-  std::map<std::string, std::string> options;
-};
-
-// "a{k=v,k2=v2},b" <-> entries. Printing is canonical (options sorted), so
-// parse(print(x)) == x and print(parse(s)) is a normal form of s.
-StatusOr<std::vector<PipelineEntry>> ParsePipeline(const std::string& text);
-std::string PrintPipeline(const std::vector<PipelineEntry>& entries);
 
 // Callbacks around every pass.
 class PassInstrumentation {
@@ -62,6 +53,9 @@ class PassManager {
   // Appends the passes of a textual pipeline; checks names, options and
   // conflicts.
   Status AddPipeline(const std::string& text);
+  // Appends passes made from a pipeline parsed before (once, for many
+  // ranks); checks conflicts with the passes already added.
+  Status AddPipeline(const PassPipeline& pipeline);
   void AddInstrumentation(std::unique_ptr<PassInstrumentation> inst) {
     instrumentations_.push_back(std::move(inst));
   }
@@ -72,16 +66,13 @@ class PassManager {
 
   // The pipeline as text, every option resolved (defaults included), so
   // that a dump records exactly how to reproduce it.
-  std::string PipelineString() const { return PrintPipeline(resolved_); }
+  std::string PipelineString() const { return pipeline_.ToString(); }
 
  private:
-  struct Entry {
-    std::string name;
-    std::unique_ptr<Pass> pass;
-  };
   PassManagerOptions options_;
-  std::vector<Entry> passes_;
-  std::vector<PipelineEntry> resolved_;
+  PassPipeline pipeline_;
+  // One for each entry of pipeline_.
+  std::vector<std::unique_ptr<Pass>> passes_;
   std::vector<std::unique_ptr<PassInstrumentation>> instrumentations_;
 };
 

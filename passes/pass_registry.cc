@@ -1,5 +1,7 @@
 #include "passes/pass_registry.h"
 
+#include <set>
+
 namespace loom {
 
 PassRegistry& PassRegistry::Global() {
@@ -8,8 +10,18 @@ PassRegistry& PassRegistry::Global() {
 }
 
 void PassRegistry::Register(PassInfo info) {
-  CHECK(passes_.count(info.name) == 0) << "pass " << info.name
-                                       << " registered twice";
+  CHECK(passes_.count(info.name) == 0) << "pass " << info.name << " registered twice";
+  CHECK(info.create) << "pass " << info.name << " has no create";
+  CHECK(info.options.empty() || info.defaults.has_value())
+      << "pass " << info.name << " declares options but no options struct";
+  std::set<std::string> names;
+  for (const PassOption& o : info.options) {
+    CHECK(names.insert(o.name()).second) << "pass " << info.name << ": option " << o.name()
+                                         << " declared twice";
+    CHECK(!o.Print(info.defaults).empty())
+        << "pass " << info.name << ": the default of option " << o.name() << " is not "
+        << o.values();
+  }
   std::string name = info.name;
   passes_.emplace(name, std::move(info));
 }
@@ -19,42 +31,17 @@ const PassInfo* PassRegistry::Find(const std::string& name) const {
   return it == passes_.end() ? nullptr : &it->second;
 }
 
+StatusOr<const PassInfo*> PassRegistry::Lookup(const std::string& name) const {
+  if (const PassInfo* info = Find(name)) return info;
+  std::string known;
+  for (const auto& [n, i] : passes_) known += (known.empty() ? "" : ", ") + n;
+  return NotFound("unknown pass '", name, "' (known: ", known, ")");
+}
+
 std::vector<const PassInfo*> PassRegistry::All() const {
   std::vector<const PassInfo*> out;
   for (const auto& [name, info] : passes_) out.push_back(&info);
   return out;
-}
-
-StatusOr<std::unique_ptr<Pass>> PassRegistry::Create(
-    const std::string& name, const std::map<std::string, std::string>& options,
-    PassOptions* resolved) const {
-  const PassInfo* info = Find(name);
-  if (info == nullptr) {
-    std::string known;
-    for (const auto& [n, i] : passes_) known += (known.empty() ? "" : ", ") + n;
-    return NotFound("unknown pass '", name, "' (known: ", known, ")");
-  }
-  std::map<std::string, std::string> values;
-  for (const PassOptionSpec& spec : info->options) {
-    if (!spec.default_value.empty()) values[spec.name] = spec.default_value;
-  }
-  for (const auto& [key, value] : options) {
-    bool known = false;
-    for (const PassOptionSpec& spec : info->options) known |= spec.name == key;
-    if (!known) {
-      std::string names;
-      for (const auto& spec : info->options) {
-        names += (names.empty() ? "" : ", ") + spec.name;
-      }
-      return InvalidArgument("pass ", name, " has no option '", key, "'",
-                             names.empty() ? " (it takes none)"
-                                           : StrCat(" (options: ", names, ")"));
-    }
-    values[key] = value;
-  }
-  PassOptions opts(name, values);
-  if (resolved != nullptr) *resolved = opts;
-  return info->create(opts);
 }
 
 }  // namespace loom

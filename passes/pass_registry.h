@@ -14,16 +14,14 @@ namespace loom {
 class PassRegistry {
  public:
   static PassRegistry& Global();
+  // Checks the entry: a new name, distinct option names, each default
+  // printable (a choice's default among its choices).
   void Register(PassInfo info);
   const PassInfo* Find(const std::string& name) const;
+  // Find, or an error naming the passes there are.
+  StatusOr<const PassInfo*> Lookup(const std::string& name) const;
   // Sorted by name.
   std::vector<const PassInfo*> All() const;
-
-  // Makes a pass from its registered name and the options written in a
-  // pipeline; unknown passes and options are errors naming them.
-  StatusOr<std::unique_ptr<Pass>> Create(
-      const std::string& name, const std::map<std::string, std::string>& options,
-      PassOptions* resolved = nullptr) const;
 
  private:
   std::map<std::string, PassInfo> passes_;
@@ -33,6 +31,9 @@ class PassRegistry {
 #define LOOM_REGISTER_PASS(info_fn) \
   ::loom::PassRegistry::Global().Register(info_fn())
 
+// The product's passes (and the ops they build); once, however often
+// called. The passes that test the pass manager are registered only by
+// RegisterTestPasses (test_passes.h).
 void RegisterAllPasses();
 
 }  // namespace loom

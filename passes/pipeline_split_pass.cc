@@ -65,10 +65,15 @@ std::vector<int> BalancedPartition(const std::vector<double>& layers, int parts,
   return starts;
 }
 
+struct PipelineSplitOptions {
+  int64_t stages = 1;
+  int64_t chunks = 1;  // VPP model chunks per stage
+};
+
 class PipelineSplitPass : public Pass {
  public:
-  PipelineSplitPass(int64_t stages, int64_t chunks)
-      : stages_(stages), chunks_(chunks) {}
+  explicit PipelineSplitPass(const PipelineSplitOptions& options)
+      : stages_(static_cast<int>(options.stages)), chunks_(static_cast<int>(options.chunks)) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
@@ -403,9 +408,7 @@ Status PipelineSplitPass::PruneStartup(PassContext& ctx) {
 }
 
 StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
-  if (stages_ <= 0) stages_ = ctx.pp_degree();
-  if (chunks_ <= 0) chunks_ = ctx.vpp_degree();
-  ctx.resolved().set_pp_degree(stages_);
+  ctx.ResolvePpDegree(stages_);
   ctx.resolved().set_vpp_degree(chunks_);
   if (stages_ * chunks_ == 1) return false;
   stage_ = ctx.coords().pp;
@@ -426,30 +429,14 @@ StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo PipelineSplitPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
-      "cuts the program into pipeline stages by balanced layer cost and keeps "
-      "the rank's stage, with send/recv at the cuts";
-  info.options = {
-      {"stages", "", "pipeline stages (default: pipeline.degree)"},
-      {"chunks", "", "VPP chunks per stage (default: pipeline.vpp_degree)"}};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    int64_t stages = 0, chunks = 0;
-    if (o.Has("stages")) {
-      LOOM_ASSIGN_OR_RETURN(stages, o.GetInt("stages"));
-    }
-    if (o.Has("chunks")) {
-      LOOM_ASSIGN_OR_RETURN(chunks, o.GetInt("chunks"));
-    }
-    if (o.Has("stages") && stages < 1) {
-      return InvalidArgument("pass pipeline-split: stages must be at least 1");
-    }
-    if (o.Has("chunks") && chunks < 1) {
-      return InvalidArgument("pass pipeline-split: chunks must be at least 1");
-    }
-    return std::unique_ptr<Pass>(new PipelineSplitPass(stages, chunks));
-  };
+  using O = PipelineSplitOptions;
+  PassInfo info = PassInfoOf<PipelineSplitPass, O>(
+      kPassName,
+      "cuts the program into pipeline stages by balanced layer cost and keeps the rank's stage, "
+      "with send/recv at the cuts");
+  info.options = {IntOption(&O::stages, "stages", "pipeline stages", 1, kMaxPassDegree),
+                  IntOption(&O::chunks, "chunks", "VPP model chunks per stage", 1,
+                            kMaxPassDegree)};
   return info;
 }
 

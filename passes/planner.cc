@@ -4,41 +4,26 @@
 #include <memory>
 
 #include "passes/amp.h"
-#include "scheduler/schedule.h"
 
 namespace loom {
-
-StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
-  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
-                        FindSchedule(strategy.pipeline().schedule_mode()));
-  std::string p =
-      "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel";
-  if (strategy.sharding().stage() > 0) p += ",sharding";
-  if (strategy.passes().op_split()) {
-    p += ",op-split";
-    const int parts = strategy.passes().op_split_parts();
-    if (parts > 0) p += StrCat("{parts=", parts, "}");
-  }
-  if (schedule->splits_backward) p += ",split-backward";
-  return p + ",job-split,schedule";
-}
-
 namespace {
 
-// PlanRank on a program the strategy's mixed precision already rewrote.
-StatusOr<RankPlan> PlanRankOfCast(const Program& main, const Program& startup,
-                                  const proto::Strategy& strategy, int rank,
-                                  const PlanOptions& options) {
-  LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy));
-  const int world = LayoutOf(strategy).world_size();
+const char* BoolText(bool b) { return b ? "true" : "false"; }
+
+// One rank of a checked strategy, by its parsed pipeline: what PlanRank and
+// PlanRanks share, so that PlanRanks checks and parses once.
+StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
+                                   const CheckedStrategy& strategy,
+                                   const PassPipeline& pipeline, int rank,
+                                   const PlanOptions& options) {
+  const int world = strategy.layout.world_size();
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank ", rank, " is outside the ", world,
                            " ranks of the strategy");
   }
-  LOOM_ASSIGN_OR_RETURN(std::string pipeline, DefaultPipeline(strategy));
   PassManager pm(options.pass_manager);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
-  PassContext ctx(strategy, rank, main.Clone(), startup.Clone());
+  PassContext ctx(strategy.layout, rank, main.Clone(), startup.Clone());
   ctx.set_cost_model(options.cost_model);
   ctx.set_comm_model(options.comm_model);
   Status s = pm.Run(ctx);
@@ -68,21 +53,63 @@ StatusOr<std::unique_ptr<Program>> CastProgram(const Program& main,
 
 }  // namespace
 
+std::string DefaultPipeline(const CheckedStrategy& checked) {
+  const proto::Strategy& s = checked.strategy;
+  const proto::PipelineStrategy& pp = s.pipeline();
+  const proto::ShardingStrategy& sharding = s.sharding();
+  const proto::PassSwitches& switches = s.passes();
+  const char* schedule = checked.schedule->name;
+  std::string p = StrCat(
+      "pipeline-split{stages=", pp.degree(), ",chunks=", pp.vpp_degree(), "}",
+      ",tensor-parallel{degree=", s.mp().degree(),
+      ",async-allreduce=", BoolText(switches.mp_async_allreduce_in_backward()), "}",
+      ",gradient-accumulation{steps=", pp.micro_batches(), "}",
+      // Bucketing off is one all-reduce per gradient: buckets of a byte.
+      ",data-parallel{degree=", s.dp().degree(),
+      ",bucket-bytes=", switches.dp_bucketing() ? s.dp().bucket_size_bytes() : 1,
+      ",for-sharding=", BoolText(sharding.stage() > 0), "}");
+  if (sharding.stage() > 0) {
+    p += StrCat(",sharding{stage=", sharding.stage(), ",degree=", sharding.degree(),
+                ",fetch-mode=", sharding.fetch_mode(),
+                ",prefetch-depth=", sharding.prefetch_depth(),
+                ",keep-gathered-bytes=", sharding.keep_gathered_bytes(), "}");
+  }
+  if (switches.op_split()) {
+    p += StrCat(",op-split{parts=", switches.op_split_parts(), ",schedule=", schedule,
+                ",max-in-flight=", pp.max_in_flight(), "}");
+  }
+  if (checked.schedule->splits_backward) p += ",split-backward";
+  return p + StrCat(",job-split,schedule{mode=", schedule, ",micro-batches=",
+                    pp.micro_batches(), ",max-in-flight=", pp.max_in_flight(), "}");
+}
+
+StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
+  return DefaultPipeline(checked);
+}
+
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
+  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline,
+                        PassPipeline::Parse(DefaultPipeline(checked)));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
-  return PlanRankOfCast(cast != nullptr ? *cast : main, startup, strategy, rank, options);
+  return PlanCheckedRank(cast != nullptr ? *cast : main, startup, checked, pipeline,
+                         rank, options);
 }
 
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
+  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline,
+                        PassPipeline::Parse(DefaultPipeline(checked)));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
   const Program& program = cast != nullptr ? *cast : main;
   Plan plan;
-  plan.layout = LayoutOf(strategy);
+  plan.layout = checked.layout;
   std::vector<int> todo = ranks;
   if (todo.empty()) {
     for (int r = 0; r < plan.layout.world_size(); ++r) todo.push_back(r);
@@ -97,7 +124,8 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     const int mp = options.share_tensor_parallel_ranks ? 0 : c.mp;
     auto it = planned.find({c.pp, mp});
     if (it == planned.end()) {
-      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanRankOfCast(program, startup, strategy, r, options));
+      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanCheckedRank(program, startup, checked,
+                                                         pipeline, r, options));
       if (plan.ranks.empty()) plan.resolved = rp.resolved;
       planned[{c.pp, mp}] = plan.ranks.size();
       plan.ranks.push_back(std::move(rp));

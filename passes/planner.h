@@ -7,14 +7,19 @@
 #include <vector>
 
 #include "passes/pass_manager.h"
+#include "passes/strategy.h"
 
 namespace loom {
 
 // pipeline-split, tensor-parallel, gradient-accumulation, data-parallel,
-// [split-backward when the schedule runs B and W jobs,] job-split, schedule.
-// Pipeline-split runs first so that tensor parallelism rewrites only the
-// rank's stage, a 1/pp share of the program (the ops it inserts take the
-// stage and chunk of the op beside them).
+// [sharding,] [op-split,] [split-backward when the schedule runs B and W
+// jobs,] job-split, schedule, with every value the passes use from the
+// strategy written as their options: the pipeline is the one channel from
+// the strategy to the passes. Pipeline-split runs first so that tensor
+// parallelism rewrites only the rank's stage, a 1/pp share of the program
+// (the ops it inserts take the stage and chunk of the op beside them).
+std::string DefaultPipeline(const CheckedStrategy& strategy);
+// Checks the strategy first.
 StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy);
 
 struct PlanOptions {
@@ -42,7 +47,8 @@ StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options = {});
 
-// Plans the listed ranks (all, when `ranks` is empty), in rank order.
+// Plans the listed ranks (all, when `ranks` is empty), in rank order. The
+// strategy is checked, and its pipeline parsed, once for all of them.
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,

@@ -1,4 +1,4 @@
-// schedule: the rank's job list, from the strategy's pipeline schedule.
+// schedule: the rank's job list, by a pipeline schedule.
 #include "framework/op_registry.h"
 #include "passes/parallel_passes.h"
 #include "scheduler/layout.h"
@@ -29,48 +29,58 @@ std::vector<int> CutsAfterMpCollectives(const Program& program) {
   return cuts;
 }
 
+struct ScheduleOptions {
+  const ScheduleInfo* mode = DefaultSchedule();
+  int64_t micro_batches = 0;  // 0: as gradient-accumulation split the batch
+  int64_t max_in_flight = 0;  // 0: as many as the schedule wants
+};
+
 class SchedulePass : public Pass {
  public:
-  SchedulePass(std::string mode, int64_t micro_batches)
-      : mode_(std::move(mode)), micro_batches_(micro_batches) {}
+  explicit SchedulePass(const ScheduleOptions& options)
+      : schedule_(options.mode),
+        micro_batches_(options.micro_batches),
+        max_in_flight_(static_cast<int>(options.max_in_flight)) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
-  std::string mode_;
+  const ScheduleInfo* schedule_;
   int64_t micro_batches_;
+  int max_in_flight_;
 };
 
 StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
-  if (mode_.empty()) mode_ = ctx.schedule_mode();
-  if (micro_batches_ <= 0) micro_batches_ = ctx.micro_batches();
+  if (micro_batches_ == 0) micro_batches_ = ctx.micro_batches();
   // Gradient accumulation scaled the loss for its micro-batch count; a
   // schedule over another count would train on a wrongly scaled gradient.
   if (ctx.resolved().has_micro_batches() && ctx.resolved().micro_batches() != micro_batches_) {
     return InvalidArgument("micro-batches=", micro_batches_, " but the batch was split into ",
                            ctx.resolved().micro_batches(), " micro-batches");
   }
-  LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule, FindSchedule(mode_));
-  ctx.resolved().set_schedule_mode(mode_);
+  const ScheduleInfo* schedule = schedule_;
+  const std::string mode = schedule->name;
+  ctx.resolved().set_schedule_mode(mode);
   ctx.resolved().set_micro_batches(static_cast<int32_t>(micro_batches_));
+  ctx.resolved().set_max_in_flight(max_in_flight_);
   WorkingPlan& plan = ctx.plan();
   const bool has_split = plan.programs.count({JobType::kBackwardB, 0}) > 0;
   if (schedule->splits_backward && !has_split) {
-    return FailedPrecondition("schedule ", mode_,
+    return FailedPrecondition("schedule ", mode,
                               " runs B and W jobs: run split-backward before job-split");
   }
   if (!schedule->splits_backward && has_split) {
-    return FailedPrecondition("schedule ", mode_,
+    return FailedPrecondition("schedule ", mode,
                               " runs whole backward jobs, but the backward was split");
   }
   ScheduleParams params{ctx.coords().pp, std::max(1, ctx.pp_degree()),
                         static_cast<int>(micro_batches_), plan.num_chunks};
-  params.max_in_flight = ctx.strategy().pipeline().max_in_flight();
+  params.max_in_flight = max_in_flight_;
   if (schedule->splits_jobs) {
     for (auto [type, cuts] : {std::make_pair(JobType::kForward, &params.forward_cuts),
                               std::make_pair(JobType::kBackward, &params.backward_cuts)}) {
       auto it = plan.programs.find({type, 0});
       if (it == plan.programs.end()) {
-        return FailedPrecondition("schedule ", mode_, " needs the ", JobTypeName(type),
+        return FailedPrecondition("schedule ", mode, " needs the ", JobTypeName(type),
                                   " program: run job-split first");
       }
       *cuts = CutsAfterMpCollectives(it->second);
@@ -82,31 +92,33 @@ StatusOr<bool> SchedulePass::Run(PassContext& ctx) {
     }
   }
   LOOM_ASSIGN_OR_RETURN(plan.jobs, schedule->fn(params));
-  ctx.Explain(kPassName, StrCat(mode_, " over ", micro_batches_,
+  ctx.Explain(kPassName, StrCat(mode, " over ", micro_batches_,
                                 " micro-batches: ", plan.jobs.size(), " jobs"));
   return true;
 }
 
 }  // namespace
 
+std::vector<std::pair<std::string, const ScheduleInfo*>> ScheduleChoices() {
+  std::vector<std::pair<std::string, const ScheduleInfo*>> choices;
+  for (const ScheduleInfo& s : Schedules()) choices.emplace_back(s.name, &s);
+  return choices;
+}
+
 PassInfo SchedulePassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary = "orders the rank's jobs by the pipeline schedule";
-  info.options = {{"mode", "", "FThenB, 1F1B, Eager1F1B, VPP, ZBH1 or 1F1B-overlap (default: pipeline.schedule_mode)"},
-                  {"micro-batches", "", "default: pipeline.micro_batches"}};
+  using O = ScheduleOptions;
+  PassInfo info =
+      PassInfoOf<SchedulePass, O>(kPassName, "orders the rank's jobs by the pipeline schedule");
+  info.options = {
+      EnumOption(&O::mode, "mode", "the pipeline schedule", ScheduleChoices()),
+      IntOption(&O::micro_batches, "micro-batches",
+                "micro-batches a step (0: as gradient-accumulation split the batch)", 0,
+                kMaxWorldSize),
+      IntOption(&O::max_in_flight, "max-in-flight",
+                "1F1B-overlap: the most micro-batches in flight on a stage (0: the "
+                "schedule's own)",
+                0, kMaxWorldSize)};
   info.requires_passes = {"job-split"};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    std::string mode;
-    int64_t mb = 0;
-    if (o.Has("mode")) {
-      LOOM_ASSIGN_OR_RETURN(mode, o.GetString("mode"));
-    }
-    if (o.Has("micro-batches")) {
-      LOOM_ASSIGN_OR_RETURN(mb, o.GetInt("micro-batches"));
-    }
-    return std::unique_ptr<Pass>(new SchedulePass(mode, mb));
-  };
   return info;
 }
 

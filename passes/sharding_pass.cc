@@ -28,10 +28,10 @@
 // run on the sharding stream (still the dp group's ring), so that traces
 // and `loom simulate` count them as sharding communication.
 //
-// sharding.fetch_mode picks how P is made whole again: an all-gather of
-// the shards, or (DeepSpeed's fetch) an all-reduce of P with every part
-// but the rank's own zeroed, both in place; "auto" takes the one the comm
-// model prices lower, bucket by bucket. Stage 3 fetches the same ways,
+// The fetch-mode option (sharding.fetch_mode) picks how P is made whole
+// again: an all-gather of the shards, or (DeepSpeed's fetch) an all-reduce
+// of P with every part but the rank's own zeroed, both in place; "auto"
+// takes the one the comm model prices lower, bucket by bucket. Stage 3 fetches the same ways,
 // before use instead of after the update.
 #include <algorithm>
 #include <cmath>
@@ -52,8 +52,17 @@ namespace {
 
 constexpr const char* kPassName = "sharding";
 
+struct ShardingOptions {
+  int64_t stage = 1;
+  int64_t degree = 0;  // ranks sharing a state; 0: the dp degree
+  std::string fetch_mode = "all_gather";
+  int64_t prefetch_depth = 1;
+  int64_t keep_gathered_bytes = 0;  // -1: all
+};
+
 class ShardingPass : public Pass {
  public:
+  explicit ShardingPass(const ShardingOptions& options) : options_(options) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
@@ -62,10 +71,11 @@ class ShardingPass : public Pass {
   // tied bucket): by all-gather or all-reduce; returns the op.
   StatusOr<Op*> FetchAfterUpdate(PassContext& ctx, Op* placed, const std::string& p_buffer,
                                  const std::string& p_shard, int64_t padded, DataType dtype);
-  // sharding.fetch_mode for a bucket of `bytes`; "auto" asks the comm
-  // model and says why.
+  // The fetch mode for a bucket of `bytes`; "auto" asks the comm model
+  // and says why.
   StatusOr<bool> FetchByAllReduce(PassContext& ctx, const std::string& bucket, int64_t bytes);
 
+  const ShardingOptions options_;
   int n_ = 1;              // ranks sharing a bucket's state
   RingId ring_ = kDpRing;  // theirs: the dp ring, or under hybrid sharding kShardingRing
   int replicas_ = 1;       // hybrid sharding: groups holding the same state
@@ -372,7 +382,7 @@ std::string Ms(double s) {
 
 StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::string& bucket,
                                               int64_t bytes) {
-  const std::string& mode = ctx.strategy().sharding().fetch_mode();
+  const std::string& mode = options_.fetch_mode;
   if (mode == "all_gather") return false;
   if (mode == "all_reduce") return true;
   LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
@@ -389,21 +399,30 @@ StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::strin
 }
 
 StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
-  const proto::ShardingStrategy& s = ctx.strategy().sharding();
-  if (s.stage() == 0) {
+  const ShardingOptions& s = options_;
+  ctx.resolved().set_sharding_stage(static_cast<int32_t>(s.stage));
+  if (s.stage == 0) {
     ctx.Explain(kPassName, "sharding.stage is 0: nothing sharded");
     return false;
   }
-  const ParallelLayout layout = ctx.layout();
-  n_ = layout.sharding > 0 ? layout.sharding : ctx.dp_degree();
-  ring_ = layout.sharding > 0 ? kShardingRing : kDpRing;
-  replicas_ = ctx.dp_degree() / n_;
-  stage_ = s.stage();
-  keep_left_ = s.keep_gathered_bytes() < 0 ? std::numeric_limits<int64_t>::max()
-                                           : s.keep_gathered_bytes();
   if (ctx.dp_degree() < 2) {
-    return InvalidArgument("sharding.stage ", s.stage(), " needs dp.degree of 2 or more");
+    return InvalidArgument("sharding.stage ", s.stage, " needs dp.degree of 2 or more");
   }
+  const int dp = ctx.dp_degree();
+  n_ = s.degree > 0 ? static_cast<int>(s.degree) : dp;
+  if (n_ < 2 || dp % n_ != 0) {
+    return InvalidArgument("sharding.degree ", n_, " must divide dp.degree (", dp,
+                           ") and be at least 2");
+  }
+  ctx.ResolveShardingDegree(n_);
+  ctx.resolved().set_sharding_fetch_mode(s.fetch_mode);
+  ctx.resolved().set_sharding_prefetch_depth(static_cast<int32_t>(s.prefetch_depth));
+  ctx.resolved().set_sharding_keep_gathered_bytes(s.keep_gathered_bytes);
+  ring_ = ctx.layout().sharding > 0 ? kShardingRing : kDpRing;
+  replicas_ = dp / n_;
+  stage_ = static_cast<int>(s.stage);
+  keep_left_ = s.keep_gathered_bytes < 0 ? std::numeric_limits<int64_t>::max()
+                                         : s.keep_gathered_bytes;
   Block& block = ctx.program().global_block();
   std::map<std::string, std::string> param_of;  // grad -> param
   std::map<std::string, Op*> update_of;         // param -> its update
@@ -456,9 +475,10 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
   std::vector<GatheredBucket> gathered;
   for (ShardingBucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
   if (!gathered.empty()) {
-    LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, ring_, s.prefetch_depth()));
+    LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, ring_,
+                                                static_cast<int>(s.prefetch_depth)));
   }
-  ctx.Explain(kPassName, StrCat("stage ", s.stage(), ": ", buckets.size(),
+  ctx.Explain(kPassName, StrCat("stage ", s.stage, ": ", buckets.size(),
                                 " buckets' optimizer state split over ", n_, " dp ranks",
                                 replicas_ > 1 ? StrCat(" and replicated ", replicas_, " times")
                                               : std::string(),
@@ -471,16 +491,34 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo ShardingPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
+  using O = ShardingOptions;
+  PassInfo info = PassInfoOf<ShardingPass, O>(
+      kPassName,
       "ZeRO stages 1-3: each dp rank updates 1/N of every gradient bucket (reduce-scatter, "
       "sharded update, all-gather, in place on flat buffers); stage 2 keeps 1/N of the "
-      "gradients, stage 3 of the parameters too (gathered before each use)";
+      "gradients, stage 3 of the parameters too (gathered before each use)");
+  info.options = {
+      IntOption(&O::stage, "stage", "the ZeRO stage (0: off)", 0, 3),
+      IntOption(&O::degree, "degree",
+                "dp ranks sharing one state, a divisor of the dp degree (0: all of them)", 0,
+                kMaxPassDegree),
+      ChoiceOption(&O::fetch_mode, "fetch-mode",
+                   "how a bucket's parameters are made whole (auto: the cheaper, by the comm "
+                   "model)",
+                   {"all_gather", "all_reduce", "auto"}),
+      IntOption(&O::prefetch_depth, "prefetch-depth",
+                "stage 3: buckets gathered ahead of the one being read", 0, kMaxWorldSize),
+      IntOption(&O::keep_gathered_bytes, "keep-gathered-bytes",
+                "stage 3: bytes of buckets kept gathered for the step (-1: all)", -1)};
+  info.check = OptionsCheck<O>([](const O& o) -> Status {
+    if (o.keep_gathered_bytes != 0 && o.stage != 3) {
+      return InvalidArgument("option keep-gathered-bytes is ", o.keep_gathered_bytes,
+                             " but stage is ", o.stage,
+                             " (only stage 3 gathers parameters before use)");
+    }
+    return Status::OK();
+  });
   info.requires_passes = {"data-parallel"};
-  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
-    return std::unique_ptr<Pass>(new ShardingPass());
-  };
   return info;
 }
 

@@ -65,13 +65,8 @@ StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo SplitBackwardPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary = "splits backward ops into input-grad (B) and weight-grad (W) halves";
-  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
-    return std::unique_ptr<Pass>(new SplitBackwardPass());
-  };
-  return info;
+  return PassInfoOf<SplitBackwardPass>(
+      kPassName, "splits backward ops into input-grad (B) and weight-grad (W) halves");
 }
 
 }  // namespace loom

@@ -94,6 +94,10 @@ Status ValidateSharding(const proto::Strategy& s) {
 }  // namespace
 
 Status ValidateStrategy(const proto::Strategy& s, int world_size) {
+  return CheckStrategy(s, world_size).status();
+}
+
+StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size) {
   auto positive = [](const char* field, int64_t v) -> Status {
     if (v >= 1) return Status::OK();
     return InvalidArgument(field, " must be at least 1, got ", v);
@@ -179,7 +183,7 @@ Status ValidateStrategy(const proto::Strategy& s, int world_size) {
   params.max_in_flight = pp.max_in_flight();
   auto jobs = schedule->fn(params);
   if (!jobs.ok()) return jobs.status();
-  return Status::OK();
+  return CheckedStrategy{s, schedule, layout};
 }
 
 proto::Strategy MakeStrategy(int dp, int mp, int pp, int micro_batches,

@@ -7,6 +7,7 @@
 #include "framework/status.h"
 #include "passes/strategy.pb.h"
 #include "scheduler/layout.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 
@@ -26,6 +27,16 @@ ParallelLayout LayoutOf(const proto::Strategy& strategy);
 inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 
 Status ValidateStrategy(const proto::Strategy& strategy, int world_size = 0);
+
+// A strategy ValidateStrategy accepted, with what checking it found: its
+// schedule and its rank grid. Planning takes this, so that however many
+// ranks it plans, the strategy is checked and its schedule looked up once.
+struct CheckedStrategy {
+  proto::Strategy strategy;
+  const ScheduleInfo* schedule = nullptr;
+  ParallelLayout layout;
+};
+StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& strategy, int world_size = 0);
 
 std::string StrategyToText(const proto::Strategy& strategy);
 

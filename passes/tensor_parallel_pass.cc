@@ -36,9 +36,15 @@ namespace {
 
 constexpr const char* kPassName = "tensor-parallel";
 
+struct TensorParallelOptions {
+  int64_t degree = 1;
+  bool async_allreduce = true;
+};
+
 class TensorParallelPass : public Pass {
  public:
-  explicit TensorParallelPass(int64_t degree) : degree_(degree) {}
+  explicit TensorParallelPass(const TensorParallelOptions& options)
+      : degree_(options.degree), async_(options.async_allreduce) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
@@ -74,7 +80,7 @@ class TensorParallelPass : public Pass {
   // A cast of a sharded parameter -> the parameter.
   std::unordered_map<std::string, std::string> cast_source_;
   int rewritten_ = 0;
-  bool async_ = true;  // passes.mp_async_allreduce_in_backward
+  bool async_ = true;  // the input gradient's all-reduce before the weight GEMM
   int views_ = 0;  // identity views inserted (f of the f/g pairs)
 };
 
@@ -265,11 +271,10 @@ Status TensorParallelPass::PlaceDropoutShard(const Block& block, Op* op,
 }
 
 StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
-  if (degree_ <= 0) degree_ = ctx.mp_degree();
-  ctx.resolved().set_mp_degree(static_cast<int32_t>(degree_));
+  ctx.ResolveMpDegree(static_cast<int>(degree_));
+  ctx.resolved().set_mp_async_allreduce(async_);
   if (degree_ == 1) return false;
   rank_ = ctx.coords().mp;
-  async_ = ctx.strategy().passes().mp_async_allreduce_in_backward();
   Block& block = ctx.program().global_block();
 
   // Shard parameters and, with them, the optimizer state of the same shape.
@@ -350,22 +355,16 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
 }  // namespace
 
 PassInfo TensorParallelPassInfo() {
-  PassInfo info;
-  info.name = kPassName;
-  info.summary =
-      "Megatron tensor parallelism: shards annotated parameters, inserts the "
-      "f/g identity and all-reduce pairs";
-  info.options = {{"degree", "", "mp ranks (default: the strategy's mp.degree)"}};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    int64_t degree = 0;
-    if (o.Has("degree")) {
-      LOOM_ASSIGN_OR_RETURN(degree, o.GetInt("degree"));
-      if (degree < 1) {
-        return InvalidArgument("pass tensor-parallel: degree must be at least 1");
-      }
-    }
-    return std::unique_ptr<Pass>(new TensorParallelPass(degree));
-  };
+  using O = TensorParallelOptions;
+  PassInfo info = PassInfoOf<TensorParallelPass, O>(
+      kPassName,
+      "Megatron tensor parallelism: shards annotated parameters, inserts the f/g identity and "
+      "all-reduce pairs");
+  info.options = {
+      IntOption(&O::degree, "degree", "mp ranks", 1, kMaxPassDegree),
+      BoolOption(&O::async_allreduce, "async-allreduce",
+                 "issue the input gradient's all-reduce before the weight gradient's GEMM, so "
+                 "that they overlap")};
   return info;
 }
 

@@ -12,9 +12,13 @@ class NoOpPass : public Pass {
   StatusOr<bool> Run(PassContext&) override { return false; }
 };
 
+struct FailOptions {
+  std::string message = "test-fail ran";
+};
+
 class FailPass : public Pass {
  public:
-  explicit FailPass(std::string message) : message_(std::move(message)) {}
+  explicit FailPass(const FailOptions& options) : message_(options.message) {}
   StatusOr<bool> Run(PassContext&) override { return Internal(message_); }
 
  private:
@@ -35,35 +39,19 @@ class BreakVerifierPass : public Pass {
 }  // namespace
 
 PassInfo NoOpPassInfo() {
-  PassInfo info;
-  info.name = "no-op";
-  info.summary = "does nothing (tests the pass manager)";
-  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
-    return std::unique_ptr<Pass>(new NoOpPass());
-  };
-  return info;
+  return PassInfoOf<NoOpPass>("no-op", "does nothing (tests the pass manager)");
 }
 
 PassInfo FailPassInfo() {
-  PassInfo info;
-  info.name = "test-fail";
-  info.summary = "fails with a message (tests the pass manager)";
-  info.options = {{"message", "test-fail ran", "the error message"}};
-  info.create = [](const PassOptions& o) -> StatusOr<std::unique_ptr<Pass>> {
-    LOOM_ASSIGN_OR_RETURN(std::string message, o.GetString("message"));
-    return std::unique_ptr<Pass>(new FailPass(message));
-  };
+  PassInfo info = PassInfoOf<FailPass, FailOptions>(
+      "test-fail", "fails with a message (tests the pass manager)");
+  info.options = {StringOption(&FailOptions::message, "message", "the error message")};
   return info;
 }
 
 PassInfo BreakVerifierPassInfo() {
-  PassInfo info;
-  info.name = "test-break-verifier";
-  info.summary = "adds an op that reads an undeclared var (tests verify-each)";
-  info.create = [](const PassOptions&) -> StatusOr<std::unique_ptr<Pass>> {
-    return std::unique_ptr<Pass>(new BreakVerifierPass());
-  };
-  return info;
+  return PassInfoOf<BreakVerifierPass>(
+      "test-break-verifier", "adds an op that reads an undeclared var (tests verify-each)");
 }
 
 }  // namespace loom

@@ -35,8 +35,7 @@ namespace {
 // overlap schedule's interleaved jobs, or op-split's parts.
 bool RunsCommunicationUnderCompute(const Plan& plan) {
   auto schedule = FindSchedule(plan.resolved.schedule_mode());
-  return (schedule.ok() && (*schedule)->splits_jobs) ||
-         plan.resolved.pipeline().find("op-split") != std::string::npos;
+  return (schedule.ok() && (*schedule)->splits_jobs) || plan.resolved.op_split();
 }
 
 // Runs fn(rank) for every rank on its own thread, on the rank's core where
@@ -113,10 +112,9 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const proto::Strategy& strategy, const Options& options) {
   LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, optimizer, strategy));
   const ParallelLayout& l = plan.layout;
-  return CreateFromPlan(config, std::move(plan),
-                        StrCat("the plan of ", config.name, " at dp=", l.dp, " mp=", l.mp,
-                               " pp=", l.pp, " under ", strategy.pipeline().schedule_mode()),
-                        options);
+  std::string source = StrCat("the plan of ", config.name, " at dp=", l.dp, " mp=", l.mp,
+                              " pp=", l.pp, " under ", plan.resolved.schedule_mode());
+  return CreateFromPlan(config, std::move(plan), source, options);
 }
 
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(

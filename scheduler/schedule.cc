@@ -40,6 +40,11 @@ StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name) {
   return NotFound("unknown schedule '", name, "' (known: ", known, ")");
 }
 
+const ScheduleInfo* DefaultSchedule() {
+  static const ScheduleInfo* const schedule = FindSchedule("1F1B").value();
+  return schedule;
+}
+
 Status ValidateJobList(const ScheduleParams& p, const std::vector<Job>& jobs) {
   // Per (micro-batch, chunk) and job kind: where its first part is, the
   // last part seen, and whether that part ended the program.

@@ -30,6 +30,8 @@ struct ScheduleInfo {
 const std::vector<ScheduleInfo>& Schedules();
 // Error lists the known names.
 StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name);
+// 1F1B: the schedule Strategy.pipeline.schedule_mode defaults to.
+const ScheduleInfo* DefaultSchedule();
 
 // Checks what every schedule must satisfy on one stage, whatever its order:
 // every (micro-batch, chunk) has exactly one forward and one backward (or

@@ -44,7 +44,10 @@ Status RunOpt(const std::vector<std::string>& args) {
   if (!FLAGS_startup.empty()) {
     LOOM_ASSIGN_OR_RETURN(startup, LoadProgram(FLAGS_startup));
   }
-  const int world = LayoutOf(strategy).world_size();
+  // The strategy numbers the ranks; the passes take their values from the
+  // pipeline's options.
+  const ParallelLayout grid = LayoutOf(strategy);
+  const int world = grid.world_size();
   if (FLAGS_rank < 0 || FLAGS_rank >= world) {
     return InvalidArgument("--rank ", FLAGS_rank, " is outside the ", world,
                            " ranks of the strategy");
@@ -62,7 +65,7 @@ Status RunOpt(const std::vector<std::string>& args) {
   if (FLAGS_time_passes) pm.AddInstrumentation(MakeTimePasses(&side));
   if (!FLAGS_dump_dir.empty()) pm.AddInstrumentation(MakeDumpAfterEach(FLAGS_dump_dir));
 
-  PassContext ctx(strategy, FLAGS_rank, std::move(program), std::move(startup));
+  PassContext ctx(grid, FLAGS_rank, std::move(program), std::move(startup));
   Status run = pm.Run(ctx);
   std::cout << side.str();
   if (!run.ok()) return run;

@@ -10,10 +10,9 @@ Status RunPasses(const std::vector<std::string>& args) {
   RegisterAllPasses();
   for (const PassInfo* p : PassRegistry::Global().All()) {
     std::cout << p->name << "\n    " << p->summary << "\n";
-    for (const PassOptionSpec& o : p->options) {
-      std::cout << "    " << o.name << "="
-                << (o.default_value.empty() ? "<unset>" : o.default_value)
-                << "  " << o.help << "\n";
+    for (const PassOption& o : p->options) {
+      std::cout << "    " << o.name() << "=" << o.Print(p->defaults) << "  " << o.help() << "; "
+                << o.values() << "\n";
     }
     for (const std::string& r : p->requires_passes) {
       std::cout << "    requires " << r << "\n";

@@ -93,14 +93,15 @@ const std::vector<Command>& Commands() {
       {"ops", "list the registered ops: slots, attributes, docs, and the devices with a kernel",
        "loom ops [TYPE...]", {}, RunOps},
       {"opt", "run a pass pipeline over one rank's program and print it",
-       "loom opt FILE --passes=PIPELINE [--rank R] [--config FILE] [--mp M ...]\n"
+       "loom opt FILE --passes=PIPELINE [--rank R] [--dp D --mp M --pp P]\n"
        "Reads a program (binary or .pbtxt), runs the pipeline, e.g.\n"
        "'tensor-parallel{degree=2}', and prints the rewritten program, or the\n"
-       "rank's plan once job programs exist. 'loom passes' lists the passes.",
-       {"passes", "rank", "config", "dp", "mp", "pp", "micro_batches", "schedule",
-        "vpp", "startup", "print_after", "print_after_all", "time_passes",
-        "verify_each", "disable_passes", "dump_dir", "explain", "vars", "o",
-        "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype"},
+       "rank's plan once job programs exist. The passes take every value from\n"
+       "their options ('loom passes' lists them); the degrees (or --config) only\n"
+       "number the ranks --rank picks from.",
+       {"passes", "rank", "config", "dp", "mp", "pp", "startup", "print_after",
+        "print_after_all", "time_passes", "verify_each", "disable_passes", "dump_dir",
+        "explain", "vars", "o"},
        RunOpt},
       {"plan", "print each rank's job list and programs for a strategy",
        "loom plan --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"

@@ -110,6 +110,16 @@ TEST(Cli, TextFormatRoundTrips) {
   EXPECT_EQ(again.out, text.out);
 }
 
+// `loom passes` prints each option with its default and the values it
+// takes, from the registry's one table.
+TEST(Cli, PassesListsThePassesWithTheirOptions) {
+  Result r = Loom("passes");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("    degree=1  mp ranks; an integer in [1, 1048576]"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("    fetch-mode=all_gather  "), std::string::npos) << r.out;
+}
+
 TEST(Cli, TruncatedAndCorruptedFilesGiveOneLineErrors) {
   ASSERT_EQ(Loom("model --preset gpt-tiny -o /tmp/loom_cli_good.pb").code, 0);
   std::string bytes = ReadFile("/tmp/loom_cli_good.pb");

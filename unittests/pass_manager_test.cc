@@ -18,7 +18,7 @@ PassContext TinyContext() {
   SetMeta(TensorMeta{proto::FP32, {2}}, b.AddVar("x"));
   b.FindVar("x")->set_is_data(true);
   CHECK(AppendOpInferShapes(b, OpDescBuilder("scale").Input("X", "x").Output("Out", "y")).ok());
-  return PassContext(proto::Strategy(), 0, std::move(p));
+  return PassContext(ParallelLayout(), 0, std::move(p));
 }
 
 TEST(Pipeline, ParsePrintRoundTrip) {

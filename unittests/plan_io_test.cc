@@ -88,11 +88,32 @@ TEST(PlanProto, RecordsWhatThePlanWasBuiltFor) {
   EXPECT_EQ(desc.resolved().micro_batches(), 4);
   EXPECT_EQ(desc.resolved().schedule_mode(), "1F1B");
   EXPECT_EQ(desc.resolved().pipeline(),
-            "pipeline-split,tensor-parallel,gradient-accumulation,data-parallel,job-split,"
-            "schedule");
+            "pipeline-split{chunks=1,stages=2},tensor-parallel{async-allreduce=true,degree=1},"
+            "gradient-accumulation{steps=4},"
+            "data-parallel{bucket-bytes=0,degree=2,for-sharding=false},job-split,"
+            "schedule{max-in-flight=0,micro-batches=4,mode=1F1B}");
   auto config = GptConfigOfPlan(PlanFromProto(desc).value());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(GptConfigToMap(*config), GptConfigToMap(TinyConfig()));
+}
+
+// A plan saved before the record had the fields of sharding, op-split,
+// max-in-flight and the asynchronous all-reduce still loads, with them off.
+TEST(PlanProto, APlanWithoutTheNewerRecordFieldsLoads) {
+  proto::PlanDesc desc = PlanToProto(TinyPlan(2, 1, 2, 4, "1F1B"));
+  proto::ResolvedStrategy* r = desc.mutable_resolved();
+  for (int field = proto::ResolvedStrategy::kMpAsyncAllreduceFieldNumber;
+       field <= proto::ResolvedStrategy::kOpSplitPartsFieldNumber; ++field) {
+    r->GetReflection()->ClearField(r, r->GetDescriptor()->FindFieldByNumber(field));
+  }
+  for (proto::RankPlanDesc& rank : *desc.mutable_ranks()) rank.clear_resolved();
+  auto plan = PlanFromProto(desc);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->resolved.op_split());
+  EXPECT_FALSE(plan->resolved.mp_async_allreduce());
+  EXPECT_EQ(plan->resolved.sharding_stage(), 0);
+  EXPECT_EQ(plan->resolved.max_in_flight(), 0);
+  EXPECT_TRUE(VerifyPlan(*plan).ok());
 }
 
 TEST(PlanProto, DpReplicasShareOneProgramSetPerPosition) {

@@ -19,12 +19,10 @@ struct Rewritten {
 Rewritten RunTp(int degree, int rank) {
   RegisterAllPasses();
   Rewritten r{BuildGptTrainingProgram(GptPreset("gpt-tiny").value()).value(), nullptr};
-  proto::Strategy s;
-  s.mutable_mp()->set_degree(degree);
-  r.ctx = std::make_unique<PassContext>(s, rank, r.serial.main.Clone(),
-                                        r.serial.startup.Clone());
+  r.ctx = std::make_unique<PassContext>(ParallelLayout{1, degree, 1}, rank,
+                                        r.serial.main.Clone(), r.serial.startup.Clone());
   PassManager pm;
-  CHECK(pm.AddPipeline("tensor-parallel").ok());
+  CHECK(pm.AddPipeline(StrCat("tensor-parallel{degree=", degree, "}")).ok());
   Status st = pm.Run(*r.ctx);
   CHECK(st.ok()) << st;
   return r;
@@ -125,11 +123,9 @@ TEST(TensorParallel, DegreeOneChangesNothing) {
 TEST(TensorParallel, HeadsMustSplitEvenly) {
   RegisterAllPasses();
   TrainingProgram tp = BuildGptTrainingProgram(GptPreset("gpt-tiny").value()).value();
-  proto::Strategy s;
-  s.mutable_mp()->set_degree(3);
-  PassContext ctx(s, 0, std::move(tp.main), std::move(tp.startup));
+  PassContext ctx(ParallelLayout{1, 3, 1}, 0, std::move(tp.main), std::move(tp.startup));
   PassManager pm;
-  ASSERT_TRUE(pm.AddPipeline("tensor-parallel").ok());
+  ASSERT_TRUE(pm.AddPipeline("tensor-parallel{degree=3}").ok());
   Status st = pm.Run(ctx);
   EXPECT_EQ(st.message(),
             "tensor-parallel: mp.degree (3) does not divide dim 0 (128) of "
