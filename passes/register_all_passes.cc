@@ -4,7 +4,6 @@
 #include "framework/op_registry.h"
 #include "passes/parallel_passes.h"
 #include "passes/pass_registry.h"
-#include "passes/test_passes.h"
 
 namespace loom {
 
@@ -12,9 +11,6 @@ void RegisterAllPasses() {
   static std::once_flag once;
   std::call_once(once, [] {
     RegisterAllOps();
-    LOOM_REGISTER_PASS(NoOpPassInfo);
-    LOOM_REGISTER_PASS(FailPassInfo);
-    LOOM_REGISTER_PASS(BreakVerifierPassInfo);
     LOOM_REGISTER_PASS(TensorParallelPassInfo);
     LOOM_REGISTER_PASS(PipelineSplitPassInfo);
     LOOM_REGISTER_PASS(GradientAccumulationPassInfo);

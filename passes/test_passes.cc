@@ -1,8 +1,12 @@
 // Passes that exist to test the pass manager itself, in the manner of
 // LLVM's no-op-module and MLIR's test-pass-crash: one does nothing, one
 // fails, one breaks the verifier.
-#include "framework/op_builder.h"
 #include "passes/test_passes.h"
+
+#include <mutex>
+
+#include "framework/op_builder.h"
+#include "passes/pass_registry.h"
 
 namespace loom {
 namespace {
@@ -36,8 +40,6 @@ class BreakVerifierPass : public Pass {
   }
 };
 
-}  // namespace
-
 PassInfo NoOpPassInfo() {
   return PassInfoOf<NoOpPass>("no-op", "does nothing (tests the pass manager)");
 }
@@ -52,6 +54,18 @@ PassInfo FailPassInfo() {
 PassInfo BreakVerifierPassInfo() {
   return PassInfoOf<BreakVerifierPass>(
       "test-break-verifier", "adds an op that reads an undeclared var (tests verify-each)");
+}
+
+}  // namespace
+
+void RegisterTestPasses() {
+  RegisterAllPasses();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LOOM_REGISTER_PASS(NoOpPassInfo);
+    LOOM_REGISTER_PASS(FailPassInfo);
+    LOOM_REGISTER_PASS(BreakVerifierPassInfo);
+  });
 }
 
 }  // namespace loom

@@ -1,14 +1,14 @@
-// Registry entries of the pass-manager test passes.
+// The passes that test the pass manager itself: no-op, test-fail and
+// test-break-verifier. Not among the product's passes (RegisterAllPasses,
+// `loom passes`): the pass manager's tests register them, and `loom opt`
+// does only under its hidden --test_passes flag, for the golden tests.
 #ifndef LOOM_PASSES_TEST_PASSES_H_
 #define LOOM_PASSES_TEST_PASSES_H_
 
-#include "passes/pass.h"
-
 namespace loom {
 
-PassInfo NoOpPassInfo();
-PassInfo FailPassInfo();
-PassInfo BreakVerifierPassInfo();
+// Registers the product's passes and these; once, however often called.
+void RegisterTestPasses();
 
 }  // namespace loom
 

@@ -6,6 +6,7 @@
 #include "framework/program_printer.h"
 #include "framework/serialization.h"
 #include "passes/pass_manager.h"
+#include "passes/test_passes.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 
@@ -17,6 +18,11 @@ DEFINE_bool(verify_each, true, "verify the program after every pass");
 DEFINE_string(disable_passes, "", "skip these passes (comma-separated), for bisecting");
 DEFINE_string(dump_dir, "", "write NN-<pass>.pbtxt here after every pass");
 DEFINE_bool(explain, false, "print why passes chose what they did");
+// Left out of `loom opt --help`: Loom's own golden tests of the pass
+// manager need these passes; users have no use for them.
+DEFINE_bool(test_passes, false,
+            "also register the passes that test the pass manager (no-op, test-fail, "
+            "test-break-verifier)");
 DECLARE_string(o);
 DECLARE_string(startup);
 DECLARE_bool(vars);
@@ -55,6 +61,7 @@ Status RunOpt(const std::vector<std::string>& args) {
   PassManagerOptions options;
   options.verify_each = FLAGS_verify_each;
   options.disable_passes = SplitList(FLAGS_disable_passes);
+  if (FLAGS_test_passes) RegisterTestPasses();
   PassManager pm(options);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(FLAGS_passes));
   std::ostringstream side;  // instrumentation output, printed before the result

@@ -7,12 +7,13 @@
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "passes/pass_manager.h"
+#include "passes/test_passes.h"
 
 namespace loom {
 namespace {
 
 PassContext TinyContext() {
-  RegisterAllPasses();
+  RegisterTestPasses();
   Program p;
   Block& b = p.global_block();
   SetMeta(TensorMeta{proto::FP32, {2}}, b.AddVar("x"));
@@ -46,7 +47,7 @@ TEST(Pipeline, SyntaxErrorsSayWhere) {
 }
 
 TEST(PassManager, ResolvedPipelineIncludesDefaults) {
-  RegisterAllPasses();
+  RegisterTestPasses();
   PassManager pm;
   ASSERT_TRUE(pm.AddPipeline("no-op,test-fail").ok());
   EXPECT_EQ(pm.PipelineString(), "no-op,test-fail{message=test-fail ran}");
