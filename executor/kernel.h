@@ -34,6 +34,10 @@ struct RunInfo {
   // The global batch row of the fed batch's row 0: nonzero for a dp
   // replica's or a micro-batch's share of the global batch.
   int64_t row_offset = 0;
+  // This rank's place in each ring, by ring id (scheduler/layout.h), -1 on
+  // rings it is not on; null outside a rank executor. What a kernel over a
+  // ZeRO part needs to know which part it holds (squared_l2_norm).
+  const std::vector<int>* ring_index = nullptr;
 };
 
 class Device;

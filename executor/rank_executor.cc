@@ -122,6 +122,8 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     auto it = std::find(group.begin(), group.end(), graph_.rank);
     return it == group.end() ? -1 : static_cast<int>(it - group.begin());
   };
+  ring_index_.clear();
+  for (int ring = 0; ring < kNumRingIds; ++ring) ring_index_.push_back(ring_index(ring));
   bound_.reserve(graph_.instructions().size());
   for (const Instruction& ins : graph_.instructions()) {
     const Program* program = plan.ProgramFor(ins.job);
@@ -329,7 +331,8 @@ Status RankExecutor::RunStep(const StepInfo& info) {
   std::unique_lock<std::mutex> lock(step_mu_);
   for (size_t mb = 0; mb < runs_.size(); ++mb) {
     runs_[mb] = RunInfo{info.step,
-                        info.first_row + static_cast<int64_t>(mb) * info.micro_batch_rows};
+                        info.first_row + static_cast<int64_t>(mb) * info.micro_batch_rows,
+                        &ring_index_};
   }
   finished_ = 0;
   ++step_;

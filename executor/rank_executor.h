@@ -134,6 +134,7 @@ class RankExecutor {
   // Per micro-batch, what its kernels see of the step; set by RunStep()
   // before the stream threads are woken (under step_mu_), read by them.
   std::vector<RunInfo> runs_;
+  std::vector<int> ring_index_;  // RunInfo::ring_index
   std::vector<Bound> bound_;
   // Per temporary: how many instructions touch it in a step, and the count
   // left in the current step.

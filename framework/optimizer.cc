@@ -1,5 +1,8 @@
 #include "framework/optimizer.h"
 
+#include <cmath>
+
+#include "framework/grad_clip.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 
@@ -51,6 +54,10 @@ Status AppendOptimizer(Program& main, Program& startup,
     return InvalidArgument("optimizer type '", config.type,
                            "' is not one of adamw, sgd");
   }
+  if (!(config.clip_grad_norm >= 0 && std::isfinite(config.clip_grad_norm))) {
+    return InvalidArgument("clip_grad_norm ", config.clip_grad_norm,
+                           " is not a norm (>= 0; 0 does not clip)");
+  }
   Block& block = main.global_block();
   LOOM_RETURN_IF_ERROR(AddState(main, startup, kLearningRateVar, {1},
                                 config.learning_rate));
@@ -101,6 +108,11 @@ Status AppendOptimizer(Program& main, Program& startup,
                                              .Attr("weight_decay", decay)
                                              .Role(role::kOptimize));
     LOOM_RETURN_IF_ERROR(op.status().WithContext(where));
+  }
+  if (config.clip_grad_norm > 0) {
+    GradScaling clip;
+    clip.max_norm = config.clip_grad_norm;
+    return AddSerialGradClip(block, clip);
   }
   return Status::OK();
 }

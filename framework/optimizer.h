@@ -29,6 +29,9 @@ struct OptimizerConfig {
   int64_t decay_steps = 0;            // warm-up included
   float min_learning_rate = 0.0f;
   bool has_schedule() const { return warmup_steps > 0 || lr_decay != "constant"; }
+  // > 0: the global gradient norm is clipped to it before the updates
+  // (framework/grad_clip.h), as Megatron's --clip-grad.
+  float clip_grad_norm = 0.0f;
 };
 
 // The persistable var holding the learning rate, shape [1].

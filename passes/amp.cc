@@ -1,11 +1,13 @@
 #include "passes/amp.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "framework/autodiff.h"
+#include "framework/grad_clip.h"
 #include "framework/low_precision.h"
 #include "framework/op_builder.h"
 #include "framework/op_registry.h"
@@ -202,6 +204,45 @@ Status AmpRewriter::RestoreBackward(const std::string& loss) {
   return Status::OK();
 }
 
+// The fill_constant that seeds the loss gradient, or null without a backward.
+Op* FindLossSeed(const Block& block) {
+  for (Op* op : block.ops()) {
+    if (op->type() == "fill_constant" && op->HasRole(role::kBackward) &&
+        op->HasRole(role::kLoss)) {
+      return op;
+    }
+  }
+  return nullptr;
+}
+
+// The loss gradient's seed times the loss scale: every gradient of the
+// backward is then the scale times the true one, so that small fp16
+// gradients do not flush to zero.
+Status AddLossScaling(Program& main, Program& startup, const AmpConfig& config) {
+  Block& block = main.global_block();
+  Op* seed = FindLossSeed(block);
+  const std::string grad = seed->Output("Out");
+  const TensorMeta meta = MetaOf(*block.FindVar(grad));
+  if (meta.dtype != proto::FP32 || NumElements(meta.shape) != 1) {
+    return InvalidArgument("loss scaling: the loss gradient ", grad, " is ",
+                           MetaToString(meta), ", not one fp32 value");
+  }
+  // A scalar, which broadcasts to the loss's shape ([] or [1]).
+  LOOM_RETURN_IF_ERROR(DeclareLossScaleState(main, startup, config.init_loss_scale));
+  const std::string unscaled = grad + "@UNSCALED";
+  proto::VarDesc* var = block.AddVar(unscaled);
+  *var = *block.FindVar(grad);
+  var->set_name(unscaled);
+  block.RenameOutput(seed, grad, unscaled);
+  proto::OpDesc scale = OpDescBuilder("elementwise_mul")
+                            .Input("X", unscaled)
+                            .Input("Y", kLossScaleVar)
+                            .Output("Out", grad)
+                            .Role(role::kBackward | role::kLoss);
+  scale.set_forward_id(seed->desc().forward_id());
+  return InsertOpAfterInferShapes(block, seed, std::move(scale)).status();
+}
+
 }  // namespace
 
 StatusOr<int> ParseAmpLevel(const std::string& text) {
@@ -225,10 +266,20 @@ StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy) {
   if (!dtype.ok()) return dtype.status().WithContext("amp.dtype");
   config.level = *level;
   config.dtype = *dtype;
+  config.init_loss_scale = strategy.amp().init_loss_scale();
+  config.growth_interval = strategy.amp().loss_scale_growth_interval();
+  if (!(config.init_loss_scale >= 1) || !std::isfinite(config.init_loss_scale)) {
+    return InvalidArgument("amp.init_loss_scale: ", config.init_loss_scale,
+                           " is not a finite number >= 1");
+  }
+  if (config.growth_interval < 1) {
+    return InvalidArgument("amp.loss_scale_growth_interval: ", config.growth_interval,
+                           " is not a step count >= 1");
+  }
   return config;
 }
 
-Status ApplyAmp(Program& program, const AmpConfig& config) {
+Status ApplyAmp(Program& program, const AmpConfig& config, Program* startup) {
   if (config.level == 0) return Status::OK();
   if (config.level < 0 || config.level > 2) {
     return InvalidArgument("AMP level ", config.level, " is not 0, 1 or 2");
@@ -236,9 +287,32 @@ Status ApplyAmp(Program& program, const AmpConfig& config) {
   if (!IsLowPrecision(config.dtype)) {
     return InvalidArgument("AMP dtype ", DataTypeName(config.dtype), " is not bf16 or fp16");
   }
+  if (!(config.init_loss_scale >= 1) || !std::isfinite(config.init_loss_scale)) {
+    return InvalidArgument("the initial loss scale ", config.init_loss_scale,
+                           " is not a finite number >= 1");
+  }
+  if (config.growth_interval < 1) {
+    return InvalidArgument("the loss scale's growth interval ", config.growth_interval,
+                           " is not a step count >= 1");
+  }
   RegisterAllOps();
+  // The clip section reads the gradients the backward made again: it is
+  // made again after them.
+  LOOM_ASSIGN_OR_RETURN(GradScaling scaling, TakeGradClip(program));
   AmpRewriter rewriter(program, config);
-  return rewriter.Run();
+  LOOM_RETURN_IF_ERROR(rewriter.Run());
+  const bool has_backward = FindLossSeed(program.global_block()) != nullptr;
+  if (config.dtype == proto::FP16 && has_backward) {
+    if (startup == nullptr) {
+      return InvalidArgument("fp16 training scales its loss, whose state the startup program "
+                             "must initialize, but none was given");
+    }
+    LOOM_RETURN_IF_ERROR(AddLossScaling(program, *startup, config));
+    scaling.loss_scaling = true;
+    scaling.growth_interval = config.growth_interval;
+  }
+  if (!scaling.any()) return Status::OK();
+  return AddSerialGradClip(program.global_block(), scaling);
 }
 
 }  // namespace loom

@@ -16,7 +16,8 @@
 //
 // The backward is made again for the rewritten forward (AppendBackward),
 // and the optimizer ops, unchanged, follow it in the order the new
-// gradients complete.
+// gradients complete; a clip section (framework/grad_clip.h) is made again
+// over the new gradients.
 #ifndef LOOM_PASSES_AMP_H_
 #define LOOM_PASSES_AMP_H_
 
@@ -31,6 +32,10 @@ namespace loom {
 struct AmpConfig {
   int level = 0;                   // 0 (off), 1 or 2
   DataType dtype = proto::BF16;    // BF16 or FP16
+  // fp16 only: dynamic loss scaling's first scale, and the good steps
+  // after which it doubles (framework/grad_scale.h).
+  float init_loss_scale = 65536.0f;
+  int64_t growth_interval = 2000;
 };
 
 // "O0", "O1", "O2" -> 0, 1, 2; "bf16", "fp16" -> BF16, FP16. Errors name
@@ -43,7 +48,13 @@ StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy);
 // Rewrites `program` (forward, and the backward and optimizer after it, if
 // it has them) for `config`; nothing at level 0. The forward must end in a
 // loss op (role loss) where there is a backward.
-Status ApplyAmp(Program& program, const AmpConfig& config);
+//
+// fp16 training also gets dynamic loss scaling: the loss gradient is seeded
+// with kLossScaleVar (framework/grad_clip.h), the updates take the
+// gradients unscaled and skip a step whose gradients overflowed, and
+// update_loss_scale adapts the scale. Its state is persistable optimizer
+// state, initialized by `startup`, which fp16 with a backward needs.
+Status ApplyAmp(Program& program, const AmpConfig& config, Program* startup = nullptr);
 
 }  // namespace loom
 

@@ -21,6 +21,7 @@ PassInfo ShardingPassInfo();
 PassInfo SplitBackwardPassInfo();
 PassInfo JobSplitPassInfo();
 PassInfo SchedulePassInfo();
+PassInfo GradClipPassInfo();
 
 // The largest degree a pass option takes (the most ranks Loom plans).
 inline constexpr int64_t kMaxPassDegree = kMaxWorldSize;

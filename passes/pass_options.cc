@@ -1,6 +1,7 @@
 #include "passes/pass_options.h"
 
 #include <charconv>
+#include <cmath>
 
 namespace loom {
 namespace pass_options_internal {
@@ -25,6 +26,30 @@ StatusOr<int64_t> ParseInt(const std::string& text, int64_t min, int64_t max) {
     return InvalidArgument("expected ", IntValues(min, max), ", got ", value);
   }
   return value;
+}
+
+std::string FloatValues(float min, float max) {
+  return StrCat("a number in [", PrintFloat(min), ", ", PrintFloat(max), "]");
+}
+
+StatusOr<float> ParseFloat(const std::string& text, float min, float max) {
+  float value = 0;
+  const char* end = text.data() + text.size();
+  auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || stop != end || !std::isfinite(value)) {
+    return InvalidArgument("expected ", FloatValues(min, max), ", got '", text, "'");
+  }
+  if (value < min || value > max) {
+    return InvalidArgument("expected ", FloatValues(min, max), ", got ", text);
+  }
+  return value;
+}
+
+std::string PrintFloat(float value) {
+  // The shortest text that parses back to the same float.
+  char buffer[32];
+  auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, error == std::errc() ? end : buffer);
 }
 
 StatusOr<bool> ParseBool(const std::string& text) {

@@ -87,6 +87,10 @@ const T& FieldOf(const std::any& options, T O::*field) {
 std::string IntValues(int64_t min, int64_t max);
 StatusOr<int64_t> ParseInt(const std::string& text, int64_t min, int64_t max);
 StatusOr<bool> ParseBool(const std::string& text);
+// "a number in [0, 1e+06]"
+std::string FloatValues(float min, float max);
+StatusOr<float> ParseFloat(const std::string& text, float min, float max);
+std::string PrintFloat(float value);
 // "one of a, b, c"
 std::string ChoiceValues(const std::vector<std::string>& names);
 
@@ -104,6 +108,20 @@ PassOption IntOption(int64_t O::*field, std::string name, std::string help,
         return Status::OK();
       },
       [field](const std::any& options) { return std::to_string(in::FieldOf(options, field)); });
+}
+
+// A finite float in [min, max], printed so that it parses back the same.
+template <typename O>
+PassOption FloatOption(float O::*field, std::string name, std::string help, float min,
+                       float max) {
+  namespace in = pass_options_internal;
+  return PassOption(
+      std::move(name), std::move(help), in::FloatValues(min, max),
+      [field, min, max](const std::string& text, std::any* options) -> Status {
+        LOOM_ASSIGN_OR_RETURN(in::FieldOf(options, field), in::ParseFloat(text, min, max));
+        return Status::OK();
+      },
+      [field](const std::any& options) { return in::PrintFloat(in::FieldOf(options, field)); });
 }
 
 // Written "true" or "false".

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 
+#include "framework/grad_clip.h"
 #include "passes/amp.h"
 
 namespace loom {
@@ -39,21 +40,47 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   return ctx.TakeRankPlan();
 }
 
-// The program as the strategy's mixed precision has it (passes/amp.h):
-// rewritten once for every rank, before the per-rank pipeline, so that
-// each pass sees the casts. Null where the strategy keeps fp32.
-StatusOr<std::unique_ptr<Program>> CastProgram(const Program& main,
-                                               const proto::Strategy& strategy) {
+// The serial program as the per-rank pipeline takes it, planned once for
+// every rank: the strategy's mixed precision applied (passes/amp.h), so
+// that each pass sees the casts, and the clip section taken off
+// (framework/grad_clip.h), its max_norm going to the grad-clip pass
+// through the pipeline.
+struct PreparedProgram {
+  CheckedStrategy checked;
+  // Null: the caller's programs as they are.
+  std::unique_ptr<Program> main, startup;
+  PassPipeline pipeline;
+  const Program& MainOf(const Program& given) const { return main ? *main : given; }
+  const Program& StartupOf(const Program& given) const { return startup ? *startup : given; }
+};
+
+StatusOr<PreparedProgram> Prepare(const Program& main, const Program& startup,
+                                  const proto::Strategy& strategy) {
+  PreparedProgram out;
+  LOOM_ASSIGN_OR_RETURN(out.checked, CheckStrategy(strategy));
   LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
-  if (amp.level == 0) return std::unique_ptr<Program>();
-  auto cast = std::make_unique<Program>(main.Clone());
-  LOOM_RETURN_IF_ERROR(ApplyAmp(*cast, amp).WithContext("mixed precision"));
-  return cast;
+  if (amp.level > 0) {
+    out.main = std::make_unique<Program>(main.Clone());
+    out.startup = std::make_unique<Program>(startup.Clone());
+    LOOM_RETURN_IF_ERROR(
+        ApplyAmp(*out.main, amp, out.startup.get()).WithContext("mixed precision"));
+  }
+  GradScaling scaling;
+  if (HasGradClip(out.MainOf(main))) {
+    if (!out.main) out.main = std::make_unique<Program>(main.Clone());
+    LOOM_ASSIGN_OR_RETURN(scaling, TakeGradClip(*out.main));
+    if (std::optional<float> init = InitialLossScale(out.StartupOf(startup))) {
+      scaling.init_loss_scale = *init;
+    }
+  }
+  LOOM_ASSIGN_OR_RETURN(out.pipeline,
+                        PassPipeline::Parse(DefaultPipeline(out.checked, scaling)));
+  return out;
 }
 
 }  // namespace
 
-std::string DefaultPipeline(const CheckedStrategy& checked) {
+std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& scaling) {
   const proto::Strategy& s = checked.strategy;
   const proto::PipelineStrategy& pp = s.pipeline();
   const proto::ShardingStrategy& sharding = s.sharding();
@@ -78,6 +105,13 @@ std::string DefaultPipeline(const CheckedStrategy& checked) {
     p += StrCat(",op-split{parts=", switches.op_split_parts(), ",schedule=", schedule,
                 ",max-in-flight=", pp.max_in_flight(), "}");
   }
+  if (scaling.any()) {
+    p += StrCat(",grad-clip{max-norm=", pass_options_internal::PrintFloat(scaling.max_norm),
+                ",loss-scaling=", BoolText(scaling.loss_scaling),
+                ",growth-interval=", scaling.growth_interval,
+                ",init-loss-scale=", pass_options_internal::PrintFloat(scaling.init_loss_scale),
+                "}");
+  }
   if (checked.schedule->splits_backward) p += ",split-backward";
   return p + StrCat(",job-split,schedule{mode=", schedule, ",micro-batches=",
                     pp.micro_batches(), ",max-in-flight=", pp.max_in_flight(), "}");
@@ -91,23 +125,20 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
-  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline,
-                        PassPipeline::Parse(DefaultPipeline(checked)));
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
-  return PlanCheckedRank(cast != nullptr ? *cast : main, startup, checked, pipeline,
-                         rank, options);
+  LOOM_ASSIGN_OR_RETURN(const PreparedProgram prepared, Prepare(main, startup, strategy));
+  return PlanCheckedRank(prepared.MainOf(main), prepared.StartupOf(startup), prepared.checked,
+                         prepared.pipeline, rank, options);
 }
 
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
-  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline,
-                        PassPipeline::Parse(DefaultPipeline(checked)));
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<Program> cast, CastProgram(main, strategy));
-  const Program& program = cast != nullptr ? *cast : main;
+  LOOM_ASSIGN_OR_RETURN(const PreparedProgram prepared, Prepare(main, startup, strategy));
+  const CheckedStrategy& checked = prepared.checked;
+  const PassPipeline& pipeline = prepared.pipeline;
+  const Program& program = prepared.MainOf(main);
+  const Program& start = prepared.StartupOf(startup);
   Plan plan;
   plan.layout = checked.layout;
   std::vector<int> todo = ranks;
@@ -124,7 +155,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     const int mp = options.share_tensor_parallel_ranks ? 0 : c.mp;
     auto it = planned.find({c.pp, mp});
     if (it == planned.end()) {
-      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanCheckedRank(program, startup, checked,
+      LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanCheckedRank(program, start, checked,
                                                          pipeline, r, options));
       if (plan.ranks.empty()) plan.resolved = rp.resolved;
       planned[{c.pp, mp}] = plan.ranks.size();

@@ -6,19 +6,22 @@
 #include <string>
 #include <vector>
 
+#include "framework/grad_clip.h"
 #include "passes/pass_manager.h"
 #include "passes/strategy.h"
 
 namespace loom {
 
 // pipeline-split, tensor-parallel, gradient-accumulation, data-parallel,
-// [sharding,] [op-split,] [split-backward when the schedule runs B and W
-// jobs,] job-split, schedule, with every value the passes use from the
-// strategy written as their options: the pipeline is the one channel from
-// the strategy to the passes. Pipeline-split runs first so that tensor
+// [sharding,] [op-split,] [grad-clip when the program clips,]
+// [split-backward when the schedule runs B and W jobs,] job-split,
+// schedule, with every value the passes use from the strategy (and the
+// program's gradient clipping and loss scaling) written as their options: the pipeline is the
+// one channel to the passes. Pipeline-split runs first so that tensor
 // parallelism rewrites only the rank's stage, a 1/pp share of the program
 // (the ops it inserts take the stage and chunk of the op beside them).
-std::string DefaultPipeline(const CheckedStrategy& strategy);
+// Grad-clip runs after every pass that moves gradients.
+std::string DefaultPipeline(const CheckedStrategy& strategy, const GradScaling& scaling = {});
 // Checks the strategy first.
 StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy);
 

@@ -17,6 +17,7 @@ void RegisterAllPasses() {
     LOOM_REGISTER_PASS(DataParallelPassInfo);
     LOOM_REGISTER_PASS(ShardingPassInfo);
     LOOM_REGISTER_PASS(OpSplitPassInfo);
+    LOOM_REGISTER_PASS(GradClipPassInfo);
     LOOM_REGISTER_PASS(SplitBackwardPassInfo);
     LOOM_REGISTER_PASS(JobSplitPassInfo);
     LOOM_REGISTER_PASS(SchedulePassInfo);

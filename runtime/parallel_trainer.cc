@@ -19,6 +19,7 @@
 #endif
 #include "executor/serial_executor.h"
 #include "framework/file_util.h"
+#include "framework/grad_clip.h"
 #include "framework/optimizer.h"
 #include "runtime/finite_loss.h"
 #include "runtime/gpt_plan.h"
@@ -151,6 +152,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
                    world <= static_cast<int>(std::thread::hardware_concurrency());
   t->worlds_.resize(world);
   t->scopes_.resize(world);
+  t->grad_norms_.assign(world, std::numeric_limits<float>::quiet_NaN());
   t->executors_.resize(world);
   // Only while every rank of the host (in this process, or the processes
   // of a launch) can have a core. Oversubscribed, priorities cost more
@@ -204,7 +206,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
                           SerialExecutor::Create(t->plan_.ranks[r].startup(), t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
     RankExecutorOptions exec_options;
-    exec_options.keep = {kLossVar};
+    exec_options.keep = {kLossVar, kGradNormVar};
     exec_options.trace = options.trace;
     exec_options.device = t->devices_[r].get();
     if (options.local_communication) {
@@ -252,20 +254,37 @@ Status ParallelTrainer::Feed(int rank) {
   return io_streams_[rank]->Synchronize();
 }
 
+namespace {
+
+// The step's global gradient norm (framework/grad_clip.h), which the
+// optimizer job left in one micro-batch's scope; NaN without clipping.
+StatusOr<float> GradNormOf(RankExecutor& exec, Device* device, Stream* io) {
+  for (int mb = 0; mb < exec.micro_batches(); ++mb) {
+    const Tensor* norm = exec.micro_batch_scope(mb)->FindLocal(kGradNormVar);
+    if (norm == nullptr || !norm->initialized()) continue;
+    LOOM_ASSIGN_OR_RETURN(Tensor host, CopyToHostTensor(*norm, device, io));
+    return host.data<float>()[0];
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
 StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
   // Feed()'s rows: replica d's micro-batch mb starts at row (d*m + mb) * rows.
   const int64_t rows = config_.batch_size / (plan_.layout.dp * executors_[rank]->micro_batches());
   LOOM_RETURN_IF_ERROR(executors_[rank]->RunStep(
       {step, plan_.ranks[rank].coords.dp * executors_[rank]->micro_batches() * rows, rows}));
   const RankPlan& rp = plan_.ranks[rank];
+  RankExecutor& exec = *executors_[rank];
+  Device* device = devices_[rank].get();
+  Stream* io = io_streams_[rank].get();
+  LOOM_ASSIGN_OR_RETURN(grad_norms_[rank], GradNormOf(exec, device, io));
   if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) {
     return std::numeric_limits<float>::quiet_NaN();
   }
   // Every micro-batch of every replica is the same size, so the batch's
   // mean loss is the mean of their means.
-  RankExecutor& exec = *executors_[rank];
-  Device* device = devices_[rank].get();
-  Stream* io = io_streams_[rank].get();
   Tensor mean(TensorMeta{proto::FP32, {1}});
   double sum = 0;
   for (int mb = 0; mb < exec.micro_batches(); ++mb) {

@@ -118,6 +118,11 @@ class ParallelTrainer : public Trainer {
   float LastLearningRate() override {
     return local_.empty() ? NAN : LearningRateIn(*scopes_.at(local_.front()));
   }
+  // Every rank computes the same norm; the first local rank's.
+  float LastGradNorm() override { return local_.empty() ? NAN : grad_norms_.at(local_.front()); }
+  float LossScale() override {
+    return local_.empty() ? NAN : HostScalarIn(*scopes_.at(local_.front()), kLossScaleVar);
+  }
   // Under loom launch (a file store): each process writes its dp=0 ranks'
   // shards into the store directory, and the process of rank 0 waits (up
   // to the communication timeout) for all of them and merges them.
@@ -169,6 +174,7 @@ class ParallelTrainer : public Trainer {
   std::vector<std::unique_ptr<Stream>> io_streams_;
   std::vector<std::unique_ptr<CommWorld>> worlds_;
   std::vector<std::unique_ptr<Scope>> scopes_;
+  std::vector<float> grad_norms_;  // by rank: its last step's (LastGradNorm)
   std::vector<std::unique_ptr<RankExecutor>> executors_;
   std::vector<int64_t> tokens_, labels_;
   bool priorities_ = false;

@@ -1,5 +1,7 @@
 #include "runtime/serial_trainer.h"
 
+#include "framework/grad_clip.h"
+
 #include <cstring>
 
 #include "framework/shape_inference.h"
@@ -17,7 +19,7 @@ StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
     std::shared_ptr<const Dataset> data, const AmpConfig& amp) {
   LOOM_ASSIGN_OR_RETURN(TrainingProgram program,
                         BuildGptTrainingProgram(config, optimizer));
-  LOOM_RETURN_IF_ERROR(ApplyAmp(program.main, amp));
+  LOOM_RETURN_IF_ERROR(ApplyAmp(program.main, amp, &program.startup));
   // The serial executor keeps every var of the program for the step.
   int64_t bytes = 0;
   for (const auto& [name, var] : program.main.global_block().vars()) {
@@ -33,9 +35,10 @@ StatusOr<std::unique_ptr<SerialTrainer>> SerialTrainer::Create(
   LOOM_ASSIGN_OR_RETURN(auto startup,
                         SerialExecutor::Create(t->program_.startup, &t->scope_));
   LOOM_RETURN_IF_ERROR(startup->Run().WithContext("startup program"));
-  LOOM_ASSIGN_OR_RETURN(
-      t->executor_,
-      SerialExecutor::Create(t->program_.main, &t->scope_, {{kLossVar}}));
+  std::vector<std::string> fetch = {kLossVar};
+  if (t->program_.main.global_block().HasVar(kGradNormVar)) fetch.push_back(kGradNormVar);
+  LOOM_ASSIGN_OR_RETURN(t->executor_,
+                        SerialExecutor::Create(t->program_.main, &t->scope_, {fetch}));
   return t;
 }
 

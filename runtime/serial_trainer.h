@@ -9,6 +9,7 @@
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
 #include "passes/amp.h"
+#include "framework/grad_clip.h"
 #include "runtime/trainer.h"
 
 namespace loom {
@@ -41,6 +42,8 @@ class SerialTrainer : public Trainer {
   }
   std::string Layout() const override { return "serial"; }
   float LastLearningRate() override { return LearningRateIn(scope_); }
+  float LastGradNorm() override { return HostScalarIn(scope_, kGradNormVar); }
+  float LossScale() override { return HostScalarIn(scope_, kLossScaleVar); }
 
   const TrainingProgram& program() const { return program_; }
   Scope& scope() { return scope_; }

@@ -46,17 +46,26 @@ class Trainer {
   // The learning rate the last step used, where this process holds it in
   // host memory; NaN elsewhere.
   virtual float LastLearningRate() { return NAN; }
+  // The global gradient norm of the last step, before clipping, where the
+  // program clips (framework/grad_clip.h) and this process holds it; NaN
+  // elsewhere.
+  virtual float LastGradNorm() { return NAN; }
+  // fp16's dynamic loss scale as it stands (passes/amp.h), where this
+  // process holds it on the host; NaN elsewhere or without loss scaling.
+  virtual float LossScale() { return NAN; }
 };
 
-// The learning rate `scope` holds, or NaN where it holds none on the host.
-inline float LearningRateIn(const Scope& scope) {
-  const Tensor* lr = scope.Find(kLearningRateVar);
-  if (lr == nullptr || !lr->initialized() || lr->device_type() != DeviceType::kCpu ||
-      lr->dtype() != proto::FP32 || lr->numel() != 1) {
+// The fp32 scalar `var` in `scope`, or NaN where it holds none on the host.
+inline float HostScalarIn(const Scope& scope, const std::string& var) {
+  const Tensor* t = scope.Find(var);
+  if (t == nullptr || !t->initialized() || t->device_type() != DeviceType::kCpu ||
+      t->dtype() != proto::FP32 || t->numel() != 1) {
     return NAN;
   }
-  return lr->data<float>()[0];
+  return t->data<float>()[0];
 }
+
+inline float LearningRateIn(const Scope& scope) { return HostScalarIn(scope, kLearningRateVar); }
 
 }  // namespace loom
 

@@ -1,5 +1,7 @@
 #include "runtime/training_loop.h"
 
+#include <cmath>
+
 #include <chrono>
 #include <optional>
 
@@ -68,6 +70,7 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
     if (options.skip_nonfinite) {
       LOOM_ASSIGN_OR_RETURN(before, trainer.State());
     }
+    const float scale_before = trainer.LossScale();
     const auto start = std::chrono::steady_clock::now();
     StatusOr<float> loss = trainer.Step(step);
     const double ms =
@@ -79,7 +82,14 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
                      "is restored"));
     } else {
       LOOM_RETURN_IF_ERROR(loss.status());
-      on_step(StepReport{step, *loss, ms, trainer.LastLearningRate()});
+      const float grad_norm = trainer.LastGradNorm();
+      on_step(StepReport{step, *loss, ms, trainer.LastLearningRate(), grad_norm});
+      // fp16 loss scaling skipped the update (every rank did: they agree
+      // on the norm) and halved the scale.
+      if (!std::isnan(scale_before) && !std::isfinite(grad_norm)) {
+        on_note(StrCat("step ", step, " skipped: non-finite gradients, loss scale ",
+                       scale_before, " -> ", trainer.LossScale()));
+      }
     }
     // A skipped step still counts: the run's last checkpoint is its end.
     const int64_t done = step + 1;

@@ -34,6 +34,7 @@ struct StepReport {
   float loss = 0;  // NaN in a process that does not hold it
   double ms = 0;   // the step's wall time
   float learning_rate = NAN;  // the rate it used; NaN where not held here
+  float grad_norm = NAN;      // its global gradient norm; NaN without clipping
 };
 
 // Runs `trainer` from step 0, or from the checkpoint of `options.resume`,

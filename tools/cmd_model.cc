@@ -19,7 +19,7 @@ Status RunModel(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, opt));
   LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigFromFlags());
-  LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp));
+  LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
   LOOM_RETURN_IF_ERROR(SaveProgram(tp.main, FLAGS_o));
   if (!FLAGS_startup.empty()) {
     LOOM_RETURN_IF_ERROR(SaveProgram(tp.startup, FLAGS_startup));

@@ -23,6 +23,10 @@ DEFINE_string(amp_level, "",
               "mixed precision: O0 (fp32), O1 (GEMMs in --amp_dtype) or O2 (every op but the "
               "loss); parameters stay fp32 master weights (default: the config's, else O0)");
 DEFINE_string(amp_dtype, "", "bf16 or fp16 (default: the config's, else bf16)");
+DEFINE_double(init_loss_scale, 0,
+              "fp16: the first dynamic loss scale; it halves on each step whose gradients "
+              "overflow (that step is skipped) and doubles after 2000 good ones (0: the "
+              "config's, else 65536)");
 DEFINE_double(lr, 3e-3, "learning rate: the peak, where a schedule warms up or decays");
 DEFINE_int64(warmup_steps, 0, "learning-rate warm-up: steps rising linearly to --lr");
 DEFINE_string(lr_decay, "constant",
@@ -30,6 +34,9 @@ DEFINE_string(lr_decay, "constant",
 DEFINE_int64(decay_steps, 0,
              "steps from the start to the end of the decay, warm-up included (0: --steps)");
 DEFINE_double(min_lr, 0, "the learning rate a decay ends at");
+DEFINE_double(clip_grad_norm, 0,
+              "clip the global gradient norm to this before each update (Megatron's "
+              "--clip-grad; 1.0 is the usual value); 0: no clipping");
 DEFINE_string(save_dir, "",
               "write checkpoints here (step-N/: model.safetensors, optimizer.safetensors, "
               "manifest.json); every --save_every steps and after the last");
@@ -167,6 +174,11 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
     return InvalidArgument("--lr must be positive and finite, got ", FLAGS_lr);
   }
   o.learning_rate = static_cast<float>(FLAGS_lr);
+  if (!(FLAGS_clip_grad_norm >= 0) || !std::isfinite(FLAGS_clip_grad_norm)) {
+    return InvalidArgument("--clip_grad_norm must be a norm >= 0 (0: no clipping), got ",
+                           FLAGS_clip_grad_norm);
+  }
+  o.clip_grad_norm = static_cast<float>(FLAGS_clip_grad_norm);
   if (FLAGS_warmup_steps < 0) {
     return InvalidArgument("--warmup_steps must not be negative, got ", FLAGS_warmup_steps);
   }
@@ -185,12 +197,22 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
   return o;
 }
 
+namespace {
+
+// The amp flags over the strategy's amp section (each left alone unset).
+void SetAmpFromFlags(proto::AmpStrategy* amp) {
+  if (!FLAGS_amp_level.empty()) amp->set_level(FLAGS_amp_level);
+  if (!FLAGS_amp_dtype.empty()) amp->set_dtype(FLAGS_amp_dtype);
+  if (FLAGS_init_loss_scale != 0) amp->set_init_loss_scale(static_cast<float>(FLAGS_init_loss_scale));
+}
+
+}  // namespace
+
 StatusOr<AmpConfig> AmpConfigFromFlags() {
   proto::Strategy s;
-  if (!FLAGS_amp_level.empty()) s.mutable_amp()->set_level(FLAGS_amp_level);
-  if (!FLAGS_amp_dtype.empty()) s.mutable_amp()->set_dtype(FLAGS_amp_dtype);
+  SetAmpFromFlags(s.mutable_amp());
   auto amp = AmpConfigOf(s);
-  if (!amp.ok()) return amp.status().WithContext("--amp_level/--amp_dtype");
+  if (!amp.ok()) return amp.status().WithContext("--amp_level/--amp_dtype/--init_loss_scale");
   return amp;
 }
 
@@ -218,8 +240,7 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
     s.mutable_pipeline()->set_micro_batches(FLAGS_micro_batches);
   }
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
-  if (!FLAGS_amp_level.empty()) s.mutable_amp()->set_level(FLAGS_amp_level);
-  if (!FLAGS_amp_dtype.empty()) s.mutable_amp()->set_dtype(FLAGS_amp_dtype);
+  SetAmpFromFlags(s.mutable_amp());
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   if (FLAGS_dp_bucket_bytes < 0) {
@@ -261,13 +282,10 @@ TrainingLoopOptions TrainingLoopOptionsFromFlags() {
 }
 
 void PrintStep(const StepReport& r) {
-  if (std::isnan(r.learning_rate)) {
-    std::printf("step %lld loss %.6f time_ms %.3f\n", static_cast<long long>(r.step), r.loss,
-                r.ms);
-  } else {
-    std::printf("step %lld loss %.6f lr %.6g time_ms %.3f\n", static_cast<long long>(r.step),
-                r.loss, r.learning_rate, r.ms);
-  }
+  std::printf("step %lld loss %.6f", static_cast<long long>(r.step), r.loss);
+  if (!std::isnan(r.learning_rate)) std::printf(" lr %.6g", r.learning_rate);
+  if (!std::isnan(r.grad_norm)) std::printf(" grad_norm %.6g", r.grad_norm);
+  std::printf(" time_ms %.3f\n", r.ms);
   std::fflush(stdout);
 }
 

@@ -7,6 +7,7 @@
 // measured on one.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -51,7 +52,8 @@ TEST(CudaKernels, EveryOpWithACpuKernelHasACudaKernel) {
 // The CUDA kernels that stay fp32 only (LowPrecision::kWidened): the
 // optimizers (AMP keeps master weights and moments fp32), the cross
 // entropies (AMP keeps the loss fp32; their schemas want fp32 logits) and
-// lr_schedule (an int64 counter and an fp32 rate, by its schema).
+// lr_schedule (an int64 counter and an fp32 rate, by its schema), and the
+// gradient-norm ops (fp32 master gradients and scalars, framework/grad_clip.h).
 const std::set<std::string>& Fp32OnlyCudaKernels() {
   static const std::set<std::string> kTypes = {"sgd",
                                                "adamw",
@@ -59,7 +61,10 @@ const std::set<std::string>& Fp32OnlyCudaKernels() {
                                                "softmax_with_cross_entropy_grad",
                                                "c_softmax_with_cross_entropy",
                                                "c_softmax_with_cross_entropy_grad",
-                                               "lr_schedule"};
+                                               "lr_schedule",
+                                               "squared_l2_norm",
+                                               "grad_scale",
+                                               "update_loss_scale"};
   return kTypes;
 }
 
@@ -281,6 +286,35 @@ std::vector<Case> OtherCases() {
                                .Attr("decay_steps", int64_t{10})
                                .Attr("decay", std::string("cosine")),
                            {{"step", Ids({1}, {5})}}));
+  // The gradient norm over two inputs, one restricted to a segment; the
+  // scale it gives (clipped, a loss scale undone); the loss scale halved
+  // after an overflow.
+  cases.push_back(MakeCase("squared_l2_norm",
+                           OpDescBuilder("squared_l2_norm")
+                               .Input("X", std::vector<std::string>{"a", "b"})
+                               .Output("Out", "sq")
+                               .Attr("segments", std::vector<int64_t>{0, 0, -1, 1, 100, 700}),
+                           {{"a", RandomTensor({37}, 8)}, {"b", RandomTensor({30, 31}, 9)}}));
+  cases.push_back(MakeCase("grad_scale",
+                           OpDescBuilder("grad_scale")
+                               .Input("SquaredNorm", "sq")
+                               .Input("LossScale", "ls")
+                               .Output("Scale", "scale")
+                               .Output("Norm", "norm")
+                               .Attr("max_norm", 1.0f),
+                           {{"sq", MakeTensor(proto::FP32, {1}, {4.0e6f})},
+                            {"ls", MakeTensor(proto::FP32, {1}, {1024.0f})}}));
+  cases.push_back(MakeCase("update_loss_scale",
+                           OpDescBuilder("update_loss_scale")
+                               .Input("SquaredNorm", "sq")
+                               .Input("LossScale", "ls")
+                               .Input("GoodSteps", "good")
+                               .Output("LossScaleOut", "ls_out")
+                               .Output("GoodStepsOut", "good_out")
+                               .Attr("growth_interval", int64_t{3}),
+                           {{"sq", MakeTensor(proto::FP32, {1}, {std::numeric_limits<float>::infinity()})},
+                            {"ls", MakeTensor(proto::FP32, {1}, {65536.0f})},
+                            {"good", Ids({1}, {2})}}));
   // cast rounds to nearest even on both backends: the same bits.
   const std::vector<float> wide = RandomTensor({7, 9}, 4, -300.0f, 300.0f).ToFloatVector();
   for (auto [from, to] : {std::pair{proto::FP32, proto::BF16}, {proto::FP32, proto::FP16},

@@ -32,8 +32,13 @@ Status CheckParam(const InferShapeContext& ctx) {
                            MetaToString(param));
   }
   LOOM_RETURN_IF_ERROR(CheckLikeParam(ctx, "Grad"));
+  if (ctx.HasInput("GradScale")) LOOM_RETURN_IF_ERROR(CheckScalar(ctx, "GradScale"));
   return CheckScalar(ctx, "LearningRate");
 }
+
+constexpr char kGradScaleDoc[] =
+    " With GradScale (grad_scale's output) the update uses GradScale * Grad; a GradScale that "
+    "is not finite skips the update: every output keeps its input's value.";
 
 }  // namespace
 
@@ -43,6 +48,7 @@ void RegisterOptimizerOps() {
           .Input("Param")
           .Input("Grad")
           .Input("LearningRate")
+          .Input("GradScale", SlotSpec::kOptional)
           .Output("ParamOut")
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             LOOM_RETURN_IF_ERROR(CheckParam(ctx));
@@ -50,7 +56,7 @@ void RegisterOptimizerOps() {
             return Status::OK();
           })
           .Doc("ParamOut = Param - LearningRate * Grad. ParamOut is normally "
-               "Param itself (in place)."));
+               "Param itself (in place)." + std::string(kGradScaleDoc)));
   OpRegistry::Global().Register(
       OpSchema("adamw")
           .Input("Param")
@@ -60,6 +66,7 @@ void RegisterOptimizerOps() {
           .Input("Moment2")
           .Input("Beta1Pow")
           .Input("Beta2Pow")
+          .Input("GradScale", SlotSpec::kOptional)
           .Output("ParamOut")
           .Output("Moment1Out")
           .Output("Moment2Out")
@@ -93,7 +100,8 @@ void RegisterOptimizerOps() {
                "Beta1Pow * beta1 and Beta2PowOut = Beta2Pow * beta2. "
                "Beta1Pow and Beta2Pow hold beta^t for the current step t, so "
                "they start at beta1 and beta2 (beta^1), not at 1. The outputs "
-               "are normally the inputs themselves (in place)."));
+               "are normally the inputs themselves (in place)." +
+               std::string(kGradScaleDoc)));
 }
 
 }  // namespace loom

@@ -13,6 +13,7 @@ void RegisterDropoutOps();
 void RegisterElementwiseOps();
 void RegisterEmbeddingOps();
 void RegisterFillOps();
+void RegisterGradNormOps();
 void RegisterLayerNormOps();
 void RegisterLrScheduleOps();
 void RegisterMatmulOps();
@@ -31,6 +32,7 @@ void RegisterAllOps() {
     RegisterElementwiseOps();
     RegisterEmbeddingOps();
     RegisterFillOps();
+    RegisterGradNormOps();
     RegisterLayerNormOps();
     RegisterLrScheduleOps();
     RegisterMatmulOps();

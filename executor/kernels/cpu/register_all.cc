@@ -12,6 +12,7 @@ void RegisterDropoutCpuKernels();
 void RegisterElementwiseCpuKernels();
 void RegisterEmbeddingCpuKernels();
 void RegisterFillCpuKernels();
+void RegisterGradNormCpuKernels();
 void RegisterLayerNormCpuKernels();
 void RegisterLrScheduleCpuKernels();
 void RegisterMatmulCpuKernels();
@@ -31,6 +32,7 @@ void RegisterAllCpuKernels() {
     RegisterElementwiseCpuKernels();
     RegisterEmbeddingCpuKernels();
     RegisterFillCpuKernels();
+    RegisterGradNormCpuKernels();
     RegisterLayerNormCpuKernels();
     RegisterLrScheduleCpuKernels();
     RegisterMatmulCpuKernels();

@@ -44,6 +44,21 @@ enum FloatType : int { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
 bool LaunchCast(FloatType from, const void* x, FloatType to, void* out, int64_t n,
                 cudaStream_t s);
 
+// grad_norm.cu. squared_l2_norm: AddSquares adds x[0, n)'s squares to
+// *sum (a device double) through kNormBlocks partial sums in `partial`,
+// summed in block order, so reruns are bit-identical; StoreSum rounds *sum
+// into *out. grad_scale: framework/grad_scale.h; loss_scale may be null.
+constexpr int kNormBlocks = 128;
+void LaunchClearSum(double* sum, cudaStream_t s);
+void LaunchAddSquares(const float* x, int64_t n, double* partial, double* sum, cudaStream_t s);
+void LaunchStoreSum(const double* sum, float* out, cudaStream_t s);
+void LaunchGradScale(const float* squared, const float* loss_scale, float max_norm, float* scale,
+                     float* norm, cudaStream_t s);
+// update_loss_scale: framework/grad_scale.h; outputs may alias inputs.
+void LaunchUpdateLossScale(const float* squared, int64_t growth_interval, const float* scale,
+                           const int64_t* good, float* scale_out, int64_t* good_out,
+                           cudaStream_t s);
+
 // lr_schedule.cu: *lr = the rate after *step completed steps; *step_out =
 // *step + 1 (may be step).
 void LaunchLrSchedule(const LrScheduleParams& params, const int64_t* step, float* lr,
@@ -196,11 +211,14 @@ void LaunchLayerNormGrad(FloatType t, const void* x, const float* scale, const f
 
 // optimizer.cu: fp32 only (AMP keeps the master weights and moments
 // fp32). The scalars (lr, beta pows) are read on the device.
-void LaunchSgd(const float* param, const float* grad, const float* lr, float* out, int64_t n,
-               cudaStream_t s);
+// grad_scale: the device scalar the gradient is multiplied by (GradScale),
+// or nullptr; not finite: the update is skipped, outputs keep their inputs.
+void LaunchSgd(const float* param, const float* grad, const float* lr, const float* grad_scale,
+               float* out, int64_t n, cudaStream_t s);
 struct AdamWArgs {
   float beta1, beta2, epsilon, weight_decay;
   const float* lr;
+  const float* grad_scale;  // as LaunchSgd's
   const float* beta1_pow;
   const float* beta2_pow;
   float* beta1_pow_out;

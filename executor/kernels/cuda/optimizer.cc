@@ -15,12 +15,17 @@ Status RequireFp32(const KernelContext& ctx, const Tensor& param) {
   return Status::OK();
 }
 
+// GradScale on the device, read there (framework/grad_clip.h).
+const float* GradScaleOrNull(const KernelContext& ctx) {
+  return ctx.HasInput("GradScale") ? ctx.Input("GradScale").data<float>() : nullptr;
+}
+
 Status SgdKernel(const KernelContext& ctx) {
   const Tensor& param = ctx.Input("Param");
   LOOM_RETURN_IF_ERROR(RequireFp32(ctx, param));
   cuda::LaunchSgd(param.data<float>(), ctx.Input("Grad").data<float>(),
-                  ctx.Input("LearningRate").data<float>(), ctx.Output("ParamOut")->data<float>(),
-                  param.numel(), NativeStream(ctx));
+                  ctx.Input("LearningRate").data<float>(), GradScaleOrNull(ctx),
+                  ctx.Output("ParamOut")->data<float>(), param.numel(), NativeStream(ctx));
   return LastLaunchStatus("sgd");
 }
 
@@ -33,6 +38,7 @@ Status AdamWKernel(const KernelContext& ctx) {
   a.epsilon = ctx.Attr<float>("epsilon");
   a.weight_decay = ctx.Attr<float>("weight_decay");
   a.lr = ctx.Input("LearningRate").data<float>();
+  a.grad_scale = GradScaleOrNull(ctx);
   a.beta1_pow = ctx.Input("Beta1Pow").data<float>();
   a.beta2_pow = ctx.Input("Beta2Pow").data<float>();
   a.beta1_pow_out = ctx.Output("Beta1PowOut")->data<float>();

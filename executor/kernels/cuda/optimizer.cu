@@ -7,11 +7,28 @@ namespace loom {
 namespace cuda {
 namespace {
 
-__global__ void SgdKernel(const float* p, const float* g, const float* lr, float* out, int64_t n) {
+// GradScale's value, 1 without it (exact: no GradScale keeps the bits).
+__device__ float GradFactor(const float* grad_scale) {
+  return grad_scale != nullptr ? *grad_scale : 1.0f;
+}
+
+// A skipped update's output: its input, copied unless in place.
+__device__ void Keep(const float* in, float* out, int64_t i) {
+  if (out != in) out[i] = in[i];
+}
+
+__global__ void SgdKernel(const float* p, const float* g, const float* lr,
+                          const float* grad_scale, float* out, int64_t n) {
   const float rate = *lr;
+  const float factor = GradFactor(grad_scale);
+  const bool skip = !isfinite(factor);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = p[i] - rate * g[i];
+    if (skip) {
+      Keep(p, out, i);
+    } else {
+      out[i] = p[i] - rate * (g[i] * factor);
+    }
   }
 }
 
@@ -22,9 +39,17 @@ __global__ void AdamWKernel(AdamWArgs a, const float* p, const float* g, const f
   const float step = static_cast<float>(lr / (1.0 - static_cast<double>(*a.beta1_pow)));
   const float inv_c2 = static_cast<float>(1.0 / (1.0 - static_cast<double>(*a.beta2_pow)));
   const float decay = 1.0f - lr * a.weight_decay;
+  const float factor = GradFactor(a.grad_scale);
+  const bool skip = !isfinite(factor);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float gi = g[i];
+    if (skip) {
+      Keep(p, p_out, i);
+      Keep(m, m_out, i);
+      Keep(v, v_out, i);
+      continue;
+    }
+    const float gi = g[i] * factor;
     const float mi = a.beta1 * m[i] + (1.0f - a.beta1) * gi;
     const float vi = a.beta2 * v[i] + (1.0f - a.beta2) * gi * gi;
     const float pi = p[i] * decay;
@@ -36,15 +61,16 @@ __global__ void AdamWKernel(AdamWArgs a, const float* p, const float* g, const f
 
 __global__ void AdvancePowsKernel(AdamWArgs a) {
   const float b1 = *a.beta1_pow, b2 = *a.beta2_pow;
-  *a.beta1_pow_out = b1 * a.beta1;
-  *a.beta2_pow_out = b2 * a.beta2;
+  const bool skip = !isfinite(GradFactor(a.grad_scale));
+  *a.beta1_pow_out = skip ? b1 : b1 * a.beta1;
+  *a.beta2_pow_out = skip ? b2 : b2 * a.beta2;
 }
 
 }  // namespace
 
-void LaunchSgd(const float* param, const float* grad, const float* lr, float* out, int64_t n,
-               cudaStream_t s) {
-  if (n > 0) SgdKernel<<<GridFor(n), kBlock, 0, s>>>(param, grad, lr, out, n);
+void LaunchSgd(const float* param, const float* grad, const float* lr, const float* grad_scale,
+               float* out, int64_t n, cudaStream_t s) {
+  if (n > 0) SgdKernel<<<GridFor(n), kBlock, 0, s>>>(param, grad, lr, grad_scale, out, n);
 }
 
 void LaunchAdamW(const AdamWArgs& a, const float* param, const float* grad, const float* m,

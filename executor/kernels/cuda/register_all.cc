@@ -14,6 +14,7 @@ void RegisterDropoutCudaKernels();
 void RegisterElementwiseCudaKernels();
 void RegisterEmbeddingCudaKernels();
 void RegisterFillCudaKernels();
+void RegisterGradNormCudaKernels();
 void RegisterLayerNormCudaKernels();
 void RegisterLrScheduleCudaKernels();
 void RegisterMatmulCudaKernels();
@@ -33,6 +34,7 @@ void RegisterAllCudaKernels() {
     RegisterElementwiseCudaKernels();
     RegisterEmbeddingCudaKernels();
     RegisterFillCudaKernels();
+    RegisterGradNormCudaKernels();
     RegisterLayerNormCudaKernels();
     RegisterLrScheduleCudaKernels();
     RegisterMatmulCudaKernels();
