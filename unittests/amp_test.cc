@@ -209,12 +209,23 @@ TEST(Amp, Bf16LayoutsFollowSerialBf16) {
   struct Layout {
     int dp, mp, pp;
     const char* schedule;
+    int sharding = 0;
+    bool op_split = false;
   };
   for (const Layout& k : {Layout{2, 1, 1, "1F1B"}, Layout{1, 2, 1, "1F1B"},
-                          Layout{1, 1, 2, "1F1B"}, Layout{1, 2, 2, "ZBH1"}}) {
-    SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp));
+                          Layout{1, 1, 2, "1F1B"}, Layout{1, 2, 2, "ZBH1"},
+                          Layout{2, 1, 2, "1F1B", 1}, Layout{2, 1, 2, "1F1B", 2},
+                          Layout{2, 1, 2, "1F1B", 3}, Layout{1, 2, 1, "FThenB", 0, true}}) {
+    SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp,
+                        k.sharding > 0 ? StrCat(" sharding stage ", k.sharding) : "",
+                        k.op_split ? " op-split" : ""));
     auto serial = SerialTrainer::Create(c, sgd, nullptr, amp).value();
     proto::Strategy strategy = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
+    if (k.sharding > 0) strategy.mutable_sharding()->set_stage(k.sharding);
+    if (k.op_split) {
+      strategy.mutable_passes()->set_op_split(true);
+      strategy.mutable_passes()->set_op_split_parts(2);
+    }
     strategy.mutable_amp()->set_level("O2");
     ParallelTrainer::Options options;
     options.comm.timeout = std::chrono::seconds(30);
