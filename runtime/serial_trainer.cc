@@ -1,9 +1,8 @@
 #include "runtime/serial_trainer.h"
 
-#include "framework/grad_clip.h"
-
 #include <cstring>
 
+#include "framework/grad_clip.h"
 #include "framework/shape_inference.h"
 #include "runtime/finite_loss.h"
 #include "runtime/host_memory.h"
