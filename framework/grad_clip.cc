@@ -5,6 +5,7 @@
 #include <set>
 
 #include "framework/op_builder.h"
+#include "framework/optimizer.h"
 #include "framework/shape_inference.h"
 
 namespace loom {
@@ -85,27 +86,19 @@ Status AddSerialGradClip(Block& block, const GradScaling& scaling) {
 }
 
 Status DeclareLossScaleState(Program& main, Program& startup, float init_loss_scale) {
-  const std::pair<const char*, TensorMeta> state[] = {
-      {kLossScaleVar, TensorMeta{proto::FP32, {}}},
-      {kLossScaleGoodStepsVar, TensorMeta{proto::INT64, {1}}}};
-  for (const auto& [name, meta] : state) {
-    if (startup.global_block().HasVar(name)) {
-      if (!main.global_block().HasVar(name)) main.global_block().CopyVarFrom(startup.global_block(), name);
-      continue;
+  struct State {
+    const char* name;
+    TensorMeta meta;
+    float value;
+  };
+  for (const State& s : {State{kLossScaleVar, {proto::FP32, {}}, init_loss_scale},
+                         State{kLossScaleGoodStepsVar, {proto::INT64, {1}}, 0.0f}}) {
+    if (!startup.global_block().HasVar(s.name)) {
+      LOOM_RETURN_IF_ERROR(
+          AddOptimizerState(main, startup, s.name, s.meta.shape, s.value, s.meta.dtype));
+    } else if (!main.global_block().HasVar(s.name)) {
+      main.global_block().CopyVarFrom(startup.global_block(), s.name);
     }
-    for (Program* p : {&main, &startup}) {
-      proto::VarDesc* var = p->global_block().AddVar(name);
-      SetMeta(meta, var);
-      var->set_persistable(true);
-    }
-    const float value = std::string(name) == kLossScaleVar ? init_loss_scale : 0.0f;
-    LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup.global_block(),
-                                             OpDescBuilder("fill_constant")
-                                                 .Output("Out", name)
-                                                 .Attr("shape", meta.shape)
-                                                 .Attr("dtype", static_cast<int32_t>(meta.dtype))
-                                                 .Attr("value", value))
-                             .status());
   }
   return Status::OK();
 }
@@ -156,7 +149,7 @@ StatusOr<GradScaling> TakeGradClip(Program& program) {
 
 StatusOr<std::vector<NormRange>> LocalNormRanges(const proto::OpDesc& op,
                                                  const std::vector<int64_t>& input_sizes,
-                                                 const std::function<int(int ring)>& ring_index) {
+                                                 const std::vector<int>* ring_places) {
   const int n = static_cast<int>(input_sizes.size());
   const std::vector<int64_t> segments =
       AttrValue<std::vector<int64_t>>::Get(*FindAttrOrDefault(op, "segments"));
@@ -183,7 +176,10 @@ StatusOr<std::vector<NormRange>> LocalNormRanges(const proto::OpDesc& op,
     int64_t end = segments[s + 2] >= 0 ? segments[s + 2]
                                        : (part ? std::numeric_limits<int64_t>::max() : size);
     if (part) {
-      const int index = ring_index ? ring_index(rings[i]) : -1;
+      const int ring = rings[i];
+      const int index = ring_places != nullptr && ring < static_cast<int>(ring_places->size())
+                            ? (*ring_places)[ring]
+                            : -1;
       if (index < 0) {
         return FailedPrecondition("X[", i, "] is a part over ring ", rings[i],
                                   ", which this rank is not on");

@@ -18,7 +18,6 @@
 #define LOOM_FRAMEWORK_GRAD_CLIP_H_
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,15 +88,16 @@ bool HasGradClip(const Program& program);
 StatusOr<GradScaling> TakeGradClip(Program& program);
 
 // squared_l2_norm's element ranges in each input's own coordinates, given
-// the inputs' sizes and this rank's place in each ring (part_rings): what
-// both backends' kernels sum, in this order.
+// the inputs' sizes and this rank's place in each ring, by ring id
+// (RunInfo::ring_index; null outside a rank executor): what both
+// backends' kernels sum, in this order.
 struct NormRange {
   int input = 0;
   int64_t begin = 0, end = 0;
 };
 StatusOr<std::vector<NormRange>> LocalNormRanges(const proto::OpDesc& op,
                                                  const std::vector<int64_t>& input_sizes,
-                                                 const std::function<int(int ring)>& ring_index);
+                                                 const std::vector<int>* ring_places);
 
 }  // namespace loom
 

@@ -7,12 +7,9 @@
 #include "framework/shape_inference.h"
 
 namespace loom {
-namespace {
 
-// Declares a persistable var in both programs and a fill_constant in
-// `startup` that gives it `value`.
-Status AddState(Program& main, Program& startup, const std::string& name,
-                const Shape& shape, float value, DataType dtype = proto::FP32) {
+Status AddOptimizerState(Program& main, Program& startup, const std::string& name,
+                         const Shape& shape, float value, DataType dtype) {
   for (Program* p : {&main, &startup}) {
     proto::VarDesc* var = p->global_block().AddVar(name);
     SetMeta(TensorMeta{dtype, shape}, var);
@@ -27,10 +24,12 @@ Status AddState(Program& main, Program& startup, const std::string& name,
       .status();
 }
 
+namespace {
+
 // The op that sets each step's learning rate from the step counter; on
 // every pipeline stage (role lr-schedule), before the updates.
 Status AppendLrSchedule(Program& main, Program& startup, const OptimizerConfig& config) {
-  LOOM_RETURN_IF_ERROR(AddState(main, startup, kLrStepVar, {1}, 0.0f, proto::INT64));
+  LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, kLrStepVar, {1}, 0.0f, proto::INT64));
   auto op = AppendOpInferShapes(main.global_block(),
                                 OpDescBuilder("lr_schedule")
                                     .Input("Step", kLrStepVar)
@@ -59,7 +58,7 @@ Status AppendOptimizer(Program& main, Program& startup,
                            " is not a norm (>= 0; 0 does not clip)");
   }
   Block& block = main.global_block();
-  LOOM_RETURN_IF_ERROR(AddState(main, startup, kLearningRateVar, {1},
+  LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, kLearningRateVar, {1},
                                 config.learning_rate));
   if (config.has_schedule()) LOOM_RETURN_IF_ERROR(AppendLrSchedule(main, startup, config));
   for (const ParamGradPair& pair : pairs) {
@@ -84,10 +83,10 @@ Status AppendOptimizer(Program& main, Program& startup,
     const std::string m2 = pair.param + ".moment2";
     const std::string b1 = pair.param + ".beta1_pow";
     const std::string b2 = pair.param + ".beta2_pow";
-    LOOM_RETURN_IF_ERROR(AddState(main, startup, m1, shape, 0.0f));
-    LOOM_RETURN_IF_ERROR(AddState(main, startup, m2, shape, 0.0f));
-    LOOM_RETURN_IF_ERROR(AddState(main, startup, b1, {1}, config.beta1));
-    LOOM_RETURN_IF_ERROR(AddState(main, startup, b2, {1}, config.beta2));
+    LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, m1, shape, 0.0f));
+    LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, m2, shape, 0.0f));
+    LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, b1, {1}, config.beta1));
+    LOOM_RETURN_IF_ERROR(AddOptimizerState(main, startup, b2, {1}, config.beta2));
     const float decay = shape.size() >= 2 ? config.weight_decay : 0.0f;
     auto op = AppendOpInferShapes(block, OpDescBuilder("adamw")
                                              .Input("Param", pair.param)

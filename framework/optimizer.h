@@ -40,6 +40,12 @@ inline constexpr const char* kLearningRateVar = "learning_rate";
 // from; optimizer state, so checkpoints carry it.
 inline constexpr const char* kLrStepVar = "learning_rate.step";
 
+// Declares the persistable `name` in both programs and a fill_constant in
+// `startup` that gives it `value`: how optimizer state (moments, the
+// learning rate, a loss scale) comes to be.
+Status AddOptimizerState(Program& main, Program& startup, const std::string& name,
+                         const Shape& shape, float value, DataType dtype = proto::FP32);
+
 // Adds one update op per (param, grad) pair to `main`, in the order given
 // (the order gradients complete), and the ops that initialize the optimizer
 // state (learning rate, moments, beta powers) to `startup`. The error names

@@ -63,14 +63,15 @@ TEST(GradClipOps, APartCountsOnlyWhereItsRankHoldsTheRange) {
                          .Attr("segments", std::vector<int64_t>{0, 2, 5, 0, 7, 8})
                          .Attr("part_rings", std::vector<int32_t>{2})
                          .Build();
-  auto ranges = LocalNormRanges(op, {4}, [&](int ring) { return places[ring]; });
+  auto ranges = LocalNormRanges(op, {4}, &places);
   ASSERT_TRUE(ranges.ok()) << ranges.status();
   ASSERT_EQ(ranges->size(), 2u);
   EXPECT_EQ((*ranges)[0].begin, 0);  // buffer [4, 5)
   EXPECT_EQ((*ranges)[0].end, 1);
   EXPECT_EQ((*ranges)[1].begin, 3);  // buffer [7, 8)
   EXPECT_EQ((*ranges)[1].end, 4);
-  auto off_ring = LocalNormRanges(op, {4}, [](int) { return -1; });
+  const std::vector<int> nowhere = {-1, -1, -1};
+  auto off_ring = LocalNormRanges(op, {4}, &nowhere);
   EXPECT_EQ(off_ring.status().message(), "X[0] is a part over ring 2, which this rank is not on");
 }
 

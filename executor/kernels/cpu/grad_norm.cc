@@ -11,12 +11,8 @@ namespace {
 Status SquaredL2NormKernel(const KernelContext& ctx) {
   std::vector<int64_t> sizes;
   for (int i = 0; i < ctx.InputCount("X"); ++i) sizes.push_back(ctx.Input("X", i).numel());
-  const std::vector<int>* rings = ctx.run().ring_index;
-  LOOM_ASSIGN_OR_RETURN(
-      const std::vector<NormRange> ranges,
-      LocalNormRanges(ctx.desc(), sizes, [rings](int ring) {
-        return rings != nullptr && ring < static_cast<int>(rings->size()) ? (*rings)[ring] : -1;
-      }));
+  LOOM_ASSIGN_OR_RETURN(const std::vector<NormRange> ranges,
+                        LocalNormRanges(ctx.desc(), sizes, ctx.run().ring_index));
   double sum = 0;
   for (const NormRange& r : ranges) {
     const float* x = ctx.Input("X", r.input).data<float>();

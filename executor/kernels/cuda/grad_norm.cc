@@ -16,12 +16,8 @@ Status SquaredL2NormKernel(const KernelContext& ctx) {
     }
     sizes.push_back(x.numel());
   }
-  const std::vector<int>* rings = ctx.run().ring_index;
-  LOOM_ASSIGN_OR_RETURN(
-      const std::vector<NormRange> ranges,
-      LocalNormRanges(ctx.desc(), sizes, [rings](int ring) {
-        return rings != nullptr && ring < static_cast<int>(rings->size()) ? (*rings)[ring] : -1;
-      }));
+  LOOM_ASSIGN_OR_RETURN(const std::vector<NormRange> ranges,
+                        LocalNormRanges(ctx.desc(), sizes, ctx.run().ring_index));
   // One double for the sum, then the blocks' partial sums.
   LOOM_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch,
                         Scratch(ctx, (1 + cuda::kNormBlocks) * sizeof(double)));
