@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "executor/cpu/cpu_device.h"
 #include "executor/kernels/cpu/vocab_parallel_cross_entropy.h"
+#include "framework/low_precision.h"
+#include "framework/wire_dtype.h"
 #ifdef LOOM_WITH_CUDA
+#include "executor/kernels/cuda/cuda_kernel_helpers.h"
 #include "executor/kernels/cuda/vocab_parallel_cross_entropy.h"
 #endif
 
@@ -53,6 +57,57 @@ StatusOr<ReduceOp> ParseReduceOp(const std::string& name) {
   return InvalidArgument("unknown reduce_op '", name, "'");
 }
 
+// n elements of `src` (fp32, bf16 or fp16) converted into `dst`, one of
+// them fp32, on the kernel's device, ordered on its stream.
+Status Convert(const KernelContext& ctx, DataType from, const void* src, DataType to, void* dst,
+               int64_t n) {
+#ifdef LOOM_WITH_CUDA
+  if (DeviceOf(ctx)->type() == DeviceType::kCuda) {
+    if (!cuda::LaunchCast(FloatTypeOf(from), src, FloatTypeOf(to), dst, n, NativeStream(ctx))) {
+      return Internal("no CUDA conversion from ", DataTypeName(from), " to ", DataTypeName(to));
+    }
+    return LastLaunchStatus("wire dtype conversion");
+  }
+#endif
+  if (to == proto::FP32) {
+    WidenToFloat(from, src, n, static_cast<float*>(dst));
+  } else {
+    NarrowFromFloat(to, static_cast<const float*>(src), n, dst);
+  }
+  return Status::OK();
+}
+
+// `reduce` over the members of `held` (in order) narrowed to `wire`, back
+// to back in one scratch tensor; the results are widened back into them.
+Status ReduceInWire(const KernelContext& ctx, const std::vector<Tensor*>& held, DataType wire,
+                    const std::function<Status(Tensor*)>& reduce) {
+  int64_t total = 0;
+  for (const Tensor* t : held) total += t->numel();
+  Tensor scratch;
+  LOOM_RETURN_IF_ERROR(scratch.Resize(TensorMeta{wire, {total}}, DeviceOf(ctx), ctx.stream()));
+  auto* base = static_cast<uint8_t*>(scratch.raw_data());
+  int64_t at = 0;
+  for (const Tensor* t : held) {
+    LOOM_RETURN_IF_ERROR(
+        Convert(ctx, t->dtype(), t->raw_data(), wire, base + at * SizeOf(wire), t->numel()));
+    at += t->numel();
+  }
+  LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+  LOOM_RETURN_IF_ERROR(reduce(&scratch));
+  at = 0;
+  for (Tensor* t : held) {
+    LOOM_RETURN_IF_ERROR(
+        Convert(ctx, wire, base + at * SizeOf(wire), t->dtype(), t->raw_data(), t->numel()));
+    at += t->numel();
+  }
+  return Status::OK();
+}
+
+// The op's wire dtype for data held in `held` (framework/wire_dtype.h).
+StatusOr<DataType> WireDtype(const KernelContext& ctx, DataType held) {
+  return ParseWireDtype(ctx.Attr<std::string>(kWireDtypeAttr), held);
+}
+
 Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
   LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
   std::vector<Tensor*> bucket;
@@ -60,6 +115,14 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
     Tensor* out = ctx.Output("Out", i);
     LOOM_RETURN_IF_ERROR(CopyTensor(ctx, ctx.Input("X", i), out));
     bucket.push_back(out);
+  }
+  if (!bucket.empty()) {
+    LOOM_ASSIGN_OR_RETURN(const DataType wire, WireDtype(ctx, bucket[0]->dtype()));
+    if (wire != bucket[0]->dtype()) {
+      return ReduceInWire(ctx, bucket, wire, [&](Tensor* scratch) {
+        return comm->AllReduce({scratch}, op);
+      });
+    }
   }
   // A fetch: every part but this rank's is zeroed, so the sum gathers.
   const int parts = ctx.Attr<int32_t>("fetch_parts");
@@ -86,6 +149,30 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
   return comm->AllReduce(bucket, op);
 }
 
+// In a narrower wire dtype, X goes through the scratch (ReduceInWire),
+// whose part this rank keeps is widened into Out.
+Status ReduceScatterKernel(const KernelContext& ctx, Communicator* comm) {
+  LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
+  const Tensor& in = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(const DataType wire, WireDtype(ctx, in.dtype()));
+  if (wire == in.dtype()) return comm->ReduceScatter(in, out, op);
+  if (out->dtype() != in.dtype() || out->numel() * comm->size() != in.numel()) {
+    return Internal("reduce_scatter of ", MetaToString(in.meta()), " into ",
+                    MetaToString(out->meta()), " over ", comm->size(), " ranks");
+  }
+  Tensor narrow_in, narrow_out;
+  LOOM_RETURN_IF_ERROR(
+      narrow_in.Resize(TensorMeta{wire, in.shape()}, DeviceOf(ctx), ctx.stream()));
+  LOOM_RETURN_IF_ERROR(
+      narrow_out.Resize(TensorMeta{wire, out->shape()}, DeviceOf(ctx), ctx.stream()));
+  LOOM_RETURN_IF_ERROR(
+      Convert(ctx, in.dtype(), in.raw_data(), wire, narrow_in.raw_data(), in.numel()));
+  LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+  LOOM_RETURN_IF_ERROR(comm->ReduceScatter(narrow_in, &narrow_out, op));
+  return Convert(ctx, wire, narrow_out.raw_data(), out->dtype(), out->raw_data(), out->numel());
+}
+
 }  // namespace
 
 CommKernelFn MakeCommKernels(CommWorld* world) {
@@ -103,10 +190,7 @@ CommKernelFn MakeCommKernels(CommWorld* world) {
     // still reads (stream-ordered allocation).
     LOOM_RETURN_IF_ERROR(InputsReady(ctx));
     if (type == "allgather") return comm->AllGather(ctx.Input("X"), ctx.Output("Out"));
-    if (type == "reduce_scatter") {
-      LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
-      return comm->ReduceScatter(ctx.Input("X"), ctx.Output("Out"), op);
-    }
+    if (type == "reduce_scatter") return ReduceScatterKernel(ctx, comm);
     if (type == "send") return comm->Send(ctx.Input("X"), ctx.Attr<int32_t>("peer"));
     if (type == "recv") return comm->Recv(ctx.Output("Out"), ctx.Attr<int32_t>("peer"));
     if (type == "c_softmax_with_cross_entropy") {

@@ -6,6 +6,7 @@
 #include "framework/op_registry.h"
 #include "framework/op_view.h"
 #include "framework/shape_inference.h"
+#include "framework/wire_dtype.h"
 
 namespace loom {
 namespace {
@@ -102,8 +103,13 @@ OpWork WorkOf(const Op& op) {
         w.comm_calls = 3;
         break;
       }
+      // A gradient reduction in a narrower wire dtype moves that many
+      // bytes (framework/wire_dtype.h).
       for (const std::string& v : op.Inputs("X")) {
-        w.comm_bytes += static_cast<int64_t>(VarBytes(op, v));
+        const proto::VarDesc* var = VarOf(op, v);
+        if (var == nullptr) continue;
+        w.comm_bytes +=
+            NumElements(MetaOf(*var).shape) * SizeOf(WireDtypeOf(op, *var));
       }
       w.comm_calls = 1;
       w.flops = 0;

@@ -276,6 +276,15 @@ StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy) {
     return InvalidArgument("amp.loss_scale_growth_interval: ", config.growth_interval,
                            " is not a step count >= 1");
   }
+  const std::string& reduce = strategy.amp().grad_reduce_dtype();
+  if (reduce == DataTypeName(config.dtype) && config.level > 0) {
+    config.grad_reduce_dtype = config.dtype;
+  } else if (reduce != "fp32") {
+    return InvalidArgument(
+        "amp.grad_reduce_dtype: '", reduce, "' is not fp32",
+        config.level > 0 ? StrCat(" or the compute dtype ", DataTypeName(config.dtype))
+                         : std::string(" (amp.level is O0: gradients are fp32)"));
+  }
   return config;
 }
 

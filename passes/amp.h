@@ -36,6 +36,8 @@ struct AmpConfig {
   // after which it doubles (framework/grad_scale.h).
   float init_loss_scale = 65536.0f;
   int64_t growth_interval = 2000;
+  // What data-parallel reductions move fp32 gradients in: FP32, or `dtype`.
+  DataType grad_reduce_dtype = proto::FP32;
 };
 
 // "O0", "O1", "O2" -> 0, 1, 2; "bf16", "fp16" -> BF16, FP16. Errors name

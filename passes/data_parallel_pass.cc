@@ -15,12 +15,18 @@
 // per gradient); else the cost model's (cost_model/bucket_size.h): the
 // smallest size at which the dp group's all-reduce reaches 90% of its
 // link's bandwidth, at most a quarter of the rank's gradients.
+//
+// The reduce-dtype option reduces fp32 gradients in bf16 or fp16
+// (framework/wire_dtype.h): half the bytes, each member's gradient rounded
+// once. The sharding pass keeps it on the reduce-scatters it makes of the
+// buckets.
 #include <map>
 #include <set>
 
 #include "cost_model/bucket_size.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "framework/wire_dtype.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 
@@ -47,6 +53,8 @@ struct DataParallelOptions {
   // The sharding pass runs next: every bucket a flat buffer of one kind of
   // update.
   bool for_sharding = false;
+  // The dtype fp32 gradients are reduced in (the all-reduce's wire dtype).
+  DataType reduce_dtype = proto::FP32;
 };
 
 class DataParallelPass : public Pass {
@@ -54,12 +62,14 @@ class DataParallelPass : public Pass {
   explicit DataParallelPass(const DataParallelOptions& options)
       : degree_(options.degree),
         bucket_bytes_(options.bucket_bytes),
-        for_sharding_(options.for_sharding) {}
+        for_sharding_(options.for_sharding),
+        reduce_dtype_(options.reduce_dtype) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
   int64_t degree_, bucket_bytes_;
   bool for_sharding_;
+  DataType reduce_dtype_;
 };
 
 StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
@@ -69,13 +79,17 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     return false;
   }
   Block& block = ctx.program().global_block();
+  // What a gradient's element moves as: bucket sizes count wire bytes.
+  auto wire = [&](DataType held) {
+    return held == proto::FP32 ? reduce_dtype_ : held;
+  };
   if (bucket_bytes_ <= 0) {
     LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
     int64_t total = 0;
     for (const Op* op : block.ops()) {
       for (const proto::ParamGrad& pg : op->desc().param_grads()) {
         const proto::VarDesc* g = block.FindVar(pg.grad());
-        total += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+        total += NumElements(MetaOf(*g).shape) * SizeOf(wire(g->dtype()));
       }
     }
     LOOM_ASSIGN_OR_RETURN(
@@ -134,6 +148,10 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     proto::OpDesc reduce = CollectiveOp("allreduce", grads, grads, kDpRing,
                                         stream::kDp, role::kBackward);
     *reduce.add_attrs() = MakeAttr("reduce_op", std::string("avg"));
+    const DataType held = block.FindVar(grads[0])->dtype();
+    if (wire(held) != held) {
+      *reduce.add_attrs() = MakeAttr(kWireDtypeAttr, std::string(DataTypeName(wire(held))));
+    }
     reduce.set_pipeline_stage(bucket.last->desc().pipeline_stage());
     reduce.set_chunk(bucket.last->desc().chunk());
     reduce.set_last_micro_batch_only(accumulating);
@@ -168,14 +186,18 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
                                    cls == update_class.end() ? "" : cls->second,
                                    alone ? "|" + pg.grad() : "")];
       bucket.grads.push_back(pg.grad());
-      bucket.bytes += NumElements(MetaOf(*g).shape) * SizeOf(g->dtype());
+      bucket.bytes += NumElements(MetaOf(*g).shape) * SizeOf(wire(g->dtype()));
       bucket.last = op;
       if (bucket.bytes >= bucket_bytes_) LOOM_RETURN_IF_ERROR(flush(bucket));
     }
   }
   LOOM_RETURN_IF_ERROR(flush_all());
   ctx.Explain(kPassName, StrCat(buckets, " gradient buckets of up to ",
-                                bucket_bytes_, " bytes over ", degree_, " dp ranks"));
+                                bucket_bytes_, " bytes over ", degree_, " dp ranks",
+                                reduce_dtype_ == proto::FP32
+                                    ? ""
+                                    : StrCat(", fp32 gradients reduced in ",
+                                             DataTypeName(reduce_dtype_))));
   return true;
 }
 
@@ -193,7 +215,11 @@ PassInfo DataParallelPassInfo() {
                 "bucket size (0: the cost model's; 1: one all-reduce per gradient)", 0),
       BoolOption(&O::for_sharding, "for-sharding",
                  "lay buckets out for the sharding pass: each a flat buffer of one kind of "
-                 "update")};
+                 "update"),
+      EnumOption(&O::reduce_dtype, "reduce-dtype",
+                 "the dtype fp32 gradients are all-reduced in (bf16/fp16: half the bytes)",
+                 std::vector<std::pair<std::string, DataType>>{
+                     {"fp32", proto::FP32}, {"bf16", proto::BF16}, {"fp16", proto::FP16}})};
   return info;
 }
 

@@ -94,7 +94,8 @@ std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& s
       // Bucketing off is one all-reduce per gradient: buckets of a byte.
       ",data-parallel{degree=", s.dp().degree(),
       ",bucket-bytes=", switches.dp_bucketing() ? s.dp().bucket_size_bytes() : 1,
-      ",for-sharding=", BoolText(sharding.stage() > 0), "}");
+      ",for-sharding=", BoolText(sharding.stage() > 0),
+      ",reduce-dtype=", s.amp().grad_reduce_dtype(), "}");
   if (sharding.stage() > 0) {
     p += StrCat(",sharding{stage=", sharding.stage(), ",degree=", sharding.degree(),
                 ",fetch-mode=", sharding.fetch_mode(),

@@ -2,6 +2,7 @@
 
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "framework/wire_dtype.h"
 
 namespace loom {
 namespace {
@@ -29,6 +30,7 @@ StatusOr<std::string> ReduceScatterInPlace(PassContext& ctx, const ShardingBucke
                          .Attr("ring_id", static_cast<int32_t>(group.ring))
                          .Attr("nranks", static_cast<int32_t>(group.n))
                          .Attr("reduce_op", std::string("avg"))
+                         .Attr(kWireDtypeAttr, b.wire_dtype)
                          .Role(role::kBackward | role::kComm);
   rs.set_stream(stream::kSharding);
   rs.set_pipeline_stage(b.allreduce->desc().pipeline_stage());
@@ -123,6 +125,7 @@ StatusOr<std::string> ScatterGradients(PassContext& ctx, const ShardingBucket& b
                                 .Attr("ring_id", static_cast<int32_t>(group.ring))
                                 .Attr("nranks", static_cast<int32_t>(group.n))
                                 .Attr("reduce_op", std::string("avg"))
+                                .Attr(kWireDtypeAttr, b.wire_dtype)
                                 .Role(role::kBackward | role::kComm));
   rs.set_stream(stream::kSharding);
   ops.push_back(rs);

@@ -20,6 +20,9 @@ struct ShardingBucket {
   std::vector<std::string> grads;
   std::vector<std::string> params;
   std::vector<Op*> updates;  // each parameter's update op, in program order
+  // The bucket all-reduce's wire dtype (framework/wire_dtype.h), which the
+  // collectives replacing it keep; "" for none.
+  std::string wire_dtype;
 };
 
 // The ranks sharing a bucket's state: `n` of them on `ring` (the dp ring,

@@ -42,6 +42,7 @@
 #include "cost_model/comm_model.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "framework/wire_dtype.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
 #include "passes/sharding_gathers.h"
@@ -289,6 +290,7 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
                                .Output("Out", g_shard)
                                .Attr("ring_id", static_cast<int32_t>(kDpReplicaRing))
                                .Attr("reduce_op", std::string("avg"))
+                               .Attr(kWireDtypeAttr, b.wire_dtype)
                                .Role(role::kComm);
     across.set_stream(stream::kSharding);
     across.set_creation_pass(kPassName);
@@ -440,6 +442,7 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
     }
     ShardingBucket b;
     b.allreduce = op;
+    if (op->HasAttr(kWireDtypeAttr)) b.wire_dtype = op->GetAttr<std::string>(kWireDtypeAttr);
     b.grads = op->InputVars();
     for (const std::string& g : b.grads) {
       const proto::VarDesc* var = block.FindVar(g);

@@ -27,6 +27,10 @@ DEFINE_double(init_loss_scale, 0,
               "fp16: the first dynamic loss scale; it halves on each step whose gradients "
               "overflow (that step is skipped) and doubles after 2000 good ones (0: the "
               "config's, else 65536)");
+DEFINE_string(grad_reduce_dtype, "",
+              "the dtype data-parallel all-reduces and ZeRO reduce-scatters move fp32 "
+              "gradients in: fp32, or --amp_dtype for half the bytes (default: the "
+              "config's, else fp32)");
 DEFINE_double(lr, 3e-3, "learning rate: the peak, where a schedule warms up or decays");
 DEFINE_int64(warmup_steps, 0, "learning-rate warm-up: steps rising linearly to --lr");
 DEFINE_string(lr_decay, "constant",
@@ -204,6 +208,7 @@ void SetAmpFromFlags(proto::AmpStrategy* amp) {
   if (!FLAGS_amp_level.empty()) amp->set_level(FLAGS_amp_level);
   if (!FLAGS_amp_dtype.empty()) amp->set_dtype(FLAGS_amp_dtype);
   if (FLAGS_init_loss_scale != 0) amp->set_init_loss_scale(static_cast<float>(FLAGS_init_loss_scale));
+  if (!FLAGS_grad_reduce_dtype.empty()) amp->set_grad_reduce_dtype(FLAGS_grad_reduce_dtype);
 }
 
 }  // namespace
@@ -212,7 +217,10 @@ StatusOr<AmpConfig> AmpConfigFromFlags() {
   proto::Strategy s;
   SetAmpFromFlags(s.mutable_amp());
   auto amp = AmpConfigOf(s);
-  if (!amp.ok()) return amp.status().WithContext("--amp_level/--amp_dtype/--init_loss_scale");
+  if (!amp.ok()) {
+    return amp.status().WithContext(
+        "--amp_level/--amp_dtype/--init_loss_scale/--grad_reduce_dtype");
+  }
   return amp;
 }
 

@@ -90,7 +90,8 @@ TEST(PlanProto, RecordsWhatThePlanWasBuiltFor) {
   EXPECT_EQ(desc.resolved().pipeline(),
             "pipeline-split{chunks=1,stages=2},tensor-parallel{async-allreduce=true,degree=1},"
             "gradient-accumulation{steps=4},"
-            "data-parallel{bucket-bytes=0,degree=2,for-sharding=false},job-split,"
+            "data-parallel{bucket-bytes=0,degree=2,for-sharding=false,reduce-dtype=fp32},"
+            "job-split,"
             "schedule{max-in-flight=0,micro-batches=4,mode=1F1B}");
   auto config = GptConfigOfPlan(PlanFromProto(desc).value());
   ASSERT_TRUE(config.ok()) << config.status();

@@ -40,7 +40,8 @@ TEST(ResolvedStrategy, TheDefaultPipelineCarriesTheStrategy) {
   EXPECT_EQ(plan->resolved.pipeline(),
             "pipeline-split{chunks=1,stages=2},tensor-parallel{async-allreduce=true,degree=2},"
             "gradient-accumulation{steps=2},"
-            "data-parallel{bucket-bytes=0,degree=2,for-sharding=false},split-backward,job-split,"
+            "data-parallel{bucket-bytes=0,degree=2,for-sharding=false,reduce-dtype=fp32},"
+            "split-backward,job-split,"
             "schedule{max-in-flight=0,micro-batches=2,mode=ZBH1}");
   EXPECT_TRUE(plan->resolved.mp_async_allreduce());
   EXPECT_EQ(plan->resolved.sharding_stage(), 0);
@@ -111,7 +112,7 @@ TEST(ResolvedStrategy, ThePlanRecordsShardingOpSplitAndOverlap) {
   EXPECT_EQ(r.pipeline(),
             "pipeline-split{chunks=1,stages=1},tensor-parallel{async-allreduce=false,degree=2},"
             "gradient-accumulation{steps=4},"
-            "data-parallel{bucket-bytes=0,degree=2,for-sharding=true},"
+            "data-parallel{bucket-bytes=0,degree=2,for-sharding=true,reduce-dtype=fp32},"
             "sharding{degree=0,fetch-mode=auto,keep-gathered-bytes=-1,prefetch-depth=2,stage=3},"
             "op-split{max-in-flight=2,max-parts=16,parts=2,schedule=1F1B-overlap},job-split,"
             "schedule{max-in-flight=2,micro-batches=4,mode=1F1B-overlap}");

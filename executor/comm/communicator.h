@@ -52,8 +52,8 @@ class Communicator {
   virtual int global_rank(int group_rank) const = 0;
 
   // Reduces every tensor of the bucket in place across the group. All
-  // tensors have one floating dtype (FP32 or FP64) and the same shapes on
-  // every member; kAvg divides the sum by size().
+  // tensors have one floating dtype (fp32, fp64, bf16 or fp16) and the
+  // same shapes on every member; kAvg divides the sum by size().
   virtual Status AllReduce(const std::vector<Tensor*>& tensors,
                            ReduceOp op) = 0;
 

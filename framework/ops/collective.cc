@@ -3,6 +3,7 @@
 // tensor parallelism: each is the other's gradient. allreduce takes several
 // tensors at once (a bucket); its gradient is one identity per tensor.
 #include "framework/ops/op_helpers.h"
+#include "framework/wire_dtype.h"
 
 namespace loom {
 namespace {
@@ -52,6 +53,23 @@ Status CheckPeer(const InferShapeContext& ctx) {
   return Status::OK();
 }
 
+// Attribute wire_dtype names a dtype every X can be reduced in, and a fetch
+// (a gather by sum, which must be exact) moves its data as it is.
+Status CheckWireDtype(InferShapeContext& ctx, bool fetch) {
+  const std::string wire = ctx.Attr<std::string>(kWireDtypeAttr);
+  if (wire.empty()) return Status::OK();
+  for (int i = 0; i < ctx.InputCount("X"); ++i) {
+    const DataType held = ctx.Input("X", i).dtype;
+    StatusOr<DataType> parsed = ParseWireDtype(wire, held);
+    if (!parsed.ok()) return InvalidArgument("attribute wire_dtype: ", parsed.status().message());
+    if (fetch && *parsed != held) {
+      return InvalidArgument("a fetch (fetch_parts) moves its data exactly, not in wire_dtype ",
+                             wire);
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCollectiveOps() {
@@ -69,6 +87,9 @@ void RegisterCollectiveOps() {
           // A fetch's rank part held apart (ZeRO-3, whose X is a zeroed
           // temporary): copied into the rank's place of X before the sum.
           .Input("Part", SlotSpec::kOptional)
+          // Gradients reduced in a narrower dtype than they are held in
+          // (framework/wire_dtype.h); "" moves them as they are.
+          .Attr<std::string>(kWireDtypeAttr, "")
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             const std::string op = ctx.Attr<std::string>("reduce_op");
             if (op != "sum" && op != "avg" && op != "max") {
@@ -77,6 +98,7 @@ void RegisterCollectiveOps() {
             }
             const int parts = ctx.Attr<int32_t>("fetch_parts");
             if (parts < 0) return InvalidArgument("attribute fetch_parts is negative");
+            LOOM_RETURN_IF_ERROR(CheckWireDtype(ctx, parts > 0));
             if (parts > 0) {
               const TensorMeta& x = ctx.Input("X", 0);
               if (ctx.InputCount("X") != 1 || op != "sum" || x.shape.size() != 1 ||
@@ -158,11 +180,13 @@ void RegisterCollectiveOps() {
           .Attr<int32_t>("ring_id", 0)
           .RequiredAttr<int32_t>("nranks")
           .Attr<std::string>("reduce_op", "sum")
+          .Attr<std::string>(kWireDtypeAttr, "")
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             const std::string op = ctx.Attr<std::string>("reduce_op");
             if (op != "sum" && op != "avg") {
               return InvalidArgument("attribute reduce_op '", op, "' is not one of sum, avg");
             }
+            LOOM_RETURN_IF_ERROR(CheckWireDtype(ctx, /*fetch=*/false));
             LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
             TensorMeta out = ctx.Input("X");
             if (out.shape.empty() || out.shape[0] % n != 0) {
