@@ -204,18 +204,29 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
 namespace {
 
 // The amp flags over the strategy's amp section (each left alone unset).
-void SetAmpFromFlags(proto::AmpStrategy* amp) {
+// A flag that would change nothing at the level and dtype it ends up with
+// is a mistake, not a no-op.
+Status SetAmpFromFlags(proto::AmpStrategy* amp) {
   if (!FLAGS_amp_level.empty()) amp->set_level(FLAGS_amp_level);
   if (!FLAGS_amp_dtype.empty()) amp->set_dtype(FLAGS_amp_dtype);
   if (FLAGS_init_loss_scale != 0) amp->set_init_loss_scale(static_cast<float>(FLAGS_init_loss_scale));
   if (!FLAGS_grad_reduce_dtype.empty()) amp->set_grad_reduce_dtype(FLAGS_grad_reduce_dtype);
+  if (!FLAGS_amp_dtype.empty() && amp->level() == "O0") {
+    return InvalidArgument("--amp_dtype ", FLAGS_amp_dtype,
+                           " does nothing at amp level O0: add --amp_level O1 or O2");
+  }
+  if (FLAGS_init_loss_scale != 0 && (amp->level() == "O0" || amp->dtype() != "fp16")) {
+    return InvalidArgument("--init_loss_scale applies to fp16 training only (--amp_level O1|O2 "
+                           "--amp_dtype fp16)");
+  }
+  return Status::OK();
 }
 
 }  // namespace
 
 StatusOr<AmpConfig> AmpConfigFromFlags() {
   proto::Strategy s;
-  SetAmpFromFlags(s.mutable_amp());
+  LOOM_RETURN_IF_ERROR(SetAmpFromFlags(s.mutable_amp()));
   auto amp = AmpConfigOf(s);
   if (!amp.ok()) {
     return amp.status().WithContext(
@@ -248,7 +259,7 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
     s.mutable_pipeline()->set_micro_batches(FLAGS_micro_batches);
   }
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
-  SetAmpFromFlags(s.mutable_amp());
+  LOOM_RETURN_IF_ERROR(SetAmpFromFlags(s.mutable_amp()));
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   if (FLAGS_dp_bucket_bytes < 0) {

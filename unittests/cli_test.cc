@@ -171,6 +171,28 @@ TEST(Cli, SameSeedSameLossAndBadFlags) {
   EXPECT_EQ(Lines(unknown.out), 1);
 }
 
+// A precision flag that would change nothing is refused, by name, on the
+// serial and the parallel commands alike.
+TEST(Cli, PrecisionFlagsThatChangeNothingAreRefused) {
+  for (const char* command : {"train --preset gpt-tiny --steps 1", "plan --preset gpt-tiny"}) {
+    SCOPED_TRACE(command);
+    Result r = Loom(std::string(command) + " --amp_dtype fp16");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("--amp_dtype fp16 does nothing at amp level O0"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(Lines(r.out), 1) << r.out;
+    r = Loom(std::string(command) + " --amp_level O2 --init_loss_scale 1024");
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("--init_loss_scale applies to fp16 training only"), std::string::npos)
+        << r.out;
+  }
+  Result r = Loom("plan --preset gpt-tiny --dp 2 --grad_reduce_dtype bf16");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("amp.grad_reduce_dtype: 'bf16' is not fp32 (amp.level is O0"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Cli, EnvironmentVariableSetsAFlag) {
   Result r = Loom("train --preset gpt-tiny", "FLAGS_steps=2");
   EXPECT_EQ(r.code, 0) << r.out;
