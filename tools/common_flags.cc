@@ -7,6 +7,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "framework/lr_schedule.h"
+#include "models/training_recipe.h"
 #include "passes/amp.h"
 
 DEFINE_string(preset, "gpt-tiny",
@@ -41,6 +42,13 @@ DEFINE_double(min_lr, 0, "the learning rate a decay ends at");
 DEFINE_double(clip_grad_norm, 0,
               "clip the global gradient norm to this before each update (Megatron's "
               "--clip-grad; 1.0 is the usual value); 0: no clipping");
+DEFINE_string(recipe, "preset",
+              "how a --preset trains where no flag (or --config field) says otherwise: "
+              "'preset', its own recipe (the GPT-3 presets: bf16 O2, AdamW (0.9, 0.95) with "
+              "weight decay 0.1, the GPT-3 paper's peak rate warmed up over 375M tokens and "
+              "cosine-decayed to a tenth over 260B, clip 1.0, micro-batches of one sequence "
+              "per dp replica, as Megatron-LM trains them; the others have none), or 'none': "
+              "the flags' own defaults (fp32, a constant rate, no clipping)");
 DEFINE_string(save_dir, "",
               "write checkpoints here (step-N/: model.safetensors, optimizer.safetensors, "
               "manifest.json); every --save_every steps and after the last");
@@ -167,9 +175,29 @@ StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(int64_t vocab_size, in
   return std::shared_ptr<const Dataset>(std::move(*data));
 }
 
+StatusOr<std::optional<TrainingRecipe>> RecipeFromFlags() {
+  if (FLAGS_recipe == "none" || !FLAGS_program.empty()) return std::optional<TrainingRecipe>();
+  if (FLAGS_recipe != "preset") {
+    return InvalidArgument("--recipe must be preset or none, got '", FLAGS_recipe, "'");
+  }
+  LOOM_ASSIGN_OR_RETURN(const GptConfig config, GptConfigFromFlags());
+  std::optional<TrainingRecipe> recipe = PresetRecipe(FLAGS_preset, config);
+  static bool said = false;  // once per process, however many callers ask
+  if (recipe && !said) {
+    said = true;
+    std::fprintf(stderr, "loom: %s trains by the %s recipe where flags do not say: %s "
+                 "(--recipe none: without it)\n",
+                 FLAGS_preset.c_str(), recipe->name.c_str(), RecipeSummary(*recipe).c_str());
+  }
+  return recipe;
+}
+
 StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
-  OptimizerConfig o;
-  o.type = FLAGS_optimizer;
+  LOOM_ASSIGN_OR_RETURN(const std::optional<TrainingRecipe> recipe, RecipeFromFlags());
+  // A recipe's field stands where its flag was not given.
+  auto flag = [&](const char* name) { return !recipe || FlagGiven(name); };
+  OptimizerConfig o = recipe ? recipe->optimizer : OptimizerConfig();
+  if (flag("optimizer")) o.type = FLAGS_optimizer;
   if (o.type != "adamw" && o.type != "sgd") {
     return InvalidArgument("--optimizer must be adamw or sgd, got '", o.type,
                            "'");
@@ -177,23 +205,28 @@ StatusOr<OptimizerConfig> OptimizerConfigFromFlags() {
   if (!(FLAGS_lr > 0) || !std::isfinite(FLAGS_lr)) {
     return InvalidArgument("--lr must be positive and finite, got ", FLAGS_lr);
   }
-  o.learning_rate = static_cast<float>(FLAGS_lr);
+  if (flag("lr")) {
+    // A recipe's floor is a fraction of its peak: it follows a given peak.
+    if (recipe) o.min_learning_rate *= static_cast<float>(FLAGS_lr) / o.learning_rate;
+    o.learning_rate = static_cast<float>(FLAGS_lr);
+  }
   if (!(FLAGS_clip_grad_norm >= 0) || !std::isfinite(FLAGS_clip_grad_norm)) {
     return InvalidArgument("--clip_grad_norm must be a norm >= 0 (0: no clipping), got ",
                            FLAGS_clip_grad_norm);
   }
-  o.clip_grad_norm = static_cast<float>(FLAGS_clip_grad_norm);
+  if (flag("clip_grad_norm")) o.clip_grad_norm = static_cast<float>(FLAGS_clip_grad_norm);
   if (FLAGS_warmup_steps < 0) {
     return InvalidArgument("--warmup_steps must not be negative, got ", FLAGS_warmup_steps);
   }
   LOOM_RETURN_IF_ERROR(ParseLrDecay(FLAGS_lr_decay).status().WithContext("--lr_decay"));
-  if (!(FLAGS_min_lr >= 0) || FLAGS_min_lr > FLAGS_lr) {
-    return InvalidArgument("--min_lr must lie in [0, --lr = ", FLAGS_lr, "], got ", FLAGS_min_lr);
+  if (flag("warmup_steps")) o.warmup_steps = FLAGS_warmup_steps;
+  if (flag("lr_decay")) o.lr_decay = FLAGS_lr_decay;
+  if (flag("decay_steps")) o.decay_steps = FLAGS_decay_steps > 0 ? FLAGS_decay_steps : FLAGS_steps;
+  if (flag("min_lr")) o.min_learning_rate = static_cast<float>(FLAGS_min_lr);
+  if (!(o.min_learning_rate >= 0) || o.min_learning_rate > o.learning_rate) {
+    return InvalidArgument("--min_lr must lie in [0, --lr = ", o.learning_rate, "], got ",
+                           o.min_learning_rate);
   }
-  o.warmup_steps = FLAGS_warmup_steps;
-  o.lr_decay = FLAGS_lr_decay;
-  o.decay_steps = FLAGS_decay_steps > 0 ? FLAGS_decay_steps : FLAGS_steps;
-  o.min_learning_rate = static_cast<float>(FLAGS_min_lr);
   if (o.lr_decay != "constant" && o.decay_steps < o.warmup_steps) {
     return InvalidArgument("--decay_steps (", o.decay_steps, ") ends before --warmup_steps (",
                            o.warmup_steps, "); it counts the warm-up too");
@@ -207,6 +240,11 @@ namespace {
 // A flag that would change nothing at the level and dtype it ends up with
 // is a mistake, not a no-op.
 Status SetAmpFromFlags(proto::AmpStrategy* amp) {
+  LOOM_ASSIGN_OR_RETURN(const std::optional<TrainingRecipe> recipe, RecipeFromFlags());
+  if (recipe && FLAGS_amp_level.empty() && !amp->has_level()) {
+    amp->set_level(recipe->amp_level);
+    if (!amp->has_dtype()) amp->set_dtype(recipe->amp_dtype);
+  }
   if (!FLAGS_amp_level.empty()) amp->set_level(FLAGS_amp_level);
   if (!FLAGS_amp_dtype.empty()) amp->set_dtype(FLAGS_amp_dtype);
   if (FLAGS_init_loss_scale != 0) amp->set_init_loss_scale(static_cast<float>(FLAGS_init_loss_scale));
@@ -219,6 +257,27 @@ Status SetAmpFromFlags(proto::AmpStrategy* amp) {
     return InvalidArgument("--init_loss_scale applies to fp16 training only (--amp_level O1|O2 "
                            "--amp_dtype fp16)");
   }
+  return Status::OK();
+}
+
+// The recipe's micro-batch size, where neither --micro_batches nor the
+// config gives a count: each dp replica's share of the batch in
+// micro-batches of that many sequences.
+Status SetMicroBatchesFromRecipe(proto::Strategy* s) {
+  LOOM_ASSIGN_OR_RETURN(const std::optional<TrainingRecipe> recipe, RecipeFromFlags());
+  if (!recipe || recipe->micro_batch_size <= 0 || FlagGiven("micro_batches") ||
+      s->pipeline().has_micro_batches()) {
+    return Status::OK();
+  }
+  LOOM_ASSIGN_OR_RETURN(const GptConfig config, GptConfigFromFlags());
+  const int64_t per_step = std::max<int64_t>(1, s->dp().degree()) * recipe->micro_batch_size;
+  if (config.batch_size % per_step != 0) {
+    return InvalidArgument("the ", recipe->name, " recipe's micro-batch size ",
+                           recipe->micro_batch_size, " does not divide the batch of ",
+                           config.batch_size, " over dp=", s->dp().degree(),
+                           "; give --micro_batches, or --recipe none");
+  }
+  s->mutable_pipeline()->set_micro_batches(static_cast<int32_t>(config.batch_size / per_step));
   return Status::OK();
 }
 
@@ -285,6 +344,7 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   }
   if (FlagGiven("op_split")) s.mutable_passes()->set_op_split(FLAGS_op_split);
   if (FlagGiven("op_split_parts")) s.mutable_passes()->set_op_split_parts(FLAGS_op_split_parts);
+  LOOM_RETURN_IF_ERROR(SetMicroBatchesFromRecipe(&s));
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
 }

@@ -5,6 +5,7 @@
 
 #include <gflags/gflags.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "passes/amp.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
+#include "models/training_recipe.h"
 #include "models/synthetic_data.h"
 #include "models/token_file_dataset.h"
 #include "runtime/training_loop.h"
@@ -54,7 +56,13 @@ StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(int64_t vocab_size, in
 inline StatusOr<std::shared_ptr<const Dataset>> DatasetFromFlags(const GptConfig& c) {
   return DatasetFromFlags(c.vocab_size, c.seq_len, c.seed);
 }
+// The optimizer of --optimizer, --lr and the schedule and clipping flags,
+// over --preset's recipe where it has one (RecipeFromFlags).
 StatusOr<OptimizerConfig> OptimizerConfigFromFlags();
+// The recipe --preset trains by where flags do not say (models/
+// training_recipe.h): none with --recipe none or a --program. The first
+// call that finds one says so on stderr.
+StatusOr<std::optional<TrainingRecipe>> RecipeFromFlags();
 
 // The strategy of --config (defaults if empty) with --dp, --mp, --pp,
 // --micro_batches, --schedule, --vpp and the pass switches applied where

@@ -52,14 +52,14 @@ const std::vector<Command>& Commands() {
        "parallel run's trace; then simulates the same layout on the local cluster\n"
        "description and writes the measured and the simulated timelines on one\n"
        "page (--demo_html).",
-       {"seed", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
+       {"seed", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
        RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"
        "in .pbtxt writes protobuf text format, anything else binary.",
        {"preset", "o", "startup", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "amp_level",
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "amp_level",
         "amp_dtype", "init_loss_scale", "seed"},
        RunModel},
       {"show", "print a program file as a listing",
@@ -82,7 +82,7 @@ const std::vector<Command>& Commands() {
        "or by hand): tokens and labels come from the data where an embedding\n"
        "reads them, other data vars get seeded values; --fetch prints vars.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "amp_level", "amp_dtype", "init_loss_scale", "save_dir", "save_every", "keep_checkpoints", "resume",
+        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "amp_level", "amp_dtype", "init_loss_scale", "save_dir", "save_every", "keep_checkpoints", "resume",
         "skip_nonfinite_steps", "data", "data_dtype", "text", "vocab_size", "program",
         "startup", "fetch", "fetch_values"},
        RunTrain},
@@ -117,7 +117,7 @@ const std::vector<Command>& Commands() {
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm",
+        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe",
         "cluster", "cost_table"},
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
@@ -138,7 +138,7 @@ const std::vector<Command>& Commands() {
        "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
         "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
-        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "plan",
+        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
         "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",
         "cost_table", "interleaved_profile", "profile_warmup", "interleaved_core_wait_calls",
@@ -186,11 +186,13 @@ const std::vector<Command>& Commands() {
        "puts both timelines on the page. --against SCHEDULE simulates the same\n"
        "layout under SCHEDULE too and prints the gain, the exposed communication\n"
        "and the peak memory of both (e.g. --schedule 1F1B-overlap --against 1F1B);\n"
-       "the page then draws both timelines, one above the other.",
+       "the page then draws both timelines, one above the other.\n"
+       "The GPT-3 presets take their recipe where flags do not say (--recipe):\n"
+       "bf16 O2, clip 1.0, micro-batches of one sequence per dp replica.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
         "micro_batches", "schedule", "vpp", "max_in_flight", "plan", "cluster", "cost_table", "json",
         "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype",
-        "optimizer"},
+        "optimizer", "clip_grad_norm", "recipe"},
        RunSimulate},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"

@@ -193,6 +193,42 @@ TEST(Cli, PrecisionFlagsThatChangeNothingAreRefused) {
       << r.out;
 }
 
+// The GPT-3 presets train by their recipe where no flag says otherwise
+// (models/training_recipe.h), and say so; a flag, or --recipe none, wins.
+TEST(Cli, Gpt3PresetsTakeTheirRecipe) {
+  Result r = Loom("plan --preset gpt3-1.3b --layers 1 --dp 4 --batch_size 8 --rank 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("trains by the gpt3 recipe where flags do not say: bf16 O2, adamw lr "
+                       "0.0002 warm-up 22888 steps, cosine to 2e-05 at step 15869141, clip 1, "
+                       "micro-batch size 1"),
+            std::string::npos)
+      << r.out;
+  // Micro-batches of one sequence: 8 / dp 4 = 2 per replica.
+  EXPECT_NE(r.out.find("gradient-accumulation{steps=2}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("grad-clip{"), std::string::npos) << r.out;
+  // bf16 O2: the forward casts the 12 parameters it reads (29 ops in fp32).
+  EXPECT_NE(r.out.find("forward: 41 ops"), std::string::npos) << r.out;
+  Result given = Loom("plan --preset gpt3-1.3b --layers 1 --dp 4 --batch_size 8 --rank 0 "
+                      "--micro_batches 1 --amp_level O0 --clip_grad_norm 0");
+  ASSERT_EQ(given.code, 0) << given.out;
+  EXPECT_NE(given.out.find("gradient-accumulation{steps=1}"), std::string::npos) << given.out;
+  EXPECT_EQ(given.out.find("grad-clip{"), std::string::npos) << given.out;
+  Result none = Loom("plan --preset gpt3-1.3b --layers 1 --dp 4 --batch_size 8 --rank 0 "
+                     "--recipe none");
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_EQ(none.out.find("recipe"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("forward: 29 ops"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("gradient-accumulation{steps=1}"), std::string::npos) << none.out;
+  Result tiny = Loom("plan --preset gpt-tiny --dp 2");
+  EXPECT_EQ(tiny.out.find("recipe"), std::string::npos) << tiny.out;
+  Result odd = Loom("plan --preset gpt3-1.3b --layers 1 --dp 3 --batch_size 8");
+  EXPECT_EQ(odd.code, 1);
+  EXPECT_NE(odd.out.find("the gpt3 recipe's micro-batch size 1 does not divide the batch of 8 "
+                         "over dp=3"),
+            std::string::npos)
+      << odd.out;
+}
+
 TEST(Cli, EnvironmentVariableSetsAFlag) {
   Result r = Loom("train --preset gpt-tiny", "FLAGS_steps=2");
   EXPECT_EQ(r.code, 0) << r.out;
@@ -527,8 +563,8 @@ TEST(Cli, SimulateAgainstAnotherSchedule) {
 // one-line error.
 TEST(Cli, SimulateKeepsUnderTheMemoryLimit) {
   const std::string layout =
-      "simulate --preset gpt3-6.7b --mp 2 --pp 4 --micro_batches 8 --schedule 1F1B-overlap "
-      "--cluster h100 ";
+      "simulate --preset gpt3-6.7b --recipe none --mp 2 --pp 4 --micro_batches 8 "
+      "--schedule 1F1B-overlap --cluster h100 ";
   Result free = Loom(layout + "--json");
   ASSERT_EQ(free.code, 0) << free.out;
   Result capped = Loom(layout + "--memory_limit 3500000000000");
