@@ -38,7 +38,7 @@ void BM_SerialExecutorPerOp(benchmark::State& state) {
     Status s = (*exec)->Run();
     CHECK(s.ok()) << s;
   }
-  // Reported as time per op: the figure the README quotes.
+  // Reported as time per op: the figure docs/performance.md quotes.
   state.SetItemsProcessed(state.iterations() * n);
   state.counters["ns_per_op"] = benchmark::Counter(
       static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate |

@@ -28,8 +28,8 @@
 //
 // Only rows: parts of a contracted dim (an MLP's hidden dim) are partial
 // sums, each all-reduced whole, so the last part's full all-reduce stays
-// exposed and k parts move k times the bytes (README, "1F1B-overlap and
-// op-split").
+// exposed and k parts move k times the bytes (docs/performance.md,
+// "1F1B-overlap and op-split").
 #include <algorithm>
 #include <cmath>
 #include <memory>
