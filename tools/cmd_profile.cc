@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <vector>
@@ -384,6 +385,21 @@ Status MeasureComm(proto::Cluster* cluster, proto::Link** link_out) {
   return Status::OK();
 }
 
+// This host's CPU as /proc/cpuinfo names it ("AMD EPYC"); empty if it
+// does not.
+std::string HostCpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return "";
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
 Status CalibrateInto(proto::Cluster* cluster) {
   if (FLAGS_calibrate_seconds < 0 || FLAGS_calibrate_seconds > 3600) {
     return InvalidArgument("--calibrate_seconds must be 0 to 3600, got ",
@@ -407,6 +423,13 @@ Status CalibrateInto(proto::Cluster* cluster) {
                 rates.front() / 1e9, rates.back() / 1e9);
   }
   proto::Device* d = cluster->mutable_device();
+  // The host measured, not the one the starting file describes.
+  const std::string cpu = HostCpuModel();
+  if (cpu.empty()) {
+    d->clear_model();
+  } else {
+    d->set_model(StrCat(cpu, ", ", c.cores, " cores"));
+  }
   d->set_cores(c.cores);
   // The device's rates are one core's times the cores: a stream (one
   // thread) then gets back exactly what one core measured.
@@ -436,6 +459,12 @@ Status ProfileHost() {
     LOOM_ASSIGN_OR_RETURN(cluster, LoadCluster(out));
   } else {
     LOOM_ASSIGN_OR_RETURN(cluster, ClusterFromFlags());
+    // Until --calibrate_device measures this host, its device figures are
+    // the preset's, from the host the preset names.
+    if (!FLAGS_calibrate_device && cluster.device().has_model()) {
+      cluster.mutable_device()->set_model(StrCat(cluster.device().model(), " (the ", FLAGS_cluster,
+                                                 " preset's figures, not this host's)"));
+    }
   }
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));

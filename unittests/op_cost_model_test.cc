@@ -261,7 +261,23 @@ TEST(CostTable, SavesAtomicallyAndReadsBack) {
   EXPECT_EQ(first, "entry {");
 }
 
+// Test processes have a cache of their own (unittests/hermetic_env.cc): a
+// `loom profile` in the user's ~/.cache/loom changes no test's result.
+TEST(CostTable, TestsNeverSeeTheUsersCache) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  ASSERT_NE(xdg, nullptr);
+  EXPECT_NE(std::string(xdg).find("/loom-test-cache-"), std::string::npos) << xdg;
+  EXPECT_EQ(std::getenv("LOOM_COST_TABLE"), nullptr);
+  EXPECT_EQ(DefaultCostTablePath(), std::string(xdg) + "/loom/cost_table.pbtxt");
+}
+
 TEST(CostTable, DefaultLocationPerUser) {
+  // The test process's own (unittests/hermetic_env.cc), restored after.
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  const std::string saved_xdg = env("XDG_CACHE_HOME"), saved_home = env("HOME");
   setenv("LOOM_COST_TABLE", "/x/table.pbtxt", 1);
   EXPECT_EQ(DefaultCostTablePath(), "/x/table.pbtxt");
   EXPECT_EQ(CostTablePath("/flag.pbtxt"), "/flag.pbtxt");
@@ -272,6 +288,8 @@ TEST(CostTable, DefaultLocationPerUser) {
   setenv("HOME", "/home/u", 1);
   EXPECT_EQ(DefaultCostTablePath(), "/home/u/.cache/loom/cost_table.pbtxt");
   EXPECT_EQ(CostTablePath(""), "/home/u/.cache/loom/cost_table.pbtxt");
+  setenv("HOME", saved_home.c_str(), 1);
+  setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
 }
 
 }  // namespace

@@ -144,6 +144,23 @@ TEST(Profile, LayoutPlanCoversEveryOpItsSimulationPrices) {
 
 // --in_step=false times the same signatures one op at a time; a program
 // file has no plan to run, so its ops are always timed alone.
+// The cluster file --calibrate_device writes names the host it measured
+// (as /proc/cpuinfo does), not the host of the preset it started from.
+TEST(Profile, CalibratedClusterNamesTheHostItMeasured) {
+  const std::string dir = MakeTempDir("calibrate");
+  Result r = Loom("profile --calibrate_device --calibrate_seconds 0 --cluster_out " + dir +
+                  "/c.pbtxt");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const proto::Cluster c = LoadCluster(dir + "/c.pbtxt").value();
+  std::string cpu = Shell("grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: *//'").out;
+  while (!cpu.empty() && cpu.back() == '\n') cpu.pop_back();
+  if (cpu.empty()) {
+    EXPECT_FALSE(c.device().has_model()) << c.device().model();
+  } else {
+    EXPECT_EQ(c.device().model(), StrCat(cpu, ", ", c.device().cores(), " cores"));
+  }
+}
+
 TEST(Profile, AloneTimesEachOpInALoop) {
   const std::string dir = MakeTempDir("loom_profile_alone");
   Result r = Loom("profile --preset gpt-tiny --layers 1 --in_step=false --cost_table " + dir +
