@@ -39,10 +39,6 @@ const char* CommAlgorithmName(CommAlgorithm algorithm) {
   return "?";
 }
 
-const char* LinkLevelName(LinkLevel level) {
-  return level == LinkLevel::kIntraNode ? "intra_node" : "inter_node";
-}
-
 StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name) {
   for (CommAlgorithm a :
        {CommAlgorithm::kRing, CommAlgorithm::kTree, CommAlgorithm::kDirect}) {

@@ -64,11 +64,9 @@ enum class CollectiveKind {
 enum class CommAlgorithm { kRing, kTree, kDirect };
 enum class LinkLevel { kIntraNode, kInterNode };
 
-// "allreduce", "allgather", ...; "ring", "tree", "direct";
-// "intra_node", "inter_node".
+// "allreduce", "allgather", ...; "ring", "tree", "direct".
 const char* CollectiveKindName(CollectiveKind kind);
 const char* CommAlgorithmName(CommAlgorithm algorithm);
-const char* LinkLevelName(LinkLevel level);
 StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name);
 
 // The collective an op type's calls are: allreduce, allgather,

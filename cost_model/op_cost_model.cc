@@ -28,15 +28,6 @@ std::string Fmt(double v) {
 
 }  // namespace
 
-const char* CostRuleName(CostRule rule) {
-  switch (rule) {
-    case CostRule::kProfiled: return "profiled";
-    case CostRule::kScaled: return "scaled";
-    case CostRule::kRoofline: return "roofline";
-  }
-  return "?";
-}
-
 StatusOr<OpCost> OpCostEstimator::EstimateOp(const Op& op) const {
   auto cost = Estimate(op.type(), OpSignature(op), WorkOf(op));
   if (!cost.ok()) return cost.status().WithContext(op.Location());

@@ -29,8 +29,6 @@
 namespace loom {
 
 enum class CostRule { kProfiled, kScaled, kRoofline };
-// "profiled", "scaled", "roofline".
-const char* CostRuleName(CostRule rule);
 
 struct OpCost {
   double seconds = 0;

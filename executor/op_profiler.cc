@@ -246,12 +246,6 @@ StatusOr<OpTiming> ProfileOp(const Op& op, const OpProfileOptions& options) {
   return t;
 }
 
-StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
-                                     const OpProfileOptions& options,
-                                     const ProfileProgressFn& progress) {
-  return ProfileOps(DistinctSignatureOps(blocks), options, progress);
-}
-
 StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
                                   const OpProfileOptions& options,
                                   const ProfileProgressFn& progress) {

@@ -81,10 +81,6 @@ using ProfileProgressFn =
 StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
                                   const OpProfileOptions& options,
                                   const ProfileProgressFn& progress = nullptr);
-// ProfileOps over DistinctSignatureOps(blocks).
-StatusOr<BlockProfile> ProfileBlocks(const std::vector<const Block*>& blocks,
-                                     const OpProfileOptions& options,
-                                     const ProfileProgressFn& progress = nullptr);
 
 }  // namespace loom
 

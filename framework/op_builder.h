@@ -68,7 +68,6 @@ class GradOpBuilder {
 
   proto::OpDesc Build() const { return b_.Build(); }
   operator proto::OpDesc() const { return b_.Build(); }  // NOLINT: implicit
-  std::vector<proto::OpDesc> AsList() const { return {b_.Build()}; }
 
  private:
   const proto::OpDesc& forward_;

@@ -52,20 +52,6 @@ std::vector<std::string> OpRegistry::Types() const {
   return out;
 }
 
-const char* CommKindName(CommKind kind) {
-  switch (kind) {
-    case CommKind::kNone:
-      return "none";
-    case CommKind::kCollective:
-      return "collective";
-    case CommKind::kSend:
-      return "send";
-    case CommKind::kRecv:
-      return "recv";
-  }
-  return "unknown";
-}
-
 CommKind CommKindOf(const std::string& type) {
   const OpSchema* schema = OpRegistry::Global().Find(type);
   return schema == nullptr ? CommKind::kNone : schema->comm_kind();

@@ -67,8 +67,6 @@ enum class CommKind : uint8_t {
   kSend,        // to one peer
   kRecv,        // from one peer
 };
-// "none", "collective", "send", "recv".
-const char* CommKindName(CommKind kind);
 // Given a forward op, returns the ops that compute its input gradients. The
 // conventions: a grad op reads "<slot>@GRAD" for forward output slots and
 // writes "<slot>@GRAD" for forward input slots; autodiff prunes outputs that

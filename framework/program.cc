@@ -338,12 +338,6 @@ void Block::ToProto(proto::BlockDesc* out) const {
 
 Program::Program() { blocks_.push_back(std::make_unique<Block>(0, -1)); }
 
-Block& Program::AddBlock(int parent_idx) {
-  int idx = static_cast<int>(blocks_.size());
-  blocks_.push_back(std::make_unique<Block>(idx, parent_idx));
-  return *blocks_.back();
-}
-
 StatusOr<Program> Program::FromProto(const proto::ProgramDesc& desc) {
   Program program;
   program.blocks_.clear();

@@ -217,7 +217,6 @@ class Program {
   const Block& block(int i) const { return *blocks_.at(i); }
   Block& global_block() { return *blocks_[0]; }
   const Block& global_block() const { return *blocks_[0]; }
-  Block& AddBlock(int parent_idx);
 
  private:
   std::vector<std::unique_ptr<Block>> blocks_;

@@ -200,10 +200,4 @@ proto::Strategy MakeStrategy(int dp, int mp, int pp, int micro_batches,
   return s;
 }
 
-std::string StrategyToText(const proto::Strategy& s) {
-  std::string out;
-  google::protobuf::TextFormat::PrintToString(s, &out);
-  return out;
-}
-
 }  // namespace loom

@@ -38,8 +38,6 @@ struct CheckedStrategy {
 };
 StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& strategy, int world_size = 0);
 
-std::string StrategyToText(const proto::Strategy& strategy);
-
 // A strategy with the given degrees and pipeline schedule (the pipeline is
 // enabled when pp > 1); everything else at its defaults.
 proto::Strategy MakeStrategy(int dp, int mp, int pp, int micro_batches,

@@ -181,9 +181,6 @@ struct RendezvousId {
 // `ins` must communicate, its group be resolved and its peer stage valid.
 RendezvousId RendezvousOf(const RankGraph& graph, const Instruction& ins);
 
-// "calc: F0:lookup_table F0:elementwise_add ...", one line per stream.
-std::string RankGraphToString(const RankGraph& graph);
-
 // "rank 3 (dp=0 mp=1 pp=1), job 5 (B2), op 17 (matmul_grad)": where an
 // instruction is, for errors.
 std::string InstructionLocation(const RankGraph& graph, const Instruction& ins);

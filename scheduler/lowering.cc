@@ -460,21 +460,6 @@ RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
                       ins.comm_seq};
 }
 
-std::string RankGraphToString(const RankGraph& g) {
-  std::string out;
-  for (const StreamQueue& s : g.streams()) {
-    if (s.queue.empty()) continue;
-    out += s.name + ":";
-    for (int id : s.queue) {
-      const Instruction& ins = g.instructions()[id];
-      out += StrCat(" ", JobToString(ins.job, false), ":", ins.op_type);
-      if (ins.kind == InstructionKind::kNoOp) out += "(skip)";
-    }
-    out += "\n";
-  }
-  return out;
-}
-
 std::string InstructionLocation(const RankGraph& g, const Instruction& ins) {
   return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
                 ins.job_index, " (", JobToString(ins.job, g.body->num_chunks > 1),
