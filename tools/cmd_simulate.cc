@@ -13,6 +13,7 @@
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/simulation.h"
+#include "scheduler/memory_fit.h"
 #include "scheduler/timeline_html.h"
 #include "scheduler/trace_compare.h"
 #include "tools/command.h"
@@ -77,9 +78,17 @@ nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed
   return j;
 }
 
-nlohmann::json ResultJson(const GptSimulation& sim) {
+// What one rank's peak must fit: a GPU's memory. On a CPU cluster the
+// ranks share the host, whose memory `loom run` checks as it allocates.
+int64_t DeviceMemoryOf(const proto::Cluster& cluster) {
+  return cluster.device().kind() == proto::Device::CPU ? 0 : cluster.device().memory_bytes();
+}
+
+nlohmann::json ResultJson(const GptSimulation& sim, int64_t device_bytes) {
   const SimulationResult& r = sim.result;
   nlohmann::json j;
+  // Whether each rank's peak fits its device (0: the cluster does not say).
+  j["device_memory_bytes"] = device_bytes;
   j["step_time_s"] = r.step_time_s;
   j["bubble_fraction"] = r.bubble_fraction;
   j["exposed_comm_s"] = ExposedJson(r.exposed_comm_s);
@@ -101,7 +110,8 @@ nlohmann::json ResultJson(const GptSimulation& sim) {
                        {"gradients", m.persistent.gradients},
                        {"optimizer_state", m.persistent.optimizer_state},
                        {"peak_temporaries", m.peak_temporary_bytes},
-                       {"peak", m.peak_bytes()}}}});
+                       {"peak", m.peak_bytes()}}},
+                     {"fits_device", device_bytes <= 0 || m.peak_bytes() <= device_bytes}});
   }
   j["peak_memory_bytes"] = peaks;
   j["ranks"] = ranks;
@@ -129,7 +139,7 @@ void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
               percent(static_cast<double>(peak - base_peak), static_cast<double>(base_peak)));
 }
 
-void PrintSummary(const GptSimulation& sim, const std::string& what) {
+void PrintSummary(const GptSimulation& sim, const std::string& what, int64_t device_bytes) {
   const SimulationResult& r = sim.result;
   std::printf("simulate: %s; %zu ranks (%d simulated); plan %.0f ms, lower %.0f ms, simulate %.0f ms\n",
               what.c_str(), r.ranks.size(), r.ranks_simulated, sim.plan_seconds * 1e3,
@@ -146,6 +156,8 @@ void PrintSummary(const GptSimulation& sim, const std::string& what) {
               Mb(peak->persistent.gradients).c_str(),
               Mb(peak->persistent.optimizer_state).c_str(),
               Mb(peak->peak_temporary_bytes).c_str());
+  const std::string fit = DeviceMemorySummary(r, device_bytes);
+  if (!fit.empty()) std::printf("device memory  %s\n", fit.c_str());
   // One row per rank; past --rank_rows, one per pipeline stage (its first
   // rank: the others of a stage time alike on a symmetric cluster).
   const bool per_stage = static_cast<int>(r.ranks.size()) > FLAGS_rank_rows;
@@ -289,12 +301,15 @@ Status RunSimulate(const std::vector<std::string>& args) {
     LOOM_RETURN_IF_ERROR(WriteTimelineHtml(FLAGS_html, what, panels));
   }
   if (FLAGS_json) {
-    nlohmann::json j = ResultJson(sim);
-    if (base.has_value()) j["against"] = {{"schedule", FLAGS_against}, {"result", ResultJson(*base)}};
+    const int64_t device_bytes = DeviceMemoryOf(cluster);
+    nlohmann::json j = ResultJson(sim, device_bytes);
+    if (base.has_value()) {
+      j["against"] = {{"schedule", FLAGS_against}, {"result", ResultJson(*base, device_bytes)}};
+    }
     std::cout << j.dump() << "\n";
     return Status::OK();
   }
-  PrintSummary(sim, what);
+  PrintSummary(sim, what, DeviceMemoryOf(cluster));
   if (!memory_note.empty()) std::printf("\n%s\n", memory_note.c_str());
   if (base.has_value()) PrintAgainst(sim.result, base->result, FLAGS_against);
   if (!comparison.empty()) std::printf("\n%s", comparison.c_str());

@@ -592,6 +592,43 @@ TEST(Cli, SimulateKeepsUnderTheMemoryLimit) {
       << other.out;
 }
 
+// A simulation on a GPU cluster says whether each rank's peak fits the
+// device (80 GiB on h100) and names the ranks that do not, largest first;
+// the JSON marks each rank. A CPU cluster's ranks share the host: no line.
+TEST(Cli, SimulateSaysWhetherEachRankFitsTheDevice) {
+  Result over = Loom("simulate --preset gpt3-6.7b --recipe none --mp 2 --pp 4 --micro_batches 8 "
+                     "--schedule 1F1B --cluster h100");
+  ASSERT_EQ(over.code, 0) << over.out;
+  EXPECT_NE(over.out.find("device memory  8 of 8 ranks do not fit 85.9 GB: rank 0 needs 2533.8 GB "
+                          "of 85.9 GB: temporaries 2519.1 GB, parameters 3.7 GB, gradients 3.7 "
+                          "GB, optimizer state 7.3 GB; rank 1 needs"),
+            std::string::npos)
+      << over.out;
+  EXPECT_NE(over.out.find("; and 5 more\n"), std::string::npos) << over.out;
+  // The GPT-3 recipe (bf16 O2, micro-batches of one sequence) fits.
+  Result fits = Loom("simulate --preset gpt3-6.7b --layers 8 --batch_size 8 --mp 2 --pp 4 "
+                     "--cluster h100");
+  ASSERT_EQ(fits.code, 0) << fits.out;
+  EXPECT_NE(fits.out.find("device memory  every rank fits 85.9 GB (largest peak 9.2 GB, rank 0)"),
+            std::string::npos)
+      << fits.out;
+  Result json = Loom("simulate --preset gpt3-6.7b --recipe none --layers 8 --mp 2 --pp 4 "
+                     "--micro_batches 8 --schedule 1F1B --cluster h100 --json");
+  ASSERT_EQ(json.code, 0) << json.out;
+  const nlohmann::json j = nlohmann::json::parse(json.out.substr(json.out.find('{')));
+  EXPECT_EQ(j["device_memory_bytes"], int64_t{85899345920});
+  int over_device = 0;
+  for (const auto& rank : j["ranks"]) {
+    const bool fits_device = rank["fits_device"];
+    EXPECT_EQ(fits_device, rank["memory_bytes"]["peak"].get<int64_t>() <= 85899345920) << rank;
+    over_device += !fits_device;
+  }
+  EXPECT_EQ(over_device, 8);
+  Result cpu = Loom("simulate --preset gpt-tiny --mp 2");
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  EXPECT_EQ(cpu.out.find("device memory"), std::string::npos) << cpu.out;
+}
+
 // loom plan --memory_limit: the saved plan is the fastest that fits (here
 // 1F1B-overlap with 3 micro-batches in flight: 1F1B would fit too, but is
 // slower on `local`, whose 4 ranks on 2 cores pay each call's CPU), says
