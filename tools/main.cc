@@ -229,7 +229,7 @@ const std::vector<Command>& Commands() {
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
        "records what they add (the link's after_idle).",
        {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
-        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "cluster",
+        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "amp_level", "amp_dtype", "recipe", "init_loss_scale", "grad_reduce_dtype", "cluster",
         "cost_table", "profile_samples", "profile_warmup",
         "profile_min_sample_ms", "profile_max_bytes", "comm",
         "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
