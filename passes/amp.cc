@@ -162,6 +162,9 @@ StatusOr<std::string> AmpRewriter::CastFor(Op* reader, const std::string& var, D
                            .Attr("out_dtype", static_cast<int32_t>(to))
                            .Build();
   cast.set_role(role::kForward);
+  // The reader's layer: a recomputed layer makes its low-precision weights
+  // again too, rather than keeping them from forward to backward.
+  cast.set_layer(reader->desc().layer());
   LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block_, reader, std::move(cast)).status());
   if (shared) casts_[{var, to}] = name;
   return name;

@@ -15,6 +15,7 @@ namespace loom {
 PassInfo TensorParallelPassInfo();
 PassInfo PipelineSplitPassInfo();
 PassInfo GradientAccumulationPassInfo();
+PassInfo RecomputePassInfo();
 PassInfo DataParallelPassInfo();
 PassInfo OpSplitPassInfo();
 PassInfo ShardingPassInfo();

@@ -90,7 +90,12 @@ std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& s
       "pipeline-split{stages=", pp.degree(), ",chunks=", pp.vpp_degree(), "}",
       ",tensor-parallel{degree=", s.mp().degree(),
       ",async-allreduce=", BoolText(switches.mp_async_allreduce_in_backward()), "}",
-      ",gradient-accumulation{steps=", pp.micro_batches(), "}",
+      ",gradient-accumulation{steps=", pp.micro_batches(), "}");
+  if (s.recompute().granularity() != "none") {
+    p += StrCat(",recompute{granularity=", s.recompute().granularity(),
+                ",layers=", s.recompute().num_layers(), "}");
+  }
+  p += StrCat(
       // Bucketing off is one all-reduce per gradient: buckets of a byte.
       ",data-parallel{degree=", s.dp().degree(),
       ",bucket-bytes=", switches.dp_bucketing() ? s.dp().bucket_size_bytes() : 1,

@@ -14,6 +14,7 @@ void RegisterAllPasses() {
     LOOM_REGISTER_PASS(TensorParallelPassInfo);
     LOOM_REGISTER_PASS(PipelineSplitPassInfo);
     LOOM_REGISTER_PASS(GradientAccumulationPassInfo);
+    LOOM_REGISTER_PASS(RecomputePassInfo);
     LOOM_REGISTER_PASS(DataParallelPassInfo);
     LOOM_REGISTER_PASS(ShardingPassInfo);
     LOOM_REGISTER_PASS(OpSplitPassInfo);

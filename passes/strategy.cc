@@ -178,6 +178,20 @@ StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size
     return InvalidArgument("passes.op_split_parts is ", passes.op_split_parts(),
                            " but passes.op_split is off");
   }
+  const proto::RecomputeStrategy& recompute = s.recompute();
+  if (recompute.granularity() != "none" && recompute.granularity() != "full" &&
+      recompute.granularity() != "selective") {
+    return InvalidArgument("recompute.granularity must be none, full or selective, got '",
+                           recompute.granularity(), "'");
+  }
+  if (recompute.num_layers() < 0) {
+    return InvalidArgument("recompute.num_layers must be >= 0 (0: every layer), got ",
+                           recompute.num_layers());
+  }
+  if (recompute.num_layers() > 0 && recompute.granularity() == "none") {
+    return InvalidArgument("recompute.num_layers is ", recompute.num_layers(),
+                           " but recompute.granularity is none");
+  }
   // The schedule checks its own needs (micro-batches per stage, chunks).
   ScheduleParams params{0, pp.degree(), pp.micro_batches(), pp.vpp_degree()};
   params.max_in_flight = pp.max_in_flight();

@@ -118,6 +118,13 @@ DEFINE_bool(op_split, false,
 DEFINE_int32(op_split_parts, 0,
              "with --op_split: split every candidate into this many parts (0: as the cost "
              "model chooses)");
+DEFINE_string(recompute, "",
+              "activation recomputation: none, full (every layer's forward runs again in its "
+              "backward; only its input is kept) or selective (the attention core only); "
+              "empty: the config's");
+DEFINE_int32(recompute_layers, 0,
+             "with --recompute: only the first this many layers of each stage's chunk (0: the "
+             "config's, else every layer)");
 DEFINE_string(device, "cpu",
               "where the ranks run: cpu, or cuda (a GPU per rank, NCCL between them; "
               "needs a build with the CUDA backend and a device)");
@@ -344,6 +351,8 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   }
   if (FlagGiven("op_split")) s.mutable_passes()->set_op_split(FLAGS_op_split);
   if (FlagGiven("op_split_parts")) s.mutable_passes()->set_op_split_parts(FLAGS_op_split_parts);
+  if (!FLAGS_recompute.empty()) s.mutable_recompute()->set_granularity(FLAGS_recompute);
+  if (FlagGiven("recompute_layers")) s.mutable_recompute()->set_num_layers(FLAGS_recompute_layers);
   LOOM_RETURN_IF_ERROR(SetMicroBatchesFromRecipe(&s));
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;
