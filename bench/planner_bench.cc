@@ -1,6 +1,7 @@
 // The whole pass pipeline for one rank of gpt3-175b at dp=8 mp=8 pp=16
-// (1024 ranks), 16 micro-batches of 1F1B; the training program is built
-// once, outside the timed loop.
+// (1024 ranks), 16 micro-batches of 1F1B (and ZBH1, VPP, with full and
+// selective recomputation); the training program is built once, outside
+// the timed loop. Target: under 150 ms a rank.
 #include <benchmark/benchmark.h>
 
 #include "models/gpt.h"
@@ -9,14 +10,18 @@
 namespace loom {
 namespace {
 
-proto::Strategy Gpt3Strategy(const std::string& schedule, int vpp) {
-  return MakeStrategy(8, 8, 16, 16, schedule, vpp);
+proto::Strategy Gpt3Strategy(const std::string& schedule, int vpp,
+                             const std::string& recompute) {
+  proto::Strategy s = MakeStrategy(8, 8, 16, 16, schedule, vpp);
+  s.mutable_recompute()->set_granularity(recompute);
+  return s;
 }
 
-void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp) {
+void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp,
+                 const std::string& recompute = "none") {
   static const TrainingProgram* const tp = new TrainingProgram(
       BuildGptTrainingProgram(GptPreset("gpt3-175b").value()).value());
-  const proto::Strategy s = Gpt3Strategy(schedule, vpp);
+  const proto::Strategy s = Gpt3Strategy(schedule, vpp, recompute);
   const int rank = static_cast<int>(state.range(0));
   int64_t ops = 0;
   for (auto _ : state) {
@@ -31,8 +36,16 @@ void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp) 
 void BM_PlanRankGpt3_175b_1F1B(benchmark::State& state) { PlanOneRank(state, "1F1B", 1); }
 void BM_PlanRankGpt3_175b_ZBH1(benchmark::State& state) { PlanOneRank(state, "ZBH1", 1); }
 void BM_PlanRankGpt3_175b_VPP2(benchmark::State& state) { PlanOneRank(state, "VPP", 2); }
+void BM_PlanRankGpt3_175b_1F1B_FullRecompute(benchmark::State& state) {
+  PlanOneRank(state, "1F1B", 1, "full");
+}
+void BM_PlanRankGpt3_175b_ZBH1_SelectiveRecompute(benchmark::State& state) {
+  PlanOneRank(state, "ZBH1", 1, "selective");
+}
 // Rank 0 holds the first stage; rank 1023 the last (the LM head).
 BENCHMARK(BM_PlanRankGpt3_175b_1F1B)->Arg(0)->Arg(1023)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanRankGpt3_175b_1F1B_FullRecompute)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanRankGpt3_175b_ZBH1_SelectiveRecompute)->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_ZBH1)->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_VPP2)->Arg(0)->Unit(benchmark::kMillisecond);
 

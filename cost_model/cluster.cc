@@ -275,6 +275,10 @@ const std::string& TableDevice(const proto::Cluster& cluster) {
   return cluster.cost_table_device().empty() ? cluster.name() : cluster.cost_table_device();
 }
 
+int64_t DeviceMemoryLimit(const proto::Cluster& cluster) {
+  return cluster.device().kind() == proto::Device::CPU ? 0 : cluster.device().memory_bytes();
+}
+
 int RanksPerNode(const proto::Cluster& c) {
   return c.devices_per_node() * c.ranks_per_device();
 }

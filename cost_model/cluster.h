@@ -36,6 +36,11 @@ Status SaveCluster(const proto::Cluster& cluster, const std::string& path);
 // cost_table_device, else the cluster's name.
 const std::string& TableDevice(const proto::Cluster& cluster);
 
+// The memory one rank's peak must fit: a GPU's memory_bytes; 0 on a CPU
+// cluster, whose ranks share the host (`loom run` checks it as it
+// allocates).
+int64_t DeviceMemoryLimit(const proto::Cluster& cluster);
+
 // Ranks one node holds; 0 when every rank is on one node.
 int RanksPerNode(const proto::Cluster& cluster);
 // Consecutive ranks fill a node.

@@ -9,6 +9,7 @@
 #include "passes/strategy.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
+#include "scheduler/memory_fit.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -139,15 +140,75 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
   return std::move(*best);
 }
 
-}  // namespace
+// The least recomputation under which `*strategy` (recomputing nothing)
+// fits `limit_bytes`: every layer's attention core (selective), else the
+// first k layers of each chunk in full, k the fewest that fit. Moves
+// `*strategy` to what it found; without a fit, to full recomputation of
+// every layer, for the levers after it to start from, and returns nullopt.
+StatusOr<std::optional<GptSimulation>> LeastRecomputeWithin(
+    const GptConfig& config, const OptimizerConfig& optimizer, proto::Strategy* strategy,
+    const TimerFactory& timer, int64_t limit_bytes, const GptSimulation& none,
+    std::string* explain, const SimulationOptions& options, const PlanOptions& plan_options) {
+  const std::string head = StrCat("memory limit ", Megabytes(limit_bytes),
+                                  ": without recomputation ", Describe(none));
+  auto fits = [&](const GptSimulation& s) {
+    return s.result.PeakRank().peak_bytes() <= limit_bytes;
+  };
+  auto simulate = [&](const std::string& granularity, int layers) {
+    proto::Strategy trial = *strategy;
+    trial.mutable_recompute()->set_granularity(granularity);
+    trial.mutable_recompute()->set_num_layers(layers);
+    return SimulateGpt(config, optimizer, trial, timer, options, plan_options);
+  };
+  LOOM_ASSIGN_OR_RETURN(GptSimulation selective, simulate("selective", 0));
+  if (fits(selective)) {
+    strategy->mutable_recompute()->set_granularity("selective");
+    *explain = StrCat(head, "; recomputing every layer's attention core (selective) fits (",
+                      Describe(selective), ")");
+    return std::optional<GptSimulation>(std::move(selective));
+  }
+  // Layers a chunk holds: the most `num_layers` can ask for.
+  const int chunks = std::max(1, strategy->pipeline().degree()) *
+                     std::max(1, strategy->pipeline().vpp_degree());
+  const int per_chunk = static_cast<int>((config.num_layers + chunks - 1) / chunks);
+  LOOM_ASSIGN_OR_RETURN(GptSimulation all, simulate("full", 0));
+  strategy->mutable_recompute()->set_granularity("full");
+  if (!fits(all)) {
+    *explain = StrCat(head, "; selective ", Describe(selective), "; full ", Describe(all));
+    return std::optional<GptSimulation>();
+  }
+  // The fewest layers in full that fit: the peak falls as layers are added.
+  int lo = 0, hi = per_chunk;  // lo does not fit, hi does
+  std::optional<GptSimulation> best;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    LOOM_ASSIGN_OR_RETURN(GptSimulation sim, simulate("full", mid));
+    if (fits(sim)) {
+      hi = mid;
+      best = std::move(sim);
+    } else {
+      lo = mid;
+    }
+  }
+  if (!best) best = std::move(all);
+  if (hi < per_chunk) strategy->mutable_recompute()->set_num_layers(hi);
+  *explain = StrCat(head, "; selective ", Describe(selective), "; recomputing ",
+                    hi < per_chunk ? StrCat("the first ", hi, " of each chunk's ", per_chunk,
+                                            " layers")
+                                   : std::string("every layer"),
+                    " in full fits (", Describe(*best), ")");
+  return best;
+}
 
-StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
-                                                const OptimizerConfig& optimizer,
-                                                proto::Strategy strategy,
-                                                const TimerFactory& timer, int64_t limit_bytes,
-                                                std::string* explain, proto::Strategy* chosen,
-                                                const SimulationOptions& options,
-                                                PlanOptions plan_options) {
+// SimulateGptWithinMemory by the levers that keep the strategy's
+// recomputation: overlap given up, ZeRO-3's buckets kept.
+StatusOr<GptSimulation> WithinMemoryAsRecomputed(const GptConfig& config,
+                                                 const OptimizerConfig& optimizer,
+                                                 proto::Strategy strategy,
+                                                 const TimerFactory& timer, int64_t limit_bytes,
+                                                 std::string* explain, proto::Strategy* chosen,
+                                                 const SimulationOptions& options,
+                                                 const PlanOptions& plan_options) {
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
                         SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
   const RankMetrics& first = sim.result.PeakRank();
@@ -170,9 +231,8 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   LOOM_ASSIGN_OR_RETURN(const ScheduleInfo* schedule,
                         FindSchedule(strategy.pipeline().schedule_mode()));
   if (!schedule->splits_jobs) {
-    return FailedPrecondition("rank ", uncapped_rank, " peaks at ", Megabytes(uncapped),
-                             ", above the memory limit of ", Megabytes(limit_bytes), "; ",
-                             schedule->name, " has no overlap to give up for memory");
+    return FailedPrecondition(OverDeviceMemoryMessage(first, limit_bytes), " (",
+                              schedule->name, " has no overlap to give up)");
   }
   // Less overlap until the peak fits: fewer micro-batches in flight, from
   // one below the schedule's own deepest (2p on stage 0) down to 2, and the
@@ -227,6 +287,48 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   return FailedPrecondition("even with the least overlap the plan peaks at ", Megabytes(smallest),
                             ", above the memory limit of ", Megabytes(limit_bytes), " (rank ",
                             uncapped_rank, " peaks at ", Megabytes(uncapped), " uncapped)");
+}
+
+}  // namespace
+
+StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
+                                                const OptimizerConfig& optimizer,
+                                                proto::Strategy strategy,
+                                                const TimerFactory& timer, int64_t limit_bytes,
+                                                std::string* explain, proto::Strategy* chosen,
+                                                const SimulationOptions& options,
+                                                PlanOptions plan_options) {
+  StatusOr<GptSimulation> as_given =
+      WithinMemoryAsRecomputed(config, optimizer, strategy, timer, limit_bytes, explain, chosen,
+                               options, plan_options);
+  // Recomputation is chosen only where the strategy leaves it open (no
+  // recompute.granularity, not even none), and only when nothing else fits:
+  // the least recomputation is none.
+  if (as_given.ok() || as_given.status().code() != StatusCode::kFailedPrecondition ||
+      strategy.recompute().has_granularity()) {
+    return as_given;
+  }
+  LOOM_ASSIGN_OR_RETURN(GptSimulation none,
+                        SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
+  std::string note;
+  LOOM_ASSIGN_OR_RETURN(std::optional<GptSimulation> recomputed,
+                        LeastRecomputeWithin(config, optimizer, &strategy, timer, limit_bytes,
+                                             none, &note, options, plan_options));
+  if (recomputed) {
+    *explain = note;
+    if (chosen != nullptr) *chosen = strategy;
+    return std::move(*recomputed);
+  }
+  // Every layer recomputed in full does not fit by itself: with the other
+  // levers, or an error that says what recomputation did.
+  StatusOr<GptSimulation> full =
+      WithinMemoryAsRecomputed(config, optimizer, strategy, timer, limit_bytes, explain, chosen,
+                               options, plan_options);
+  if (!full.ok()) {
+    return FailedPrecondition(full.status().message(), " (recomputation: ", note, ")");
+  }
+  *explain = StrCat(note, "; with every layer recomputed in full, ", *explain);
+  return full;
 }
 
 }  // namespace loom

@@ -92,6 +92,19 @@ struct StreamQueue {
   std::vector<int> queue;    // instruction ids, issue order
 };
 
+// What a temporary holds, for the memory breakdown of a rank's peak.
+enum class MemoryKind : uint8_t {
+  kActivation,     // made by a forward job, kept for a backward job
+  kParameterCopy,  // a low-precision copy of parameters (AMP's cast)
+  kGradient,       // a micro-batch's gradient ("@GRAD"), before it is summed
+  kCommBuffer,     // received or gathered (ZeRO-3's buckets, ...)
+  kWorkspace,      // the rest: made and used within a job
+};
+inline constexpr int kNumMemoryKinds = 5;
+// "activations", "parameter copies", "gradients", "comm buffers",
+// "temporaries".
+const char* MemoryKindName(MemoryKind kind);
+
 // A non-persistable var of one micro-batch's scope.
 struct Temporary {
   int micro_batch = 0;
@@ -104,14 +117,18 @@ struct Temporary {
   // OpSchema::ViewOf): they share its buffer, so it lives until the last
   // toucher of any of them, and they are freed with it.
   std::vector<std::string> views = {};
+  MemoryKind kind = MemoryKind::kWorkspace;
 };
 
 // Bytes of the persistable vars: they live for the whole run.
 struct PersistentBytes {
   int64_t parameters = 0;
+  // The fp32 parameters of a plan that computes with low-precision copies
+  // of them (AMP): counted here instead of in `parameters`.
+  int64_t master_weights = 0;
   int64_t gradients = 0;        // accumulators ("@GRAD" in the name)
   int64_t optimizer_state = 0;  // every other persistable (moments, ...)
-  int64_t total() const { return parameters + gradients + optimizer_state; }
+  int64_t total() const { return parameters + master_weights + gradients + optimizer_state; }
 };
 
 // What ranks sharing a program set share: instructions and streams.
@@ -124,6 +141,10 @@ struct RankGraphBody {
   std::vector<Temporary> temporaries;
   std::vector<int> touches;  // temporary ids, by instruction (see there)
   PersistentBytes persistent;
+  // Transformer layers (OpDesc.layer) the rank's forward runs, and how many
+  // of them its backward makes again (the recompute pass's copies).
+  int layers = 0;
+  int recomputed_layers = 0;
 
   // The index of stream `name`, or -1.
   int FindStream(const std::string& name) const;

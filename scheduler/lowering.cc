@@ -35,6 +35,8 @@ struct OpFacts {
   std::vector<std::pair<int, int>> placed;
   const google::protobuf::RepeatedPtrField<std::string>* record_events = nullptr;
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
+  // A cast of a parameter: its output is a low-precision copy of it.
+  bool casts_parameter = false;
 };
 
 int64_t BytesOf(const proto::VarDesc& v) {
@@ -64,6 +66,8 @@ class RankLowering {
   Status CollectStreams();
   const std::vector<OpFacts>& FactsOf(const Program& program);
   void RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins);
+  // What each temporary holds, from who touched it (RecordTouches).
+  void ClassifyTemporaries();
   int VarId(const std::string& name, const proto::VarDesc* desc, const Block& block) {
     auto [it, fresh] = var_ids_.emplace(name, static_cast<int>(var_ids_.size()));
     if (fresh) {
@@ -118,6 +122,16 @@ class RankLowering {
   std::vector<std::vector<int>> temp_ids_;  // micro-batch -> var id -> temp
   std::vector<std::string> var_names_;      // var id -> name
   std::vector<int64_t> var_bytes_;          // var id -> bytes
+  // Per temporary, who touched it: bits of kTouch* below.
+  enum TouchBits : char {
+    kForwardTouch = 1,
+    kBackwardTouch = 2,
+    kCastOfParameter = 4,
+    kCommWritten = 8,
+  };
+  std::vector<char> touched_how_;
+  bool casts_parameters_ = false;
+  std::set<int> layers_, recomputed_layers_;
 };
 
 Status RankLowering::CollectStreams() {
@@ -191,9 +205,39 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     }
     f.record_events = &op->desc().record_events();
     f.wait_events = &op->desc().wait_events();
+    if (f.type == "cast") {
+      const proto::VarDesc* x = block.FindVar(op->Input("X"));
+      f.casts_parameter = x != nullptr && x->is_parameter();
+      casts_parameters_ |= f.casts_parameter;
+    }
+    const int32_t layer = op->desc().layer();
+    if (layer >= 0 && op->HasRole(role::kForward)) layers_.insert(layer);
+    if (layer >= 0 && op->desc().creation_pass() == "recompute") {
+      recomputed_layers_.insert(layer);
+    }
     it->second.push_back(std::move(f));
   }
   return it->second;
+}
+
+void RankLowering::ClassifyTemporaries() {
+  RankGraphBody& g = *body_;
+  touched_how_.resize(g.temporaries.size(), 0);
+  for (size_t t = 0; t < g.temporaries.size(); ++t) {
+    Temporary& temp = g.temporaries[t];
+    const char how = touched_how_[t];
+    temp.kind = (how & kCastOfParameter) ? MemoryKind::kParameterCopy
+                : (how & kForwardTouch) && (how & kBackwardTouch) ? MemoryKind::kActivation
+                : temp.var.find("@GRAD") != std::string::npos     ? MemoryKind::kGradient
+                : (how & kCommWritten)                            ? MemoryKind::kCommBuffer
+                                                                  : MemoryKind::kWorkspace;
+  }
+  if (casts_parameters_) {
+    g.persistent.master_weights = g.persistent.parameters;
+    g.persistent.parameters = 0;
+  }
+  g.layers = static_cast<int>(layers_.size());
+  g.recomputed_layers = static_cast<int>(recomputed_layers_.size());
 }
 
 void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins) {
@@ -268,6 +312,24 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
     }
   }
   ins->touches_count = static_cast<int>(touches.size()) - ins->touches_begin;
+  // Who touched what, for ClassifyTemporaries.
+  const JobType type = plan_.jobs[ins->job_index].type;
+  const char phase = type == JobType::kForward     ? kForwardTouch
+                     : type == JobType::kOptimizer ? 0
+                                                   : kBackwardTouch;
+  if (touched_how_.size() < body_->temporaries.size()) {
+    touched_how_.resize(body_->temporaries.size(), 0);
+  }
+  for (int i = ins->touches_begin; i < static_cast<int>(touches.size()); ++i) {
+    touched_how_[touches[i]] |= phase;
+  }
+  if (!f.casts_parameter && f.comm == CommKind::kNone) return;
+  for (const auto& [out, persistable] : f.outputs) {
+    if (persistable) continue;
+    const std::vector<int>& ids = temp_ids_[micro_batch];
+    const int t = out < static_cast<int>(ids.size()) ? ids[out] : -1;
+    if (t >= 0) touched_how_[t] |= f.casts_parameter ? kCastOfParameter : kCommWritten;
+  }
 }
 
 StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
@@ -382,6 +444,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       g.instructions.push_back(std::move(ins));
     }
   }
+  ClassifyTemporaries();
   return body_;
 }
 
@@ -392,6 +455,22 @@ void ResolveGroups(const ParallelLayout& layout, RankGraph* g) {
 }
 
 }  // namespace
+
+const char* MemoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kActivation:
+      return "activations";
+    case MemoryKind::kParameterCopy:
+      return "parameter copies";
+    case MemoryKind::kGradient:
+      return "gradients";
+    case MemoryKind::kCommBuffer:
+      return "comm buffers";
+    case MemoryKind::kWorkspace:
+      return "temporaries";
+  }
+  return "?";
+}
 
 const char* InstructionKindName(InstructionKind kind) {
   switch (kind) {

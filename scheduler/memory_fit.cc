@@ -6,13 +6,48 @@
 namespace loom {
 namespace {
 
-std::string Gigabytes(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GB", static_cast<double>(bytes) / 1e9);
+std::string InUnits(int64_t bytes, double unit_bytes, const char* unit) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", static_cast<double>(bytes) / unit_bytes, unit);
   return buf;
 }
 
+std::string Gigabytes(int64_t bytes) { return InUnits(bytes, 1e9, "GB"); }
+
 }  // namespace
+
+std::vector<MemoryPart> MemoryBreakdown(const RankMetrics& m) {
+  auto temporary = [&](MemoryKind kind) {
+    return m.peak_temporaries_by_kind[static_cast<int>(kind)];
+  };
+  std::vector<MemoryPart> parts = {
+      {"activations", temporary(MemoryKind::kActivation)},
+      {"parameters", m.persistent.parameters + temporary(MemoryKind::kParameterCopy)},
+      {"master weights", m.persistent.master_weights},
+      {"gradients", m.persistent.gradients + temporary(MemoryKind::kGradient)},
+      {"optimizer state", m.persistent.optimizer_state},
+      {"comm buffers", temporary(MemoryKind::kCommBuffer)},
+      {"temporaries", temporary(MemoryKind::kWorkspace)},
+  };
+  parts.erase(std::remove_if(parts.begin(), parts.end(),
+                             [](const MemoryPart& p) { return p.bytes <= 0; }),
+              parts.end());
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
+  return parts;
+}
+
+std::string MemoryBreakdownText(const RankMetrics& m, double unit_bytes, const char* unit) {
+  std::string s;
+  for (const MemoryPart& p : MemoryBreakdown(m)) {
+    s += StrCat(s.empty() ? "" : ", ", p.name, " ", InUnits(p.bytes, unit_bytes, unit));
+    if (p.name == "activations" && m.layers > 0) {
+      s += StrCat(" (", m.layers, m.layers == 1 ? " layer, " : " layers, ",
+                  m.recomputed_layers, " recomputed)");
+    }
+  }
+  return s;
+}
 
 std::vector<const RankMetrics*> RanksOverDeviceMemory(const SimulationResult& result,
                                                       int64_t device_bytes) {
@@ -29,10 +64,7 @@ std::vector<const RankMetrics*> RanksOverDeviceMemory(const SimulationResult& re
 
 std::string OverDeviceMemoryMessage(const RankMetrics& m, int64_t device_bytes) {
   return StrCat("rank ", m.rank, " needs ", Gigabytes(m.peak_bytes()), " of ",
-                Gigabytes(device_bytes), ": temporaries ", Gigabytes(m.peak_temporary_bytes),
-                ", parameters ", Gigabytes(m.persistent.parameters), ", gradients ",
-                Gigabytes(m.persistent.gradients), ", optimizer state ",
-                Gigabytes(m.persistent.optimizer_state));
+                Gigabytes(device_bytes), ": ", MemoryBreakdownText(m));
 }
 
 std::string DeviceMemorySummary(const SimulationResult& result, int64_t device_bytes,

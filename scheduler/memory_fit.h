@@ -13,14 +13,29 @@
 
 namespace loom {
 
+// One part of a rank's peak memory: "activations", 71.2e9.
+struct MemoryPart {
+  std::string name;
+  int64_t bytes = 0;
+};
+// A rank's peak by what it holds: activations kept for the backward,
+// parameters (or, under AMP, their low-precision copies) and fp32 master
+// weights, gradients (accumulated, and a micro-batch's), optimizer state,
+// communication buffers and other temporaries. Largest first, none empty.
+std::vector<MemoryPart> MemoryBreakdown(const RankMetrics& rank);
+// The breakdown in units of `unit_bytes` named `unit`: "activations 71.2
+// GB (12 layers, 0 recomputed), optimizer state 13.0 GB, ...".
+std::string MemoryBreakdownText(const RankMetrics& rank, double unit_bytes = 1e9,
+                                const char* unit = "GB");
+
 // The ranks of `result` whose peak exceeds `device_bytes`, largest peak
 // first (rank order among equals); none when `device_bytes` is 0 (not
 // known).
 std::vector<const RankMetrics*> RanksOverDeviceMemory(const SimulationResult& result,
                                                       int64_t device_bytes);
 
-// "rank 3 needs 96.4 GB of 80.0 GB: temporaries 71.2 GB, parameters 6.5 GB,
-// gradients 6.5 GB, optimizer state 13.0 GB".
+// "rank 3 needs 96.4 GB of 80.0 GB: activations 71.2 GB (12 layers, 0
+// recomputed), optimizer state 13.0 GB, ...".
 std::string OverDeviceMemoryMessage(const RankMetrics& rank, int64_t device_bytes);
 
 // One line for a result: "every rank fits 80.0 GB (largest peak 30.9 GB,

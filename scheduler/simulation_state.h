@@ -113,8 +113,15 @@ struct RankState {
   // Memory: touches left per temporary, and the bytes live now.
   std::vector<int> touches_left;
   int64_t live_bytes = 0;
+  std::array<int64_t, kNumMemoryKinds> live_by_kind{};
   RankMetrics metrics;
 };
+
+// A temporary comes to life on rank `st`.
+inline void Allocate(RankState& st, const Temporary& temp) {
+  st.live_bytes += temp.bytes;
+  st.live_by_kind[static_cast<int>(temp.kind)] += temp.bytes;
+}
 
 class Simulation {
  public:

@@ -68,9 +68,12 @@ Status Simulation::Init() {
       for (size_t t = 0; t < g.body->temporaries.size(); ++t) {
         const Temporary& temp = g.body->temporaries[t];
         st.touches_left[t] = temp.touched_by;
-        if (temp.fed) st.live_bytes += temp.bytes;
+        if (temp.fed) Allocate(st, temp);
       }
       st.metrics.peak_temporary_bytes = st.live_bytes;
+      st.metrics.peak_temporaries_by_kind = st.live_by_kind;
+      st.metrics.layers = g.body->layers;
+      st.metrics.recomputed_layers = g.body->recomputed_layers;
     }
     for (const StreamQueue& s : g.streams()) {
       st.metrics.streams.push_back(StreamMetrics{s.name, 0, 0});
@@ -140,9 +143,12 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   if (options_.metrics) {
     const RankGraphBody& body = *st.graph->body;
     for (int i = 0; i < ins.allocs; ++i) {
-      st.live_bytes += body.temporaries[body.touches[ins.touches_begin + i]].bytes;
+      Allocate(st, body.temporaries[body.touches[ins.touches_begin + i]]);
     }
-    st.metrics.peak_temporary_bytes = std::max(st.metrics.peak_temporary_bytes, st.live_bytes);
+    if (st.live_bytes > st.metrics.peak_temporary_bytes) {
+      st.metrics.peak_temporary_bytes = st.live_bytes;
+      st.metrics.peak_temporaries_by_kind = st.live_by_kind;
+    }
   }
   StreamState& ss = st.streams[ins.stream];
   if (st.pool >= 0 && ins.kind == InstructionKind::kCompute) {
@@ -431,7 +437,10 @@ void Simulation::Finish(const Event& e) {
     const RankGraphBody& body = *st.graph->body;
     for (int i = 0; i < ins.touches_count; ++i) {
       const int t = body.touches[ins.touches_begin + i];
-      if (--st.touches_left[t] == 0) st.live_bytes -= body.temporaries[t].bytes;
+      if (--st.touches_left[t] != 0) continue;
+      const Temporary& temp = body.temporaries[t];
+      st.live_bytes -= temp.bytes;
+      st.live_by_kind[static_cast<int>(temp.kind)] -= temp.bytes;
     }
   }
   if (options_.trace) {

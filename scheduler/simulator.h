@@ -175,6 +175,12 @@ struct RankMetrics {
   // the end of the last that touches it.
   PersistentBytes persistent;
   int64_t peak_temporary_bytes = 0;
+  // The temporaries live at that peak, by what they hold (MemoryKind).
+  std::array<int64_t, kNumMemoryKinds> peak_temporaries_by_kind{};
+  // The rank's layers and how many its backward makes again
+  // (RankGraphBody::layers).
+  int layers = 0;
+  int recomputed_layers = 0;
   int64_t peak_bytes() const { return persistent.total() + peak_temporary_bytes; }
   double step_time_s = 0;
   double calc_compute_s = 0;

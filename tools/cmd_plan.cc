@@ -15,7 +15,6 @@ DEFINE_bool(all_ranks, true, "plan every rank (off: only --rank)");
 DECLARE_bool(explain);
 DECLARE_bool(verify_each);
 DECLARE_string(o);
-DECLARE_int64(memory_limit);
 
 namespace loom {
 
@@ -46,20 +45,8 @@ Status RunPlan(const std::vector<std::string>& args) {
     options.cost_model = costs.get();
     options.comm_model = comm.get();
   }
-  // Under a memory limit the plan is first simulated on the cluster, and
-  // an overlap schedule gives up micro-batches in flight until it fits.
   std::string memory_note;
-  if (FLAGS_memory_limit < 0) return InvalidArgument("--memory_limit must be positive, or 0");
-  if (FLAGS_memory_limit > 0) {
-    LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-    const std::string table = CostTablePathFromFlags();
-    TimerFactory timer = CostModelTimers(cluster, table);
-    LOOM_ASSIGN_OR_RETURN(GptSimulation fits,
-                          SimulateGptWithinMemory(config, opt, strategy, timer,
-                                                  FLAGS_memory_limit, &memory_note, &strategy,
-                                                  {}, options));
-    memory_note += StrCat(" (simulated on cluster '", cluster.name(), "')");
-  }
+  LOOM_RETURN_IF_ERROR(FitToMemoryFromFlags(config, opt, &strategy, &memory_note, options));
   std::vector<std::string> remarks;
   if (FLAGS_explain) options.remarks = &remarks;
   auto start = std::chrono::steady_clock::now();

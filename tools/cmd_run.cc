@@ -65,7 +65,8 @@ namespace {
 // Flags that decide what a plan holds; with --plan, the file decides.
 constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
                                         "schedule", "vpp", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes",
-                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "max_in_flight"};
+                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "max_in_flight",
+                                        "memory_limit"};
 constexpr const char* kModelFlags[] = {"preset", "batch_size", "seq_len", "layers",
                                        "dropout", "seed", "optimizer", "lr", "vocab_size"};
 
@@ -136,6 +137,9 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options 
     LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
     LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
     if (launched_world > 0) LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, launched_world));
+    std::string memory_note;
+    LOOM_RETURN_IF_ERROR(FitToMemoryFromFlags(config, opt, &strategy, &memory_note));
+    if (!memory_note.empty()) PrintNote(memory_note);
     LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(config));
     return ParallelTrainer::Create(config, opt, strategy, options);
   }

@@ -13,6 +13,7 @@
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/simulation.h"
+#include "cost_model/cluster.h"
 #include "scheduler/memory_fit.h"
 #include "scheduler/timeline_html.h"
 #include "scheduler/trace_compare.h"
@@ -78,10 +79,21 @@ nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed
   return j;
 }
 
-// What one rank's peak must fit: a GPU's memory. On a CPU cluster the
-// ranks share the host, whose memory `loom run` checks as it allocates.
-int64_t DeviceMemoryOf(const proto::Cluster& cluster) {
-  return cluster.device().kind() == proto::Device::CPU ? 0 : cluster.device().memory_bytes();
+
+// A rank's memory: the persistables, the peak, and what the peak holds
+// ("activations", "master weights", ...: MemoryBreakdown).
+nlohmann::json MemoryJson(const RankMetrics& m) {
+  nlohmann::json at_peak = nlohmann::json::object();
+  for (const MemoryPart& p : MemoryBreakdown(m)) at_peak[p.name] = p.bytes;
+  return {{"parameters", m.persistent.parameters},
+          {"master_weights", m.persistent.master_weights},
+          {"gradients", m.persistent.gradients},
+          {"optimizer_state", m.persistent.optimizer_state},
+          {"peak_temporaries", m.peak_temporary_bytes},
+          {"peak", m.peak_bytes()},
+          {"at_peak", at_peak},
+          {"layers", m.layers},
+          {"recomputed_layers", m.recomputed_layers}};
 }
 
 nlohmann::json ResultJson(const GptSimulation& sim, int64_t device_bytes) {
@@ -105,12 +117,7 @@ nlohmann::json ResultJson(const GptSimulation& sim, int64_t device_bytes) {
                      {"bubble_fraction", m.bubble_fraction},
                      {"exposed_comm_s", ExposedJson(m.exposed_comm_s)},
                      {"busy_s", streams},
-                     {"memory_bytes",
-                      {{"parameters", m.persistent.parameters},
-                       {"gradients", m.persistent.gradients},
-                       {"optimizer_state", m.persistent.optimizer_state},
-                       {"peak_temporaries", m.peak_temporary_bytes},
-                       {"peak", m.peak_bytes()}}},
+                     {"memory_bytes", MemoryJson(m)},
                      {"fits_device", device_bytes <= 0 || m.peak_bytes() <= device_bytes}});
   }
   j["peak_memory_bytes"] = peaks;
@@ -150,12 +157,8 @@ void PrintSummary(const GptSimulation& sim, const std::string& what, int64_t dev
               Ms(r.exposed_comm_s[0]).c_str(), Ms(r.exposed_comm_s[1]).c_str(),
               Ms(r.exposed_comm_s[2]).c_str(), Ms(r.exposed_comm_s[3]).c_str());
   const RankMetrics* peak = &r.PeakRank();
-  std::printf("peak memory    %s on rank %d: parameters %s, gradients %s, optimizer state %s, "
-              "temporaries %s\n",
-              Mb(peak->peak_bytes()).c_str(), peak->rank, Mb(peak->persistent.parameters).c_str(),
-              Mb(peak->persistent.gradients).c_str(),
-              Mb(peak->persistent.optimizer_state).c_str(),
-              Mb(peak->peak_temporary_bytes).c_str());
+  std::printf("peak memory    %s on rank %d: %s\n", Mb(peak->peak_bytes()).c_str(), peak->rank,
+              MemoryBreakdownText(*peak, 1e6, "MB").c_str());
   const std::string fit = DeviceMemorySummary(r, device_bytes);
   if (!fit.empty()) std::printf("device memory  %s\n", fit.c_str());
   // One row per rank; past --rank_rows, one per pipeline stage (its first
@@ -301,7 +304,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     LOOM_RETURN_IF_ERROR(WriteTimelineHtml(FLAGS_html, what, panels));
   }
   if (FLAGS_json) {
-    const int64_t device_bytes = DeviceMemoryOf(cluster);
+    const int64_t device_bytes = DeviceMemoryLimit(cluster);
     nlohmann::json j = ResultJson(sim, device_bytes);
     if (base.has_value()) {
       j["against"] = {{"schedule", FLAGS_against}, {"result", ResultJson(*base, device_bytes)}};
@@ -309,7 +312,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     std::cout << j.dump() << "\n";
     return Status::OK();
   }
-  PrintSummary(sim, what, DeviceMemoryOf(cluster));
+  PrintSummary(sim, what, DeviceMemoryLimit(cluster));
   if (!memory_note.empty()) std::printf("\n%s\n", memory_note.c_str());
   if (base.has_value()) PrintAgainst(sim.result, base->result, FLAGS_against);
   if (!comparison.empty()) std::printf("\n%s", comparison.c_str());

@@ -9,6 +9,7 @@
 #include "framework/lr_schedule.h"
 #include "models/training_recipe.h"
 #include "passes/amp.h"
+#include "runtime/simulation.h"
 
 DEFINE_string(preset, "gpt-tiny",
               "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, "
@@ -81,10 +82,17 @@ DEFINE_int32(micro_batches, 0, "pipeline micro-batches per step (0: the config's
 DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1 (empty: the config's)");
 DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
 DEFINE_int64(memory_limit, 0,
-             "a hard cap (bytes) on every rank's simulated peak memory: 1F1B-overlap gives up "
-             "overlap (fewer micro-batches in flight, or none interleaved: 1F1B) until the plan "
-             "fits, takes the fastest that does, and says so; ZeRO stage 3 keeps as many "
-             "buckets whole for the step as fit; 0: none");
+             "a hard cap (bytes) on every rank's simulated peak memory: where the strategy "
+             "leaves recomputation open, the least that fits (none, selective, then full over "
+             "the fewest layers); 1F1B-overlap gives up overlap (fewer micro-batches in flight, "
+             "or none interleaved: 1F1B) until the plan fits, takes the fastest that does; "
+             "ZeRO stage 3 keeps as many buckets whole for the step as fit; each says so. 0: "
+             "none (loom plan and run: the memory of --cluster's GPU, unless "
+             "--allow_oversubscribe)");
+DEFINE_bool(allow_oversubscribe, false,
+            "plan and run even where a rank's simulated peak exceeds its GPU's memory (without "
+            "it, and without --memory_limit, the GPU's memory is the limit: recomputation is "
+            "chosen to fit, and a plan that cannot fit is refused)");
 DEFINE_int32(max_in_flight, 0,
              "1F1B-overlap: at most this many micro-batches in flight per stage (0: the "
              "config's, else the schedule's own)");
@@ -405,6 +413,35 @@ StatusOr<proto::Cluster> ClusterFromFlags() {
 }
 
 std::string CostTablePathFromFlags() { return CostTablePath(FLAGS_cost_table); }
+
+StatusOr<int64_t> MemoryLimitFromFlags() {
+  if (FLAGS_memory_limit < 0) return InvalidArgument("--memory_limit must be positive, or 0");
+  if (FLAGS_memory_limit > 0 || FLAGS_allow_oversubscribe || !FlagGiven("cluster")) {
+    return FLAGS_memory_limit;
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  return DeviceMemoryLimit(cluster);
+}
+
+Status FitToMemoryFromFlags(const GptConfig& config, const OptimizerConfig& optimizer,
+                            proto::Strategy* strategy, std::string* note,
+                            const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(const int64_t limit, MemoryLimitFromFlags());
+  if (limit == 0) return Status::OK();
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  const TimerFactory timer = CostModelTimers(cluster, CostTablePathFromFlags());
+  StatusOr<GptSimulation> fits =
+      SimulateGptWithinMemory(config, optimizer, *strategy, timer, limit, note, strategy, {},
+                              options);
+  if (!fits.ok()) {
+    return fits.status().WithContext(
+        FLAGS_memory_limit > 0 ? std::string("--memory_limit")
+                               : StrCat("the device memory of cluster '", cluster.name(),
+                                        "' (--allow_oversubscribe plans it anyway)"));
+  }
+  *note += StrCat(" (simulated on cluster '", cluster.name(), "')");
+  return Status::OK();
+}
 
 Status ApplyFlagsFromEnvironment() {
   std::vector<gflags::CommandLineFlagInfo> flags;

@@ -13,6 +13,7 @@
 #include "executor/stream.h"
 #include "framework/optimizer.h"
 #include "passes/amp.h"
+#include "passes/planner.h"
 #include "passes/strategy.h"
 #include "models/gpt.h"
 #include "models/training_recipe.h"
@@ -90,6 +91,19 @@ StatusOr<DeviceType> DeviceFromFlags();
 
 // The cluster of --cluster (a preset name or a file), validated.
 StatusOr<proto::Cluster> ClusterFromFlags();
+// The cap on every rank's simulated peak that planning keeps under:
+// --memory_limit, else (unless --allow_oversubscribe) the memory of
+// --cluster's GPU; 0: none.
+StatusOr<int64_t> MemoryLimitFromFlags();
+// Under MemoryLimitFromFlags (when there is one) the plan of `*strategy`
+// is first simulated on --cluster: recomputation the strategy leaves open
+// is chosen, and an overlap schedule gives up micro-batches in flight,
+// until every rank fits (SimulateGptWithinMemory); `*strategy` becomes what
+// fits and `*note` says why. A plan that cannot fit is an error naming the
+// ranks, and what they hold.
+Status FitToMemoryFromFlags(const GptConfig& config, const OptimizerConfig& optimizer,
+                            proto::Strategy* strategy, std::string* note,
+                            const PlanOptions& options = {});
 // --cost_table, else the per-user default (cost_model/cost_table.h).
 std::string CostTablePathFromFlags();
 

@@ -116,7 +116,7 @@ const std::vector<Command>& Commands() {
        "cut is balanced by that cluster's op costs (the profiled table, see\n"
        "'loom profile'), else by FLOPs.",
        {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "rank", "all_ranks", "json",
+        "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "allow_oversubscribe", "rank", "all_ranks", "json",
         "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe",
         "cluster", "cost_table"},
        RunPlan},
@@ -137,7 +137,8 @@ const std::vector<Command>& Commands() {
        "--program plans a program file (from loom model, say) instead of a\n"
        "preset; it must read token ids and labels, which the data feeds.",
        {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
-        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "trace",
+        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit",
+        "allow_oversubscribe", "trace",
         "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "plan",
         "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
         "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",

@@ -564,7 +564,7 @@ TEST(Cli, SimulateAgainstAnotherSchedule) {
 TEST(Cli, SimulateKeepsUnderTheMemoryLimit) {
   const std::string layout =
       "simulate --preset gpt3-6.7b --recipe none --mp 2 --pp 4 --micro_batches 8 "
-      "--schedule 1F1B-overlap --cluster h100 ";
+      "--schedule 1F1B-overlap --cluster h100 --recompute none ";
   Result free = Loom(layout + "--json");
   ASSERT_EQ(free.code, 0) << free.out;
   Result capped = Loom(layout + "--memory_limit 3500000000000");
@@ -600,8 +600,9 @@ TEST(Cli, SimulateSaysWhetherEachRankFitsTheDevice) {
                      "--schedule 1F1B --cluster h100");
   ASSERT_EQ(over.code, 0) << over.out;
   EXPECT_NE(over.out.find("device memory  8 of 8 ranks do not fit 85.9 GB: rank 0 needs 2533.8 GB "
-                          "of 85.9 GB: temporaries 2519.1 GB, parameters 3.7 GB, gradients 3.7 "
-                          "GB, optimizer state 7.3 GB; rank 1 needs"),
+                          "of 85.9 GB: activations 2444.0 GB (8 layers, 0 recomputed), "
+                          "gradients 78.8 GB, optimizer state 7.3 GB, parameters 3.7 GB; rank 1 "
+                          "needs"),
             std::string::npos)
       << over.out;
   EXPECT_NE(over.out.find("; and 5 more\n"), std::string::npos) << over.out;
@@ -638,7 +639,7 @@ TEST(Cli, PlanUnderAMemoryLimitRuns) {
   std::remove(path.c_str());
   const std::string layout =
       "plan --preset gpt-tiny --layers 4 --mp 2 --pp 2 --micro_batches 8 "
-      "--schedule 1F1B-overlap ";
+      "--schedule 1F1B-overlap --recompute none ";
   Result free = Loom(layout);
   ASSERT_EQ(free.code, 0) << free.out;
   EXPECT_NE(free.out.find("rank 0 (dp=0 mp=0 pp=0): F0 F1 F2 F3#0 "), std::string::npos)

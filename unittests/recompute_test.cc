@@ -18,6 +18,7 @@
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/simulation.h"
+#include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
@@ -218,6 +219,95 @@ TEST(Recompute, SimulatedMemoryFallsAndTheStepGrows) {
   EXPECT_GT(f.step_time_s, a.step_time_s);
   EXPECT_GT(b.step_time_s, a.step_time_s);
   EXPECT_LT(b.step_time_s, f.step_time_s);
+}
+
+// Under a memory limit, a strategy that leaves recomputation open gets the
+// least that fits: selective where it does, else full over the fewest
+// layers; a strategy that says none keeps none.
+TEST(Recompute, MemoryLimitChoosesTheLeastRecomputationThatFits) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 4;
+  c.batch_size = 4;
+  c.dropout = 0.1f;
+  c.vocab_size = 1024;
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const OpCostModel ops(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const proto::Strategy open = MakeStrategy(1, 1, 1, 1, "1F1B");
+  auto peak = [&](const proto::Strategy& s) {
+    return SimulateGpt(c, OptimizerConfig(), s, timer).value().result.PeakRank().peak_bytes();
+  };
+  const int64_t none = peak(open), selective = peak(WithRecompute(open, "selective")),
+                full = peak(WithRecompute(open, "full"));
+  const int64_t one_layer = peak(WithRecompute(open, "full", 1));
+  ASSERT_LT(full, one_layer);
+
+  std::string why;
+  proto::Strategy chosen;
+  auto sim = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, (none + selective) / 2,
+                                     &why, &chosen);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_EQ(chosen.recompute().granularity(), "selective") << why;
+  EXPECT_NE(why.find("recomputing every layer's attention core (selective) fits"),
+            std::string::npos)
+      << why;
+
+  // Full over three layers of four keeps less than selective over all four
+  // and more than over two: a limit at its peak takes full over three.
+  const int64_t two = peak(WithRecompute(open, "full", 2));
+  const int64_t three = peak(WithRecompute(open, "full", 3));
+  ASSERT_LT(three, selective);
+  ASSERT_LT(three, two);
+  sim = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, three, &why, &chosen);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  EXPECT_EQ(chosen.recompute().granularity(), "full") << why;
+  EXPECT_EQ(chosen.recompute().num_layers(), 3) << why;
+  EXPECT_EQ(sim->result.PeakRank().peak_bytes(), three);
+  EXPECT_NE(why.find("recomputing the first 3 of each chunk's 4 layers in full fits"),
+            std::string::npos)
+      << why;
+
+  // Below full recomputation of every layer nothing fits: one line naming
+  // the rank and what it holds.
+  const Status none_fits =
+      SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, full - 1, &why).status();
+  EXPECT_NE(none_fits.message().find("rank 0 needs"), std::string::npos) << none_fits;
+  EXPECT_NE(none_fits.message().find("(4 layers, 4 recomputed)"), std::string::npos)
+      << none_fits;
+
+  // A strategy that says none is not recomputed.
+  const Status kept = SimulateGptWithinMemory(c, OptimizerConfig(), WithRecompute(open, "none"),
+                                              timer, (none + selective) / 2, &why)
+                          .status();
+  EXPECT_NE(kept.message().find("(4 layers, 0 recomputed)"), std::string::npos) << kept;
+}
+
+// loom plan keeps under the GPU's memory by default, refuses what cannot
+// fit, naming the rank and what it holds, and plans it anyway under
+// --allow_oversubscribe.
+TEST(Recompute, PlanRefusesWhatDoesNotFitTheDevice) {
+  const std::string layout =
+      "plan --preset gpt3-6.7b --recipe none --layers 16 --mp 2 --pp 4 --micro_batches 8 "
+      "--cluster h100 --all_ranks=false ";
+  // 88.4 GB a rank without recomputation, 56.1 GB selective.
+  CliResult fits = Loom(layout + "--batch_size 64");
+  ASSERT_EQ(fits.code, 0) << fits.out;
+  EXPECT_NE(fits.out.find("recompute{granularity=selective,layers=0}"), std::string::npos)
+      << fits.out;
+  EXPECT_NE(fits.out.find("recomputing every layer's attention core (selective) fits"),
+            std::string::npos)
+      << fits.out;
+  CliResult over = Loom(layout + "--batch_size 1024");
+  EXPECT_EQ(over.code, 1) << over.out;
+  EXPECT_EQ(Lines(over.out), 1) << over.out;
+  EXPECT_NE(over.out.find("loom plan: the device memory of cluster 'h100' (--allow_oversubscribe "
+                          "plans it anyway): rank 0 needs "),
+            std::string::npos)
+      << over.out;
+  EXPECT_NE(over.out.find("(4 layers, 4 recomputed)"), std::string::npos) << over.out;
+  CliResult anyway = Loom(layout + "--batch_size 1024 --allow_oversubscribe");
+  EXPECT_EQ(anyway.code, 0) << anyway.out;
+  EXPECT_EQ(anyway.out.find("recompute{"), std::string::npos) << anyway.out;
 }
 
 TEST(Recompute, StrategyErrorsNameTheField) {
