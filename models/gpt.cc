@@ -12,6 +12,9 @@ namespace {
 // The vocabulary of the GPT-2/3 tokenizer (50257), padded to a multiple of
 // 128 as Megatron does, so that it splits evenly across tensor-parallel ranks.
 constexpr int64_t kGptVocab = 50304;
+// The vocabulary Megatron-LM's published runs use (Narayanan et al. 2021,
+// Korthikanti et al. 2022).
+constexpr int64_t kMegatronVocab = 51200;
 
 GptConfig Preset(const char* name, int64_t vocab, int64_t seq, int64_t hidden,
                  int64_t layers, int64_t heads, int64_t batch) {
@@ -40,6 +43,13 @@ const std::vector<GptConfig>& Presets() {
       Preset("gpt3-6.7b", kGptVocab, 2048, 4096, 32, 32, 1024),
       Preset("gpt3-13b", kGptVocab, 2048, 5120, 40, 40, 1024),
       Preset("gpt3-175b", kGptVocab, 2048, 12288, 96, 96, 1536),
+      // Korthikanti et al. 2022 (sequence parallelism and selective
+      // recomputation), Table 3: heads, hidden size, layers and the global
+      // batch of their runs, at Megatron's vocabulary of 51200 and 2048
+      // tokens. (Their 175B is gpt3-175b at their batch of 64.)
+      Preset("gpt-22b", kMegatronVocab, 2048, 6144, 48, 64, 4),
+      Preset("gpt-530b", kMegatronVocab, 2048, 20480, 105, 128, 280),
+      Preset("gpt-1t", kMegatronVocab, 2048, 25600, 128, 160, 512),
   };
   return *presets;
 }

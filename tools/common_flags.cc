@@ -12,8 +12,8 @@
 #include "runtime/simulation.h"
 
 DEFINE_string(preset, "gpt-tiny",
-              "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, "
-              "gpt3-13b, gpt3-175b");
+              "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, gpt3-13b, gpt3-175b "
+              "(GPT-3's sizes), gpt-22b, gpt-530b, gpt-1t (Korthikanti et al. 2022's)");
 DEFINE_int64(seed, 1, "seed for parameter initialization and the data");
 DEFINE_int64(steps, 20, "training steps");
 DEFINE_int64(batch_size, 0, "global batch size in sequences (0: preset's)");

@@ -56,10 +56,12 @@ TEST(GptBuilder, TiedEmbeddingGradientIsSummedOnce) {
 }
 
 TEST(GptBuilder, PublishedSizesHaveTheirParameterCounts) {
-  // GPT-3 paper, table 2.1 (13B uses d_model 5120; see gpt.cc).
+  // GPT-3 paper, table 2.1 (13B uses d_model 5120; see gpt.cc), and
+  // Korthikanti et al. 2022, table 3.
   const std::pair<const char*, double> kSizes[] = {
       {"gpt3-1.3b", 1.3e9}, {"gpt3-6.7b", 6.7e9}, {"gpt3-13b", 13e9},
-      {"gpt3-175b", 175e9}};
+      {"gpt3-175b", 175e9}, {"gpt-22b", 22e9},     {"gpt-530b", 530e9},
+      {"gpt-1t", 1e12}};
   for (const auto& [name, published] : kSizes) {
     GptConfig c = GptPreset(name).value();
     EXPECT_NEAR(c.NumParameters() / published, 1.0, 0.03) << name;
@@ -82,7 +84,7 @@ TEST(GptBuilder, BadConfigNamesTheField) {
   EXPECT_EQ(s.message(), "model.num_heads (5) must divide model.hidden (64)");
   EXPECT_EQ(GptPreset("gpt-huge").status().message(),
             "unknown preset 'gpt-huge' (known: gpt-tiny, gpt-small, gpt3-1.3b, "
-            "gpt3-6.7b, gpt3-13b, gpt3-175b)");
+            "gpt3-6.7b, gpt3-13b, gpt3-175b, gpt-22b, gpt-530b, gpt-1t)");
 }
 
 TEST(SyntheticData, DeterministicAndShifted) {

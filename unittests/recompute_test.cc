@@ -310,6 +310,65 @@ TEST(Recompute, PlanRefusesWhatDoesNotFitTheDevice) {
   EXPECT_EQ(anyway.out.find("recompute{"), std::string::npos) << anyway.out;
 }
 
+// The activations one transformer layer keeps for its backward, against
+// Korthikanti et al. 2022 (section 4, 16-bit activations, 1-byte dropout
+// masks): sbh(34 + 5as/h) unsplit, sbh(10 + 24/t + 5as/(ht)) under t-way
+// tensor parallelism, the 5as/h term gone under selective recomputation,
+// and 2sbh (the layer's input) under full. Measured as the bytes the
+// lowered step (what the simulator runs) classes as activations, made by
+// the forward and kept for the backward, of two layers less those of one:
+// bf16 O2 with dropout, one micro-batch.
+TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
+  struct Case {
+    int64_t s, b, h, a;
+    int t;
+    const char* recompute;
+  };
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const OpCostModel ops(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(cluster, ops);
+  for (const Case& k : {Case{512, 4, 1024, 16, 1, "none"}, Case{1024, 2, 2048, 16, 1, "none"},
+                        Case{1024, 2, 2048, 16, 2, "none"}, Case{2048, 1, 4096, 32, 4, "none"},
+                        Case{1024, 2, 2048, 16, 2, "selective"},
+                        Case{2048, 1, 4096, 32, 4, "selective"},
+                        Case{1024, 2, 2048, 16, 1, "full"}, Case{2048, 1, 4096, 32, 4, "full"}}) {
+    SCOPED_TRACE(StrCat("s=", k.s, " b=", k.b, " h=", k.h, " a=", k.a, " t=", k.t, " recompute ",
+                        k.recompute));
+    auto kept = [&](int layers) {
+      GptConfig c = GptPreset("gpt-small").value();
+      c.seq_len = k.s;
+      c.batch_size = k.b;
+      c.hidden = k.h;
+      c.ffn_hidden = 4 * k.h;
+      c.num_heads = k.a;
+      c.num_layers = layers;
+      c.vocab_size = 1024;
+      c.dropout = 0.1f;
+      proto::Strategy s = WithRecompute(MakeStrategy(1, k.t, 1, 1, "1F1B"), k.recompute);
+      s.mutable_amp()->set_level("O2");
+      auto sim = SimulateGpt(c, OptimizerConfig(), s, timer);
+      EXPECT_TRUE(sim.ok()) << sim.status();
+      if (!sim.ok()) return 0.0;
+      double bytes = 0;
+      for (const Temporary& t : sim->graph.ranks[0].body->temporaries) {
+        if (t.kind == MemoryKind::kActivation) bytes += t.bytes;
+      }
+      return bytes;
+    };
+    const double layer = kept(2) - kept(1);
+    const double sbh = static_cast<double>(k.s) * k.b * k.h;
+    const double attention = 5.0 * k.a * k.s / (k.h * k.t);
+    const double want = std::string(k.recompute) == "full"        ? 2 * sbh
+                        : std::string(k.recompute) == "selective" ? sbh * (10 + 24.0 / k.t)
+                                                                  : sbh * (10 + 24.0 / k.t + attention);
+    EXPECT_NEAR(layer / want, 1.0, 0.05) << layer << " bytes against " << want;
+    std::printf("s=%lld b=%lld h=%lld a=%lld t=%d %s: %.0f bytes a layer, %.3f of the formula\n",
+                static_cast<long long>(k.s), static_cast<long long>(k.b),
+                static_cast<long long>(k.h), static_cast<long long>(k.a), k.t, k.recompute,
+                layer, layer / want);
+  }
+}
+
 TEST(Recompute, StrategyErrorsNameTheField) {
   proto::Strategy s = MakeStrategy(1, 1, 1, 1, "1F1B");
   s.mutable_recompute()->set_granularity("some");
