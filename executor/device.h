@@ -46,6 +46,16 @@ class Device {
   virtual Status CopyToHost(void* host_dst, const void* src, int64_t bytes,
                             Stream* stream) = 0;
   virtual Status Memset(void* dst, int byte, int64_t bytes, Stream* stream) = 0;
+
+  // What Allocate has handed out and not yet had back: now, and the most
+  // at once since ResetPeakBytes (or creation); all zero where the device
+  // does not count (a CUDA device does not, yet).
+  struct MemoryInUse {
+    int64_t bytes = 0;
+    int64_t peak_bytes = 0;
+  };
+  virtual MemoryInUse Memory() const { return {}; }
+  virtual void ResetPeakBytes() {}
 };
 
 // CUDA device `ordinal` (cuda/cuda_device.h): Unavailable, saying why, where

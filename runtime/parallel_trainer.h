@@ -132,6 +132,8 @@ class ParallelTrainer : public Trainer {
   const ExecutionGraph& graph() const { return graph_; }
   const std::vector<int>& local_ranks() const { return local_; }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
+  // The device rank `rank` runs on (a local rank's).
+  Device& rank_device(int rank) { return *devices_.at(rank); }
   std::vector<TraceEvent> TakeTrace();
   // Whether communication streams outrank calc in this run (Options).
   bool stream_priorities() const { return priorities_; }

@@ -4,6 +4,7 @@
 // through a file store and binds its sockets to LOOM_HOST when given.
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -156,6 +157,21 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options 
   return ParallelTrainer::CreateFromPlan(*config, std::move(plan), FLAGS_plan, options);
 }
 
+// Each local rank's most device memory held at once over the run (its
+// temporaries: activations, gradients, buffers), as its allocator counted
+// it, to set beside loom simulate's peak; nothing where the device does not
+// count.
+void PrintDeviceMemory(ParallelTrainer& trainer) {
+  std::string line;
+  for (int r : trainer.local_ranks()) {
+    const int64_t peak = trainer.rank_device(r).Memory().peak_bytes;
+    if (peak == 0) continue;
+    line += StrCat(line.empty() ? "" : ", ", "rank ", r, " ",
+                   StrCat(std::round(peak / 1e4) / 100), " MB");
+  }
+  if (!line.empty()) std::printf("device memory high-water (allocator): %s\n", line.c_str());
+}
+
 // --interleaved_profile's profile; null when the flag is not given.
 StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
     const ParallelTrainer& trainer, const std::optional<LaunchEnv>& launched) {
@@ -235,6 +251,7 @@ Status RunRun(const std::vector<std::string>& args) {
   LOOM_RETURN_IF_ERROR(
       RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));
   LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
+  PrintDeviceMemory(*trainer);
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));
   }

@@ -34,8 +34,24 @@ StatusOr<std::shared_ptr<void>> CpuDevice::Allocate(int64_t bytes, Stream*) {
   if (memory == nullptr) {
     return ResourceExhausted("cpu: out of memory allocating ", bytes, " bytes");
   }
-  return memory;
+  // Counted while held: the deleter gives the bytes back to the count.
+  const int64_t now = counter_->bytes.fetch_add(bytes) + bytes;
+  int64_t peak = counter_->peak_bytes.load();
+  while (now > peak && !counter_->peak_bytes.compare_exchange_weak(peak, now)) {
+  }
+  void* data = memory.get();
+  return std::shared_ptr<void>(data, [memory = std::move(memory), counter = counter_,
+                                      bytes](void*) mutable {
+    memory.reset();
+    counter->bytes.fetch_sub(bytes);
+  });
 }
+
+Device::MemoryInUse CpuDevice::Memory() const {
+  return {counter_->bytes.load(), counter_->peak_bytes.load()};
+}
+
+void CpuDevice::ResetPeakBytes() { counter_->peak_bytes.store(counter_->bytes.load()); }
 
 Status CpuDevice::Copy(void* dst, const void* src, int64_t bytes, Stream*) {
   if (bytes > 0) std::memmove(dst, src, bytes);

@@ -4,6 +4,7 @@
 #ifndef LOOM_EXECUTOR_CPU_CPU_DEVICE_H_
 #define LOOM_EXECUTOR_CPU_CPU_DEVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,9 +42,18 @@ class CpuDevice : public Device {
   Status CopyFromHost(void* dst, const void* host_src, int64_t bytes, Stream* stream) override;
   Status CopyToHost(void* host_dst, const void* src, int64_t bytes, Stream* stream) override;
   Status Memset(void* dst, int byte, int64_t bytes, Stream* stream) override;
+  MemoryInUse Memory() const override;
+  void ResetPeakBytes() override;
 
  private:
   CpuDeviceOptions options_;
+  // Shared with the deleters of what Allocate handed out, which may outlive
+  // the device.
+  struct Counter {
+    std::atomic<int64_t> bytes{0};
+    std::atomic<int64_t> peak_bytes{0};
+  };
+  std::shared_ptr<Counter> counter_ = std::make_shared<Counter>();
   std::string name_ = "cpu";
   WaitRoom room_;  // its events'; outlives them
 };

@@ -1,0 +1,62 @@
+// The device allocator's high-water mark of a real run against the peak the
+// simulator gives the same plan (issue 38): each rank's measured peak of
+// temporaries within 10% of the simulated one, on gpt-small layers, with
+// and without recomputation. The executor frees each temporary after its
+// last toucher as lowering counts them, so the two agree but for timing:
+// measured 1.000 everywhere but pp=2's first stage (1.017, 1.025), whose
+// sends hold their buffers a little longer than the simulator's.
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/op_cost_model.h"
+#include "models/gpt.h"
+#include "passes/strategy.h"
+#include "runtime/parallel_trainer.h"
+#include "runtime/simulation.h"
+
+namespace loom {
+namespace {
+
+TEST(DeviceMemory, MeasuredPeakFollowsTheSimulatedPeak) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 2;
+  c.seq_len = 128;
+  c.batch_size = 4;
+  c.vocab_size = 512;  // so that the layers, not the logits, make the peak
+  c.dropout = 0.1f;
+  const proto::Cluster cluster = LoadCluster("local").value();
+  const OpCostModel ops(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(cluster, ops);
+  struct Case {
+    int mp, pp, micro_batches;
+    const char* recompute;
+  };
+  for (const Case& k : {Case{1, 1, 1, "none"}, Case{1, 1, 1, "full"}, Case{2, 1, 1, "none"},
+                        Case{2, 1, 1, "selective"}, Case{1, 2, 2, "none"},
+                        Case{1, 2, 2, "full"}}) {
+    SCOPED_TRACE(StrCat("mp=", k.mp, " pp=", k.pp, " recompute ", k.recompute));
+    proto::Strategy s = MakeStrategy(1, k.mp, k.pp, k.micro_batches, "1F1B");
+    s.mutable_recompute()->set_granularity(k.recompute);
+    ParallelTrainer::Options options;
+    options.comm.timeout = std::chrono::seconds(30);
+    auto t = ParallelTrainer::Create(c, OptimizerConfig(), s, options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE((*t)->Step(0).ok());
+    for (int r : (*t)->local_ranks()) (*t)->rank_device(r).ResetPeakBytes();
+    ASSERT_TRUE((*t)->Step(1).ok());
+    auto sim = SimulatePlan((*t)->plan(), timer);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    for (int r : (*t)->local_ranks()) {
+      const double measured = static_cast<double>((*t)->rank_device(r).Memory().peak_bytes);
+      const double simulated = static_cast<double>(sim->result.ranks[r].peak_temporary_bytes);
+      std::printf("mp=%d pp=%d %s rank %d: measured %.2f MB, simulated %.2f MB (%.3f)\n", k.mp,
+                  k.pp, k.recompute, r, measured / 1e6, simulated / 1e6, measured / simulated);
+      EXPECT_NEAR(measured / simulated, 1.0, 0.10) << "rank " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom
