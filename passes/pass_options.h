@@ -4,21 +4,22 @@
 // are the defaults, and lists each field once, in its PassInfo, under the
 // name pipelines write it with, with its help and the values it takes:
 //
-//   struct RecomputeOptions {
-//     int64_t every = 1;
-//     std::string policy = "full";
+//   struct RecomputeOptions {            // passes/recompute_pass.cc
+//     Granularity granularity = Granularity::kFull;
+//     int64_t layers = 0;
 //   };
 //   PassInfo RecomputePassInfo() {
 //     using O = RecomputeOptions;
 //     PassInfo info = PassInfoOf<RecomputePass, O>("recompute", "recomputes activations");
 //     info.options = {
-//         IntOption(&O::every, "every", "every n-th layer", /*min=*/1),
-//         ChoiceOption(&O::policy, "policy", "what to recompute", {"full", "selective"})};
+//         EnumOption(&O::granularity, "granularity", "what to recompute",
+//                    {{"full", Granularity::kFull}, {"selective", Granularity::kSelective}}),
+//         IntOption(&O::layers, "layers", "layers of each chunk (0: all)", /*min=*/0)};
 //     return info;
 //   }
 //
 // RecomputePass's constructor takes a `const RecomputeOptions&`. The
-// pipeline parser (PassPipeline::Parse) turns "recompute{every=2}" into that
+// pipeline parser (PassPipeline::Parse) turns "recompute{layers=2}" into that
 // struct and checks every value, once; `loom passes` prints the same table
 // (in declaration order), and a pipeline prints back with every option
 // (PassPipeline::ToString).
