@@ -46,11 +46,13 @@ TSAN_TESTS=(
 # Tests left out of both jobs, each with its reason. They still run in the
 # release suite (ctest --test-dir build).
 EXCLUDE=(
-  # A timing bound (verify a 512-rank plan in under 10 s) that ASan's
-  # slowdown breaks: 20 s for each half, 45 s in all, under ASan here.
-  # The verifier's checks themselves run on the smaller plans of the
-  # other PlanVerifier tests.
-  'PlanVerifier.VerifiesA512RankPlanInSeconds'
+  # Scale, not memory safety: 45 s under ASan here. The verifier's checks
+  # themselves run on the smaller plans of the other PlanVerifier tests.
+  'PlanVerifier.VerifiesA512RankPlan'
+  # Numbers, not memory safety: steps of gpt-small-width layers set beside
+  # the simulator's peak. The allocator's counting runs in every executor
+  # test under ASan.
+  'DeviceMemory.MeasuredPeakFollowsTheSimulatedPeak'
 )
 # A CTest regex that matches exactly the names in EXCLUDE.
 exclude_regex() {
