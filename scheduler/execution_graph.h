@@ -101,9 +101,6 @@ enum class MemoryKind : uint8_t {
   kWorkspace,      // the rest: made and used within a job
 };
 inline constexpr int kNumMemoryKinds = 5;
-// "activations", "parameter copies", "gradients", "comm buffers",
-// "temporaries".
-const char* MemoryKindName(MemoryKind kind);
 
 // A non-persistable var of one micro-batch's scope.
 struct Temporary {

@@ -122,7 +122,7 @@ class RankLowering {
   std::vector<std::vector<int>> temp_ids_;  // micro-batch -> var id -> temp
   std::vector<std::string> var_names_;      // var id -> name
   std::vector<int64_t> var_bytes_;          // var id -> bytes
-  // Per temporary, who touched it: bits of kTouch* below.
+  // Per temporary, who touched it: TouchBits.
   enum TouchBits : char {
     kForwardTouch = 1,
     kBackwardTouch = 2,
@@ -455,22 +455,6 @@ void ResolveGroups(const ParallelLayout& layout, RankGraph* g) {
 }
 
 }  // namespace
-
-const char* MemoryKindName(MemoryKind kind) {
-  switch (kind) {
-    case MemoryKind::kActivation:
-      return "activations";
-    case MemoryKind::kParameterCopy:
-      return "parameter copies";
-    case MemoryKind::kGradient:
-      return "gradients";
-    case MemoryKind::kCommBuffer:
-      return "comm buffers";
-    case MemoryKind::kWorkspace:
-      return "temporaries";
-  }
-  return "?";
-}
 
 const char* InstructionKindName(InstructionKind kind) {
   switch (kind) {
