@@ -1,6 +1,5 @@
 #include "executor/comm_kernels.h"
 
-#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -149,14 +148,86 @@ Status AllReduceKernel(const KernelContext& ctx, Communicator* comm) {
   return comm->AllReduce(bucket, op);
 }
 
-// In a narrower wire dtype, X goes through the scratch (ReduceInWire),
-// whose part this rank keeps is widened into Out.
-Status ReduceScatterKernel(const KernelContext& ctx, Communicator* comm) {
-  LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
+// A collective along attribute axis moves a rank's part as `outer` blocks
+// of `bytes`: the dims before axis, and the rest. The communicators work
+// along dim 0; with outer 1 the data is laid out that way already.
+struct AxisBlocks {
+  int64_t outer = 1;
+  int64_t bytes = 0;
+};
+
+// The blocks of `part`, one rank's share of `whole` (n of them along axis).
+StatusOr<AxisBlocks> BlocksOf(const KernelContext& ctx, const Tensor& part, const Tensor& whole,
+                              int64_t n) {
+  const int axis = ctx.Attr<int32_t>("axis");
+  if (axis < 0 || axis >= part.rank() || !part.initialized() || !whole.initialized() ||
+      part.dtype() != whole.dtype() || part.numel() * n != whole.numel()) {
+    return Internal("a collective along axis ", axis, " of ", MetaToString(part.meta()),
+                    " and ", MetaToString(whole.meta()), " over ", n, " ranks");
+  }
+  AxisBlocks b;
+  for (int d = 0; d < axis; ++d) b.outer *= part.dim(d);
+  b.bytes = b.outer > 0 ? part.bytes() / b.outer : 0;
+  return b;
+}
+
+// `part`'s meta with dim 0 times n: the whole as the communicators lay it out.
+TensorMeta Stacked(const Tensor& part, int n) {
+  TensorMeta meta = part.meta();
+  meta.shape[0] *= n;
+  return meta;
+}
+
+// Copies the n x outer blocks of `src` into `dst`, from rank-major order (the
+// communicators') to outer-major (along axis), or back.
+Status Restack(const KernelContext& ctx, const AxisBlocks& b, int n, const void* src, void* dst,
+               bool to_axis) {
+  const auto* from = static_cast<const uint8_t*>(src);
+  auto* to = static_cast<uint8_t*>(dst);
+  for (int64_t o = 0; o < b.outer; ++o) {
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t stacked = (r * b.outer + o) * b.bytes, joined = (o * n + r) * b.bytes;
+      LOOM_RETURN_IF_ERROR(DeviceOf(ctx)->Copy(to + (to_axis ? joined : stacked),
+                                               from + (to_axis ? stacked : joined), b.bytes,
+                                               ctx.stream()));
+    }
+  }
+  return Status::OK();
+}
+
+// Along an axis with dims before it, X is gathered rank-major into a
+// scratch, whose blocks then interleave into Out.
+Status AllGatherKernel(const KernelContext& ctx, Communicator* comm) {
   const Tensor& in = ctx.Input("X");
   Tensor* out = ctx.Output("Out");
+  if (ctx.Attr<int32_t>("axis") == 0) {
+    LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+    return comm->AllGather(in, out);
+  }
+  LOOM_ASSIGN_OR_RETURN(const AxisBlocks b, BlocksOf(ctx, in, *out, comm->size()));
+  const TensorMeta stacked = Stacked(in, comm->size());
+  Tensor scratch;
+  if (b.outer == 1) {
+    scratch = out->View(0, stacked.shape);  // Out's bytes, as the communicator sees them
+  } else {
+    LOOM_RETURN_IF_ERROR(scratch.Resize(stacked, DeviceOf(ctx), ctx.stream()));
+  }
+  LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+  LOOM_RETURN_IF_ERROR(comm->AllGather(in, &scratch));
+  if (b.outer == 1) return Status::OK();
+  return Restack(ctx, b, comm->size(), scratch.raw_data(), out->raw_data(), /*to_axis=*/true);
+}
+
+// In a narrower wire dtype, `in` goes through the scratch (ReduceInWire),
+// whose part this rank keeps is widened into Out.
+Status ReduceScatterKernel(const KernelContext& ctx, Communicator* comm, const Tensor& in) {
+  LOOM_ASSIGN_OR_RETURN(ReduceOp op, ParseReduceOp(ctx.Attr<std::string>("reduce_op")));
+  Tensor* out = ctx.Output("Out");
   LOOM_ASSIGN_OR_RETURN(const DataType wire, WireDtype(ctx, in.dtype()));
-  if (wire == in.dtype()) return comm->ReduceScatter(in, out, op);
+  if (wire == in.dtype()) {
+    LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+    return comm->ReduceScatter(in, out, op);
+  }
   if (out->dtype() != in.dtype() || out->numel() * comm->size() != in.numel()) {
     return Internal("reduce_scatter of ", MetaToString(in.meta()), " into ",
                     MetaToString(out->meta()), " over ", comm->size(), " ranks");
@@ -173,6 +244,45 @@ Status ReduceScatterKernel(const KernelContext& ctx, Communicator* comm) {
   return Convert(ctx, wire, narrow_out.raw_data(), out->dtype(), out->raw_data(), out->numel());
 }
 
+// Along an axis with dims before it, X's blocks are first regrouped
+// rank-major in a scratch, which is then reduce-scattered.
+Status ReduceScatterAlongAxis(const KernelContext& ctx, Communicator* comm) {
+  const Tensor& in = ctx.Input("X");
+  if (ctx.Attr<int32_t>("axis") == 0) return ReduceScatterKernel(ctx, comm, in);
+  const Tensor& out = *ctx.Output("Out");
+  LOOM_ASSIGN_OR_RETURN(const AxisBlocks b, BlocksOf(ctx, out, in, comm->size()));
+  const TensorMeta stacked = Stacked(out, comm->size());
+  if (b.outer == 1) return ReduceScatterKernel(ctx, comm, in.View(0, stacked.shape));
+  Tensor scratch;
+  LOOM_RETURN_IF_ERROR(scratch.Resize(stacked, DeviceOf(ctx), ctx.stream()));
+  LOOM_RETURN_IF_ERROR(
+      Restack(ctx, b, comm->size(), in.raw_data(), scratch.raw_data(), /*to_axis=*/false));
+  return ReduceScatterKernel(ctx, comm, scratch);
+}
+
+// One rank's allgather along axis repeats each block of X; its
+// reduce_scatter keeps each block's first part.
+Status LocalAlongAxis(const KernelContext& ctx, bool gather) {
+  const Tensor& in = ctx.Input("X");
+  Tensor* out = ctx.Output("Out");
+  const Tensor& part = gather ? in : *out;
+  const Tensor& whole = gather ? *out : in;
+  if (part.bytes() == 0) return Status::OK();
+  const int64_t n = whole.bytes() / part.bytes();
+  LOOM_ASSIGN_OR_RETURN(const AxisBlocks b, BlocksOf(ctx, part, whole, n));
+  const auto* src = static_cast<const uint8_t*>(in.raw_data());
+  auto* dst = static_cast<uint8_t*>(out->raw_data());
+  for (int64_t o = 0; o < b.outer; ++o) {
+    for (int64_t r = 0; r < (gather ? n : 1); ++r) {
+      const int64_t at = (o * n + r) * b.bytes;  // in the whole
+      LOOM_RETURN_IF_ERROR(DeviceOf(ctx)->Copy(gather ? dst + at : dst + o * b.bytes,
+                                               gather ? src + o * b.bytes : src + at, b.bytes,
+                                               ctx.stream()));
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 CommKernelFn MakeCommKernels(CommWorld* world) {
@@ -186,11 +296,12 @@ CommKernelFn MakeCommKernels(CommWorld* world) {
       LOOM_RETURN_IF_ERROR(InputsReady(ctx));
       return comm->Broadcast(out, ctx.Attr<int32_t>("root"));
     }
+    // These wait for their stream themselves, after their own copies.
+    if (type == "allgather") return AllGatherKernel(ctx, comm);
+    if (type == "reduce_scatter") return ReduceScatterAlongAxis(ctx, comm);
     // A recv too: its output may reuse memory the stream's earlier work
     // still reads (stream-ordered allocation).
     LOOM_RETURN_IF_ERROR(InputsReady(ctx));
-    if (type == "allgather") return comm->AllGather(ctx.Input("X"), ctx.Output("Out"));
-    if (type == "reduce_scatter") return ReduceScatterKernel(ctx, comm);
     if (type == "send") return comm->Send(ctx.Input("X"), ctx.Attr<int32_t>("peer"));
     if (type == "recv") return comm->Recv(ctx.Output("Out"), ctx.Attr<int32_t>("peer"));
     if (type == "c_softmax_with_cross_entropy") {
@@ -215,18 +326,7 @@ CommKernelFn MakeLocalCommKernels() {
     }
     if (type == "broadcast") return CopyTensor(ctx, ctx.Input("X"), ctx.Output("Out"));
     if (type == "allgather" || type == "reduce_scatter") {
-      const Tensor& in = ctx.Input("X");
-      Tensor* out = ctx.Output("Out");
-      const bool gather = type == "allgather";
-      const int64_t part = gather ? in.bytes() : out->bytes();
-      const auto* src = static_cast<const char*>(in.raw_data());
-      auto* dst = static_cast<char*>(out->raw_data());
-      for (int64_t at = 0; at < out->bytes(); at += part) {
-        LOOM_RETURN_IF_ERROR(device->Copy(dst + at, src + (gather ? 0 : at),
-                                          std::min(part, out->bytes() - at), ctx.stream()));
-        if (!gather) break;
-      }
-      return Status::OK();
+      return LocalAlongAxis(ctx, type == "allgather");
     }
     if (type == "send") return Status::OK();
     if (type == "recv") {

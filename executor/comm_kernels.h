@@ -13,12 +13,12 @@ namespace loom {
 CommKernelFn MakeCommKernels(CommWorld* world);
 
 // Each communication op's local part alone, as if its peers cost nothing:
-// an all-reduce or broadcast copies its input, an all-gather repeats it, a
-// reduce-scatter keeps its first part, a send does nothing, a recv zeroes
-// its output, and the vocabulary-parallel cross entropy computes its shard
-// with the reductions the identity. The numbers are not training's; the
-// work of every compute op around them is, which is what `loom profile`
-// times a rank's step for.
+// an all-reduce or broadcast copies its input, an all-gather repeats it
+// (along its axis), a reduce-scatter keeps its first part, a send does
+// nothing, a recv zeroes its output, and the vocabulary-parallel cross
+// entropy computes its shard with the reductions the identity. The numbers
+// are not training's; the work of every compute op around them is, which
+// is what `loom profile` times a rank's step for.
 CommKernelFn MakeLocalCommKernels();
 
 }  // namespace loom

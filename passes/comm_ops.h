@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "framework/op_builder.h"
+#include "framework/program.h"
 #include "scheduler/layout.h"
 
 namespace loom {
@@ -24,6 +25,19 @@ inline proto::OpDesc CollectiveOp(const std::string& type,
                         .Attr("ring_id", static_cast<int32_t>(ring))
                         .Role(phase | role::kComm);
   d.set_stream(stream);
+  return d;
+}
+
+// A collective over the mp ring, on the mp stream, placed beside `anchor`:
+// it runs in the same pipeline stage, chunk and layer, so that the passes
+// that insert them may run before or after pipeline-split.
+inline proto::OpDesc MpCollectiveBeside(const std::string& type, const std::string& in,
+                                        const std::string& out, uint32_t phase,
+                                        const Op& anchor) {
+  proto::OpDesc d = CollectiveOp(type, {in}, {out}, kMpRing, stream::kMp, phase);
+  d.set_pipeline_stage(anchor.desc().pipeline_stage());
+  d.set_chunk(anchor.desc().chunk());
+  d.set_layer(anchor.desc().layer());
   return d;
 }
 

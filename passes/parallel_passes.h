@@ -16,6 +16,7 @@ PassInfo TensorParallelPassInfo();
 PassInfo PipelineSplitPassInfo();
 PassInfo GradientAccumulationPassInfo();
 PassInfo RecomputePassInfo();
+PassInfo SequenceParallelPassInfo();
 PassInfo DataParallelPassInfo();
 PassInfo OpSplitPassInfo();
 PassInfo ShardingPassInfo();

@@ -90,6 +90,7 @@ std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& s
       "pipeline-split{stages=", pp.degree(), ",chunks=", pp.vpp_degree(), "}",
       ",tensor-parallel{degree=", s.mp().degree(),
       ",async-allreduce=", BoolText(switches.mp_async_allreduce_in_backward()), "}",
+      s.mp().sequence_parallel() ? ",sequence-parallel" : "",
       ",gradient-accumulation{steps=", pp.micro_batches(), "}");
   if (s.recompute().granularity() != "none") {
     p += StrCat(",recompute{granularity=", s.recompute().granularity(),

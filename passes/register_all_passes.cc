@@ -12,6 +12,7 @@ void RegisterAllPasses() {
   std::call_once(once, [] {
     RegisterAllOps();
     LOOM_REGISTER_PASS(TensorParallelPassInfo);
+    LOOM_REGISTER_PASS(SequenceParallelPassInfo);
     LOOM_REGISTER_PASS(PipelineSplitPassInfo);
     LOOM_REGISTER_PASS(GradientAccumulationPassInfo);
     LOOM_REGISTER_PASS(RecomputePassInfo);

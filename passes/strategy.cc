@@ -165,6 +165,10 @@ StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size
                            " but pipeline.schedule_mode ", pp.schedule_mode(),
                            " does not take it (1F1B-overlap does)");
   }
+  if (s.mp().sequence_parallel() && s.mp().degree() <= 1) {
+    return InvalidArgument("mp.sequence_parallel splits the sequence over the tensor-parallel "
+                           "ranks, but mp.degree is ", s.mp().degree());
+  }
   const proto::PassSwitches& passes = s.passes();
   if (passes.op_split() && s.mp().degree() <= 1) {
     return InvalidArgument("passes.op_split hides tensor-parallel all-reduces under GEMMs, but "

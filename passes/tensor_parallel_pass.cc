@@ -29,6 +29,7 @@
 #include "framework/optimizer.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
+#include "passes/dropout_shard.h"
 #include "passes/parallel_passes.h"
 
 namespace loom {
@@ -53,9 +54,6 @@ class TensorParallelPass : public Pass {
   Status RewriteMatmul(Block& block, Op* op, int axis);
   Status RewriteEmbedding(Block& block, Op* op);
   Status RewriteCrossEntropy(Op* op);
-  // `op` read X of shape `before` ahead of the split; with X now sharded,
-  // records the shard's place in the full tensor on it.
-  Status PlaceDropoutShard(const Block& block, Op* op, const Shape& before);
   // The `<type>_grad` ops autodiff made for forward op `op` (gradient sums
   // it owns are left out).
   std::vector<Op*> GradOpsOf(const Op* op) const {
@@ -83,17 +81,6 @@ class TensorParallelPass : public Pass {
   bool async_ = true;  // the input gradient's all-reduce before the weight GEMM
   int views_ = 0;  // identity views inserted (f of the f/g pairs)
 };
-
-// A collective placed beside `anchor`: it runs in the same pipeline stage,
-// chunk and layer, so the pass may run before or after pipeline-split.
-proto::OpDesc Collective(const std::string& type, const std::string& in,
-                         const std::string& out, uint32_t phase, const Op& anchor) {
-  proto::OpDesc d = CollectiveOp(type, {in}, {out}, kMpRing, stream::kMp, phase);
-  d.set_pipeline_stage(anchor.desc().pipeline_stage());
-  d.set_chunk(anchor.desc().chunk());
-  d.set_layer(anchor.desc().layer());
-  return d;
-}
 
 Status TensorParallelPass::ShardVar(Block& block, const std::string& name,
                                     int axis) {
@@ -146,7 +133,7 @@ Status TensorParallelPass::AllReduceOutput(Block& block, Op* producer,
   block.FindVar(partial)->set_name(partial);
   block.RenameOutput(producer, var, partial);
   return InsertOpAfterInferShapes(block, producer,
-                                  Collective("allreduce", partial, var, role, *producer))
+                                  MpCollectiveBeside("allreduce", partial, var, role, *producer))
       .status();
 }
 
@@ -161,7 +148,7 @@ Status TensorParallelPass::RewriteMatmul(Block& block, Op* op, int axis) {
       const std::string xi = x + "@MP_IN";
       // A view of x (no copy, no work), so it runs on calc beside its
       // consumer rather than costing a hop to the mp stream and back.
-      proto::OpDesc f = Collective("identity", x, xi, role::kForward, *op);
+      proto::OpDesc f = MpCollectiveBeside("identity", x, xi, role::kForward, *op);
       f.clear_stream();
       LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, op, std::move(f)).status());
       ++views_;
@@ -232,40 +219,6 @@ Status TensorParallelPass::RewriteCrossEntropy(Op* op) {
   parallel(op, "c_softmax_with_cross_entropy");
   op->annotations().set_role(op->role() | role::kComm);
   for (Op* grad : grads) parallel(grad, "c_softmax_with_cross_entropy_grad");
-  ++rewritten_;
-  return Status::OK();
-}
-
-Status TensorParallelPass::PlaceDropoutShard(const Block& block, Op* op,
-                                             const Shape& before) {
-  const std::string& x = op->Input("X");
-  const Shape after = MetaOf(*block.FindVar(x)).shape;
-  if (after == before) return Status::OK();
-  if (after.size() != before.size() || after.empty() || after[0] != before[0]) {
-    return InvalidArgument(op->Location(), ": X ", x, " went from ", ShapeToString(before),
-                           " to ", ShapeToString(after),
-                           " under the split; a dropout's mask can follow a split of its "
-                           "dims past the batch (dim 0) only");
-  }
-  // Composed with a split recorded before (a program planned twice).
-  auto full = op->GetAttr<std::vector<int64_t>>("full_shape");
-  auto offsets = op->GetAttr<std::vector<int64_t>>("shard_offsets");
-  if (full.empty()) full.assign(before.begin() + 1, before.end());
-  if (offsets.empty()) offsets.assign(full.size(), 0);
-  for (size_t d = 1; d < after.size(); ++d) {
-    if (after[d] == before[d]) continue;
-    // Megatron's splits give rank r the r-th contiguous 1/degree of a dim
-    // (whole heads, in order), so that is where its shard starts.
-    if (after[d] * degree_ != before[d]) {
-      return InvalidArgument(op->Location(), ": X ", x, " dim ", d, " went from ", before[d],
-                             " to ", after[d], " under mp.degree ", degree_,
-                             "; a dropout's input must be split into equal parts to place "
-                             "its mask");
-    }
-    offsets[d - 1] += rank_ * after[d];
-  }
-  op->SetAttr("full_shape", full);
-  op->SetAttr("shard_offsets", offsets);
   ++rewritten_;
   return Status::OK();
 }
@@ -341,7 +294,8 @@ StatusOr<bool> TensorParallelPass::Run(PassContext& ctx) {
     return shapes.WithContext(StrCat("with mp.degree ", degree_));
   }
   for (const auto& [op, before] : dropouts) {
-    LOOM_RETURN_IF_ERROR(PlaceDropoutShard(block, op, before));
+    LOOM_ASSIGN_OR_RETURN(const bool placed, PlaceDropoutShard(block, op, before, degree_, rank_));
+    rewritten_ += placed;
   }
   LOOM_RETURN_IF_ERROR(ReinferShapes(ctx.startup().global_block())
                            .WithContext("startup program"));

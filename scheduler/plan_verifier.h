@@ -34,7 +34,7 @@
 //  6. Collectives (ops whose schema's comm kind is kCollective: allreduce,
 //     allgather, reduce_scatter, broadcast, c_softmax_with_cross_entropy): every member of a
 //     group issues the same sequence on that ring: same op type, micro-batch,
-//     number, dtypes and shapes of inputs, reduce_op, root and nranks; nranks
+//     number, dtypes and shapes of inputs, reduce_op, root, nranks and axis; nranks
 //     must equal the group's size. Groups are RingMembers (scheduler/layout.h); a
 //     collective on a ring where the rank has no group is an error.
 //  7. Deadlock freedom: the plan is lowered to its ExecutionGraph and the

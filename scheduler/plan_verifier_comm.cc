@@ -35,12 +35,12 @@ struct CollectiveCall {
   std::string type;
   int micro_batch = 0;
   std::vector<TensorMeta> inputs;
-  std::string reduce_op, root, nranks;
+  std::string reduce_op, root, nranks, axis;
 
   bool operator==(const CollectiveCall& o) const {
     return type == o.type && micro_batch == o.micro_batch &&
            inputs == o.inputs && reduce_op == o.reduce_op && root == o.root &&
-           nranks == o.nranks;
+           nranks == o.nranks && axis == o.axis;
   }
   std::string ToString() const {
     std::string s = StrCat(type, ", micro-batch ", micro_batch, ", inputs [");
@@ -51,6 +51,7 @@ struct CollectiveCall {
     if (!reduce_op.empty()) s += StrCat(", reduce_op ", reduce_op);
     if (!root.empty()) s += StrCat(", root ", root);
     if (!nranks.empty()) s += StrCat(", nranks ", nranks);
+    if (!axis.empty()) s += StrCat(", axis ", axis);
     return s;
   }
 };
@@ -77,6 +78,7 @@ CollectiveCall Call(const Op& o, int micro_batch) {
   call.reduce_op = AttrText(o, "reduce_op");
   call.root = AttrText(o, "root");
   call.nranks = AttrText(o, "nranks");
+  call.axis = AttrText(o, "axis");
   return call;
 }
 

@@ -53,6 +53,16 @@ EXCLUDE=(
   # the simulator's peak. The allocator's counting runs in every executor
   # test under ASan.
   'DeviceMemory.MeasuredPeakFollowsTheSimulatedPeak'
+  # Numbers over many trainings, not memory safety, each several minutes
+  # under ASan; the same code paths run there in the smaller tests of their
+  # files (one or two layouts each).
+  'Sharding.EveryFetchModeAndBucketSizeMatchesSerialTraining'
+  'Sharding.Stage3MatchesStage2AndHoldsAnNthOfTheParameters'
+  'SequenceParallel.FollowsTensorParallelismOnEveryLayout'
+  # Wall time over an emulated link and a Python script over kept runs:
+  # timing, not memory.
+  'PipelineRounds.NoSwapOfTwoTransfersShortensTheStep'
+  'SimulatorAccuracyScript.KeptRunsSimulateAgainToTheSameRow'
 )
 # A CTest regex that matches exactly the names in EXCLUDE.
 exclude_regex() {

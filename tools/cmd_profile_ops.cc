@@ -38,7 +38,7 @@ namespace {
 // Flags that make profile plan a layout, as loom plan does.
 constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
                                         "schedule", "vpp", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes",
-                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "max_in_flight"};
+                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "max_in_flight"};
 
 // The programs whose ops are timed. Each rank's step, op by op in job
 // order, is kept for the summary line; ranks sharing a program set appear

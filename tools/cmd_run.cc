@@ -66,7 +66,7 @@ namespace {
 // Flags that decide what a plan holds; with --plan, the file decides.
 constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
                                         "schedule", "vpp", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes",
-                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "max_in_flight",
+                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "max_in_flight",
                                         "memory_limit"};
 constexpr const char* kModelFlags[] = {"preset", "batch_size", "seq_len", "layers",
                                        "dropout", "seed", "optimizer", "lr", "vocab_size"};

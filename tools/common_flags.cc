@@ -133,6 +133,10 @@ DEFINE_string(recompute, "",
 DEFINE_int32(recompute_layers, 0,
              "with --recompute: only the first this many layers of each stage's chunk (0: the "
              "config's, else every layer)");
+DEFINE_bool(sequence_parallel, false,
+            "Megatron sequence parallelism over the tensor-parallel ranks (needs --mp > 1): layer "
+            "norms, dropouts and residual adds hold 1/mp of the sequence; all-gathers and "
+            "reduce-scatters replace the all-reduces");
 DEFINE_string(device, "cpu",
               "where the ranks run: cpu, or cuda (a GPU per rank, NCCL between them; "
               "needs a build with the CUDA backend and a device)");
@@ -361,6 +365,7 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (FlagGiven("op_split_parts")) s.mutable_passes()->set_op_split_parts(FLAGS_op_split_parts);
   if (!FLAGS_recompute.empty()) s.mutable_recompute()->set_granularity(FLAGS_recompute);
   if (FlagGiven("recompute_layers")) s.mutable_recompute()->set_num_layers(FLAGS_recompute_layers);
+  if (FlagGiven("sequence_parallel")) s.mutable_mp()->set_sequence_parallel(FLAGS_sequence_parallel);
   LOOM_RETURN_IF_ERROR(SetMicroBatchesFromRecipe(&s));
   LOOM_RETURN_IF_ERROR(ValidateStrategy(s));
   return s;

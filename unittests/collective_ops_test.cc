@@ -1,18 +1,25 @@
 // Communication ops: shape inference, the identity kernel, the grad makers
-// that pair identity with allreduce and allgather with reduce_scatter, and
-// the multi-tensor (bucketed) allreduce.
+// that pair identity with allreduce and allgather with reduce_scatter, the
+// multi-tensor (bucketed) allreduce, and allgather and reduce_scatter along
+// dim 1 (sequence parallelism) over Gloo and on one rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "executor/comm/comm_world.h"
+#include "executor/comm_kernels.h"
 #include "executor/serial_executor.h"
 #include "framework/autodiff.h"
+#include "framework/low_precision.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
 #include "framework/verifier.h"
+#include "framework/wire_dtype.h"
+#include "unittests/comm_test_util.h"
 
 namespace loom {
 namespace {
@@ -96,6 +103,55 @@ TEST(CollectiveShapes, Errors) {
                                          .Output("Out", "r")
                                          .Attr("reduce_op", "max"))
                   .ok());
+}
+
+TEST(CollectiveShapes, AlongAxis) {
+  Program p = WithX({2, 6, 4});
+  Block& b = p.global_block();
+  ASSERT_TRUE(AppendOpInferShapes(b, OpDescBuilder("allgather")
+                                         .Input("X", "x")
+                                         .Output("Out", "g")
+                                         .Attr("nranks", 3)
+                                         .Attr("axis", 1))
+                  .ok());
+  EXPECT_EQ(MetaOf(*b.FindVar("g")), (TensorMeta{proto::FP32, {2, 18, 4}}));
+  ASSERT_TRUE(AppendOpInferShapes(b, OpDescBuilder("reduce_scatter")
+                                         .Input("X", "x")
+                                         .Output("Out", "s")
+                                         .Attr("nranks", 2)
+                                         .Attr("axis", 1))
+                  .ok());
+  EXPECT_EQ(MetaOf(*b.FindVar("s")), (TensorMeta{proto::FP32, {2, 3, 4}}));
+}
+
+TEST(CollectiveShapes, AxisErrors) {
+  Program p = WithX({6, 4});
+  Block& b = p.global_block();
+  auto along = [](const std::string& type, int nranks, int axis) {
+    return OpDescBuilder(type)
+        .Input("X", "x")
+        .Output("Out", type + "_out")
+        .Attr("nranks", nranks)
+        .Attr("axis", axis);
+  };
+  auto op = AppendOpInferShapes(b, along("allgather", 2, 2));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(op.status().message(), "op 0 (allgather): attribute axis 2 is not a dim of X [6, 4]");
+  op = AppendOpInferShapes(b, along("reduce_scatter", 2, -1));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().message(),
+            "op 0 (reduce_scatter): attribute axis -1 is not a dim of X [6, 4]");
+  op = AppendOpInferShapes(b, along("reduce_scatter", 3, 1));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().message(),
+            "op 0 (reduce_scatter): dim 1 of X [6, 4] is not divisible by attribute nranks 3");
+  // A flat buffer's shard is a range of dim 0.
+  op = AppendOpInferShapes(b, along("reduce_scatter", 2, 1).Input("Members", "x"));
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().message(),
+            "op 0 (reduce_scatter): attribute axis is 1; a reduce_scatter of a flat buffer "
+            "(Members) splits dim 0");
 }
 
 TEST(CollectiveShapes, SendHasNoOutputsAndRecvMakesOne) {
@@ -182,6 +238,18 @@ TEST(CollectiveGrad, AllgatherAndReduceScatterArePaired) {
                    .Attr("nranks", 2));
   EXPECT_EQ(g.type(), "allgather");
   EXPECT_EQ(AttrValue<int32_t>::Get(*FindAttrOrDefault(g, "nranks")), 2);
+  EXPECT_EQ(AttrValue<int32_t>::Get(*FindAttrOrDefault(g, "axis")), 0);
+}
+
+TEST(CollectiveGrad, AxisIsCarried) {
+  RegisterAllOps();
+  for (const char* type : {"allgather", "reduce_scatter"}) {
+    proto::OpDesc g = OnlyGrad(
+        OpDescBuilder(type).Input("X", "x").Output("Out", "y").Attr("nranks", 2).Attr("axis", 1));
+    EXPECT_EQ(AttrValue<int32_t>::Get(*FindAttrOrDefault(g, "axis")), 1) << type;
+    Status schema = CheckOpSchema(g);
+    EXPECT_TRUE(schema.ok()) << schema;
+  }
 }
 
 TEST(CollectiveGrad, AutodiffEmitsTheMirrorOps) {
@@ -324,6 +392,126 @@ TEST(AllreduceBucket, AutodiffEmitsAnIdentityPerParameter) {
   EXPECT_EQ(MetaOf(*b.FindVar("b@GRAD")), (TensorMeta{proto::FP32, {3}}));
   Status verified = VerifyProgram(p);
   EXPECT_TRUE(verified.ok()) << verified;
+}
+
+// ---- allgather and reduce_scatter along dim 1 -------------------------------
+
+// Rank r's element i of X: distinct over ranks and elements. Quarters: fp32
+// sums of a few are exact, and bf16 (a step of 0.5 from 64) rounds some.
+float SeqValue(int rank, int64_t i) { return 100.0f * rank + i + 1.25f; }
+
+Tensor SeqInput(int rank, const Shape& shape) {
+  Tensor t(TensorMeta{proto::FP32, shape});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = SeqValue(rank, i);
+  return t;
+}
+
+proto::OpDesc AlongDim1(const std::string& type, int nranks, const std::string& wire = "") {
+  OpDescBuilder b(type);
+  b.Input("X", "x").Output("Out", "y").Attr("nranks", nranks).Attr("axis", 1);
+  if (!wire.empty()) b.Attr(kWireDtypeAttr, wire);
+  return b.Build();
+}
+
+Status RunComm(const CommKernelFn& kernels, const proto::OpDesc& desc, Tensor* in, Tensor* out) {
+  Instruction ins;
+  ins.ring = kDpRing;
+  ins.op_type = desc.type();
+  const std::vector<BoundSlot> ins_slots = {{"X", {in}}}, out_slots = {{"Out", {out}}};
+  return kernels(ins, KernelContext(desc, ins_slots, out_slots));
+}
+
+// Over a dp ring of n ranks, X of [batch, 3, 4] per rank: the allgather is
+// the rank-order join along dim 1, and the reduce_scatter of [batch, 3n, 4]
+// gives rank q the sums of the q-th slice along dim 1, in fp32 and in bf16
+// (each rank's values rounded once, the float sum rounded once). Batch 1
+// leaves the data laid out as along dim 0; batch 2 interleaves it.
+void CheckAlongDim1OverGloo(int n) {
+  CommWorldOptions options;
+  options.job = StrCat("collective-axis-", n);
+  options.timeout = std::chrono::seconds(20);
+  auto round = [](float v) { return ToFloat(ToBfloat16(v)); };
+  testing::RunRanks(n, [&](int rank) {
+    auto world = CommWorld::Create(ParallelLayout{/*dp=*/n, /*mp=*/1, /*pp=*/1}, rank, options);
+    ASSERT_TRUE(world.ok()) << world.status();
+    const CommKernelFn kernels = MakeCommKernels(world->get());
+    for (int64_t batch : {1, 2}) {
+      SCOPED_TRACE(StrCat("rank ", rank, " of ", n, ", batch ", batch));
+      Tensor x = SeqInput(rank, {batch, 3, 4});
+      Tensor gathered(TensorMeta{proto::FP32, {batch, 3 * n, 4}});
+      Status s = RunComm(kernels, AlongDim1("allgather", n), &x, &gathered);
+      ASSERT_TRUE(s.ok()) << s;
+      std::vector<float> want;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int j = 0; j < 3 * n; ++j) {
+          for (int h = 0; h < 4; ++h) want.push_back(SeqValue(j / 3, (b * 3 + j % 3) * 4 + h));
+        }
+      }
+      EXPECT_EQ(gathered.ToFloatVector(), want);
+
+      for (const std::string wire : {"", "bf16"}) {
+        SCOPED_TRACE(StrCat("wire '", wire, "'"));
+        Tensor y = SeqInput(rank, {batch, 3 * n, 4});
+        Tensor part(TensorMeta{proto::FP32, {batch, 3, 4}});
+        s = RunComm(kernels, AlongDim1("reduce_scatter", n, wire), &y, &part);
+        ASSERT_TRUE(s.ok()) << s;
+        want.clear();
+        int rounded = 0;
+        for (int64_t b = 0; b < batch; ++b) {
+          for (int j = 0; j < 3; ++j) {
+            for (int h = 0; h < 4; ++h) {
+              const int64_t at = (b * 3 * n + rank * 3 + j) * 4 + h;
+              float exact = 0, wired = 0;
+              for (int r = 0; r < n; ++r) {
+                exact += SeqValue(r, at);
+                wired += round(SeqValue(r, at));
+              }
+              want.push_back(wire.empty() ? exact : round(wired));
+              rounded += want.back() != exact;
+            }
+          }
+        }
+        EXPECT_EQ(part.ToFloatVector(), want);
+        if (!wire.empty()) {
+          EXPECT_GT(rounded, 0) << "the values do not show the wire dtype";
+        }
+      }
+    }
+  });
+}
+
+TEST(CollectiveAxis, GlooKernelsJoinAndSplitAlongDim1) {
+  RegisterAllOps();
+  CheckAlongDim1OverGloo(2);
+  CheckAlongDim1OverGloo(3);
+}
+
+// One rank's kernels: the allgather repeats each [3, 4] block of X along
+// dim 1, the reduce_scatter keeps each block's first part.
+TEST(CollectiveAxis, LocalKernelsAlongDim1) {
+  RegisterAllOps();
+  const CommKernelFn kernels = MakeLocalCommKernels();
+  Tensor x = SeqInput(0, {2, 3, 4});
+  Tensor gathered(TensorMeta{proto::FP32, {2, 9, 4}});
+  Status s = RunComm(kernels, AlongDim1("allgather", 3), &x, &gathered);
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<float> want;
+  for (int b = 0; b < 2; ++b) {
+    for (int j = 0; j < 9; ++j) {
+      for (int h = 0; h < 4; ++h) want.push_back(SeqValue(0, (b * 3 + j % 3) * 4 + h));
+    }
+  }
+  EXPECT_EQ(gathered.ToFloatVector(), want);
+
+  Tensor y = SeqInput(0, {2, 9, 4});
+  Tensor part(TensorMeta{proto::FP32, {2, 3, 4}});
+  s = RunComm(kernels, AlongDim1("reduce_scatter", 3), &y, &part);
+  ASSERT_TRUE(s.ok()) << s;
+  want.clear();
+  for (int b = 0; b < 2; ++b) {
+    for (int i = 0; i < 12; ++i) want.push_back(SeqValue(0, b * 36 + i));
+  }
+  EXPECT_EQ(part.ToFloatVector(), want);
 }
 
 }  // namespace

@@ -92,6 +92,40 @@ inline int ExpectEveryParameterMatches(ParallelTrainer& t, SerialTrainer& serial
   return compared;
 }
 
+// Every persistable var of every rank of `a` and `b` (parameters, the
+// optimizer's moments, the learning rate and step counters), which ran the
+// same plan but for the pass under test: bit for bit when `tolerance` is 0,
+// else within it. The moments carry every step's gradient, so they catch a
+// gradient AdamW's normalized update would hide. Returns the largest
+// difference.
+inline double ExpectSameState(ParallelTrainer& a, ParallelTrainer& b, double tolerance = 0) {
+  EXPECT_EQ(a.local_ranks(), b.local_ranks());
+  int compared = 0;
+  double worst = 0;
+  for (int r : a.local_ranks()) {
+    std::set<std::string> persistable;
+    for (const auto& [name, var] : a.plan().ranks[r].startup().global_block().vars()) {
+      if (var.persistable()) persistable.insert(name);
+    }
+    for (const std::string& name : persistable) {
+      const Tensor* x = a.rank_scope(r).FindLocal(name);
+      const Tensor* y = b.rank_scope(r).FindLocal(name);
+      EXPECT_EQ(x == nullptr, y == nullptr) << "rank " << r << " " << name;
+      if (x == nullptr || y == nullptr || !x->initialized()) continue;
+      if (tolerance == 0) {
+        EXPECT_EQ(x->ToFloatVector(), y->ToFloatVector()) << "rank " << r << " " << name;
+      } else {
+        const double d = WorstDifference(x->ToFloatVector(), y->ToFloatVector());
+        EXPECT_LT(d, tolerance) << "rank " << r << " " << name;
+        worst = std::max(worst, d);
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 10);
+  return worst;
+}
+
 }  // namespace loom
 
 #endif  // LOOM_UNITTESTS_PARAMETER_COMPARE_H_

@@ -18,6 +18,7 @@
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/simulation.h"
+#include "unittests/parameter_compare.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -111,31 +112,6 @@ TEST(Recompute, CopiesGoIntoTheInputGradientHalfJustBeforeTheyAreRead) {
   EXPECT_EQ(runs, 2) << "stage 0 holds two layers, each made again once";
 }
 
-// Every persistable var of every rank (parameters, AdamW's moments, the
-// learning rate and step counters), bit for bit, and each step's global
-// gradient norm: the moments carry every step's gradient, and the norm
-// the whole gradient of each step.
-void ExpectSameTraining(ParallelTrainer& a, ParallelTrainer& b) {
-  ASSERT_EQ(a.local_ranks(), b.local_ranks());
-  int compared = 0;
-  for (int r : a.local_ranks()) {
-    const RankPlan& plan = a.plan().ranks[r];
-    std::set<std::string> persistable;
-    for (const auto& [name, var] : plan.startup().global_block().vars()) {
-      if (var.persistable()) persistable.insert(name);
-    }
-    for (const std::string& name : persistable) {
-      const Tensor* x = a.rank_scope(r).FindLocal(name);
-      const Tensor* y = b.rank_scope(r).FindLocal(name);
-      ASSERT_EQ(x == nullptr, y == nullptr) << name;
-      if (x == nullptr || !x->initialized()) continue;
-      EXPECT_EQ(x->ToFloatVector(), y->ToFloatVector()) << "rank " << r << " " << name;
-      ++compared;
-    }
-  }
-  EXPECT_GT(compared, 10);
-}
-
 struct Layout {
   int dp, mp, pp;
   const char* schedule;
@@ -177,7 +153,7 @@ TEST(Recompute, TrainsBitIdenticallyOnEveryLayout) {
         ASSERT_TRUE((*t)->Step(step).ok());
         EXPECT_EQ((*t)->LastGradNorm(), norms[step]) << "step " << step;
       }
-      ExpectSameTraining(**plain, **t);
+      ExpectSameState(**plain, **t);
     }
   }
 }

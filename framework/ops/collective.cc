@@ -9,7 +9,8 @@ namespace loom {
 namespace {
 
 // A grad maker that emits one `type` op from Out@GRAD to X@GRAD, carrying
-// ring_id, nranks (when the forward op has it) and any `extra` attrs.
+// ring_id, nranks (when the forward op has it), axis (when set) and any
+// `extra` attrs.
 GradMakerFn MirrorGrad(const std::string& type,
                        std::vector<proto::Attr> extra = {}) {
   return [type, extra](const proto::OpDesc& fwd) {
@@ -18,6 +19,11 @@ GradMakerFn MirrorGrad(const std::string& type,
         .Output("Out", GradVarName(SlotVars(fwd.inputs(), "X")[0]))
         .RawAttr(*FindAttrOrDefault(fwd, "ring_id"));
     if (const proto::Attr* n = FindAttrOrDefault(fwd, "nranks")) b.RawAttr(*n);
+    // Only when set, so that the grads of dim-0 collectives keep their
+    // descs (and signatures) as they were.
+    for (const proto::Attr& a : fwd.attrs()) {
+      if (a.name() == "axis") b.RawAttr(a);
+    }
     for (const auto& a : extra) b.RawAttr(a);
     return std::vector<proto::OpDesc>{b.Build()};
   };
@@ -45,6 +51,16 @@ StatusOr<int> NRanks(const InferShapeContext& ctx) {
   if (n < 1)
     return InvalidArgument("attribute nranks is ", n, ", must be >= 1");
   return n;
+}
+
+// Attribute axis of an allgather or reduce_scatter: a dim of X.
+StatusOr<int> Axis(const InferShapeContext& ctx) {
+  const int axis = ctx.Attr<int32_t>("axis");
+  const Shape& x = ctx.Input("X").shape;
+  if (axis < 0 || axis >= static_cast<int>(x.size())) {
+    return InvalidArgument("attribute axis ", axis, " is not a dim of X ", ShapeToString(x));
+  }
+  return axis;
 }
 
 Status CheckPeer(const InferShapeContext& ctx) {
@@ -152,21 +168,19 @@ void RegisterCollectiveOps() {
           .Output("Out")
           .Attr<int32_t>("ring_id", 0)
           .RequiredAttr<int32_t>("nranks")
+          // Sequence parallelism gathers [B, S, H] activations along dim 1.
+          .Attr<int32_t>("axis", 0)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
+            LOOM_ASSIGN_OR_RETURN(int axis, Axis(ctx));
             TensorMeta out = ctx.Input("X");
-            if (out.shape.empty()) {
-              return InvalidArgument(
-                  "X is a scalar; allgather joins along "
-                  "dim 0");
-            }
-            out.shape[0] *= n;
+            out.shape[axis] *= n;
             ctx.SetOutput("Out", out);
             return Status::OK();
           })
           .SetGradMaker(MirrorGrad("reduce_scatter"))
           .SetCommunication()
-          .Doc("Out = the X of every rank, joined along dim 0 in rank "
+          .Doc("Out = the X of every rank, joined along dim `axis` in rank "
                "order."));
   OpRegistry::Global().Register(
       OpSchema("reduce_scatter")
@@ -181,6 +195,7 @@ void RegisterCollectiveOps() {
           .RequiredAttr<int32_t>("nranks")
           .Attr<std::string>("reduce_op", "sum")
           .Attr<std::string>(kWireDtypeAttr, "")
+          .Attr<int32_t>("axis", 0)
           .SetInferShape([](InferShapeContext& ctx) -> Status {
             const std::string op = ctx.Attr<std::string>("reduce_op");
             if (op != "sum" && op != "avg") {
@@ -188,21 +203,27 @@ void RegisterCollectiveOps() {
             }
             LOOM_RETURN_IF_ERROR(CheckWireDtype(ctx, /*fetch=*/false));
             LOOM_ASSIGN_OR_RETURN(int n, NRanks(ctx));
-            TensorMeta out = ctx.Input("X");
-            if (out.shape.empty() || out.shape[0] % n != 0) {
-              return InvalidArgument("dim 0 of X ", ShapeToString(out.shape),
-                                     " is not divisible by attribute nranks ",
-                                     n);
+            LOOM_ASSIGN_OR_RETURN(int axis, Axis(ctx));
+            // A flat buffer's shard is a contiguous range: only dim 0 is.
+            if (axis != 0 && ctx.InputCount("Members") > 0) {
+              return InvalidArgument("attribute axis is ", axis,
+                                     "; a reduce_scatter of a flat buffer (Members) splits dim 0");
             }
-            out.shape[0] /= n;
+            TensorMeta out = ctx.Input("X");
+            if (out.shape[axis] % n != 0) {
+              return InvalidArgument("dim ", axis, " of X ", ShapeToString(out.shape),
+                                     " is not divisible by attribute nranks ", n);
+            }
+            out.shape[axis] /= n;
             ctx.SetOutput("Out", out);
             return Status::OK();
           })
           .SetGradMaker(MirrorGrad("allgather"))
           .SetCommunication()
           .Doc("Sums (or averages, reduce_op) X over the ranks and gives rank r "
-               "the r-th of nranks equal parts along dim 0. Out may be that part "
-               "of X itself (a shard of a flat buffer): the reduction is in place."));
+               "the r-th of nranks equal parts along dim `axis`. Out may be that "
+               "part of X itself (a shard of a flat buffer, axis 0): the reduction "
+               "is in place."));
   OpRegistry::Global().Register(
       OpSchema("broadcast")
           .Input("X")
