@@ -290,7 +290,9 @@ TEST(Recompute, PlanRefusesWhatDoesNotFitTheDevice) {
 // Korthikanti et al. 2022 (section 4, 16-bit activations, 1-byte dropout
 // masks): sbh(34 + 5as/h) unsplit, sbh(10 + 24/t + 5as/(ht)) under t-way
 // tensor parallelism, the 5as/h term gone under selective recomputation,
-// and 2sbh (the layer's input) under full. Measured as the bytes the
+// and 2sbh (the layer's input) under full; with sequence parallelism the
+// 10 sbh tensor parallelism leaves whole, and the input full recomputation
+// keeps, are split t ways too. Measured as the bytes the
 // lowered step (what the simulator runs) classes as activations, made by
 // the forward and kept for the backward, of two layers less those of one:
 // bf16 O2 with dropout, one micro-batch.
@@ -299,6 +301,7 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
     int64_t s, b, h, a;
     int t;
     const char* recompute;
+    bool sp = false;  // sequence parallelism
   };
   const proto::Cluster cluster = LoadCluster("a100").value();
   const OpCostModel ops(cluster, CostTable());
@@ -307,9 +310,14 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
                         Case{1024, 2, 2048, 16, 2, "none"}, Case{2048, 1, 4096, 32, 4, "none"},
                         Case{1024, 2, 2048, 16, 2, "selective"},
                         Case{2048, 1, 4096, 32, 4, "selective"},
-                        Case{1024, 2, 2048, 16, 1, "full"}, Case{2048, 1, 4096, 32, 4, "full"}}) {
+                        Case{1024, 2, 2048, 16, 1, "full"}, Case{2048, 1, 4096, 32, 4, "full"},
+                        Case{1024, 2, 2048, 16, 2, "none", true},
+                        Case{2048, 1, 4096, 32, 4, "none", true},
+                        Case{1024, 2, 2048, 16, 2, "selective", true},
+                        Case{2048, 1, 4096, 32, 4, "selective", true},
+                        Case{2048, 1, 4096, 32, 4, "full", true}}) {
     SCOPED_TRACE(StrCat("s=", k.s, " b=", k.b, " h=", k.h, " a=", k.a, " t=", k.t, " recompute ",
-                        k.recompute));
+                        k.recompute, k.sp ? " sp" : ""));
     auto kept = [&](int layers) {
       GptConfig c = GptPreset("gpt-small").value();
       c.seq_len = k.s;
@@ -322,6 +330,7 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
       c.dropout = 0.1f;
       proto::Strategy s = WithRecompute(MakeStrategy(1, k.t, 1, 1, "1F1B"), k.recompute);
       s.mutable_amp()->set_level("O2");
+      s.mutable_mp()->set_sequence_parallel(k.sp);
       auto sim = SimulateGpt(c, OptimizerConfig(), s, timer);
       EXPECT_TRUE(sim.ok()) << sim.status();
       if (!sim.ok()) return 0.0;
@@ -334,14 +343,18 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
     const double layer = kept(2) - kept(1);
     const double sbh = static_cast<double>(k.s) * k.b * k.h;
     const double attention = 5.0 * k.a * k.s / (k.h * k.t);
-    const double want = std::string(k.recompute) == "full"        ? 2 * sbh
-                        : std::string(k.recompute) == "selective" ? sbh * (10 + 24.0 / k.t)
-                                                                  : sbh * (10 + 24.0 / k.t + attention);
+    // Sequence parallelism divides the 10 sbh that tensor parallelism
+    // leaves whole (layer norms, dropouts, residual) and the kept input by t.
+    const double whole = k.sp ? 10.0 / k.t : 10.0;
+    const double want = std::string(k.recompute) == "full" ? 2 * sbh / (k.sp ? k.t : 1)
+                        : std::string(k.recompute) == "selective"
+                            ? sbh * (whole + 24.0 / k.t)
+                            : sbh * (whole + 24.0 / k.t + attention);
     EXPECT_NEAR(layer / want, 1.0, 0.05) << layer << " bytes against " << want;
-    std::printf("s=%lld b=%lld h=%lld a=%lld t=%d %s: %.0f bytes a layer, %.3f of the formula\n",
+    std::printf("s=%lld b=%lld h=%lld a=%lld t=%d %s%s: %.0f bytes a layer, %.3f of the formula\n",
                 static_cast<long long>(k.s), static_cast<long long>(k.b),
                 static_cast<long long>(k.h), static_cast<long long>(k.a), k.t, k.recompute,
-                layer, layer / want);
+                k.sp ? " sp" : "", layer, layer / want);
   }
 }
 
