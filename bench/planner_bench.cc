@@ -1,6 +1,6 @@
 // The whole pass pipeline for one rank of gpt3-175b at dp=8 mp=8 pp=16
 // (1024 ranks), 16 micro-batches of 1F1B (and ZBH1, VPP, with full and
-// selective recomputation); the training program is built once, outside
+// selective recomputation, with sequence parallelism); the training program is built once, outside
 // the timed loop. Target: under 150 ms a rank.
 #include <benchmark/benchmark.h>
 
@@ -11,17 +11,18 @@ namespace loom {
 namespace {
 
 proto::Strategy Gpt3Strategy(const std::string& schedule, int vpp,
-                             const std::string& recompute) {
+                             const std::string& recompute, bool sequence_parallel) {
   proto::Strategy s = MakeStrategy(8, 8, 16, 16, schedule, vpp);
   s.mutable_recompute()->set_granularity(recompute);
+  s.mutable_mp()->set_sequence_parallel(sequence_parallel);
   return s;
 }
 
 void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp,
-                 const std::string& recompute = "none") {
+                 const std::string& recompute = "none", bool sequence_parallel = false) {
   static const TrainingProgram* const tp = new TrainingProgram(
       BuildGptTrainingProgram(GptPreset("gpt3-175b").value()).value());
-  const proto::Strategy s = Gpt3Strategy(schedule, vpp, recompute);
+  const proto::Strategy s = Gpt3Strategy(schedule, vpp, recompute, sequence_parallel);
   const int rank = static_cast<int>(state.range(0));
   int64_t ops = 0;
   for (auto _ : state) {
@@ -42,10 +43,16 @@ void BM_PlanRankGpt3_175b_1F1B_FullRecompute(benchmark::State& state) {
 void BM_PlanRankGpt3_175b_ZBH1_SelectiveRecompute(benchmark::State& state) {
   PlanOneRank(state, "ZBH1", 1, "selective");
 }
+void BM_PlanRankGpt3_175b_1F1B_SequenceParallelSelective(benchmark::State& state) {
+  PlanOneRank(state, "1F1B", 1, "selective", true);
+}
 // Rank 0 holds the first stage; rank 1023 the last (the LM head).
 BENCHMARK(BM_PlanRankGpt3_175b_1F1B)->Arg(0)->Arg(1023)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_1F1B_FullRecompute)->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_ZBH1_SelectiveRecompute)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlanRankGpt3_175b_1F1B_SequenceParallelSelective)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_ZBH1)->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PlanRankGpt3_175b_VPP2)->Arg(0)->Unit(benchmark::kMillisecond);
 

@@ -89,6 +89,9 @@ class SequenceParallelPass : public Pass {
 
   // Replaces `op` by `desc` (same place, id and stage).
   Op* Replace(Block& block, Op* op, proto::OpDesc desc);
+  // The first of `ops` in program order, by the positions before any edit
+  // (an edit would make Op::index() renumber the block each time).
+  Op* Earliest(const std::vector<Op*>& ops) const;
   proto::OpDesc AlongSequence(proto::OpDesc d) const;
   // The single op writing `var`, or an error naming it.
   StatusOr<Op*> OnlyProducer(const Block& block, const std::string& var) const;
@@ -100,7 +103,9 @@ class SequenceParallelPass : public Pass {
   std::unordered_map<int64_t, std::vector<Op*>> grad_ops_;
   std::unordered_set<std::string> sharded_;
   std::vector<std::string> sharded_order_;  // deterministic iteration
+  std::unordered_map<const Op*, int> position_;
   std::vector<Op*> row_reduces_;            // g, forward all-reduces
+  std::unordered_set<const Op*> row_reduce_set_;
   std::vector<Op*> column_views_;           // f, identities of split inputs
   std::vector<std::string> sources_;        // whole values sliced on entry
   std::vector<Op*> region_ops_;
@@ -161,6 +166,7 @@ Status SequenceParallelPass::FindRegion(const std::vector<Op*>& forward) {
     // embedding it meets next is per position.
     if (producer == nullptr || producer->type() != "matmul") continue;
     row_reduces_.push_back(op);
+    row_reduce_set_.insert(op);
     LOOM_RETURN_IF_ERROR(Split(op->Output("Out"), work));
   }
   std::unordered_set<const Op*> seen;
@@ -194,8 +200,7 @@ Status SequenceParallelPass::FindRegion(const std::vector<Op*>& forward) {
       LOOM_RETURN_IF_ERROR(visit(p));
     } else if (p->type() == "recv") {
       if (seen.insert(p).second) transfers_.push_back(p);
-    } else if (std::find(row_reduces_.begin(), row_reduces_.end(), p) == row_reduces_.end() &&
-               source_set.insert(var).second) {
+    } else if (!row_reduce_set_.count(p) && source_set.insert(var).second) {
       sources_.push_back(var);
     }
   }
@@ -206,6 +211,15 @@ proto::OpDesc SequenceParallelPass::AlongSequence(proto::OpDesc d) const {
   *d.add_attrs() = MakeAttr("nranks", static_cast<int32_t>(degree_));
   *d.add_attrs() = MakeAttr("axis", static_cast<int32_t>(axis_));
   return d;
+}
+
+Op* SequenceParallelPass::Earliest(const std::vector<Op*>& ops) const {
+  auto at = [&](const Op* op) {
+    auto it = position_.find(op);
+    return it != position_.end() ? it->second : op->index();  // one this pass inserted
+  };
+  return *std::min_element(ops.begin(), ops.end(),
+                           [&](const Op* a, const Op* b) { return at(a) < at(b); });
 }
 
 Op* SequenceParallelPass::Replace(Block& block, Op* op, proto::OpDesc desc) {
@@ -239,12 +253,10 @@ Status SequenceParallelPass::ReduceScatterRowOutputs(Block& block) {
       if (c->HasRole(role::kBackward)) readers.push_back(c);
     }
     if (readers.empty()) continue;
-    std::sort(readers.begin(), readers.end(),
-              [](const Op* a, const Op* b) { return a->index() < b->index(); });
     const std::string whole = grad + "@SP_WHOLE";
     *block.AddVar(whole) = *block.FindVar(grad);
     block.FindVar(whole)->set_name(whole);
-    block.InsertOpBefore(readers.front(),
+    block.InsertOpBefore(Earliest(readers),
                          AlongSequence(MpCollectiveBeside("allgather", grad, whole,
                                                           role::kBackward, *rs)));
     for (Op* r : readers) block.RenameInput(r, grad, whole);
@@ -266,12 +278,10 @@ Status SequenceParallelPass::AllGatherColumnInputs(Block& block) {
       if (c->HasRole(role::kBackward)) grads.push_back(c);
     }
     if (grads.empty()) continue;
-    std::sort(grads.begin(), grads.end(),
-              [](const Op* a, const Op* b) { return a->index() < b->index(); });
     const std::string again = x + "@SP_GATHER";
     *block.AddVar(again) = *block.FindVar(gathered);
     block.FindVar(again)->set_name(again);
-    block.InsertOpBefore(grads.front(),
+    block.InsertOpBefore(Earliest(grads),
                          AlongSequence(MpCollectiveBeside("allgather", x, again,
                                                           role::kBackward, *ag)));
     for (Op* g : grads) {
@@ -404,6 +414,7 @@ StatusOr<bool> SequenceParallelPass::Run(PassContext& ctx) {
   block_ = &block;
   std::vector<Op*> forward;
   for (Op* op : block.ops()) {
+    position_.emplace(op, static_cast<int>(position_.size()));
     if (op->HasRole(role::kForward)) forward.push_back(op);
     if (op->HasRole(role::kBackward) && op->desc().forward_id() > 0) {
       grad_ops_[op->desc().forward_id()].push_back(op);
