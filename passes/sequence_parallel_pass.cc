@@ -48,6 +48,13 @@ struct SequenceParallelOptions {
   int64_t axis = 1;  // the sequence dim of the activations, [B, S, H]
 };
 
+// Declares `name` with `like`'s dtype and shape (shape inference fixes
+// the shape once the rewrite is done).
+void DeclareLike(Block& block, const std::string& name, const std::string& like) {
+  *block.AddVar(name) = *block.FindVar(like);
+  block.FindVar(name)->set_name(name);
+}
+
 bool IsMpCollective(const Op& op, const char* type, uint32_t phase) {
   return op.type() == type && op.HasRole(phase) && op.HasAttr("ring_id") &&
          op.GetAttr<int32_t>("ring_id") == kMpRing;
@@ -254,8 +261,7 @@ Status SequenceParallelPass::ReduceScatterRowOutputs(Block& block) {
     }
     if (readers.empty()) continue;
     const std::string whole = grad + "@SP_WHOLE";
-    *block.AddVar(whole) = *block.FindVar(grad);
-    block.FindVar(whole)->set_name(whole);
+    DeclareLike(block, whole, grad);
     block.InsertOpBefore(Earliest(readers),
                          AlongSequence(MpCollectiveBeside("allgather", grad, whole,
                                                           role::kBackward, *rs)));
@@ -279,8 +285,7 @@ Status SequenceParallelPass::AllGatherColumnInputs(Block& block) {
     }
     if (grads.empty()) continue;
     const std::string again = x + "@SP_GATHER";
-    *block.AddVar(again) = *block.FindVar(gathered);
-    block.FindVar(again)->set_name(again);
+    DeclareLike(block, again, gathered);
     block.InsertOpBefore(Earliest(grads),
                          AlongSequence(MpCollectiveBeside("allgather", x, again,
                                                           role::kBackward, *ag)));
@@ -306,8 +311,7 @@ Status SequenceParallelPass::SliceSources(Block& block) {
   for (const std::string& v : sources_) {
     LOOM_ASSIGN_OR_RETURN(Op* producer, OnlyProducer(block, v));
     const std::string part = v + "@SP_PART";
-    *block.AddVar(part) = *block.FindVar(v);
-    block.FindVar(part)->set_name(part);
+    DeclareLike(block, part, v);
     const int64_t n = block.FindVar(v)->shape(axis_) / degree_;
     proto::OpDesc slice = OpDescBuilder("slice")
                               .Input("X", v)
@@ -329,8 +333,7 @@ Status SequenceParallelPass::SliceSources(Block& block) {
     if (!block.HasVar(grad)) continue;
     LOOM_ASSIGN_OR_RETURN(Op* writer, OnlyProducer(block, grad));
     const std::string part_grad = GradVarName(part);
-    *block.AddVar(part_grad) = *block.FindVar(grad);
-    block.FindVar(part_grad)->set_name(part_grad);
+    DeclareLike(block, part_grad, grad);
     block.RenameOutput(writer, grad, part_grad);
     block.InsertOpAfter(writer, AlongSequence(MpCollectiveBeside(
                                     "allgather", part_grad, grad, role::kBackward, *writer)));
@@ -387,8 +390,7 @@ Status SequenceParallelPass::AllReduceReplicatedGrads(Block& block) {
     if (!block.HasVar(grad)) continue;  // frozen
     LOOM_ASSIGN_OR_RETURN(Op* writer, OnlyProducer(block, grad));
     const std::string partial = grad + "@SP_PARTIAL";
-    *block.AddVar(partial) = *block.FindVar(grad);
-    block.FindVar(partial)->set_name(partial);
+    DeclareLike(block, partial, grad);
     block.RenameOutput(writer, grad, partial);
     proto::OpDesc reduce = MpCollectiveBeside("allreduce", partial, grad, role::kBackward, *writer);
     // The all-reduce now makes the final gradient: later passes (gradient
