@@ -21,7 +21,8 @@
 //     the unsplit program's;
 //   - the gradients of replicated parameters the region reads (layer norm
 //     scales and biases, row-parallel biases) are partial sums over the
-//     positions a rank holds, and are all-reduced over mp.
+//     positions a rank holds, and are all-reduced over mp once a step,
+//     before the update.
 // The region is found from the graph: it grows from g's outputs through
 // position-wise ops (layer norm, dropout, activations, elementwise ops
 // with per-feature parameters) in both directions, and stops at f, at
@@ -117,6 +118,7 @@ class SequenceParallelPass : public Pass {
   std::vector<std::string> sources_;        // whole values sliced on entry
   std::vector<Op*> region_ops_;
   std::vector<Op*> transfers_;  // recvs of split values
+  int grad_reduces_ = 0;
 };
 
 bool SequenceParallelPass::IsParameterData(const std::string& var) const {
@@ -365,19 +367,10 @@ Status SequenceParallelPass::SplitTransfers(Block& block) {
   return Status::OK();
 }
 
-// Moves the annotation that `from` makes parameter gradient `grad` onto `to`.
-void MoveParamGrad(Op* from, const std::string& grad, proto::OpDesc* to) {
-  auto* pairs = from->annotations().mutable_param_grads();
-  for (int i = 0; i < pairs->size(); ++i) {
-    if (pairs->Get(i).grad() != grad) continue;
-    *to->add_param_grads() = pairs->Get(i);
-    pairs->DeleteSubrange(i, 1);
-    return;
-  }
-}
-
 // Each rank's gradient of a replicated parameter the region reads covers
-// its positions only: the ranks' parts are summed.
+// its positions only: the ranks' parts are summed once a step, on the
+// accumulated gradient just before the update, as Megatron sums its
+// layer-norm gradients after the last micro-batch.
 Status SequenceParallelPass::AllReduceReplicatedGrads(Block& block) {
   std::set<std::string> params;  // sorted: a fixed order of collectives
   for (const Op* op : region_ops_) {
@@ -387,16 +380,15 @@ Status SequenceParallelPass::AllReduceReplicatedGrads(Block& block) {
   }
   for (const std::string& p : params) {
     const std::string grad = GradVarName(p);
-    if (!block.HasVar(grad)) continue;  // frozen
-    LOOM_ASSIGN_OR_RETURN(Op* writer, OnlyProducer(block, grad));
-    const std::string partial = grad + "@SP_PARTIAL";
-    DeclareLike(block, partial, grad);
-    block.RenameOutput(writer, grad, partial);
-    proto::OpDesc reduce = MpCollectiveBeside("allreduce", partial, grad, role::kBackward, *writer);
-    // The all-reduce now makes the final gradient: later passes (gradient
-    // accumulation, split-backward) find it by this annotation.
-    MoveParamGrad(writer, grad, &reduce);
-    block.InsertOpAfter(writer, std::move(reduce));
+    for (Op* update : std::vector<Op*>(block.Consumers(grad))) {
+      if (!update->HasRole(role::kOptimize) || update->Input("Param") != p) continue;
+      proto::OpDesc reduce =
+          CollectiveOp("allreduce", {grad}, {grad}, kMpRing, stream::kMp, role::kOptimize);
+      reduce.set_pipeline_stage(update->desc().pipeline_stage());
+      reduce.set_chunk(update->desc().chunk());
+      block.InsertOpBefore(update, std::move(reduce));
+      ++grad_reduces_;
+    }
   }
   return Status::OK();
 }
@@ -450,7 +442,8 @@ StatusOr<bool> SequenceParallelPass::Run(PassContext& ctx) {
                      " ways for mp rank ", rank_, ": ", row_reduces_.size(),
                      " reduce-scatters, ", column_views_.size(), " all-gathers, ",
                      sources_.size(), " sliced entries, ", transfers_.size(),
-                     " split receives, ", dropouts.size(), " dropouts placed"));
+                     " split receives, ", dropouts.size(), " dropouts placed, ", grad_reduces_,
+                     " replicated gradients summed over mp once a step"));
   return true;
 }
 

@@ -93,14 +93,13 @@ bool IsStateSlot(const Op& op, const proto::OpDesc::Slot& slot) {
 }
 
 // Whether another op than the bucket's all-reduce and updates reads its
-// gradients: the tied embedding's all-reduce across the first and last
-// stage, which needs them whole after the reduce.
+// gradients: an all-reduce before the update, which needs them whole after
+// the reduce (the tied embedding's across the first and last stage;
+// sequence parallelism's of layer-norm and bias gradients across mp).
 bool TiedBucket(const Block& block, const ShardingBucket& b) {
   for (const std::string& g : b.grads) {
     for (const Op* op : block.Consumers(g)) {
-      if (op->type() == "allreduce" && op->GetAttr<int32_t>("ring_id") == kSharedParamRing) {
-        return true;
-      }
+      if (op->type() == "allreduce" && op->HasRole(role::kOptimize)) return true;
     }
   }
   return false;
@@ -196,8 +195,10 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
     LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce, FetchByAllReduce(ctx, p_buffer, bytes));
     gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce});
   } else if (stage_ >= 3) {
-    ctx.Explain(kPassName, StrCat(p_buffer, " is tied across the first and last stage: its "
-                                            "parameters stay whole (stage 2)"));
+    ctx.Explain(kPassName, StrCat(p_buffer, "'s gradients are all-reduced again before the "
+                                            "update (a tied embedding's stages, or sequence "
+                                            "parallelism's mp ranks): its parameters stay "
+                                            "whole (stage 2)"));
   }
   std::vector<proto::OpDesc> after_update;
   std::vector<std::string> gone;  // vars no op reads once the updates are gone

@@ -33,7 +33,7 @@ proto::Strategy WithSequenceParallel(proto::Strategy s) {
 
 // The ops of every job program of rank 0, by type, and the shapes of vars.
 struct Rank0 {
-  std::map<std::string, int> forward, backward;
+  std::map<std::string, int> forward, backward, optimize;
   std::map<std::string, Shape> shapes;
 };
 Rank0 Rank0Of(const Plan& plan) {
@@ -43,6 +43,7 @@ Rank0 Rank0Of(const Plan& plan) {
     for (const Op* op : block.ops()) {
       if (op->HasRole(role::kForward)) ++out.forward[op->type()];
       if (op->HasRole(role::kBackward)) ++out.backward[op->type()];
+      if (op->HasRole(role::kOptimize)) ++out.optimize[op->type()];
     }
     for (const auto& [name, var] : block.vars()) out.shapes[name] = MetaOf(var).shape;
   }
@@ -69,10 +70,13 @@ TEST(SequenceParallel, SplitsTheResidualStreamAndSwapsTheCollectives) {
   // row outputs' gradients and the embedding slice's gathered.
   EXPECT_EQ(b.backward.at("reduce_scatter"), 2 * 2 + 1);
   EXPECT_EQ(b.backward.at("allgather"), (2 * 2 + 1) + 2 * 2 + 1);
-  // Replicated parameters the region reads: two layer norms and two
-  // row-parallel biases per layer, and the final layer norm.
   EXPECT_EQ(a.backward.at("allreduce"), 2 * 2 + 1);
-  EXPECT_EQ(b.backward.at("allreduce"), 2 * (2 * 2 + 2) + 2);
+  EXPECT_EQ(b.backward.count("allreduce"), 0u);
+  // Replicated parameters the region reads, summed over mp once a step
+  // before their update: two layer norms and two row-parallel biases per
+  // layer, and the final layer norm.
+  EXPECT_EQ(a.optimize.count("allreduce"), 0u);
+  EXPECT_EQ(b.optimize.at("allreduce"), 2 * (2 * 2 + 2) + 2);
   // The residual stream and what layer norms keep hold half the sequence.
   EXPECT_EQ(a.shapes.at("layers.1.attn_residual"), (Shape{4, 32, 64}));
   EXPECT_EQ(b.shapes.at("layers.1.attn_residual"), (Shape{4, 16, 64}));
