@@ -83,8 +83,8 @@ class SequenceParallelPass : public Pass {
   // An op the region may cross: position-wise, with any parameter it
   // reads holding one value per feature (rank <= 1).
   bool Crossable(const Op& op) const;
-  // Grows the region from g's outputs; fills sharded_, gathers_, sources_
-  // and the region's ops.
+  // Grows the region from g's outputs; fills sharded_, column_views_,
+  // sources_, transfers_ and region_ops_.
   Status FindRegion(const std::vector<Op*>& forward);
   Status Split(const std::string& var, std::deque<std::string>& work);
 
@@ -110,7 +110,6 @@ class SequenceParallelPass : public Pass {
   const Block* block_ = nullptr;
   std::unordered_map<int64_t, std::vector<Op*>> grad_ops_;
   std::unordered_set<std::string> sharded_;
-  std::vector<std::string> sharded_order_;  // deterministic iteration
   std::unordered_map<const Op*, int> position_;
   std::vector<Op*> row_reduces_;            // g, forward all-reduces
   std::unordered_set<const Op*> row_reduce_set_;
@@ -161,7 +160,6 @@ Status SequenceParallelPass::Split(const std::string& var, std::deque<std::strin
                            " of ", var, " ", ShapeToString(MetaOf(*desc).shape),
                            "; sequence parallelism splits it evenly");
   }
-  sharded_order_.push_back(var);
   work.push_back(var);
   return Status::OK();
 }
@@ -242,8 +240,8 @@ StatusOr<Op*> SequenceParallelPass::OnlyProducer(const Block& block,
                                                  const std::string& var) const {
   const std::vector<Op*>& producers = block.Producers(var);
   if (producers.size() != 1) {
-    return Internal(var, " has ", producers.size(),
-                    " writers; sequence parallelism expects the one autodiff made");
+    return InvalidArgument(var, " has ", producers.size(),
+                           " writers; sequence parallelism expects the one autodiff made");
   }
   return producers.front();
 }
@@ -438,7 +436,7 @@ StatusOr<bool> SequenceParallelPass::Run(PassContext& ctx) {
     LOOM_RETURN_IF_ERROR(PlaceDropoutShard(block, op, before, degree_, rank_).status());
   }
   ctx.Explain(kPassName,
-              StrCat("split ", sharded_order_.size(), " vars along dim ", axis_, " ", degree_,
+              StrCat("split ", sharded_.size(), " vars along dim ", axis_, " ", degree_,
                      " ways for mp rank ", rank_, ": ", row_reduces_.size(),
                      " reduce-scatters, ", column_views_.size(), " all-gathers, ",
                      sources_.size(), " sliced entries, ", transfers_.size(),
