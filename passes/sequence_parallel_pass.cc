@@ -100,6 +100,7 @@ class SequenceParallelPass : public Pass {
   // The first of `ops` in program order, by the positions before any edit
   // (an edit would make Op::index() renumber the block each time).
   Op* Earliest(const std::vector<Op*>& ops) const;
+  Op* PrefetchPoint(const Block& block, Op* reader) const;
   proto::OpDesc AlongSequence(proto::OpDesc d) const;
   // The single op writing `var`, or an error naming it.
   StatusOr<Op*> OnlyProducer(const Block& block, const std::string& var) const;
@@ -270,6 +271,28 @@ Status SequenceParallelPass::ReduceScatterRowOutputs(Block& block) {
   return Status::OK();
 }
 
+// Where the backward's second all-gather for `reader` (a column-parallel
+// matmul's gradient) starts: before the GEMM that makes the gradient it
+// reads, found up the chain of single gradient inputs (bias, activation,
+// reshapes), so that the gather runs under that GEMM, as Megatron runs it
+// under the input gradient's. `reader` itself where there is none near.
+Op* SequenceParallelPass::PrefetchPoint(const Block& block, Op* reader) const {
+  constexpr int kMostHops = 8;
+  Op* at = reader;
+  for (int hop = 0; hop < kMostHops; ++hop) {
+    const std::string& dout = at->Input(GradSlot("Out"));
+    if (dout.empty()) break;
+    const std::vector<Op*>& producers = block.Producers(dout);
+    if (producers.size() != 1 || !producers.front()->HasRole(role::kBackward) ||
+        producers.front()->HasRole(role::kComm)) {
+      break;
+    }
+    at = producers.front();
+    if (at->type() == "matmul_grad") return at;
+  }
+  return reader;
+}
+
 // f: the split input is gathered; backward, the input gradient is summed
 // and split, and the matmul's gradient gathers the input again.
 Status SequenceParallelPass::AllGatherColumnInputs(Block& block) {
@@ -286,7 +309,7 @@ Status SequenceParallelPass::AllGatherColumnInputs(Block& block) {
     if (grads.empty()) continue;
     const std::string again = x + "@SP_GATHER";
     DeclareLike(block, again, gathered);
-    block.InsertOpBefore(Earliest(grads),
+    block.InsertOpBefore(PrefetchPoint(block, Earliest(grads)),
                          AlongSequence(MpCollectiveBeside("allgather", x, again,
                                                           role::kBackward, *ag)));
     for (Op* g : grads) {
