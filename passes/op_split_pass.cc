@@ -26,6 +26,11 @@
 // there a split saves nothing, so the time it saves counts only in the
 // forwards the schedule runs whole (warm-up, cool-down).
 //
+// Under sequence parallelism the reduction is a reduce-scatter along the
+// sequence: parts then split another row dim (the batch), each part's
+// reduce-scatter gives this rank its run of the sequence for those rows,
+// and the concat joins them as the unsplit one would have.
+//
 // Only rows: parts of a contracted dim (an MLP's hidden dim) are partial
 // sums, each all-reduced whole, so the last part's full all-reduce stays
 // exposed and k parts move k times the bytes (docs/performance.md,
@@ -78,19 +83,29 @@ RowInput RowInputOf(const Block& block, const Op& op) {
   return {slot, x->shape_size() - trailing};
 }
 
-// A forward row-wise op whose output only an mp all-reduce off calc reads.
-std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
-  if (!op->HasRole(role::kForward) || op->HasRole(role::kBackward)) return std::nullopt;
+// Whether `op` sums partial products over the mp ring: tensor
+// parallelism's all-reduce, or sequence parallelism's reduce-scatter.
+bool IsMpReduction(const Op& op) {
+  return (op.type() == "allreduce" || op.type() == "reduce_scatter") &&
+         op.GetAttr<int32_t>("ring_id") == kMpRing;
+}
+
+// A row-wise op whose output only an mp reduction off calc reads.
+std::optional<Candidate> ReductionOf(const Block& block, Op* op) {
   if (RowInputOf(block, *op).row_dims < 1) return std::nullopt;
   const std::string out = op->Output("Out");
   const std::vector<Op*>& readers = block.Consumers(out);
   if (readers.size() != 1 || block.Producers(out).size() != 1) return std::nullopt;
   Op* ar = readers[0];
-  if (ar->type() != "allreduce" || ar->GetAttr<int32_t>("ring_id") != kMpRing) {
-    return std::nullopt;
-  }
+  if (!IsMpReduction(*ar)) return std::nullopt;
   if (ar->desc().stream().empty() || ar->desc().stream() == stream::kCalc) return std::nullopt;
   return Candidate{op, ar};
+}
+
+// The same, for a forward op.
+std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
+  if (!op->HasRole(role::kForward) || op->HasRole(role::kBackward)) return std::nullopt;
+  return ReductionOf(block, op);
 }
 
 // Seconds of the pair, unsplit or in parts.
@@ -216,9 +231,9 @@ StatusOr<SplitTiming> OpSplitPass::Price(const Block& block, const Candidate& c,
   // and the concat are the copies (nothing, as a view and a join).
   bool computed = false, reduced = false;
   for (const Op* op : b.ops()) {
-    if (op->type() == "allreduce") {
+    if (IsMpReduction(*op)) {
       if (reduced) continue;
-      LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds("allreduce", WorkOf(*op),
+      LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds(op->type(), WorkOf(*op),
                                                               CommAlgorithm::kDirect, mp_group_));
       reduced = true;
       continue;
@@ -241,7 +256,12 @@ StatusOr<std::pair<SplitTiming, SplitTiming>> OpSplitPass::Choose(const Block& b
   SplitTiming best = whole;
   const RowInput rows = RowInputOf(block, *c.op);
   const proto::VarDesc& x = *block.FindVar(c.op->Input(rows.slot));
+  // A reduce-scatter gives each rank a run of one dim (the sequence):
+  // parts along it would give a rank runs of every part.
+  const int scattered =
+      c.allreduce->type() == "reduce_scatter" ? c.allreduce->GetAttr<int32_t>("axis") : -1;
   for (int axis = 0; axis < rows.row_dims; ++axis) {
+    if (axis == scattered) continue;
     const int64_t dim = x.shape(axis);
     const int64_t lo = parts_ > 0 ? parts_ : 2;
     const int64_t hi = parts_ > 0 ? parts_ : std::min<int64_t>(max_parts_, dim);
@@ -322,8 +342,14 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   }
   Block& block = ctx.program().global_block();
   std::vector<Candidate> candidates;
+  // The recompute pass's copy of a forward op, by the op's id: split as the
+  // op is, so that the backward sees the forward's very bits.
+  std::map<int64_t, Candidate> copies;
   for (Op* op : block.OpVector()) {
     if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
+    if (op->desc().creation_pass() == "recompute" && op->desc().forward_id() > 0) {
+      if (auto c = ReductionOf(block, op)) copies.emplace(op->desc().forward_id(), *c);
+    }
   }
   // Layers repeat: the choice for a signature pair is made once.
   std::map<std::string, std::pair<SplitTiming, SplitTiming>> chosen;
@@ -353,6 +379,8 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
                        Ms(best.copies), ", modeled ", Ms(best.Total()), ", saving ",
                        Ms(best.saving), " a forward"));
     Status s = Rewrite(block, c, best.axis, best.parts);
+    auto copy = copies.find(c.op->id());
+    if (s.ok() && copy != copies.end()) s = Rewrite(block, copy->second, best.axis, best.parts);
     if (!s.ok()) return s.WithContext(c.op->Location());
     ++split;
   }

@@ -133,6 +133,8 @@ TEST(Recompute, TrainsBitIdenticallyOnEveryLayout) {
     s.mutable_sharding()->set_stage(k.sharding);
     s.mutable_amp()->set_level(k.amp);
     s.mutable_passes()->set_op_split(k.op_split);
+    // Forced, so that the split happens: the copies must be split alike.
+    if (k.op_split) s.mutable_passes()->set_op_split_parts(2);
     ParallelTrainer::Options options;
     options.comm.timeout = std::chrono::seconds(30);
     auto plain = ParallelTrainer::Create(c, adamw, s, options);

@@ -104,6 +104,7 @@ struct Layout {
   const char* schedule;
   int sharding = 0;
   const char* amp = "O0";
+  bool op_split = false;
 };
 
 // 5 steps with clipping and dropout on every kind of layout.
@@ -141,18 +142,24 @@ TEST(SequenceParallel, FollowsTensorParallelismOnEveryLayout) {
   };
   for (const Layout& k :
        {Layout{1, 2, 1, "1F1B"}, Layout{1, 2, 1, "1F1B", 0, "O2"}, Layout{1, 2, 2, "ZBH1"},
-        Layout{1, 2, 2, "1F1B-overlap"}, Layout{2, 2, 2, "1F1B", 3}}) {
+        Layout{1, 2, 2, "1F1B-overlap", 0, "O0", true}, Layout{2, 2, 2, "1F1B", 3}}) {
     SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " sharding ",
-                        k.sharding, " ", k.amp));
+                        k.sharding, " ", k.amp, k.op_split ? " op-split" : ""));
     proto::Strategy tp = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
     tp.mutable_sharding()->set_stage(k.sharding);
     tp.mutable_amp()->set_level(k.amp);
+    tp.mutable_passes()->set_op_split(k.op_split);
+    tp.mutable_passes()->set_op_split_parts(k.op_split ? 2 : 0);
     const proto::Strategy sp = WithSequenceParallel(tp);
 
     std::vector<float> tp_norms, sp_norms;
     auto without = train(sgd, tp, &tp_norms);
     auto with = train(sgd, sp, &sp_norms);
     ASSERT_TRUE(without && with);
+    if (k.op_split) {
+      // Each row-parallel matmul in two batch parts, each reduce-scattered.
+      EXPECT_EQ(Rank0Of(with->plan()).forward.at("reduce_scatter"), 2 * 2);
+    }
     // bf16 rounds the activations each split sum makes, and keeps them.
     const double tolerance = std::string(k.amp) == "O0" ? 1e-6 : 1e-3;
     for (int step = 0; step < 5; ++step) {
