@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "framework/shape_inference.h"
+#include "framework/op_builder.h"
 #include "models/gpt.h"
+#include "passes/planner.h"
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
@@ -97,6 +99,31 @@ TEST(SequenceParallel, BadStrategiesNameTheField) {
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.status().message().find("does not divide the sequence dim"), std::string::npos)
       << uneven.status();
+}
+
+// A split value read by an op that needs every position: the error names
+// the op and the value, rather than planning wrong numbers.
+TEST(SequenceParallel, AnOpThatNeedsTheWholeSequenceIsNamed) {
+  auto tp = BuildGptTrainingProgram(Tiny(2, 4));
+  ASSERT_TRUE(tp.ok()) << tp.status();
+  Block& block = tp->main.global_block();
+  Op* probe = block.InsertOpBefore(block.FirstProducer("layers.0.mlp_residual"),
+                                   OpDescBuilder("reduce_mean")
+                                       .Input("X", "layers.0.attn_residual")
+                                       .Output("Out", "probe")
+                                       .Attr("reduce_all", true)
+                                       .Role(role::kForward)
+                                       .Build());
+  *block.AddVar("probe") = *block.FindVar(kLossVar);
+  block.FindVar("probe")->set_name("probe");
+  ASSERT_NE(probe, nullptr);
+  auto plan = PlanRank(tp->main, tp->startup,
+                       WithSequenceParallel(MakeStrategy(1, 2, 1, 1, "1F1B")), 0);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("(reduce_mean) reads layers.0.attn_residual, which "
+                                         "sequence parallelism splits along dim 1"),
+            std::string::npos)
+      << plan.status();
 }
 
 struct Layout {
