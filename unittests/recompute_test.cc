@@ -18,19 +18,12 @@
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/simulation.h"
+#include "unittests/layout_sweep.h"
 #include "unittests/parameter_compare.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
 namespace {
-
-GptConfig Tiny(int layers, int batch) {
-  GptConfig c = GptPreset("gpt-tiny").value();
-  c.num_layers = layers;
-  c.batch_size = batch;
-  c.dropout = 0.1f;  // the copies must draw the forward's masks
-  return c;
-}
 
 proto::Strategy WithRecompute(proto::Strategy s, const std::string& granularity,
                               int layers = 0) {
@@ -61,7 +54,7 @@ Copies CopiesOf(const Plan& plan) {
 }
 
 TEST(Recompute, CopiesGoIntoTheInputGradientHalfJustBeforeTheyAreRead) {
-  const GptConfig c = Tiny(4, 8);
+  const GptConfig c = TinyWithDropout(4, 8);
   proto::Strategy zbh1 = MakeStrategy(1, 1, 2, 4, "ZBH1");
   auto full = PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "full"));
   ASSERT_TRUE(full.ok()) << full.status();
@@ -112,16 +105,8 @@ TEST(Recompute, CopiesGoIntoTheInputGradientHalfJustBeforeTheyAreRead) {
   EXPECT_EQ(runs, 2) << "stage 0 holds two layers, each made again once";
 }
 
-struct Layout {
-  int dp, mp, pp;
-  const char* schedule;
-  int sharding = 0;
-  const char* amp = "O0";
-  bool op_split = false;
-};
-
 TEST(Recompute, TrainsBitIdenticallyOnEveryLayout) {
-  const GptConfig c = Tiny(2, 8);
+  const GptConfig c = TinyWithDropout(2, 8);
   OptimizerConfig adamw;
   adamw.learning_rate = 1e-2f;
   adamw.clip_grad_norm = 1.0f;
@@ -129,12 +114,8 @@ TEST(Recompute, TrainsBitIdenticallyOnEveryLayout) {
        {Layout{2, 1, 1, "1F1B"}, Layout{1, 2, 1, "1F1B", 0, "O2"},
         Layout{1, 1, 2, "1F1B"}, Layout{1, 2, 2, "ZBH1"},
         Layout{1, 2, 2, "1F1B-overlap", 0, "O0", true}, Layout{2, 2, 2, "1F1B", 3}}) {
-    proto::Strategy s = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
-    s.mutable_sharding()->set_stage(k.sharding);
-    s.mutable_amp()->set_level(k.amp);
-    s.mutable_passes()->set_op_split(k.op_split);
-    // Forced, so that the split happens: the copies must be split alike.
-    if (k.op_split) s.mutable_passes()->set_op_split_parts(2);
+    // op-split forced to 2 parts: the copies must be split alike.
+    const proto::Strategy s = k.ToStrategy(2);
     ParallelTrainer::Options options;
     options.comm.timeout = std::chrono::seconds(30);
     auto plain = ParallelTrainer::Create(c, adamw, s, options);
@@ -145,9 +126,7 @@ TEST(Recompute, TrainsBitIdenticallyOnEveryLayout) {
       norms.push_back((*plain)->LastGradNorm());
     }
     for (const char* granularity : {"full", "selective"}) {
-      SCOPED_TRACE(StrCat(granularity, " ", k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=",
-                          k.pp, " sharding ", k.sharding, " ", k.amp,
-                          k.op_split ? " op-split" : ""));
+      SCOPED_TRACE(StrCat(granularity, " ", k.Name()));
       auto t = ParallelTrainer::Create(c, adamw, WithRecompute(s, granularity), options);
       ASSERT_TRUE(t.ok()) << t.status();
       EXPECT_GT(CopiesOf((*t)->plan()).by_job.size(), 0u);

@@ -15,18 +15,11 @@
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
+#include "unittests/layout_sweep.h"
 #include "unittests/parameter_compare.h"
 
 namespace loom {
 namespace {
-
-GptConfig Tiny(int layers, int batch) {
-  GptConfig c = GptPreset("gpt-tiny").value();
-  c.num_layers = layers;
-  c.batch_size = batch;
-  c.dropout = 0.1f;  // split dropouts must draw the unsplit masks
-  return c;
-}
 
 proto::Strategy WithSequenceParallel(proto::Strategy s) {
   s.mutable_mp()->set_sequence_parallel(true);
@@ -53,7 +46,7 @@ Rank0 Rank0Of(const Plan& plan) {
 }
 
 TEST(SequenceParallel, SplitsTheResidualStreamAndSwapsTheCollectives) {
-  const GptConfig c = Tiny(2, 4);  // s = 32, h = 64
+  const GptConfig c = TinyWithDropout(2, 4);  // s = 32, h = 64
   const proto::Strategy tp = MakeStrategy(1, 2, 1, 1, "1F1B");
   auto plain = PlanGpt(c, OptimizerConfig(), tp);
   auto sp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(tp));
@@ -88,7 +81,7 @@ TEST(SequenceParallel, SplitsTheResidualStreamAndSwapsTheCollectives) {
 }
 
 TEST(SequenceParallel, BadStrategiesNameTheField) {
-  const GptConfig c = Tiny(2, 4);
+  const GptConfig c = TinyWithDropout(2, 4);
   auto no_mp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(MakeStrategy(2, 1, 1, 1, "1F1B")));
   ASSERT_FALSE(no_mp.ok());
   EXPECT_NE(no_mp.status().message().find("mp.sequence_parallel"), std::string::npos)
@@ -104,7 +97,7 @@ TEST(SequenceParallel, BadStrategiesNameTheField) {
 // A split value read by an op that needs every position: the error names
 // the op and the value, rather than planning wrong numbers.
 TEST(SequenceParallel, AnOpThatNeedsTheWholeSequenceIsNamed) {
-  auto tp = BuildGptTrainingProgram(Tiny(2, 4));
+  auto tp = BuildGptTrainingProgram(TinyWithDropout(2, 4));
   ASSERT_TRUE(tp.ok()) << tp.status();
   Block& block = tp->main.global_block();
   Op* probe = block.InsertOpBefore(block.FirstProducer("layers.0.mlp_residual"),
@@ -126,14 +119,6 @@ TEST(SequenceParallel, AnOpThatNeedsTheWholeSequenceIsNamed) {
       << plan.status();
 }
 
-struct Layout {
-  int dp, mp, pp;
-  const char* schedule;
-  int sharding = 0;
-  const char* amp = "O0";
-  bool op_split = false;
-};
-
 // 5 steps with clipping and dropout on every kind of layout.
 //  - Against tensor parallelism without the split, under SGD, whose update
 //    carries a gradient's error as it is: within 1e-6 relative (layer-norm
@@ -145,7 +130,7 @@ struct Layout {
 //    on top, under AdamW: bit for bit. (ZBH1 and 1F1B-overlap split the
 //    backward that plain 1F1B keeps whole; recompute_test covers that.)
 TEST(SequenceParallel, FollowsTensorParallelismOnEveryLayout) {
-  const GptConfig c = Tiny(2, 8);
+  const GptConfig c = TinyWithDropout(2, 8);
   OptimizerConfig sgd;
   sgd.type = "sgd";
   sgd.learning_rate = 0.1f;
@@ -170,13 +155,8 @@ TEST(SequenceParallel, FollowsTensorParallelismOnEveryLayout) {
   for (const Layout& k :
        {Layout{1, 2, 1, "1F1B"}, Layout{1, 2, 1, "1F1B", 0, "O2"}, Layout{1, 2, 2, "ZBH1"},
         Layout{1, 2, 2, "1F1B-overlap", 0, "O0", true}, Layout{2, 2, 2, "1F1B", 3}}) {
-    SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " sharding ",
-                        k.sharding, " ", k.amp, k.op_split ? " op-split" : ""));
-    proto::Strategy tp = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
-    tp.mutable_sharding()->set_stage(k.sharding);
-    tp.mutable_amp()->set_level(k.amp);
-    tp.mutable_passes()->set_op_split(k.op_split);
-    tp.mutable_passes()->set_op_split_parts(k.op_split ? 2 : 0);
+    SCOPED_TRACE(k.Name());
+    const proto::Strategy tp = k.ToStrategy(2);
     const proto::Strategy sp = WithSequenceParallel(tp);
 
     std::vector<float> tp_norms, sp_norms;
