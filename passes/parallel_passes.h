@@ -24,6 +24,7 @@ PassInfo SplitBackwardPassInfo();
 PassInfo JobSplitPassInfo();
 PassInfo SchedulePassInfo();
 PassInfo GradClipPassInfo();
+PassInfo LowPrecisionWeightsPassInfo();
 
 // The largest degree a pass option takes (the most ranks Loom plans).
 inline constexpr int64_t kMaxPassDegree = kMaxWorldSize;

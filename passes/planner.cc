@@ -108,6 +108,10 @@ std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& s
                 ",prefetch-depth=", sharding.prefetch_depth(),
                 ",keep-gathered-bytes=", sharding.keep_gathered_bytes(), "}");
   }
+  // The casts AMP put at each use of a parameter, once a step instead.
+  if (s.amp().level() != "O0" && switches.low_precision_weights()) {
+    p += ",low-precision-weights";
+  }
   if (switches.op_split()) {
     p += StrCat(",op-split{parts=", switches.op_split_parts(), ",schedule=", schedule,
                 ",max-in-flight=", pp.max_in_flight(), "}");

@@ -18,6 +18,7 @@ void RegisterAllPasses() {
     LOOM_REGISTER_PASS(RecomputePassInfo);
     LOOM_REGISTER_PASS(DataParallelPassInfo);
     LOOM_REGISTER_PASS(ShardingPassInfo);
+    LOOM_REGISTER_PASS(LowPrecisionWeightsPassInfo);
     LOOM_REGISTER_PASS(OpSplitPassInfo);
     LOOM_REGISTER_PASS(GradClipPassInfo);
     LOOM_REGISTER_PASS(SplitBackwardPassInfo);

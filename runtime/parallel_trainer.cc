@@ -470,6 +470,8 @@ Status ParallelTrainer::SetState(const TrainingState& state, const std::string& 
     LOOM_ASSIGN_OR_RETURN(HostView view, OnHost(r));
     LOOM_RETURN_IF_ERROR(ScatterState(state, Holder(r, view.scope), source, &used)
                              .WithContext(StrCat("rank ", r)));
+    LOOM_RETURN_IF_ERROR(RemakeWeightCopies(plan_.ranks[r].startup(), view.scope)
+                             .WithContext(StrCat("rank ", r)));
     if (view.mirror != nullptr) {
       LOOM_RETURN_IF_ERROR(CopyMirrorBack(*view.mirror, scopes_[r].get(), devices_[r].get(),
                                           io_streams_[r].get())

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/serial_executor.h"
 #include "runtime/safetensors.h"
 
 
@@ -340,6 +341,27 @@ Status CheckAllUsed(const TrainingState& state, const std::set<std::string>& use
     }
   }
   return Status::OK();
+}
+
+Status RemakeWeightCopies(const Program& startup, Scope* scope) {
+  Program remake = startup.Clone();
+  Block& block = remake.global_block();
+  bool any = false;
+  for (Op* op : block.OpVector()) {
+    bool makes_copy = false;
+    for (const std::string& out : op->OutputVars()) {
+      const proto::VarDesc* var = block.FindVar(out);
+      makes_copy |= var != nullptr && var->has_cast_of();
+    }
+    if (makes_copy) {
+      any = true;
+    } else {
+      block.EraseOp(op);
+    }
+  }
+  if (!any) return Status::OK();
+  LOOM_ASSIGN_OR_RETURN(auto executor, SerialExecutor::Create(remake, scope));
+  return executor->Run().WithContext("making the low-precision weight copies again");
 }
 
 }  // namespace loom

@@ -74,6 +74,11 @@ StatusOr<RankShards> DecodeRankShards(const std::string& bytes, const std::strin
 Status ScatterState(const TrainingState& state, const StateHolder& holder,
                     const std::string& source, std::set<std::string>* used);
 
+// Makes the low-precision weight copies (VarDesc.cast_of) that `startup`
+// declares again from their parameters in `scope`: checkpoints leave them
+// out, so a restore makes them from the parameters it set.
+Status RemakeWeightCopies(const Program& startup, Scope* scope);
+
 // Fails, naming one, if `state` holds a tensor not in `used`: a checkpoint
 // of another model or optimizer, whose state would be silently dropped.
 Status CheckAllUsed(const TrainingState& state, const std::set<std::string>& used,

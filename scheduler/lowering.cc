@@ -82,7 +82,8 @@ class RankLowering {
         const proto::VarDesc* held = buffer != nullptr && buffer->persistable() ? buffer : desc;
         if (held != nullptr && counted_buffers_.insert(held->name()).second) {
           PersistentBytes& p = body_->persistent;
-          (desc->is_parameter() ? p.parameters
+          (desc->is_parameter()                       ? p.parameters
+           : desc->has_cast_of()                      ? weight_copy_bytes_
            : name.find("@GRAD") != std::string::npos ? p.gradients
                                                       : p.optimizer_state) += BytesOf(*held);
         }
@@ -113,6 +114,7 @@ class RankLowering {
   std::unordered_map<std::string, int> signature_index_;
   std::unordered_map<std::string, int> var_ids_;
   std::set<std::string> counted_buffers_;  // persistables whose bytes are counted
+  int64_t weight_copy_bytes_ = 0;          // persistable low-precision weights (VarDesc.cast_of)
   // Per temporary: whether it is a join's output that its parts are
   // written into, and whether one has been (it is allocated once).
   enum JoinBuffer : char { kNotJoined, kUnallocated, kAllocated };
@@ -232,10 +234,13 @@ void RankLowering::ClassifyTemporaries() {
                 : (how & kCommWritten)                            ? MemoryKind::kCommBuffer
                                                                   : MemoryKind::kWorkspace;
   }
+  // The weights a plan computes with are its low-precision copies, where
+  // it casts: the fp32 parameters are then the master weights.
   if (casts_parameters_) {
     g.persistent.master_weights = g.persistent.parameters;
     g.persistent.parameters = 0;
   }
+  g.persistent.parameters += weight_copy_bytes_;
   g.layers = static_cast<int>(layers_.size());
   g.recomputed_layers = static_cast<int>(recomputed_layers_.size());
 }

@@ -1,16 +1,27 @@
 // The AMP rewrite (passes/amp.h): which ops compute in which dtype at O1 and
 // O2, that the program stays valid and its optimizer intact, and that
-// serial bf16 training follows fp32 training.
+// serial bf16 training follows fp32 training. Then the low-precision-weights
+// pass (passes/low_precision_weights_pass.cc): each parameter AMP casts is
+// cast once a step, after its update, into one persistable copy; training
+// is bit-identical to casting at each use, a restored run makes the copies
+// again, and a pipeline stage holds one copy however many micro-batches
+// are in flight.
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include <gtest/gtest.h>
 
+#include "cost_model/cluster.h"
+#include "cost_model/op_cost_model.h"
 #include "framework/verifier.h"
 #include "models/gpt.h"
 #include "passes/amp.h"
 #include "passes/planner.h"
 #include "runtime/serial_trainer.h"
+#include "runtime/simulation.h"
+#include "unittests/layout_sweep.h"
 #include "unittests/parameter_compare.h"
 
 namespace loom {
@@ -244,6 +255,164 @@ TEST(Amp, Bf16LayoutsFollowSerialBf16) {
       EXPECT_EQ(tensor.ToFloatVector(), b.parameters.at(name).ToFloatVector()) << name;
     }
   }
+}
+
+proto::Strategy WithoutThePass(proto::Strategy s) {
+  s.mutable_passes()->set_low_precision_weights(false);
+  return s;
+}
+
+bool IsParameterCast(const Block& block, const Op& op) {
+  if (op.type() != "cast") return false;
+  const proto::VarDesc* x = block.FindVar(op.Input("X"));
+  return x != nullptr && x->is_parameter();
+}
+
+TEST(LowPrecisionWeights, EachParameterIsCastOnceAStepAfterItsUpdate) {
+  const GptConfig c = TinyWithDropout(2, 8);
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  const Layout layout{1, 2, 2, "1F1B", 0, "O2"};
+  auto t = ParallelTrainer::Create(c, OptimizerConfig(), layout.ToStrategy(4), options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (const RankPlan& rank : (*t)->plan().ranks) {
+    SCOPED_TRACE(StrCat("rank ", rank.rank));
+    const Block& startup = rank.startup().global_block();
+    std::map<std::string, int> copies;  // copy -> casts that refresh it
+    for (const auto& [name, var] : startup.vars()) {
+      if (!var.has_cast_of()) continue;
+      EXPECT_TRUE(var.persistable()) << name;
+      EXPECT_EQ(var.dtype(), proto::BF16) << name;
+      copies[name] = 0;
+    }
+    EXPECT_GT(copies.size(), 4u);
+    for (const auto& [key, program] : rank.programs()) {
+      const Block& block = program.global_block();
+      for (const Op* op : block.ops()) {
+        if (!IsParameterCast(block, *op)) continue;
+        EXPECT_EQ(key.type, JobType::kOptimizer) << op->Location() << " casts a parameter";
+        const std::string param = op->Input("X");
+        ASSERT_EQ(copies.count(op->Output("Out")), 1u) << op->Location();
+        ++copies[op->Output("Out")];
+        // After the update of the parameter it casts.
+        bool updated = false;
+        for (const Op* writer : block.Producers(param)) {
+          updated |= writer->index() < op->index();
+          EXPECT_LT(writer->index(), op->index()) << writer->Location() << " writes " << param;
+        }
+        EXPECT_TRUE(updated) << op->Location();
+      }
+    }
+    for (const auto& [copy, casts] : copies) EXPECT_EQ(casts, 1) << copy;
+  }
+}
+
+// With and without the pass, on layouts where the update and the weights'
+// fetch differ: plain, tensor and pipeline parallel with recomputation,
+// ZeRO 1 and 2 (the fetch into the flat buffer, by all-gather or all-reduce
+// on the sharding stream) and ZeRO 3 (gathered parameters keep their
+// casts).
+TEST(LowPrecisionWeights, TrainsBitIdenticallyToCastingAtEachUse) {
+  const GptConfig c = TinyWithDropout(2, 8);
+  OptimizerConfig adamw;
+  adamw.learning_rate = 1e-2f;
+  adamw.clip_grad_norm = 1.0f;
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  struct Case {
+    Layout layout;
+    const char* fetch_mode = "all_gather";
+    bool recompute = false;
+  };
+  for (const Case& k : {Case{{2, 1, 1, "1F1B", 0, "O2"}}, Case{{1, 2, 2, "ZBH1", 0, "O2"}, "", true},
+                        Case{{2, 1, 2, "1F1B", 1, "O2"}, "all_gather"},
+                        Case{{2, 1, 1, "1F1B", 2, "O1"}, "all_reduce"},
+                        Case{{2, 1, 2, "1F1B", 3, "O2"}}}) {
+    SCOPED_TRACE(StrCat(k.layout.Name(), " fetch ", k.fetch_mode, k.recompute ? " recompute" : ""));
+    proto::Strategy s = k.layout.ToStrategy(2);
+    if (*k.fetch_mode) s.mutable_sharding()->set_fetch_mode(k.fetch_mode);
+    if (k.recompute) s.mutable_recompute()->set_granularity("full");
+    auto with = ParallelTrainer::Create(c, adamw, s, options);
+    ASSERT_TRUE(with.ok()) << with.status();
+    auto without = ParallelTrainer::Create(c, adamw, WithoutThePass(s), options);
+    ASSERT_TRUE(without.ok()) << without.status();
+    for (int step = 0; step < 4; ++step) {
+      ASSERT_TRUE((*with)->Step(step).ok());
+      ASSERT_TRUE((*without)->Step(step).ok());
+      EXPECT_EQ((*with)->LastGradNorm(), (*without)->LastGradNorm()) << "step " << step;
+    }
+    // Every persistable of the plan without copies (the copies are the
+    // with-plan's own).
+    ExpectSameState(**without, **with);
+  }
+}
+
+// A checkpoint holds the fp32 parameters, not their copies: a run restored
+// from it makes the copies from the restored parameters, and goes on as
+// the run it came from. Copies left as the startup made them would compute
+// step 2 with the initial weights.
+TEST(LowPrecisionWeights, ARestoredRunMakesItsCopiesAgain) {
+  const GptConfig c = TinyWithDropout(2, 8);
+  OptimizerConfig adamw;
+  adamw.learning_rate = 1e-2f;
+  adamw.clip_grad_norm = 1.0f;  // so that the step reports its gradient norm
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  const proto::Strategy s = Layout{1, 2, 2, "1F1B", 0, "O2"}.ToStrategy(2);
+  auto first = ParallelTrainer::Create(c, adamw, s, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int step = 0; step < 2; ++step) ASSERT_TRUE((*first)->Step(step).ok());
+  const TrainingState state = (*first)->State().value();
+  for (const auto& [name, tensor] : state.parameters) {
+    EXPECT_EQ(name.find("@BF16"), std::string::npos) << "the checkpoint holds copy " << name;
+  }
+  auto restored = ParallelTrainer::Create(c, adamw, s, options);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE((*restored)->SetState(state, "the first run").ok());
+  ExpectSameState(**first, **restored);
+  ASSERT_TRUE((*first)->Step(2).ok());
+  ASSERT_TRUE((*restored)->Step(2).ok());
+  EXPECT_EQ((*first)->LastGradNorm(), (*restored)->LastGradNorm());
+  ExpectSameState(**first, **restored);
+}
+
+// A pipeline stage keeps its micro-batches' activations until their
+// backward; its weights it keeps once, however many are in flight.
+TEST(LowPrecisionWeights, AStageHoldsOneCopyWhateverItsMicroBatchesInFlight) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 4;
+  c.batch_size = 8;
+  c.vocab_size = 1024;  // so that the layers' weights, not the embedding's, dominate
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const OpCostModel ops(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const Layout layout{1, 1, 2, "1F1B", 0, "O2"};
+  auto memory = [&](int micro_batches, bool pass) {
+    proto::Strategy s = layout.ToStrategy(micro_batches);
+    if (!pass) s = WithoutThePass(s);
+    auto sim = SimulateGpt(c, OptimizerConfig(), s, timer);
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    const RankMetrics& r = sim->result.ranks[0];
+    return std::pair{r.persistent,
+                     r.peak_temporaries_by_kind[static_cast<int>(MemoryKind::kParameterCopy)]};
+  };
+  const auto [two, two_temp] = memory(2, true);
+  const auto [eight, eight_temp] = memory(8, true);
+  EXPECT_EQ(two_temp, 0);
+  EXPECT_EQ(eight_temp, 0);
+  EXPECT_EQ(two.parameters, eight.parameters);
+  // bf16 copies of (almost) every fp32 master weight: the layer norms'
+  // affine parameters stay fp32.
+  EXPECT_GT(two.parameters, 0.45 * two.master_weights);
+  EXPECT_LE(two.parameters, 0.5 * two.master_weights);
+  // Without the pass, stage 0 holds its layers' copies once per
+  // micro-batch in flight, two at 1F1B with two stages, each kept for the
+  // matmuls' gradients (the embedding's copy dies with its lookup).
+  const auto [per_use, per_use_temp] = memory(8, false);
+  EXPECT_EQ(per_use.parameters, 0);
+  EXPECT_GT(per_use_temp, 1.25 * eight.parameters);
+  std::printf("stage 0's bf16 weights: %.1f MB once; %.1f MB at the peak when cast per use\n",
+              eight.parameters / 1e6, per_use_temp / 1e6);
 }
 
 }  // namespace
