@@ -126,6 +126,10 @@ Status CheckCollectives(const std::string& field,
 
 Status CheckDevice(const proto::Device& d) {
   LOOM_RETURN_IF_ERROR(Positive("device.peak_fp32_flops", d.peak_fp32_flops()));
+  if (!(d.flops_efficiency() > 0 && d.flops_efficiency() <= 1)) {
+    return InvalidArgument("device.flops_efficiency must be in (0, 1], got ",
+                           d.flops_efficiency());
+  }
   if (d.has_peak_bf16_flops()) {
     LOOM_RETURN_IF_ERROR(Positive("device.peak_bf16_flops", d.peak_bf16_flops()));
   }
@@ -297,6 +301,10 @@ double DevicePeakFlops(const proto::Device& d, DataType dtype) {
 double StreamPeakFlops(const proto::Device& d, DataType dtype) {
   const double peak = DevicePeakFlops(d, dtype);
   return d.kind() == proto::Device::CPU ? peak / std::max(1, d.cores()) : peak;
+}
+
+double StreamSustainedFlops(const proto::Device& d, DataType dtype) {
+  return StreamPeakFlops(d, dtype) * d.flops_efficiency();
 }
 
 double StreamMemoryBandwidth(const proto::Device& d) {

@@ -53,6 +53,9 @@ double DevicePeakFlops(const proto::Device& device, DataType dtype);
 // thread, so it gets one core's share of the device; a GPU stream gets the
 // whole device.
 double StreamPeakFlops(const proto::Device& device, DataType dtype);
+// What one stream's compute-bound kernels sustain: StreamPeakFlops times
+// the device's flops_efficiency. The roofline prices with it.
+double StreamSustainedFlops(const proto::Device& device, DataType dtype);
 double StreamMemoryBandwidth(const proto::Device& device);
 
 

@@ -60,7 +60,7 @@ OpCostModel::OpCostModel(proto::Cluster cluster, CostTable table)
 double OpCostModel::RooflineSeconds(const OpWork& work, DataType dtype) const {
   const proto::Device& d = cluster_.device();
   return d.kernel_launch_seconds() +
-         std::max(work.flops / StreamPeakFlops(d, dtype),
+         std::max(work.flops / StreamSustainedFlops(d, dtype),
                   work.bytes / StreamMemoryBandwidth(d));
 }
 
@@ -68,7 +68,7 @@ bool OpCostModel::ComputeBound(const OpWork& work, DataType dtype) const {
   const proto::Device& d = cluster_.device();
   // flops / bytes >= peak / bandwidth, without dividing by zero bytes.
   return work.flops * StreamMemoryBandwidth(d) >=
-         work.bytes * StreamPeakFlops(d, dtype);
+         work.bytes * StreamSustainedFlops(d, dtype);
 }
 
 // Neighbour rule. The neighbour is the entry nearest in log space over

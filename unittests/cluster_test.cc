@@ -52,6 +52,11 @@ TEST(Cluster, GpuPresetsCarryTheirPublishedPeaks) {
   EXPECT_DOUBLE_EQ(DevicePeakFlops(h100.device(), proto::FP32), 67e12);
   // A GPU stream has the whole device.
   EXPECT_DOUBLE_EQ(StreamPeakFlops(h100.device(), proto::BF16), 989.5e12);
+  // The a100's one calibrated value (docs/megatron_validation.md); the
+  // h100's is not measured, so its kernels sustain the peak.
+  EXPECT_DOUBLE_EQ(a100.device().flops_efficiency(), 0.795);
+  EXPECT_DOUBLE_EQ(StreamSustainedFlops(a100.device(), proto::BF16), 0.795 * 312e12);
+  EXPECT_DOUBLE_EQ(StreamSustainedFlops(h100.device(), proto::BF16), 989.5e12);
 }
 
 TEST(Cluster, ParseErrorsNameFileLineAndField) {
@@ -81,6 +86,10 @@ TEST(Cluster, ValidationNamesTheField) {
               c.mutable_intra_node()->set_bandwidth(-1);
             }),
             "intra_node.bandwidth must be positive, got -1");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_flops_efficiency(1.5); }),
+            "device.flops_efficiency must be in (0, 1], got 1.5");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_flops_efficiency(0); }),
+            "device.flops_efficiency must be in (0, 1], got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_cores(0); }),
             "device.cores must be at least 1 for a CPU, got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_comm_compute_slowdown(0.5); }),

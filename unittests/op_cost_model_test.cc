@@ -147,6 +147,14 @@ TEST_F(OpCostModelTest, NoEntryOfTheTypeFallsToTheRoofline) {
   OpCost m = empty.EstimateOp(*Matmul("x", "w2", "o3")).value();
   EXPECT_EQ(m.rule, CostRule::kRoofline);
   EXPECT_DOUBLE_EQ(m.seconds, 1e-6 + 8388608 / 100e9);
+  // A device whose kernels sustain 80% of its peak: the matmul at 80
+  // GFLOP/s; the memory-bound softmax as before.
+  other.mutable_device()->set_flops_efficiency(0.8);
+  OpCostModel sustained(other, ParseTable(kTable));
+  EXPECT_DOUBLE_EQ(sustained.EstimateOp(*Matmul("x", "w2", "o4")).value().seconds,
+                   1e-6 + 8388608 / 80e9);
+  EXPECT_DOUBLE_EQ(sustained.EstimateOp(*Unary("softmax", "h", "s2")).value().seconds,
+                   1e-6 + 524288 / 10e9);
 }
 
 TEST_F(OpCostModelTest, NeighboursMustShareTheComputeDtype) {
