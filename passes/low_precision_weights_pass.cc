@@ -81,6 +81,12 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
     }
     casts[{x->name(), out->dtype()}].push_back(op);
   }
+  // Each parameter's last writer, found before any edit: positions are
+  // numbered once, not again after each cast the loop below moves.
+  std::map<std::string, Op*> last_writer;
+  for (const auto& [key, ops] : casts) {
+    last_writer.emplace(key.first, LastWriterOf(block, *block.FindVar(key.first)));
+  }
   int64_t copies_bytes = 0;
   int refreshed = 0;
   for (const auto& [key, ops] : casts) {
@@ -113,7 +119,7 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
     LOOM_RETURN_IF_ERROR(AppendOpInferShapes(startup, CastOp(param, copy, p.dtype(), dtype))
                              .status()
                              .WithContext(StrCat("the startup's copy of ", param)));
-    Op* writer = LastWriterOf(block, p);
+    Op* writer = last_writer.at(param);
     if (writer == nullptr) continue;  // frozen: the startup's copy serves every step
     proto::OpDesc refresh = CastOp(param, copy, p.dtype(), dtype);
     refresh.set_role(role::kOptimize);
