@@ -60,12 +60,15 @@ inline constexpr const char* kSharding = "sharding";
 inline constexpr const char* kP2pSend = "p2p_send";
 inline constexpr const char* kP2pRecv = "p2p_recv";
 
+// An op's stream (OpDesc.stream) is calc: named so, or not named.
+inline bool IsCalc(const std::string& stream) { return stream.empty() || stream == kCalc; }
+
 // The priority of an op that sets none (OpDesc.stream_priority): every
 // stream but calc outranks calc, so that a ready communication gets a core
 // before more computation does (its wait is exposed; the compute it
 // delays is not, while other communication hides under it).
 inline int DefaultPriority(const std::string& stream) {
-  return stream.empty() || stream == kCalc ? 0 : 1;
+  return IsCalc(stream) ? 0 : 1;
 }
 }  // namespace stream
 

@@ -33,8 +33,6 @@ class LowPrecisionWeightsPass : public Pass {
   StatusOr<bool> Run(PassContext& ctx) override;
 };
 
-bool IsCalcStream(const std::string& stream) { return stream.empty() || stream == stream::kCalc; }
-
 // "fc_0.w@BF16".
 std::string CopyName(const std::string& param, DataType dtype) {
   std::string suffix = DataTypeName(dtype);
@@ -126,7 +124,7 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
     refresh.set_pipeline_stage(writer->desc().pipeline_stage());
     refresh.set_chunk(writer->desc().chunk());
     refresh.set_creation_pass(kPassName);
-    if (!IsCalcStream(writer->desc().stream())) {
+    if (!stream::IsCalc(writer->desc().stream())) {
       // A fetch into the flat buffer names the buffer, not the parameter:
       // data flow does not order the cast after it, an event does.
       const std::string event = StrCat("weights-fetched.", writer->id());

@@ -98,7 +98,7 @@ std::optional<Candidate> ReductionOf(const Block& block, Op* op) {
   if (readers.size() != 1 || block.Producers(out).size() != 1) return std::nullopt;
   Op* ar = readers[0];
   if (!IsMpReduction(*ar)) return std::nullopt;
-  if (ar->desc().stream().empty() || ar->desc().stream() == stream::kCalc) return std::nullopt;
+  if (stream::IsCalc(ar->desc().stream())) return std::nullopt;
   return Candidate{op, ar};
 }
 

@@ -18,7 +18,7 @@ std::vector<int> CutsAfterMpCollectives(const Program& program) {
   for (int k = 0; k + 1 < static_cast<int>(ops.size()); ++k) {
     const Op& op = *ops[k];
     if (CommKindOf(op.type()) != CommKind::kCollective) continue;
-    if (op.desc().stream().empty() || op.desc().stream() == stream::kCalc) continue;
+    if (stream::IsCalc(op.desc().stream())) continue;
     if (op.GetAttr<int32_t>("ring_id") != kMpRing) continue;
     // Inside a split op (op-split) the next part's GEMM already hides this
     // all-reduce; the cut goes after the last part's.
