@@ -293,29 +293,119 @@ TEST(Planner, OverlapCutsAtEveryMpAllReduce) {
             "compute, but mp.degree is 1 (there are none; use 1F1B)");
 }
 
-// passes.mp_async_allreduce_in_backward (on by default): each
-// column-parallel matmul's gradient is split so that the input gradient's
-// all-reduce is issued before the weight gradient's GEMM; off, one
-// matmul_grad computes both and the all-reduce follows it.
+// Where one column-parallel matmul's backward sits in a backward program:
+// positions of its input-gradient GEMM (dX), that gradient's all-reduce and
+// its weight-gradient GEMM (dW), and the all-reduce's stream.
+struct ColumnParallelBackward {
+  std::string matmul;  // the forward matmul's output, to name it in failures
+  int dx = -1, reduce = -1, dw = -1;
+  std::string reduce_type, reduce_stream;
+  bool dx_also_writes_dw = false;
+};
+
+// The column-parallel matmuls of `forward` (those reading an `@MP_IN`
+// identity view: Megatron's f) and where `backward` computes their
+// gradients. Found from the forward program, so that a backward that lost
+// its split or its all-reduce is still looked at.
+std::vector<ColumnParallelBackward> ColumnParallelBackwards(const Program& forward,
+                                                            const Program& backward) {
+  const Block& fwd = forward.global_block();
+  const Block& bwd = backward.global_block();
+  std::vector<ColumnParallelBackward> out;
+  for (Op* matmul : fwd.ops()) {
+    const std::string& x = matmul->Input("X");
+    const std::string view = "@MP_IN";
+    if (matmul->type() != "matmul" || x.size() < view.size() ||
+        x.compare(x.size() - view.size(), view.size(), view) != 0) {
+      continue;
+    }
+    ColumnParallelBackward c;
+    c.matmul = matmul->Output("Out");
+    for (Op* grad : bwd.ops()) {
+      if (grad->type() != "matmul_grad" || grad->desc().forward_id() != matmul->id()) continue;
+      if (grad->HasOutput("X@GRAD")) {
+        c.dx = bwd.OpIndex(grad);
+        c.dx_also_writes_dw = grad->HasOutput("Y@GRAD");
+        const std::vector<Op*>& readers = bwd.Consumers(grad->Output("X@GRAD"));
+        if (!readers.empty()) {
+          c.reduce = bwd.OpIndex(readers.front());
+          c.reduce_type = readers.front()->type();
+          c.reduce_stream = readers.front()->desc().stream();
+        }
+      }
+      if (grad->HasOutput("Y@GRAD")) c.dw = bwd.OpIndex(grad);
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+// passes.mp_async_allreduce_in_backward, on by default (Megatron's
+// asynchronous tensor-parallel all-reduce): in every tensor-parallel
+// rank's backward program, each column-parallel matmul's gradient is split
+// so that the input gradient's all-reduce is issued, on the mp stream,
+// between the input gradient's GEMM and the weight gradient's. That order
+// is what lets the all-reduce run under the dW GEMM (the simulated share:
+// ParallelTraining.BackwardAllReduceRunsUnderTheWeightGradient).
 TEST(Planner, AsyncAllReduceInBackwardSplitsTheWeightGradient) {
   TrainingProgram tp = Tiny(2);
-  auto count = [&](bool async) {
-    proto::Strategy s = MakeStrategy(1, 2, 1, 1, "1F1B");
-    s.mutable_passes()->set_mp_async_allreduce_in_backward(async);
-    auto plan = PlanRanks(tp.main, tp.startup, s, {0}, Verified());
-    EXPECT_TRUE(plan.ok()) << plan.status();
-    int grads = 0;
-    for (Op* op : plan->ranks[0].ProgramFor({JobType::kBackward, 0, 0})->global_block().ops()) {
-      grads += op->type() == "matmul_grad";
+  const proto::Strategy s = MakeStrategy(1, 2, 1, 1, "1F1B");
+  ASSERT_TRUE(s.passes().mp_async_allreduce_in_backward());  // the default is what is tested
+  auto plan = PlanRanks(tp.main, tp.startup, s, {0, 1}, Verified());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->ranks.size(), 2u);
+  for (const RankPlan& rank : plan->ranks) {
+    SCOPED_TRACE(StrCat("rank ", rank.rank));
+    const Program* forward = rank.ProgramFor({JobType::kForward, 0, 0});
+    const Program* backward = rank.ProgramFor({JobType::kBackward, 0, 0});
+    ASSERT_NE(forward, nullptr);
+    ASSERT_NE(backward, nullptr);
+    const std::vector<ColumnParallelBackward> columns =
+        ColumnParallelBackwards(*forward, *backward);
+    // QKV and the MLP's up projection in each of 2 layers, and the
+    // (vocabulary-parallel) output projection: a count that keeps the
+    // checks below from passing on nothing.
+    EXPECT_EQ(columns.size(), 5u);
+    for (const ColumnParallelBackward& c : columns) {
+      SCOPED_TRACE(c.matmul);
+      // The split: dX and dW are two ops (one matmul_grad writing both
+      // leaves the all-reduce nothing to run beside).
+      EXPECT_FALSE(c.dx_also_writes_dw) << "op " << c.dx << " computes both dX and dW";
+      ASSERT_GE(c.dx, 0);
+      ASSERT_GE(c.dw, 0);
+      // dX's reader is its all-reduce over the mp ring, on the mp stream,
+      // so that calc goes on to dW while it runs.
+      EXPECT_EQ(c.reduce_type, "allreduce");
+      EXPECT_EQ(c.reduce_stream, stream::kMp);
+      // Issue order: dX, then its all-reduce, then dW, as the switch
+      // promises (strategy.proto). Stream threads and the simulator go by
+      // deps, but 1F1B-overlap cuts the backward after each mp all-reduce,
+      // so this order puts dW after the cut, in the part that hides it.
+      EXPECT_LT(c.dx, c.reduce);
+      EXPECT_LT(c.reduce, c.dw) << "the dW GEMM is issued before the dX all-reduce";
     }
-    return grads;
-  };
-  const int on = count(true), off = count(false);
-  EXPECT_GT(off, 0);
-  // One extra (weight-half) matmul_grad per column-parallel matmul: QKV and
-  // the MLP's up projection in each of 2 layers, and the (vocabulary-
-  // parallel) output projection.
-  EXPECT_EQ(on, off + 5);
+  }
+}
+
+// Off, one matmul_grad computes both gradients and the all-reduce follows
+// it: the synchronous backward that the switch exists to leave.
+TEST(Planner, SynchronousAllReduceInBackwardKeepsOneMatmulGrad) {
+  TrainingProgram tp = Tiny(2);
+  proto::Strategy s = MakeStrategy(1, 2, 1, 1, "1F1B");
+  s.mutable_passes()->set_mp_async_allreduce_in_backward(false);
+  auto plan = PlanRanks(tp.main, tp.startup, s, {0}, Verified());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const RankPlan& rank = plan->ranks[0];
+  const std::vector<ColumnParallelBackward> columns = ColumnParallelBackwards(
+      *rank.ProgramFor({JobType::kForward, 0, 0}), *rank.ProgramFor({JobType::kBackward, 0, 0}));
+  EXPECT_EQ(columns.size(), 5u);
+  for (const ColumnParallelBackward& c : columns) {
+    SCOPED_TRACE(c.matmul);
+    EXPECT_TRUE(c.dx_also_writes_dw);
+    EXPECT_EQ(c.dx, c.dw);
+    EXPECT_EQ(c.reduce_type, "allreduce");
+    EXPECT_LT(c.dx, c.reduce);
+  }
 }
 
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
