@@ -10,6 +10,12 @@ PassContext::PassContext(const ParallelLayout& layout, int rank, Program program
   SetLayout(layout);
 }
 
+PassContext::PassContext(const ParallelLayout& layout, int rank, const Program* program,
+                         const Program* startup)
+    : rank_(rank), source_program_(program), source_startup_(startup) {
+  SetLayout(layout);
+}
+
 void PassContext::SetLayout(const ParallelLayout& layout) {
   layout_ = layout;
   coords_ = layout_.Coords(rank_);
@@ -72,7 +78,7 @@ StatusOr<const CommModel*> PassContext::CommModelOrLocal() {
 RankPlan PassContext::TakeRankPlan() {
   auto set = std::make_shared<ProgramSet>();
   set->programs = std::move(plan_.programs);
-  set->startup = std::move(startup_);
+  set->startup = std::move(startup());
   plan_.programs.clear();
   startup_ = Program();
   RankPlan rp;

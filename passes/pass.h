@@ -49,6 +49,15 @@ class PassContext {
   // rewrite both.
   PassContext(const ParallelLayout& layout, int rank, Program program,
               Program startup = Program());
+  // The same, reading `program` and `startup` in place until a pass first
+  // asks for one mutably (then it is copied) or replaces it (set_program,
+  // set_startup): a pipeline whose first pass builds smaller programs
+  // (pipeline-split keeps one stage) never copies the whole. Both must
+  // outlive the context and not change while it reads them; their op
+  // numbering must be current when several contexts read them from
+  // different threads (Block::OpIndex renumbers lazily).
+  PassContext(const ParallelLayout& layout, int rank, const Program* program,
+              const Program* startup);
 
   const proto::ResolvedStrategy& resolved() const { return resolved_; }
   // For the fields other than the degrees, which go through Resolve*
@@ -90,10 +99,29 @@ class PassContext {
   StatusOr<const CommModel*> CommModelOrLocal();
 
   // The rank's whole program, before it is split into job programs.
-  Program& program() { return program_; }
-  const Program& program() const { return program_; }
-  Program& startup() { return startup_; }
-  const Program& startup() const { return startup_; }
+  Program& program() {
+    if (source_program_ != nullptr) set_program(source_program_->Clone());
+    return program_;
+  }
+  const Program& program() const {
+    return source_program_ != nullptr ? *source_program_ : program_;
+  }
+  // Replaces the program (without copying a program read in place).
+  void set_program(Program program) {
+    program_ = std::move(program);
+    source_program_ = nullptr;
+  }
+  Program& startup() {
+    if (source_startup_ != nullptr) set_startup(source_startup_->Clone());
+    return startup_;
+  }
+  const Program& startup() const {
+    return source_startup_ != nullptr ? *source_startup_ : startup_;
+  }
+  void set_startup(Program startup) {
+    startup_ = std::move(startup);
+    source_startup_ = nullptr;
+  }
   // The rank's plan; empty until the job-split pass fills it.
   WorkingPlan& plan() { return plan_; }
   const WorkingPlan& plan() const { return plan_; }
@@ -125,6 +153,10 @@ class PassContext {
   ParallelLayout layout_;
   RankCoords coords_;
   int rank_;
+  // Read in place until copied into program_ and startup_ (null then).
+  // Not owned.
+  const Program* source_program_ = nullptr;
+  const Program* source_startup_ = nullptr;
   Program program_;
   Program startup_;
   WorkingPlan plan_;

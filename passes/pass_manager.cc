@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <utility>
 
 #include "framework/program_printer.h"
 #include "framework/serialization.h"
@@ -46,7 +47,9 @@ Status PassManager::Run(PassContext& ctx) {
       }
     }
     for (auto& inst : instrumentations_) inst->BeforePass(name, ctx);
-    const int64_t first_new_id = ctx.program().global_block().next_op_id();
+    // Read through the const view: a program read in place stays uncopied
+    // until a pass edits it.
+    const int64_t first_new_id = std::as_const(ctx).program().global_block().next_op_id();
     auto start = std::chrono::steady_clock::now();
     StatusOr<bool> changed = passes_[i]->Run(ctx);
     double ms = std::chrono::duration<double, std::milli>(
@@ -55,7 +58,7 @@ Status PassManager::Run(PassContext& ctx) {
     if (!changed.ok()) return changed.status().WithContext(name);
     ctx.RecordRun(name);
     // Stamp what the pass inserted, so a listing says where each op came from.
-    for (Op* op : ctx.program().global_block().ops()) {
+    for (Op* op : std::as_const(ctx).program().global_block().ops()) {
       if (op->id() >= first_new_id && op->desc().creation_pass().empty()) {
         op->annotations().set_creation_pass(name);
       }

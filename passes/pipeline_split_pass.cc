@@ -19,6 +19,7 @@
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "framework/op_work.h"
 #include "framework/op_builder.h"
@@ -380,30 +381,32 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
 }
 
 Status PipelineSplitPass::PruneStartup(PassContext& ctx) {
-  Block& startup = ctx.startup().global_block();
+  const Block& startup = std::as_const(ctx).startup().global_block();
   const Block& main = ctx.program().global_block();
   // Keep the ops (back to front) that produce what the rank's program
-  // holds, and what those ops read.
+  // holds, and what those ops read; the kept ops, in order, and their vars
+  // make the stage's startup, without copying the whole one first.
   std::unordered_set<std::string> needed;
   for (const auto& [name, var] : main.vars()) {
     if (var.persistable()) needed.insert(name);
   }
-  std::vector<Op*> ops = startup.OpVector();
-  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-    Op* op = *it;
-    bool wanted = false;
-    for (const std::string& out : op->OutputVars()) wanted |= needed.count(out) > 0;
-    if (!wanted) {
-      startup.EraseOp(op);
-      continue;
-    }
+  const std::vector<Op*> ops = startup.OpVector();
+  std::vector<bool> kept(ops.size(), false);
+  for (size_t i = ops.size(); i-- > 0;) {
+    const Op* op = ops[i];
+    for (const std::string& out : op->OutputVars()) kept[i] = kept[i] || needed.count(out) > 0;
+    if (!kept[i]) continue;
     for (const std::string& in : op->InputVars()) needed.insert(in);
   }
-  std::vector<std::string> unused;
+  Program pruned;
+  Block& dst = pruned.global_block();
   for (const auto& [name, var] : startup.vars()) {
-    if (!needed.count(name)) unused.push_back(name);
+    if (needed.count(name)) *dst.AddVar(name) = var;
   }
-  for (const std::string& name : unused) startup.RemoveVar(name);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (kept[i]) dst.AppendOp(ops[i]->desc());
+  }
+  ctx.set_startup(std::move(pruned));
   return Status::OK();
 }
 
@@ -412,7 +415,9 @@ StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
   ctx.resolved().set_vpp_degree(chunks_);
   if (stages_ * chunks_ == 1) return false;
   stage_ = ctx.coords().pp;
-  Block& block = ctx.program().global_block();
+  // Read in place: the pass builds the stage's program anew, so the whole
+  // program is never copied (PassContext reads the planner's in place).
+  const Block& block = std::as_const(ctx).program().global_block();
   const std::vector<Op*> ops = block.OpVector();
   if (ops.empty()) return false;
   LOOM_RETURN_IF_ERROR(AssignVirtualStages(ctx, ops));
@@ -421,7 +426,7 @@ StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
                                 rank_program.global_block().num_ops(), " of ",
                                 ops.size(), " ops; shared parameters: ",
                                 shared_.size()));
-  ctx.program() = std::move(rank_program);
+  ctx.set_program(std::move(rank_program));
   LOOM_RETURN_IF_ERROR(PruneStartup(ctx));
   return true;
 }

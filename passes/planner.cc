@@ -24,7 +24,15 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   }
   PassManager pm(options.pass_manager);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
-  PassContext ctx(strategy.layout, rank, main.Clone(), startup.Clone());
+  // Numbered before the passes read the programs in place (PassContext),
+  // so that their reads find the numbering current and leave it as it is.
+  for (const Program* p : {&main, &startup}) {
+    for (int b = 0; b < p->num_blocks(); ++b) {
+      const Block& block = p->block(b);
+      if (!block.empty()) (void)block.OpIndex(block.front());
+    }
+  }
+  PassContext ctx(strategy.layout, rank, &main, &startup);
   ctx.set_cost_model(options.cost_model);
   ctx.set_comm_model(options.comm_model);
   Status s = pm.Run(ctx);

@@ -43,9 +43,13 @@ struct PlanOptions {
   const CommModel* comm_model = nullptr;
 };
 
-// Plans one rank from copies of `main` and `startup`. The strategy's mixed
-// precision (amp) rewrites the program first; PlanRanks does so once for
-// all the ranks it plans.
+// Plans one rank of `main` and `startup`. The strategy's mixed precision
+// (amp) rewrites a copy of the program first; PlanRanks does so once for
+// all the ranks it plans. The passes read `main` in place until one edits
+// it (pipeline-split builds the stage's program from it, so the whole is
+// never copied): it must not change while a plan is made, and plans made
+// from one program in several threads at once need its op numbering
+// current first (any Block::OpIndex call).
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options = {});
