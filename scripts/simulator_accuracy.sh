@@ -14,7 +14,7 @@
 # emulated runs are `loom launch --nproc N --net_rate RATE -- loom run`
 # (root only: they are skipped with a note otherwise) with the cluster
 # `emulated`. Not run by CI but for one small row and --resimulate
-# (unittests/simulator_accuracy_script_test.cc): in full it takes an hour
+# (unittests/validation_scripts_test.cc): in full it takes an hour
 # and more and wants a quiet host, so
 # before each measurement it waits (up to --quiet_wait seconds) until other
 # processes keep fewer than --quiet_cores cores busy, and it reports how

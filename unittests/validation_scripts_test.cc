@@ -1,10 +1,10 @@
-// scripts/simulator_accuracy.sh on two small rows, as a user runs it: it
-// measures the rows in passes, keeps the runs, and --resimulate writes the
-// same rows again from them without running anything.
+// The scripts that write the docs' validation tables, run as a user runs
+// them, on their smallest rows.
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -30,6 +30,9 @@ std::string RowOf(const std::string& page, const std::string& layout) {
   return "";
 }
 
+// scripts/simulator_accuracy.sh on two small rows: it measures the rows in
+// passes, keeps the runs, and --resimulate writes the same rows again from
+// them without running anything.
 TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   if (CoresOfThisProcess().size() < 2) {
     GTEST_SKIP() << "the loopback run times its core wait on 2 pinned ranks; this process may "
@@ -73,6 +76,57 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find("--resimulate " + dir + ": no runs there"), std::string::npos)
       << missing.out;
+}
+
+// The cells of a markdown table row, trimmed.
+std::vector<std::string> Cells(const std::string& row) {
+  std::vector<std::string> cells;
+  std::istringstream in(row);
+  std::string cell;
+  std::getline(in, cell, '|');  // before the first bar
+  while (std::getline(in, cell, '|')) {
+    const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+    cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  if (!cells.empty() && cells.back().empty()) cells.pop_back();  // after the last bar
+  return cells;
+}
+
+// scripts/megatron_table5.sh on its smallest model (22B: two simulations
+// of 8 ranks on the a100 preset): the row carries the paper's seconds, and
+// its ratios follow from the printed seconds; and docs/megatron_validation.md
+// shows the row the script prints today, so that the page's table is not
+// stale after a change to the cost model or a preset.
+TEST(MegatronTable5Script, PrintsTheDocumentedRowOfTheSmallestModel) {
+  const std::string script = "LOOM=" + std::string(LOOM_BIN) + " scripts/megatron_table5.sh";
+  CliResult run = Shell(script + " --only 22B");
+  ASSERT_EQ(run.code, 0) << run.out;
+  std::string row;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| 22B |", 0) == 0) row = line;
+  }
+  ASSERT_NE(row, "") << run.out;
+  const std::vector<std::string> c = Cells(row);
+  ASSERT_EQ(c.size(), 12u) << row;
+  EXPECT_EQ(c[1], "mp8 pp1 mb1");
+  EXPECT_EQ(c[3], "1.42");  // the paper's full recomputation
+  EXPECT_EQ(c[6], "1.10");  // and SP + selective
+  const double full = std::stod(c[2]), sp = std::stod(c[5]);
+  EXPECT_GT(full, sp) << "full recomputation runs each forward twice";
+  EXPECT_NEAR(std::stod(c[4]), full / 1.42, 0.005) << row;
+  EXPECT_NEAR(std::stod(c[7]), sp / 1.10, 0.005) << row;
+  EXPECT_NEAR(std::stod(c[8]), full / sp, 0.01) << row;
+  EXPECT_EQ(c[11].find("(no)"), std::string::npos) << "22B fits an 80 GB A100: " << row;
+  EXPECT_NE(Read("docs/megatron_validation.md").find(row + "\n"), std::string::npos)
+      << "docs/megatron_validation.md does not show today's row (rerun "
+         "scripts/megatron_table5.sh): "
+      << row;
+
+  CliResult bad = Shell(script + " --rows 2");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("megatron_table5.sh: unknown argument '--rows'"), std::string::npos)
+      << bad.out;
 }
 
 }  // namespace
