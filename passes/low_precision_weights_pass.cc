@@ -12,6 +12,7 @@
 //
 // A parameter held only in ZeRO-3 shards is gathered for each use and its
 // casts stay where they are (the gathered copy is not persistable).
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <string>
@@ -82,11 +83,19 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
   // Each parameter's last writer, found before any edit: positions are
   // numbered once, not again after each cast the loop below moves.
   std::map<std::string, Op*> last_writer;
+  std::map<const Op*, int> position;  // of each last writer, before any edit
   for (const auto& [key, ops] : casts) {
-    last_writer.emplace(key.first, LastWriterOf(block, *block.FindVar(key.first)));
+    Op* writer = LastWriterOf(block, *block.FindVar(key.first));
+    last_writer.emplace(key.first, writer);
+    if (writer != nullptr) position.emplace(writer, writer->index());
   }
   int64_t copies_bytes = 0;
   int refreshed = 0;
+  // Casts of parameters that a fetch writes, by the fetch's position: they
+  // go after every update, not after their fetch, or each would hold the
+  // calc stream (and the next bucket's update) until its fetch lands, and
+  // fetches and updates would take turns instead of overlapping.
+  std::vector<std::pair<int, proto::OpDesc>> after_fetches;
   for (const auto& [key, ops] : casts) {
     const auto& [param, dtype] = key;
     const proto::VarDesc& p = *block.FindVar(param);
@@ -124,6 +133,7 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
     refresh.set_pipeline_stage(writer->desc().pipeline_stage());
     refresh.set_chunk(writer->desc().chunk());
     refresh.set_creation_pass(kPassName);
+    ++refreshed;
     if (!stream::IsCalc(writer->desc().stream())) {
       // A fetch into the flat buffer names the buffer, not the parameter:
       // data flow does not order the cast after it, an event does.
@@ -132,9 +142,15 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
       for (const std::string& e : writer->desc().record_events()) recorded |= e == event;
       if (!recorded) writer->annotations().add_record_events(event);
       refresh.add_wait_events(event);
+      after_fetches.emplace_back(position.at(writer), std::move(refresh));
+      continue;
     }
     LOOM_RETURN_IF_ERROR(InsertOpAfterInferShapes(block, writer, std::move(refresh)).status());
-    ++refreshed;
+  }
+  std::stable_sort(after_fetches.begin(), after_fetches.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [position, refresh] : after_fetches) {
+    LOOM_RETURN_IF_ERROR(AppendOpInferShapes(block, std::move(refresh)).status());
   }
   if (casts.empty()) return false;
   ctx.Explain(kPassName,
