@@ -14,6 +14,17 @@
 #include "framework/shape_inference.h"
 
 namespace loom {
+
+proto::OpDesc CastOp(const std::string& from, const std::string& to, DataType from_dtype,
+                     DataType to_dtype) {
+  return OpDescBuilder("cast")
+      .Input("X", from)
+      .Output("Out", to)
+      .Attr("in_dtype", static_cast<int32_t>(from_dtype))
+      .Attr("out_dtype", static_cast<int32_t>(to_dtype))
+      .Build();
+}
+
 namespace {
 
 // Ops that compute in the low dtype at O1: the GEMMs, where the time is.
@@ -155,12 +166,7 @@ StatusOr<std::string> AmpRewriter::CastFor(Op* reader, const std::string& var, D
     if (it != casts_.end()) return it->second;
   }
   const std::string name = UniqueName(var + ".cast_" + DataTypeName(to));
-  proto::OpDesc cast = OpDescBuilder("cast")
-                           .Input("X", var)
-                           .Output("Out", name)
-                           .Attr("in_dtype", static_cast<int32_t>(desc->dtype()))
-                           .Attr("out_dtype", static_cast<int32_t>(to))
-                           .Build();
+  proto::OpDesc cast = CastOp(var, name, desc->dtype(), to);
   cast.set_role(role::kForward);
   // The reader's layer: a recomputed layer makes its low-precision weights
   // again too, rather than keeping them from forward to backward.

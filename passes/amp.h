@@ -58,6 +58,12 @@ StatusOr<AmpConfig> AmpConfigOf(const proto::Strategy& strategy);
 // state, initialized by `startup`, which fp16 with a backward needs.
 Status ApplyAmp(Program& program, const AmpConfig& config, Program* startup = nullptr);
 
+// A cast op from `from` (of `from_dtype`) to `to` (of `to_dtype`), with no
+// role or place yet: AMP's casts at each use and the low-precision-weights
+// pass's once-a-step copies are both made by it.
+proto::OpDesc CastOp(const std::string& from, const std::string& to, DataType from_dtype,
+                     DataType to_dtype);
+
 }  // namespace loom
 
 #endif  // LOOM_PASSES_AMP_H_

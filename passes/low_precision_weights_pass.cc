@@ -22,6 +22,7 @@
 #include "framework/low_precision.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "passes/amp.h"
 #include "passes/parallel_passes.h"
 
 namespace loom {
@@ -53,16 +54,6 @@ Op* LastWriterOf(const Block& block, const proto::VarDesc& param) {
   consider(param.name());
   if (param.has_flat()) consider(param.flat().buffer());
   return last;
-}
-
-proto::OpDesc CastOp(const std::string& from, const std::string& to, DataType from_dtype,
-                     DataType to_dtype) {
-  return OpDescBuilder("cast")
-      .Input("X", from)
-      .Output("Out", to)
-      .Attr("in_dtype", static_cast<int32_t>(from_dtype))
-      .Attr("out_dtype", static_cast<int32_t>(to_dtype))
-      .Build();
 }
 
 StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
