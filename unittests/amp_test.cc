@@ -222,16 +222,21 @@ TEST(Amp, Bf16LayoutsFollowSerialBf16) {
     const char* schedule;
     int sharding = 0;
     bool op_split = false;
+    int vpp = 1;
   };
+  // VPP: two chunks of one layer on each stage, each chunk's weights cast
+  // into one bf16 copy (low-precision-weights) by its own chunk's update.
   for (const Layout& k : {Layout{2, 1, 1, "1F1B"}, Layout{1, 2, 1, "1F1B"},
                           Layout{1, 1, 2, "1F1B"}, Layout{1, 2, 2, "ZBH1"},
                           Layout{2, 1, 2, "1F1B", 1}, Layout{2, 1, 2, "1F1B", 2},
-                          Layout{2, 1, 2, "1F1B", 3}, Layout{1, 2, 1, "FThenB", 0, true}}) {
+                          Layout{2, 1, 2, "1F1B", 3}, Layout{1, 2, 1, "FThenB", 0, true},
+                          Layout{1, 2, 2, "VPP", 0, false, 2}}) {
     SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp,
+                        k.vpp > 1 ? StrCat(" vpp=", k.vpp) : "",
                         k.sharding > 0 ? StrCat(" sharding stage ", k.sharding) : "",
                         k.op_split ? " op-split" : ""));
     auto serial = SerialTrainer::Create(c, sgd, nullptr, amp).value();
-    proto::Strategy strategy = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule);
+    proto::Strategy strategy = MakeStrategy(k.dp, k.mp, k.pp, 2, k.schedule, k.vpp);
     if (k.sharding > 0) strategy.mutable_sharding()->set_stage(k.sharding);
     if (k.op_split) {
       strategy.mutable_passes()->set_op_split(true);
