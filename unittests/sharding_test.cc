@@ -516,6 +516,25 @@ TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
   // Prefetching holds more gathered buffers at once.
   EXPECT_GE(ahead.peak_temporary_bytes, none.peak_temporary_bytes);
 
+  // One micro-batch gathers each bucket once either way: kept whole for
+  // the step, the gathers all wait for the update, where nothing hides
+  // them, so a limit that fits all kept still gathers before each use.
+  {
+    proto::Strategy keep_all_once = s;
+    keep_all_once.mutable_sharding()->set_keep_gathered_bytes(-1);
+    auto kept_once = SimulateGpt(c, OptimizerConfig(), keep_all_once, timer);
+    ASSERT_TRUE(kept_once.ok()) << kept_once.status();
+    ASSERT_GT(kept_once->result.step_time_s, depth1->result.step_time_s);
+    std::string why;
+    proto::Strategy chosen;
+    auto fit = SimulateGptWithinMemory(c, OptimizerConfig(), s, timer,
+                                       kept_once->result.PeakRank().peak_bytes(), &why, &chosen);
+    ASSERT_TRUE(fit.ok()) << fit.status();
+    EXPECT_EQ(chosen.sharding().keep_gathered_bytes(), 0) << why;
+    EXPECT_DOUBLE_EQ(fit->result.step_time_s, depth1->result.step_time_s) << why;
+    EXPECT_NE(why.find("fits but is no faster"), std::string::npos) << why;
+  }
+
   // Micro-batches: a bucket gathered in every micro-batch's forward and
   // backward, or kept whole for the step. A limit that fits all kept keeps
   // all (faster); one that fits only the regathered plan keeps none.
