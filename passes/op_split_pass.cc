@@ -29,7 +29,13 @@
 // Under sequence parallelism the reduction is a reduce-scatter along the
 // sequence: parts then split another row dim (the batch), each part's
 // reduce-scatter gives this rank its run of the sequence for those rows,
-// and the concat joins them as the unsplit one would have.
+// and the concat joins them as the unsplit one would have. The column side
+// is the mirror: a column-parallel matmul waits for the all-gather of its
+// sequence-split input, so the input's batch rows are split, and part i's
+// GEMM runs while part i+1 is gathered:
+//
+//   split(X) -> X_0..X_k-1;  allgather(X_i) -> G_i;  op(G_i) -> Y_i;
+//   concat(Y_0..Y_k-1) -> Y
 //
 // Only rows: parts of a contracted dim (an MLP's hidden dim) are partial
 // sums, each all-reduced whole, so the last part's full all-reduce stays
@@ -55,10 +61,16 @@ namespace {
 
 constexpr const char* kPassName = "op-split";
 
-// The row-wise op and the tensor-parallel all-reduce that waits for it.
+// A row-wise op and the tensor-parallel collective beside it: the
+// reduction that waits for its output, or (gathers_first) the all-gather
+// of its input that it waits for.
 struct Candidate {
   Op* op;
-  Op* allreduce;
+  Op* collective;
+  bool gathers_first = false;
+  // The pair in the order data flows through it.
+  Op* first() const { return gathers_first ? collective : op; }
+  Op* second() const { return gathers_first ? op : collective; }
 };
 
 // The input whose rows a row-wise op maps to its output's rows, and how
@@ -90,37 +102,50 @@ bool IsMpReduction(const Op& op) {
          op.GetAttr<int32_t>("ring_id") == kMpRing;
 }
 
-// A row-wise op whose output only an mp reduction off calc reads.
-std::optional<Candidate> ReductionOf(const Block& block, Op* op) {
-  if (RowInputOf(block, *op).row_dims < 1) return std::nullopt;
+bool IsMpGather(const Op& op) {
+  return op.type() == "allgather" && op.GetAttr<int32_t>("ring_id") == kMpRing;
+}
+
+// A row-wise op whose output only an mp reduction off calc reads, or whose
+// row input only an mp all-gather off calc writes and only it reads.
+std::optional<Candidate> CollectiveBeside(const Block& block, Op* op) {
+  const RowInput rows = RowInputOf(block, *op);
+  if (rows.row_dims < 1) return std::nullopt;
   const std::string out = op->Output("Out");
   const std::vector<Op*>& readers = block.Consumers(out);
-  if (readers.size() != 1 || block.Producers(out).size() != 1) return std::nullopt;
-  Op* ar = readers[0];
-  if (!IsMpReduction(*ar)) return std::nullopt;
-  if (stream::IsCalc(ar->desc().stream())) return std::nullopt;
-  return Candidate{op, ar};
+  if (readers.size() == 1 && block.Producers(out).size() == 1 && IsMpReduction(*readers[0]) &&
+      !stream::IsCalc(readers[0]->desc().stream())) {
+    return Candidate{op, readers[0]};
+  }
+  const std::string in = op->Input(rows.slot);
+  const std::vector<Op*>& writers = block.Producers(in);
+  if (writers.size() == 1 && block.Consumers(in).size() == 1 && IsMpGather(*writers[0]) &&
+      !stream::IsCalc(writers[0]->desc().stream())) {
+    return Candidate{op, writers[0], /*gathers_first=*/true};
+  }
+  return std::nullopt;
 }
 
 // The same, for a forward op.
 std::optional<Candidate> CandidateAt(const Block& block, Op* op) {
   if (!op->HasRole(role::kForward) || op->HasRole(role::kBackward)) return std::nullopt;
-  return ReductionOf(block, op);
+  return CollectiveBeside(block, op);
 }
 
 // Seconds of the pair, unsplit or in parts.
 struct SplitTiming {
   int axis = -1;
   int parts = 1;
-  double compute = 0;    // one part's op
-  double allreduce = 0;  // one part's all-reduce
-  double copies = 0;     // the split and the concat
-  // Split, then k parts on calc beside k all-reduces on mp (each waits for
-  // its part and the one before it), then the concat.
+  double compute = 0;     // one part's op
+  double collective = 0;  // one part's collective
+  double copies = 0;      // the split and the concat
+  // Split, then k parts on calc beside k collectives on mp (each waits for
+  // its part, or its part for it, and for the one before it), then the
+  // concat.
   double Total() const {
-    return copies + compute + allreduce + (parts - 1) * std::max(compute, allreduce);
+    return copies + compute + collective + (parts - 1) * std::max(compute, collective);
   }
-  // Seconds saved per forward, over the forwards where the all-reduce is
+  // Seconds saved per forward, over the forwards where the collective is
   // exposed (OpSplitPass::Choose).
   double saving = 0;
 };
@@ -209,7 +234,7 @@ class OpSplitPass : public Pass {
   const OpCostEstimator* ops_ = nullptr;
   const CommModel* comm_ = nullptr;
   std::vector<int> mp_group_;
-  // The share of forwards in which the all-reduce a split hides would
+  // The share of forwards in which the collective a split hides would
   // otherwise be exposed.
   double exposed_share_ = 1;
 };
@@ -218,24 +243,27 @@ StatusOr<SplitTiming> OpSplitPass::Price(const Block& block, const Candidate& c,
                                          int parts) const {
   Program scratch;
   Block& b = scratch.global_block();
-  for (const Op* op : {c.op, c.allreduce}) {
+  for (const Op* op : {c.first(), c.second()}) {
     for (const std::string& v : op->InputVars()) *b.AddVar(v) = *block.FindVar(v);
     for (const std::string& v : op->OutputVars()) *b.AddVar(v) = *block.FindVar(v);
   }
-  const Candidate copy{b.AppendOp(c.op->desc()), b.AppendOp(c.allreduce->desc())};
+  Op* first = b.AppendOp(c.first()->desc());
+  Op* second = b.AppendOp(c.second()->desc());
+  const Candidate copy = c.gathers_first ? Candidate{second, first, true}
+                                         : Candidate{first, second};
   if (parts > 1) LOOM_RETURN_IF_ERROR(Rewrite(b, copy, axis, parts));
   SplitTiming t;
   t.axis = axis;
   t.parts = parts;
-  // The first part and its all-reduce stand for every part's; the split
+  // The first part and its collective stand for every part's; the split
   // and the concat are the copies (nothing, as a view and a join).
-  bool computed = false, reduced = false;
+  bool computed = false, communicated = false;
   for (const Op* op : b.ops()) {
-    if (IsMpReduction(*op)) {
-      if (reduced) continue;
-      LOOM_ASSIGN_OR_RETURN(t.allreduce, comm_->OpCommSeconds(op->type(), WorkOf(*op),
-                                                              CommAlgorithm::kDirect, mp_group_));
-      reduced = true;
+    if (op->type() == c.collective->type()) {
+      if (communicated) continue;
+      LOOM_ASSIGN_OR_RETURN(t.collective, comm_->OpCommSeconds(op->type(), WorkOf(*op),
+                                                               CommAlgorithm::kDirect, mp_group_));
+      communicated = true;
       continue;
     }
     const bool part = op->type() == c.op->type();
@@ -256,12 +284,13 @@ StatusOr<std::pair<SplitTiming, SplitTiming>> OpSplitPass::Choose(const Block& b
   SplitTiming best = whole;
   const RowInput rows = RowInputOf(block, *c.op);
   const proto::VarDesc& x = *block.FindVar(c.op->Input(rows.slot));
-  // A reduce-scatter gives each rank a run of one dim (the sequence):
-  // parts along it would give a rank runs of every part.
-  const int scattered =
-      c.allreduce->type() == "reduce_scatter" ? c.allreduce->GetAttr<int32_t>("axis") : -1;
+  // A reduce-scatter gives each rank a run of one dim (the sequence), and
+  // an all-gather takes one: parts along it would give or take a rank's
+  // runs of every part.
+  const int sequence =
+      c.collective->type() == "allreduce" ? -1 : c.collective->GetAttr<int32_t>("axis");
   for (int axis = 0; axis < rows.row_dims; ++axis) {
-    if (axis == scattered) continue;
+    if (axis == sequence) continue;
     const int64_t dim = x.shape(axis);
     const int64_t lo = parts_ > 0 ? parts_ : 2;
     const int64_t hi = parts_ > 0 ? parts_ : std::min<int64_t>(max_parts_, dim);
@@ -276,50 +305,64 @@ StatusOr<std::pair<SplitTiming, SplitTiming>> OpSplitPass::Choose(const Block& b
   return std::make_pair(whole, best);
 }
 
+// Both directions are one chain, first(X) -> M, second(M) -> Y, cut into
+// parts along `axis` of X: split X, each part through both ops, concat Y.
 Status OpSplitPass::Rewrite(Block& block, const Candidate& c, int axis, int parts) const {
-  Op* op = c.op;
-  Op* ar = c.allreduce;
-  const char* slot = RowInputOf(block, *op).slot;
-  const std::string x = op->Input(slot);
-  const std::string partial = op->Output("Out");
-  const std::string reduced = ar->Output("Out");
-  std::vector<std::string> xs, ps, rs;
+  Op* first = c.first();
+  Op* second = c.second();
+  const char* row_slot = RowInputOf(block, *c.op).slot;
+  const char* first_slot = c.gathers_first ? "X" : row_slot;
+  const char* second_slot = c.gathers_first ? row_slot : "X";
+  const std::string x = first->Input(first_slot);
+  const std::string middle = first->Output("Out");
+  const std::string y = second->Output("Out");
+  const char* middle_suffix = c.gathers_first ? ".gathered" : ".partial";
+  std::vector<std::string> xs, ms, ys;
   for (int i = 0; i < parts; ++i) {
-    xs.push_back(PartName(reduced, i, ".rows"));
-    ps.push_back(PartName(reduced, i, ".partial"));
-    rs.push_back(PartName(reduced, i, ""));
+    xs.push_back(PartName(y, i, ".rows"));
+    ms.push_back(PartName(y, i, middle_suffix));
+    ys.push_back(PartName(y, i, ""));
   }
   proto::OpDesc split = OpDescBuilder("split")
                             .Input("X", x)
                             .Output("Out", xs)
                             .Attr("axis", axis)
                             .Attr("num", parts)
-                            .Role(op->role())
+                            .Role(c.op->role())
                             .Build();
-  LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, op, PlacedBeside(split, *op)).status());
+  LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, first, PlacedBeside(split, *c.op)).status());
   // Part 0 keeps the original ops (and their ids); parts 1.. are copies.
-  const proto::OpDesc op_desc = op->desc();
-  const proto::OpDesc ar_desc = ar->desc();
-  const Op* last = ar;
+  const proto::OpDesc first_desc = first->desc();
+  const proto::OpDesc second_desc = second->desc();
+  const Op* last = second;
   for (int i = 1; i < parts; ++i) {
-    LOOM_ASSIGN_OR_RETURN(Op* part, InsertOpAfterInferShapes(
-                                        block, last, WithRowsAndOut(op_desc, slot, xs[i], ps[i])));
+    LOOM_ASSIGN_OR_RETURN(
+        Op* part,
+        InsertOpAfterInferShapes(block, last, WithRowsAndOut(first_desc, first_slot, xs[i], ms[i])));
     LOOM_ASSIGN_OR_RETURN(last, InsertOpAfterInferShapes(
-                                    block, part, WithRowsAndOut(ar_desc, "X", ps[i], rs[i])));
+                                    block, part,
+                                    WithRowsAndOut(second_desc, second_slot, ms[i], ys[i])));
   }
-  for (auto [name, like] : {std::make_pair(ps[0], ps[1]), std::make_pair(rs[0], rs[1])}) {
+  for (auto [name, like] : {std::make_pair(ms[0], ms[1]), std::make_pair(ys[0], ys[1])}) {
     *block.AddVar(name) = *block.FindVar(like);
     block.FindVar(name)->set_name(name);
   }
-  block.RenameInput(op, x, xs[0]);
-  block.RenameOutput(op, partial, ps[0]);
-  block.RenameInput(ar, partial, ps[0]);
-  block.RenameOutput(ar, reduced, rs[0]);
-  block.RemoveVar(partial);
+  block.RenameInput(first, x, xs[0]);
+  block.RenameOutput(first, middle, ms[0]);
+  block.RenameInput(second, middle, ms[0]);
+  block.RenameOutput(second, y, ys[0]);
+  block.RemoveVar(middle);
   proto::OpDesc concat =
-      OpDescBuilder("concat").Input("X", rs).Output("Out", reduced).Attr("axis", axis).Role(
-          op->role()).Build();
-  return InsertOpAfterInferShapes(block, last, PlacedBeside(concat, *op)).status();
+      OpDescBuilder("concat").Input("X", ys).Output("Out", y).Attr("axis", axis).Role(
+          c.op->role()).Build();
+  return InsertOpAfterInferShapes(block, last, PlacedBeside(concat, *c.op)).status();
+}
+
+// "all-reduce", "reduce-scatter", "all-gather".
+std::string CollectiveName(const Op& op) {
+  if (op.type() == "allreduce") return "all-reduce";
+  if (op.type() == "allgather") return "all-gather";
+  return "reduce-scatter";
 }
 
 StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
@@ -330,7 +373,7 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   ctx.resolved().set_op_split_parts(static_cast<int32_t>(parts_));
   mp_group_ = RingMembers(ctx.layout(), ctx.rank(), kMpRing);
   if (mp_group_.size() < 2) {
-    ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel all-reduce to hide");
+    ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel collective to hide");
     return false;
   }
   LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx, *schedule_, max_in_flight_));
@@ -338,7 +381,7 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   if (whole_forwards.first < whole_forwards.second) {
     ctx.Explain(kPassName, StrCat(schedule_->name, " runs ", whole_forwards.first, " of this "
                                   "stage's ", whole_forwards.second, " forwards whole; the others "
-                                  "beside a backward that hides their all-reduces already"));
+                                  "beside a backward that hides their collectives already"));
   }
   Block& block = ctx.program().global_block();
   std::vector<Candidate> candidates;
@@ -348,23 +391,29 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
   for (Op* op : block.OpVector()) {
     if (auto c = CandidateAt(block, op)) candidates.push_back(*c);
     if (op->desc().creation_pass() == "recompute" && op->desc().forward_id() > 0) {
-      if (auto c = ReductionOf(block, op)) copies.emplace(op->desc().forward_id(), *c);
+      if (auto c = CollectiveBeside(block, op)) copies.emplace(op->desc().forward_id(), *c);
     }
   }
   // Layers repeat: the choice for a signature pair is made once.
   std::map<std::string, std::pair<SplitTiming, SplitTiming>> chosen;
   int split = 0;
   for (const Candidate& c : candidates) {
-    const std::string key = OpSignature(*c.op) + " | " + OpSignature(*c.allreduce);
+    const std::string key = OpSignature(*c.op) + " | " + OpSignature(*c.collective);
     auto it = chosen.find(key);
     if (it == chosen.end()) {
       LOOM_ASSIGN_OR_RETURN(auto choice, Choose(block, c));
       it = chosen.emplace(key, choice).first;
     }
     const auto& [whole, best] = it->second;
-    const std::string what = StrCat(c.op->Location(), " -> ", c.allreduce->Output("Out"), ": ",
-                                    c.op->type(), " ", Ms(whole.compute), " then all-reduce ",
-                                    Ms(whole.allreduce), " (", Ms(whole.Total()), ")");
+    const std::string comm = CollectiveName(*c.collective);
+    const std::string what =
+        c.gathers_first
+            ? StrCat(c.op->Location(), " <- ", c.collective->Input("X"), ": ", comm, " ",
+                     Ms(whole.collective), " then ", c.op->type(), " ", Ms(whole.compute), " (",
+                     Ms(whole.Total()), ")")
+            : StrCat(c.op->Location(), " -> ", c.collective->Output("Out"), ": ", c.op->type(),
+                     " ", Ms(whole.compute), " then ", comm, " ", Ms(whole.collective), " (",
+                     Ms(whole.Total()), ")");
     if (best.parts == 1) {
       ctx.Explain(kPassName,
                   StrCat(what, "; not split: ",
@@ -375,7 +424,7 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
     ctx.Explain(kPassName,
                 StrCat(what, "; split into ", best.parts, " parts on dim ", best.axis,
                        parts_ > 0 ? " (parts option)" : "", ": ", Ms(best.compute),
-                       " beside all-reduce ", Ms(best.allreduce), " each, copies ",
+                       " beside ", comm, " ", Ms(best.collective), " each, copies ",
                        Ms(best.copies), ", modeled ", Ms(best.Total()), ", saving ",
                        Ms(best.saving), " a forward"));
     Status s = Rewrite(block, c, best.axis, best.parts);
@@ -385,7 +434,7 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
     ++split;
   }
   ctx.Explain(kPassName, StrCat("split ", split, " of ", candidates.size(),
-                                " ops that feed a tensor-parallel all-reduce"));
+                                " ops beside a tensor-parallel collective"));
   return split > 0;
 }
 
@@ -396,7 +445,8 @@ PassInfo OpSplitPassInfo() {
   PassInfo info = PassInfoOf<OpSplitPass, O>(
       kPassName,
       "splits a forward matmul or embedding into row parts, each with its own tensor-parallel "
-      "all-reduce, so that the all-reduces overlap the compute; parts chosen by cost");
+      "collective (the all-reduce or reduce-scatter after it, the all-gather before it), so "
+      "that the collectives overlap the compute; parts chosen by cost");
   info.options = {
       IntOption(&O::parts, "parts", "split every candidate into this many parts (0: by cost)", 0,
                 1024),

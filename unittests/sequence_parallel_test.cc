@@ -164,8 +164,12 @@ TEST(SequenceParallel, FollowsTensorParallelismOnEveryLayout) {
     auto with = train(sgd, sp, &sp_norms);
     ASSERT_TRUE(without && with);
     if (k.op_split) {
-      // Each row-parallel matmul in two batch parts, each reduce-scattered.
-      EXPECT_EQ(Rank0Of(with->plan()).forward.at("reduce_scatter"), 2 * 2);
+      // Stage 0's layer: each row-parallel matmul in two batch parts, each
+      // reduce-scattered, and each column-parallel one in two, each
+      // gathered.
+      const Rank0 ops = Rank0Of(with->plan());
+      EXPECT_EQ(ops.forward.at("reduce_scatter"), 2 * 2);
+      EXPECT_EQ(ops.forward.at("allgather"), 2 * 2);
     }
     // bf16 rounds the activations each split sum makes, and keeps them.
     const double tolerance = std::string(k.amp) == "O0" ? 1e-6 : 1e-3;
