@@ -315,6 +315,16 @@ int64_t GptConfig::NumParameters() const {
   return total;
 }
 
+double GptConfig::TrainingFlopsPerStep() const {
+  const double h = static_cast<double>(hidden), f = static_cast<double>(ffn_hidden);
+  const double s = static_cast<double>(seq_len);
+  // Per token, forward: QKV, projection and MLP GEMMs, QK^T and attention
+  // times V (2 s h each), and the head. Backward is twice the forward.
+  const double per_layer = 2 * (3 * h * h + h * h + 2 * h * f) + 4 * s * h;
+  const double forward = num_layers * per_layer + 2 * h * static_cast<double>(vocab_size);
+  return 3 * forward * static_cast<double>(batch_size) * s;
+}
+
 std::vector<std::string> GptPresetNames() {
   std::vector<std::string> names;
   for (const auto& p : Presets()) names.push_back(p.name);

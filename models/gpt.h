@@ -35,6 +35,11 @@ struct GptConfig {
   int64_t head_dim() const { return hidden / num_heads; }
   // Counted from the config, not from a built program.
   int64_t NumParameters() const;
+  // The model FLOPs of one training step (forward and backward of
+  // batch_size sequences, no recomputation; multiply-add = 2): the GEMMs,
+  // the attention's score and context products over the whole sequence
+  // and the head, as Narayanan et al. 2021 count them, for MFU.
+  double TrainingFlopsPerStep() const;
 };
 
 // Presets: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, gpt3-13b, gpt3-175b.

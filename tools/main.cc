@@ -38,6 +38,7 @@ Status RunLaunch(const std::vector<std::string>& args);
 Status RunNetcheck(const std::vector<std::string>& args);
 Status RunProfile(const std::vector<std::string>& args);
 Status RunSimulate(const std::vector<std::string>& args);
+Status RunTune(const std::vector<std::string>& args);
 
 const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
@@ -195,6 +196,29 @@ const std::vector<Command>& Commands() {
         "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype",
         "optimizer", "clip_grad_norm", "recipe"},
        RunSimulate},
+      {"tune", "find the fastest strategy that fits, by simulating the strategy space",
+       "loom tune --preset P --devices N [--cluster NAME|FILE] [--memory_limit BYTES]\n"
+       "          [--top K] [--explain] [-o plan.pb]\n"
+       "Searches dp x mp x pp over N devices, micro-batch counts, the pipeline\n"
+       "schedules (VPP up to --max_vpp chunks), ZeRO stages, recomputation,\n"
+       "sequence parallelism and op-split; AMP and the other strategy settings\n"
+       "stay as --config and the pass flags give them. Rules drop what cannot\n"
+       "work before anything is planned: divisibility, and a lower bound on\n"
+       "memory (parameters and optimizer state) against --memory_limit (default:\n"
+       "the cluster's device memory). The rest is simulated on the cluster's\n"
+       "cost model, cheapest time bound first, --tune_threads at a time; a\n"
+       "candidate is skipped once its time bound cannot beat the top K found, or\n"
+       "once the same plan with less recomputation fits. Prints the top K plans\n"
+       "(step time, tokens/s, MFU, peak memory, exposed communication, bubble)\n"
+       "and how many candidates each rule pruned; --explain says, knob by knob,\n"
+       "what the winner's neighbours did; -o saves the winner's plan for\n"
+       "'loom run --plan'.",
+       {"preset", "batch_size", "seq_len", "layers", "dropout", "config", "devices", "top",
+        "tune_threads", "schedules", "max_vpp", "exhaustive", "explain", "o", "cluster",
+        "cost_table", "memory_limit", "allow_oversubscribe", "amp_level", "amp_dtype",
+        "grad_reduce_dtype", "dp_bucket_bytes", "optimizer", "lr", "clip_grad_norm", "recipe",
+        "seed"},
+       RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
        "loom profile --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"

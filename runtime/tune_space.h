@@ -1,0 +1,75 @@
+// The strategies `loom tune` considers for a GPT model on N devices, and
+// what can be said of each without planning it: whether it is well
+// formed, and lower bounds on its step time and on its fullest rank's
+// memory. The search (runtime/tuner.h) simulates what these let through.
+#ifndef LOOM_RUNTIME_TUNE_SPACE_H_
+#define LOOM_RUNTIME_TUNE_SPACE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost_model/op_cost_model.h"
+#include "framework/optimizer.h"
+#include "models/gpt.h"
+#include "passes/strategy.h"
+
+namespace loom {
+
+// Which knobs the search turns. A knob it does not turn keeps the base
+// strategy's value; AMP and everything else outside these is always kept.
+struct TuneSpace {
+  int devices = 0;
+  // Schedules to try where pp > 1 (empty: every one); with pp = 1 only
+  // 1F1B, and 1F1B-overlap under tensor parallelism, differ.
+  std::vector<std::string> schedules;
+  int max_vpp = 2;  // VPP's chunks a stage: 2..max_vpp
+  bool sharding = true;           // ZeRO stages 0-3 where dp > 1
+  bool recompute = true;          // none, selective, full
+  bool sequence_parallel = true;  // off and on where mp > 1
+  bool op_split = true;           // off and on where mp > 1
+};
+
+struct TuneCandidate {
+  proto::Strategy strategy;
+  std::string name;  // "dp2 mp2 pp1 m4 1F1B zero1 rc=none sp op-split"
+  // No plan of it steps faster: its share of the serial program's ops as
+  // the cost model prices them, and the pipeline's fill before the last
+  // stage can start (BoundsOf in tune_space.cc).
+  double time_bound_s = 0;
+  // Its fullest rank holds at least this: parameters, gradients, master
+  // weights and optimizer state of an average rank, at their smallest
+  // dtypes, divided as its ZeRO stage divides them, and what one
+  // micro-batch of the fewest layers a stage holds keeps for its backward
+  // (KeptActivationBytes in tune_space.cc).
+  int64_t memory_bound_bytes = 0;
+};
+
+struct TuneSpaceResult {
+  // Well formed and, by their bounds, under the memory limit, in
+  // enumeration order.
+  std::vector<TuneCandidate> candidates;
+  int considered = 0;
+  // Candidates dropped, by the rule that dropped them (for the report).
+  std::map<std::string, int> pruned;
+};
+
+// Every strategy of `space` for `config` on `space.devices` devices, over
+// `base`, with bounds priced on `ops` for `cluster`. `memory_limit_bytes` (0: none)
+// drops those whose memory bound exceeds it. An error only for a space
+// that cannot be searched (no devices, an unknown schedule, a model the
+// cost model cannot price).
+StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
+                                             const OptimizerConfig& optimizer,
+                                             const proto::Strategy& base,
+                                             const proto::Cluster& cluster,
+                                             const OpCostEstimator& ops,
+                                             const TuneSpace& space, int64_t memory_limit_bytes);
+
+// The candidate's name for a strategy (TuneCandidate::name).
+std::string TuneCandidateName(const proto::Strategy& strategy);
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_TUNE_SPACE_H_

@@ -1,0 +1,329 @@
+#include "runtime/tuner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "cost_model/cluster.h"
+#include "cost_model/comm_model.h"
+#include "runtime/simulation.h"
+#include "scheduler/schedule.h"
+
+namespace loom {
+namespace {
+
+DataType ComputeDtypeOf(const proto::Strategy& s) {
+  if (s.amp().level() == "O0") return proto::FP32;
+  return s.amp().dtype() == "fp16" ? proto::FP16 : proto::BF16;
+}
+
+// The peak FLOP/s of all `ranks` together: each its device's, or one
+// device's when every rank shares one host (ranks_per_device 0).
+double PeakFlopsOf(const proto::Cluster& cluster, int ranks, DataType dtype) {
+  const double device = DevicePeakFlops(cluster.device(), dtype);
+  const int per_device = cluster.ranks_per_device();
+  if (per_device <= 0) return device;
+  return device * std::max(1.0, static_cast<double>(ranks) / per_device);
+}
+
+std::string Ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", s * 1e3);
+  return buf;
+}
+
+std::string Gb(int64_t bytes) {
+  char buf[32];
+  if (bytes < 1000000000) {
+    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  }
+  return buf;
+}
+
+// Plans that do the same work with less, each with why a fitting one
+// makes `s` pointless: `s` with no recomputation, which only adds work to
+// save memory. (Not so a lower ZeRO stage: stage 3's gathers can hide
+// under the forward where stage 1's wait after the update, and gpt3-1.3b
+// on 8 a100 steps faster at stage 3.)
+std::vector<std::pair<std::string, const char*>> CheaperSiblings(const proto::Strategy& s) {
+  std::vector<std::pair<std::string, const char*>> out;
+  if (s.recompute().granularity() != "none") {
+    proto::Strategy t = s;
+    t.mutable_recompute()->set_granularity("none");
+    out.emplace_back(TuneCandidateName(t), "the same plan without recomputation fits");
+  }
+  return out;
+}
+
+class Search {
+ public:
+  Search(const GptConfig& config, const OptimizerConfig& optimizer, const proto::Cluster& cluster,
+         const OpCostEstimator& ops, const TuneOptions& options)
+      : config_(config),
+        optimizer_(optimizer),
+        cluster_(cluster),
+        options_(options),
+        ops_(ops),
+        comm_(cluster),
+        timer_(CostModelTimers(cluster, ops)) {
+    plan_options_.cost_model = &ops;
+    plan_options_.comm_model = &comm_;
+  }
+
+  StatusOr<TuneReport> Run();
+
+ private:
+  // Simulates one candidate: a plan, or the planner's error.
+  StatusOr<TunedPlan> Simulate(const TuneCandidate& c) const;
+  // Why the search would skip `c` now, or nothing.
+  std::optional<std::string> SkipReason(const TuneCandidate& c) const;
+  void Record(const TuneCandidate& c, StatusOr<TunedPlan> result);
+
+  const GptConfig& config_;
+  const OptimizerConfig& optimizer_;
+  const proto::Cluster& cluster_;
+  const TuneOptions& options_;
+  const OpCostEstimator& ops_;
+  CommModel comm_;
+  TimerFactory timer_;
+  PlanOptions plan_options_;
+  TuneReport report_;
+  std::vector<double> fitting_times_;  // sorted
+  std::set<std::string> fitting_names_;
+};
+
+StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
+  SimulationOptions o;
+  o.fold_data_parallel = true;
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
+                        SimulateGpt(config_, optimizer_, c.strategy, timer_, o, plan_options_));
+  const SimulationResult& r = sim.result;
+  TunedPlan p;
+  p.candidate = c;
+  p.step_time_s = r.step_time_s;
+  p.bubble_fraction = r.bubble_fraction;
+  p.exposed_comm_s = r.exposed_comm_s;
+  const RankMetrics& peak = r.PeakRank();
+  p.peak_bytes = peak.peak_bytes();
+  p.peak_rank = peak.rank;
+  p.fits = options_.memory_limit_bytes <= 0 || p.peak_bytes <= options_.memory_limit_bytes;
+  if (r.step_time_s > 0) {
+    p.tokens_per_s = static_cast<double>(config_.batch_size * config_.seq_len) / r.step_time_s;
+    p.mfu = config_.TrainingFlopsPerStep() /
+            (r.step_time_s *
+             PeakFlopsOf(cluster_, options_.space.devices, ComputeDtypeOf(c.strategy)));
+  }
+  return p;
+}
+
+std::optional<std::string> Search::SkipReason(const TuneCandidate& c) const {
+  if (options_.exhaustive) return std::nullopt;
+  const size_t k = static_cast<size_t>(std::max(1, options_.top_k));
+  if (fitting_times_.size() >= k && c.time_bound_s >= fitting_times_[k - 1]) {
+    return "its time bound is no better than the top plans'";
+  }
+  for (const auto& [sibling, why] : CheaperSiblings(c.strategy)) {
+    if (fitting_names_.count(sibling) > 0) return std::string(why);
+  }
+  return std::nullopt;
+}
+
+void Search::Record(const TuneCandidate& c, StatusOr<TunedPlan> result) {
+  if (!result.ok()) {
+    report_.failed.emplace_back(c.name, result.status().message());
+    report_.outcomes[c.name] = "failed: " + result.status().message();
+    return;
+  }
+  const TunedPlan& p = *result;
+  report_.outcomes[c.name] =
+      StrCat(Ms(p.step_time_s), ", peak ", Gb(p.peak_bytes),
+             p.fits ? "" : StrCat(" over the ", Gb(options_.memory_limit_bytes), " limit"));
+  if (p.fits) {
+    fitting_times_.insert(std::upper_bound(fitting_times_.begin(), fitting_times_.end(),
+                                           p.step_time_s),
+                          p.step_time_s);
+  } else {
+    ++report_.pruned["simulated peak over the memory limit"];
+  }
+  if (p.fits) fitting_names_.insert(c.name);
+  report_.simulated.push_back(p);
+}
+
+StatusOr<TuneReport> Search::Run() {
+  const auto start = std::chrono::steady_clock::now();
+  LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
+                        EnumerateTuneSpace(config_, optimizer_, options_.base, cluster_, ops_,
+                                           options_.space, options_.memory_limit_bytes));
+  report_.considered = space.considered;
+  report_.candidates = static_cast<int>(space.candidates.size());
+  report_.pruned = space.pruned;
+  // Cheapest bound first: the first plans found are likely good, and the
+  // bound then skips the rest early. Ties keep the space's order, which
+  // puts less recomputation first.
+  std::vector<size_t> order(space.candidates.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return space.candidates[a].time_bound_s < space.candidates[b].time_bound_s;
+  });
+  // Rounds of a fixed size, whatever the threads, so that the same
+  // candidates are skipped on any machine.
+  constexpr size_t kRound = 8;
+  const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
+  TuneProgress progress;
+  progress.candidates = report_.candidates;
+  size_t next = 0;
+  while (next < order.size()) {
+    // A round: the next kRound candidates not skipped. Skips are
+    // decided between rounds only, so the threads' timing changes nothing.
+    std::vector<const TuneCandidate*> round;
+    while (round.size() < kRound && next < order.size()) {
+      const TuneCandidate& c = space.candidates[order[next++]];
+      ++progress.done;
+      if (std::optional<std::string> why = SkipReason(c)) {
+        ++report_.pruned[*why];
+        report_.outcomes[c.name] = "skipped: " + *why;
+        continue;
+      }
+      round.push_back(&c);
+    }
+    // The round's candidates, taken in turn by the threads.
+    std::vector<std::optional<StatusOr<TunedPlan>>> results(round.size());
+    std::atomic<size_t> taken{0};
+    auto work = [&] {
+      for (size_t i = taken++; i < round.size(); i = taken++) results[i] = Simulate(*round[i]);
+    };
+    std::vector<std::thread> workers;
+    for (size_t t = 1; t < std::min(threads, round.size()); ++t) workers.emplace_back(work);
+    work();
+    for (std::thread& t : workers) t.join();
+    for (size_t i = 0; i < round.size(); ++i) Record(*round[i], std::move(*results[i]));
+    progress.simulated = static_cast<int>(report_.simulated.size());
+    progress.best_step_s = fitting_times_.empty() ? 0 : fitting_times_.front();
+    if (options_.progress) options_.progress(progress);
+  }
+  // Best first; equal times keep the search's order, which is fixed.
+  std::vector<const TunedPlan*> fitting;
+  for (const TunedPlan& p : report_.simulated) {
+    if (p.fits) fitting.push_back(&p);
+  }
+  std::stable_sort(fitting.begin(), fitting.end(), [](const TunedPlan* a, const TunedPlan* b) {
+    return a->step_time_s < b->step_time_s;
+  });
+  const size_t k = static_cast<size_t>(std::max(1, options_.top_k));
+  for (const TunedPlan* p : fitting) {
+    auto same = std::find_if(report_.top.begin(), report_.top.end(), [&](const TunedPlan& t) {
+      return t.step_time_s == p->step_time_s && t.peak_bytes == p->peak_bytes &&
+             t.exposed_comm_s == p->exposed_comm_s && t.bubble_fraction == p->bubble_fraction;
+    });
+    if (same != report_.top.end()) {
+      same->equivalents.push_back(p->candidate.name);
+    } else if (report_.top.size() < k) {
+      report_.top.push_back(*p);
+    }
+  }
+  report_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::move(report_);
+}
+
+// The winner with one knob set otherwise.
+struct Variant {
+  std::string knob;
+  proto::Strategy strategy;
+};
+
+// The knobs that apply to the winner's layout.
+std::vector<Variant> KnobVariants(const proto::Strategy& w, const TuneOptions& options) {
+  const bool dp = w.dp().degree() > 1, mp = w.mp().degree() > 1, pp = w.pipeline().degree() > 1;
+  std::vector<Variant> out;
+  auto add = [&](const std::string& knob, const std::function<void(proto::Strategy&)>& edit) {
+    proto::Strategy s = w;
+    edit(s);
+    if (TuneCandidateName(s) != TuneCandidateName(w)) out.push_back({knob, s});
+  };
+  for (int m = 1; m <= 4 * w.pipeline().micro_batches(); m *= 2) {
+    add("micro-batches", [&](proto::Strategy& s) { s.mutable_pipeline()->set_micro_batches(m); });
+  }
+  std::vector<std::string> schedules = options.space.schedules;
+  if (schedules.empty()) {
+    for (const ScheduleInfo& s : Schedules()) schedules.push_back(s.name);
+  }
+  for (const std::string& name : schedules) {
+    if (!pp && name != "1F1B" && !(mp && name == "1F1B-overlap")) continue;
+    add("schedule", [&](proto::Strategy& s) {
+      s.mutable_pipeline()->set_schedule_mode(name);
+      s.mutable_pipeline()->set_vpp_degree(name == "VPP" ? 2 : 1);
+    });
+  }
+  for (int stage = 0; stage <= 3 && dp; ++stage) {
+    add("ZeRO stage", [&](proto::Strategy& s) { s.mutable_sharding()->set_stage(stage); });
+  }
+  for (const char* rc : {"none", "selective", "full"}) {
+    add("recomputation", [&](proto::Strategy& s) { s.mutable_recompute()->set_granularity(rc); });
+  }
+  if (!mp) return out;
+  add("sequence parallelism", [&](proto::Strategy& s) {
+    s.mutable_mp()->set_sequence_parallel(!s.mp().sequence_parallel());
+  });
+  add("op-split", [&](proto::Strategy& s) {
+    s.mutable_passes()->set_op_split(!s.passes().op_split());
+  });
+  return out;
+}
+
+}  // namespace
+
+StatusOr<TuneReport> Tune(const GptConfig& config, const OptimizerConfig& optimizer,
+                          const proto::Cluster& cluster, const OpCostEstimator& ops,
+                          const TuneOptions& options) {
+  Search search(config, optimizer, cluster, ops, options);
+  return search.Run();
+}
+
+std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptions& options) {
+  std::vector<std::string> lines;
+  if (report.top.empty()) return lines;
+  const TunedPlan& w = report.top.front();
+  lines.push_back(StrCat("winner ", w.candidate.name, ": ", Ms(w.step_time_s),
+                         w.equivalents.empty() ? std::string()
+                                               : StrCat(" (the same as ", w.equivalents.size(),
+                                                        " other candidates)")));
+  // The layout: the best plan of each other (dp, mp, pp).
+  std::map<std::string, const TunedPlan*> best_of_layout;
+  for (const TunedPlan& p : report.simulated) {
+    const proto::Strategy& s = p.candidate.strategy;
+    const std::string layout = StrCat("dp", s.dp().degree(), " mp", s.mp().degree(), " pp",
+                                      s.pipeline().degree());
+    const TunedPlan*& best = best_of_layout[layout];
+    if (p.fits && (best == nullptr || p.step_time_s < best->step_time_s)) best = &p;
+  }
+  for (const auto& [layout, best] : best_of_layout) {
+    lines.push_back(StrCat("  layout ", layout, ": ",
+                           best == nullptr ? std::string("nothing simulated fits")
+                                           : StrCat("best ", best->candidate.name, ", ",
+                                                    Ms(best->step_time_s))));
+  }
+  for (const Variant& v : KnobVariants(w.candidate.strategy, options)) {
+    const std::string name = TuneCandidateName(v.strategy);
+    auto it = report.outcomes.find(name);
+    std::string outcome;
+    if (it != report.outcomes.end()) {
+      outcome = it->second;
+    } else if (Status valid = ValidateStrategy(v.strategy, options.space.devices); !valid.ok()) {
+      outcome = "invalid: " + valid.message();
+    } else {
+      outcome = "ruled out before the search (see the pruned rules)";
+    }
+    lines.push_back(StrCat("  ", v.knob, ": ", name, ": ", outcome));
+  }
+  return lines;
+}
+
+}  // namespace loom

@@ -1,0 +1,91 @@
+// `loom tune`: the strategy for a GPT model on N devices that the
+// simulator times fastest among those that fit the memory limit. The
+// search enumerates the space (runtime/tune_space.h), drops what its
+// bounds rule out, and simulates the rest on the cluster's cost model,
+// cheapest bound first and in parallel threads, skipping a candidate once
+// its time bound cannot beat the k-th best plan found, or once the same
+// plan with less recomputation fits.
+#ifndef LOOM_RUNTIME_TUNER_H_
+#define LOOM_RUNTIME_TUNER_H_
+
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cost_model/op_cost_model.h"
+#include "runtime/tune_space.h"
+#include "scheduler/simulator.h"
+
+namespace loom {
+
+struct TuneProgress {
+  int done = 0;        // simulated or skipped, of
+  int candidates = 0;  // those the space let through
+  int simulated = 0;
+  double best_step_s = 0;  // 0: none fits yet
+};
+
+struct TuneOptions {
+  TuneSpace space;
+  // Everything the search does not turn (AMP, bucket sizes, ...).
+  proto::Strategy base;
+  int64_t memory_limit_bytes = 0;  // 0: none
+  int top_k = 5;
+  int threads = 2;
+  // Simulate every candidate the space lets through: no bound or
+  // dominance skips (to check that they never skip a winner).
+  bool exhaustive = false;
+  std::function<void(const TuneProgress&)> progress;  // after each round
+};
+
+struct TunedPlan {
+  TuneCandidate candidate;
+  double step_time_s = 0;
+  double bubble_fraction = 0;
+  std::array<double, kNumCommCategories> exposed_comm_s{};
+  int64_t peak_bytes = 0;
+  int peak_rank = 0;
+  bool fits = true;
+  double tokens_per_s = 0;
+  // Model FLOPs (GptConfig::TrainingFlopsPerStep) over the step, against
+  // the devices' peak in the compute dtype.
+  double mfu = 0;
+  // Other candidates the simulator timed exactly alike (a knob that
+  // changed nothing: op-split declining every op, say), folded into this
+  // one in TuneReport::top.
+  std::vector<std::string> equivalents;
+};
+
+struct TuneReport {
+  // The fastest that fit, best first, each with its equivalents folded in.
+  std::vector<TunedPlan> top;
+  std::vector<TunedPlan> simulated;  // every plan simulated, in search order
+  int considered = 0;
+  int candidates = 0;  // what the space let through
+  // By rule, both the space's and the search's.
+  std::map<std::string, int> pruned;
+  // Candidates the planner or the simulator rejected, with its message.
+  std::vector<std::pair<std::string, std::string>> failed;
+  // Each candidate that reached the search, by name: what became of it
+  // ("12.3 ms, fits", "skipped: ..."), for ExplainWinner.
+  std::map<std::string, std::string> outcomes;
+  double seconds = 0;
+};
+
+// Searches `options.space` for `config`. Errors only for a space that
+// cannot be searched; a candidate that fails to plan is reported, not
+// fatal. The same inputs give the same report, whatever the threads.
+StatusOr<TuneReport> Tune(const GptConfig& config, const OptimizerConfig& optimizer,
+                          const proto::Cluster& cluster, const OpCostEstimator& ops,
+                          const TuneOptions& options);
+
+// Why each knob of the winner: for the layout, the best plan of each other
+// layout; for every other knob, the winner with only that knob changed and
+// what became of it.
+std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptions& options);
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_TUNER_H_

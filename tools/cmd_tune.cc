@@ -1,0 +1,152 @@
+// loom tune: the fastest strategy that fits, found by simulating the
+// strategy space (runtime/tuner.h); -o saves its plan for `loom run --plan`.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cost_model/cluster.h"
+#include "cost_model/comm_model.h"
+#include "runtime/gpt_plan.h"
+#include "runtime/tuner.h"
+#include "scheduler/plan_verifier.h"
+#include "tools/command.h"
+#include "tools/common_flags.h"
+
+DEFINE_int32(devices, 0, "the devices (ranks) to plan for");
+DEFINE_int32(top, 5, "print this many of the fastest plans that fit");
+DEFINE_int32(tune_threads, 2, "simulate this many candidates at once");
+DEFINE_string(schedules, "",
+              "comma-separated pipeline schedules to try (default: every one)");
+DEFINE_int32(max_vpp, 2, "the most VPP chunks a stage to try");
+DEFINE_bool(exhaustive, false,
+            "simulate every candidate the space's rules let through, skipping none by the "
+            "time bound or by less recomputation fitting (slow; checks the search)");
+DECLARE_bool(explain);
+DECLARE_string(o);
+
+namespace loom {
+namespace {
+
+std::string Ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", s * 1e3);
+  return buf;
+}
+
+// A progress line on a terminal, redrawn each round; elsewhere one line
+// every 10 seconds.
+class ProgressLine {
+ public:
+  void operator()(const TuneProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool tty = isatty(STDERR_FILENO);
+    if (!tty && now - last_ < std::chrono::seconds(10)) return;
+    last_ = now;
+    std::fprintf(stderr, "%stune: %d of %d candidates, %d simulated, best %s ms%s",
+                 tty ? "\r" : "", p.done, p.candidates, p.simulated,
+                 p.best_step_s > 0 ? Ms(p.best_step_s).c_str() : "-", tty ? "" : "\n");
+    drew_ = drew_ || tty;
+  }
+  ~ProgressLine() {
+    if (drew_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_{};
+  bool drew_ = false;
+};
+
+void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions& o,
+                 const std::string& cluster) {
+  int pruned = 0;
+  for (const auto& [rule, n] : r.pruned) pruned += n;
+  std::printf("tune: %s on %d devices of cluster %s: %d candidates considered, %zu simulated, "
+              "%d pruned, %zu failed, in %.1f s\n",
+              config.name.c_str(), o.space.devices, cluster.c_str(), r.considered,
+              r.simulated.size(), pruned, r.failed.size(), r.seconds);
+  for (const auto& [rule, n] : r.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
+  for (const auto& [name, why] : r.failed) {
+    std::printf("  failed: %s: %s\n", name.c_str(), why.c_str());
+  }
+  if (r.top.empty()) {
+    std::printf("no plan fits%s\n",
+                o.memory_limit_bytes > 0
+                    ? StrCat(" in ", o.memory_limit_bytes / 1e9, " GB (--memory_limit)").c_str()
+                    : "");
+    return;
+  }
+  std::printf("\n%3s  %-44s %10s %11s %6s %10s %30s %7s\n", "#", "plan", "step ms", "tokens/s",
+              "MFU", "peak MB", "exposed mp/dp/p2p/shard ms", "bubble");
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const TunedPlan& p = r.top[i];
+    const std::string exposed =
+        StrCat(Ms(p.exposed_comm_s[0]), "/", Ms(p.exposed_comm_s[1]), "/",
+               Ms(p.exposed_comm_s[2]), "/", Ms(p.exposed_comm_s[3]));
+    std::printf("%3zu  %-44s %10s %11.0f %5.1f%% %10.1f %30s %6.1f%%\n", i + 1,
+                p.candidate.name.c_str(), Ms(p.step_time_s).c_str(), p.tokens_per_s,
+                100 * p.mfu, p.peak_bytes / 1e6, exposed.c_str(), 100 * p.bubble_fraction);
+    if (!p.equivalents.empty()) {
+      std::string names;
+      for (const std::string& e : p.equivalents) names += (names.empty() ? "" : "; ") + e;
+      std::printf("     (timed alike: %s)\n", names.c_str());
+    }
+  }
+  if (o.memory_limit_bytes > 0) {
+    std::printf("(every plan above fits %.2f GB a rank)\n", o.memory_limit_bytes / 1e9);
+  }
+}
+
+}  // namespace
+
+Status RunTune(const std::vector<std::string>& args) {
+  if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
+  if (FLAGS_devices < 1) return InvalidArgument("--devices must be at least 1, got ", FLAGS_devices);
+  if (FLAGS_top < 1) return InvalidArgument("--top must be at least 1, got ", FLAGS_top);
+  if (FLAGS_tune_threads < 1 || FLAGS_tune_threads > 256) {
+    return InvalidArgument("--tune_threads must be 1..256, got ", FLAGS_tune_threads);
+  }
+  LOOM_ASSIGN_OR_RETURN(proto::Strategy base, StrategyFromFlags());
+  LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
+  LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
+  const OpCostModel ops(cluster, std::move(table));
+
+  TuneOptions o;
+  o.base = base;
+  o.space.devices = FLAGS_devices;
+  o.space.max_vpp = FLAGS_max_vpp;
+  if (!FLAGS_schedules.empty()) o.space.schedules = CommaList(FLAGS_schedules);
+  LOOM_ASSIGN_OR_RETURN(o.memory_limit_bytes, MemoryLimitFromFlags());
+  o.top_k = FLAGS_top;
+  o.threads = FLAGS_tune_threads;
+  o.exhaustive = FLAGS_exhaustive;
+  ProgressLine progress;
+  o.progress = [&progress](const TuneProgress& p) { progress(p); };
+  LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, cluster, ops, o));
+  o.progress = nullptr;
+  PrintReport(report, config, o, cluster.name());
+  if (FLAGS_explain) {
+    std::printf("\n");
+    for (const std::string& line : ExplainWinner(report, o)) std::printf("%s\n", line.c_str());
+  }
+  if (FLAGS_o.empty()) return Status::OK();
+  if (report.top.empty()) return FailedPrecondition("-o: no plan fits, nothing to write");
+  // The winner as `loom plan --cluster` plans it: every rank, the pipeline
+  // cut by this cluster's costs, verified.
+  const CommModel comm(cluster);
+  PlanOptions plan_options;
+  plan_options.cost_model = &ops;
+  plan_options.comm_model = &comm;
+  LOOM_ASSIGN_OR_RETURN(Plan plan,
+                        PlanGpt(config, opt, report.top.front().candidate.strategy, {},
+                                plan_options));
+  LOOM_RETURN_IF_ERROR(VerifyPlan(plan).WithContext("plan verifier"));
+  LOOM_RETURN_IF_ERROR(SavePlan(plan, FLAGS_o));
+  std::printf("\nwrote %s (%s); run it with: loom run --plan %s --steps N\n", FLAGS_o.c_str(),
+              report.top.front().candidate.name.c_str(), FLAGS_o.c_str());
+  return Status::OK();
+}
+
+}  // namespace loom

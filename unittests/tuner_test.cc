@@ -1,0 +1,219 @@
+// loom tune's search (runtime/tuner.h): its bounds hold for every plan it
+// simulates, its skips never lose the exhaustive search's winner, a plan
+// it rules out for memory really is over the limit, it answers the same
+// whatever its threads, and what it picks trains as serial does.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cost_model/cluster.h"
+#include "cost_model/op_cost_model.h"
+#include "runtime/tuner.h"
+#include "scheduler/plan_verifier.h"
+#include "runtime/gpt_plan.h"
+#include "unittests/loom_cli.h"
+#include "unittests/parameter_compare.h"
+
+namespace loom {
+namespace {
+
+GptConfig Tiny() {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.batch_size = 8;
+  return c;
+}
+
+struct Tuned {
+  TuneReport report;
+};
+
+Tuned TuneTiny(const GptConfig& c, int devices, bool exhaustive, int threads = 2,
+          int64_t memory_limit = 0) {
+  static const proto::Cluster cluster = LoadCluster("local").value();
+  static const OpCostModel ops(cluster, CostTable());
+  TuneOptions o;
+  o.space.devices = devices;
+  o.exhaustive = exhaustive;
+  o.threads = threads;
+  o.memory_limit_bytes = memory_limit;
+  auto r = Tune(c, OptimizerConfig(), cluster, ops, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  Tuned t;
+  if (r.ok()) t.report = std::move(*r);
+  return t;
+}
+
+// gpt-tiny's whole space on 4 ranks, every candidate simulated: shared by
+// the tests that check the search against it.
+const Tuned& Exhaustive() {
+  static const Tuned* const all = new Tuned(TuneTiny(Tiny(), 4, /*exhaustive=*/true));
+  return *all;
+}
+
+std::map<std::string, const TunedPlan*> ByName(const TuneReport& r) {
+  std::map<std::string, const TunedPlan*> out;
+  for (const TunedPlan& p : r.simulated) out[p.candidate.name] = &p;
+  return out;
+}
+
+// Every simulated plan steps no faster than its time bound and peaks no
+// lower than its memory bound: the bounds are bounds.
+TEST(Tuner, BoundsHoldForEveryPlanSimulated) {
+  const Tuned& all = Exhaustive();
+  ASSERT_GT(all.report.simulated.size(), 200u);
+  EXPECT_TRUE(all.report.failed.empty()) << all.report.failed.front().first << ": "
+                                         << all.report.failed.front().second;
+  double tightest = 0;
+  for (const TunedPlan& p : all.report.simulated) {
+    SCOPED_TRACE(p.candidate.name);
+    EXPECT_LE(p.candidate.time_bound_s, p.step_time_s);
+    EXPECT_LE(p.candidate.memory_bound_bytes, p.peak_bytes);
+    tightest = std::max(tightest, p.candidate.time_bound_s / p.step_time_s);
+  }
+  // Not vacuous: some bound comes within 4x of its plan's step (0.30 of it
+  // measured: gpt-tiny's steps on `local` are mostly per-op and
+  // communication latency, which the bounds leave out).
+  EXPECT_GT(tightest, 0.25);
+}
+
+// The skips (time bound, cheaper siblings that fit) keep the exhaustive
+// search's winner, with fewer simulations; the same with a memory limit
+// that rules out most plans, where every plan the memory bound drops
+// before simulating is, simulated, over the limit.
+TEST(Tuner, PrunedSearchFindsTheExhaustiveWinner) {
+  const GptConfig c = Tiny();
+  const Tuned& all = Exhaustive();
+  const auto everything = ByName(all.report);
+  ASSERT_FALSE(all.report.top.empty());
+  std::vector<int64_t> peaks;
+  for (const TunedPlan& p : all.report.simulated) peaks.push_back(p.peak_bytes);
+  std::sort(peaks.begin(), peaks.end());
+  for (const int64_t limit : {int64_t{0}, peaks[peaks.size() / 5]}) {
+    SCOPED_TRACE(StrCat("memory limit ", limit));
+    const Tuned pruned = TuneTiny(c, 4, false, 2, limit);
+    ASSERT_FALSE(pruned.report.top.empty());
+    // The exhaustive winner under this limit.
+    const TunedPlan* best = nullptr;
+    for (const TunedPlan& p : all.report.simulated) {
+      if (limit > 0 && p.peak_bytes > limit) continue;
+      if (best == nullptr || p.step_time_s < best->step_time_s) best = &p;
+    }
+    ASSERT_NE(best, nullptr);
+    EXPECT_EQ(pruned.report.top.front().step_time_s, best->step_time_s)
+        << pruned.report.top.front().candidate.name << " against " << best->candidate.name;
+    if (limit == 0) {
+      // 394 of 684 measured.
+      EXPECT_LT(pruned.report.simulated.size(), all.report.simulated.size() * 2 / 3);
+      continue;
+    }
+    // What the space dropped for memory: over the limit when simulated.
+    const std::set<std::string> kept = [&] {
+      std::set<std::string> names;
+      for (const auto& [name, outcome] : pruned.report.outcomes) names.insert(name);
+      return names;
+    }();
+    int dropped = 0;
+    for (const auto& [name, plan] : everything) {
+      if (kept.count(name) > 0) continue;
+      EXPECT_GT(plan->peak_bytes, limit) << name;
+      ++dropped;
+    }
+    EXPECT_GT(pruned.report.pruned.at(
+                  "parameters and optimizer state alone exceed the memory limit"),
+              0);
+    EXPECT_GT(dropped, 0);
+    for (const TunedPlan& p : pruned.report.top) EXPECT_LE(p.peak_bytes, limit);
+  }
+}
+
+// Skips are decided between rounds of a fixed size, so one thread or three
+// give the same report.
+TEST(Tuner, SameAnswerWhateverTheThreads) {
+  const Tuned one = TuneTiny(Tiny(), 4, false, 1);
+  const Tuned two = TuneTiny(Tiny(), 4, false, 3);
+  ASSERT_EQ(one.report.top.size(), two.report.top.size());
+  for (size_t i = 0; i < one.report.top.size(); ++i) {
+    EXPECT_EQ(one.report.top[i].candidate.name, two.report.top[i].candidate.name);
+    EXPECT_EQ(one.report.top[i].step_time_s, two.report.top[i].step_time_s);
+  }
+  EXPECT_EQ(one.report.pruned, two.report.pruned);
+  EXPECT_EQ(one.report.simulated.size(), two.report.simulated.size());
+}
+
+// The winner on 4 ranks is a whole plan the verifier accepts, and training
+// it follows serial training parameter by parameter.
+TEST(Tuner, TheWinnerVerifiesAndTrainsAsSerial) {
+  const GptConfig c = Tiny();
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  static const proto::Cluster cluster = LoadCluster("local").value();
+  const OpCostModel ops(cluster, CostTable());
+  TuneOptions o;
+  o.space.devices = 4;
+  auto report = Tune(c, sgd, cluster, ops, o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_FALSE(report->top.empty());
+  const proto::Strategy& winner = report->top.front().candidate.strategy;
+  SCOPED_TRACE(report->top.front().candidate.name);
+  auto plan = PlanGpt(c, sgd, winner);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  Status verified = VerifyPlan(*plan);
+  EXPECT_TRUE(verified.ok()) << verified;
+
+  auto serial = SerialTrainer::Create(c, sgd).value();
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  auto t = ParallelTrainer::Create(c, sgd, winner, options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(serial->Step(s).ok());
+    auto loss = (*t)->Step(s);
+    ASSERT_TRUE(loss.ok()) << loss.status();
+  }
+  EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 2 * 12 + 4);
+}
+
+TEST(Tuner, BadSpacesNameTheirFault) {
+  static const proto::Cluster cluster = LoadCluster("local").value();
+  const OpCostModel ops(cluster, CostTable());
+  TuneOptions o;
+  EXPECT_EQ(Tune(Tiny(), {}, cluster, ops, o).status().message(),
+            "devices must be 1..1048576, got 0");
+  o.space.devices = 2;
+  o.space.schedules = {"1F1B", "2F2B"};
+  const std::string message = Tune(Tiny(), {}, cluster, ops, o).status().message();
+  EXPECT_EQ(message.rfind("unknown schedule '2F2B'", 0), 0u) << message;
+}
+
+// The command: a table of plans best first, what each rule pruned, the
+// winner's plan saved and run as it is; one-line errors.
+TEST(Tuner, CommandPrintsSavesAndRunsTheWinner) {
+  const std::string dir = MakeTempDir("tune");
+  const CliResult tune = Loom("tune --preset gpt-tiny --devices 2 --top 3 --explain -o " + dir +
+                              "/plan.pb");
+  ASSERT_EQ(tune.code, 0) << tune.out;
+  EXPECT_NE(tune.out.find("tune: gpt-tiny on 2 devices of cluster local: "), std::string::npos)
+      << tune.out;
+  EXPECT_NE(tune.out.find("\n  1  dp"), std::string::npos) << tune.out;
+  EXPECT_NE(tune.out.find("pruned "), std::string::npos) << tune.out;
+  EXPECT_NE(tune.out.find("\nwinner dp"), std::string::npos) << tune.out;
+  EXPECT_NE(tune.out.find("  layout dp"), std::string::npos) << tune.out;
+  const CliResult run = Loom("run --plan " + dir + "/plan.pb --steps 2");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("step 1 loss "), std::string::npos) << run.out;
+
+  const CliResult none = Loom("tune --preset gpt-tiny");
+  EXPECT_NE(none.code, 0);
+  EXPECT_EQ(Lines(none.out), 1) << none.out;
+  EXPECT_NE(none.out.find("--devices must be at least 1, got 0"), std::string::npos) << none.out;
+  const CliResult schedule = Loom("tune --preset gpt-tiny --devices 2 --schedules 1F1B,2F2B");
+  EXPECT_NE(schedule.code, 0);
+  EXPECT_EQ(Lines(schedule.out), 1) << schedule.out;
+  EXPECT_NE(schedule.out.find("unknown schedule '2F2B'"), std::string::npos) << schedule.out;
+}
+
+}  // namespace
+}  // namespace loom
