@@ -279,15 +279,9 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
               prune("layers not divisible by stages x chunks");
               continue;
             }
+            // MakeStrategy sets every layout field, so it overrides base's.
             proto::Strategy layout = base;
-            layout.mutable_dp()->set_degree(dp);
-            layout.mutable_mp()->set_degree(mp);
-            auto* p = layout.mutable_pipeline();
-            p->set_enable(pp > 1);
-            p->set_degree(pp);
-            p->set_micro_batches(m);
-            p->set_schedule_mode(schedule->name);
-            p->set_vpp_degree(vpp);
+            layout.MergeFrom(MakeStrategy(dp, mp, pp, m, schedule->name, vpp));
             for (const proto::Strategy& s : MemoryAndOverlapVariants(config, space, layout)) {
               const Status valid = ValidateStrategy(s, space.devices);
               if (!valid.ok()) {
