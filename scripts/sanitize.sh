@@ -63,6 +63,10 @@ EXCLUDE=(
   # timing, not memory.
   'PipelineRounds.NoSwapOfTwoTransfersShortensTheStep'
   'SimulatorAccuracyScript.KeptRunsSimulateAgainToTheSameRow'
+  # Every plan of a space simulated, against bounds: numbers, not memory.
+  # The tuner's code runs under ASan in its other tests.
+  'Tuner.BoundsHoldForEveryPlanSimulated'
+  'Tuner.PrunedSearchFindsTheExhaustiveWinner'
   # A script's table against its page: figures, not memory. The simulations
   # it runs are those of the simulator tests.
   'MegatronTable5Script.PrintsTheDocumentedRowOfTheSmallestModel'
