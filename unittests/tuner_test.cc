@@ -129,10 +129,13 @@ TEST(Tuner, PrunedSearchFindsTheExhaustiveWinner) {
 }
 
 // Skips are decided between rounds of a fixed size, so one thread or three
-// give the same report.
+// give the same report. (On 2 ranks: a smaller space, still many rounds.)
 TEST(Tuner, SameAnswerWhateverTheThreads) {
-  const Tuned one = TuneTiny(Tiny(), 4, false, 1);
-  const Tuned two = TuneTiny(Tiny(), 4, false, 3);
+  Tuned one = TuneTiny(Tiny(), 2, false, 1);
+  const Tuned two = TuneTiny(Tiny(), 2, false, 3);
+  EXPECT_GT(one.report.simulated.size(), 3u * 8);
+  // Skips that depend on what earlier rounds found happened.
+  EXPECT_GT(one.report.pruned["the same plan without recomputation fits"], 0);
   ASSERT_EQ(one.report.top.size(), two.report.top.size());
   for (size_t i = 0; i < one.report.top.size(); ++i) {
     EXPECT_EQ(one.report.top[i].candidate.name, two.report.top[i].candidate.name);
@@ -153,6 +156,7 @@ TEST(Tuner, TheWinnerVerifiesAndTrainsAsSerial) {
   const OpCostModel ops(cluster, CostTable());
   TuneOptions o;
   o.space.devices = 4;
+  o.top_k = 1;  // only the winner: the bound skips the most
   auto report = Tune(c, sgd, cluster, ops, o);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_FALSE(report->top.empty());
