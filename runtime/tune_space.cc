@@ -293,7 +293,7 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
               const Bounds bounds =
                   BoundsOf(config, optimizer, s, priced->second, SharedCores(cluster));
               if (memory_limit_bytes > 0 && bounds.memory_bytes > memory_limit_bytes) {
-                prune("parameters and optimizer state alone exceed the memory limit");
+                prune("its memory bound exceeds the limit");
                 continue;
               }
               ++out.considered;

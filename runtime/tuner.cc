@@ -150,7 +150,7 @@ void Search::Record(const TuneCandidate& c, StatusOr<TunedPlan> result) {
                                            p.step_time_s),
                           p.step_time_s);
   } else {
-    ++report_.pruned["simulated peak over the memory limit"];
+    ++report_.over_memory;
   }
   if (p.fits) fitting_names_.insert(c.name);
   report_.simulated.push_back(p);

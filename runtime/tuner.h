@@ -64,6 +64,7 @@ struct TuneReport {
   std::vector<TunedPlan> simulated;  // every plan simulated, in search order
   int considered = 0;
   int candidates = 0;  // what the space let through
+  int over_memory = 0;  // simulated, and over the memory limit
   // By rule, both the space's and the search's.
   std::map<std::string, int> pruned;
   // Candidates the planner or the simulator rejected, with its message.

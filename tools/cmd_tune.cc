@@ -61,10 +61,10 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
                  const std::string& cluster) {
   int pruned = 0;
   for (const auto& [rule, n] : r.pruned) pruned += n;
-  std::printf("tune: %s on %d devices of cluster %s: %d candidates considered, %zu simulated, "
-              "%d pruned, %zu failed, in %.1f s\n",
+  std::printf("tune: %s on %d devices of cluster %s: %d candidates considered, %zu simulated "
+              "(%d over the memory limit), %d pruned, %zu failed, in %.1f s\n",
               config.name.c_str(), o.space.devices, cluster.c_str(), r.considered,
-              r.simulated.size(), pruned, r.failed.size(), r.seconds);
+              r.simulated.size(), r.over_memory, pruned, r.failed.size(), r.seconds);
   for (const auto& [rule, n] : r.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
   for (const auto& [name, why] : r.failed) {
     std::printf("  failed: %s: %s\n", name.c_str(), why.c_str());

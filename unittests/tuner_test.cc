@@ -121,7 +121,7 @@ TEST(Tuner, PrunedSearchFindsTheExhaustiveWinner) {
       ++dropped;
     }
     EXPECT_GT(pruned.report.pruned.at(
-                  "parameters and optimizer state alone exceed the memory limit"),
+                  "its memory bound exceeds the limit"),
               0);
     EXPECT_GT(dropped, 0);
     for (const TunedPlan& p : pruned.report.top) EXPECT_LE(p.peak_bytes, limit);
