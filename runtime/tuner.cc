@@ -11,15 +11,17 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
+#include "passes/amp.h"
 #include "runtime/simulation.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
 
-DataType ComputeDtypeOf(const proto::Strategy& s) {
-  if (s.amp().level() == "O0") return proto::FP32;
-  return s.amp().dtype() == "fp16" ? proto::FP16 : proto::BF16;
+// The dtype the strategy's GEMMs run in (it validated, so its AMP parses).
+DataType GemmDtype(const proto::Strategy& s) {
+  const StatusOr<AmpConfig> amp = AmpConfigOf(s);
+  return amp.ok() && amp->level > 0 ? amp->dtype : proto::FP32;
 }
 
 // The peak FLOP/s of all `ranks` together: each its device's, or one
@@ -118,7 +120,7 @@ StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
     p.tokens_per_s = static_cast<double>(config_.batch_size * config_.seq_len) / r.step_time_s;
     p.mfu = config_.TrainingFlopsPerStep() /
             (r.step_time_s *
-             PeakFlopsOf(cluster_, options_.space.devices, ComputeDtypeOf(c.strategy)));
+             PeakFlopsOf(cluster_, options_.space.devices, GemmDtype(c.strategy)));
   }
   return p;
 }
