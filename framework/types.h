@@ -59,6 +59,16 @@ inline constexpr const char* kDp = "dp";
 inline constexpr const char* kSharding = "sharding";
 inline constexpr const char* kP2pSend = "p2p_send";
 inline constexpr const char* kP2pRecv = "p2p_recv";
+// Under a V (ZBV) every kind and direction of transfer has streams of its
+// own: activations or gradients ("_grad"), moving to a later stage or up
+// toward stage 0 ("_up"). Shared, a FIFO stream would hold a transfer ready
+// for one peer behind one that waits for the other.
+inline constexpr const char* kP2pSendUp = "p2p_send_up";
+inline constexpr const char* kP2pRecvUp = "p2p_recv_up";
+inline constexpr const char* kP2pSendGrad = "p2p_send_grad";
+inline constexpr const char* kP2pRecvGrad = "p2p_recv_grad";
+inline constexpr const char* kP2pSendGradUp = "p2p_send_grad_up";
+inline constexpr const char* kP2pRecvGradUp = "p2p_recv_grad_up";
 
 // An op's stream (OpDesc.stream) is calc: named so, or not named.
 inline bool IsCalc(const std::string& stream) { return stream.empty() || stream == kCalc; }

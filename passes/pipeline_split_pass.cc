@@ -5,8 +5,11 @@
 // grouped into stages x chunks contiguous "virtual stages": by balanced
 // analytic cost without VPP (the embedding goes with the first group and
 // the head with the last, so the end stages may take fewer layers), evenly
-// with VPP, as Megatron's interleaved schedule requires. Virtual stage v
-// runs on pipeline stage v % stages as chunk v / stages.
+// with chunks, as Megatron's interleaved schedule requires. Virtual stage v
+// runs on pipeline stage v % stages as chunk v / stages, or with v-shape
+// (ZBV) down the stages as chunk 0 and back up as chunk 1
+// (PlaceVirtualStage); a value that crosses between virtual stages on one
+// stage stays in the micro-batch's scope, with no send/recv.
 //
 // Every other op follows: an unannotated forward op the ops it reads from,
 // a backward op the forward op it differentiates (OpDesc.forward_id), an
@@ -26,6 +29,7 @@
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
@@ -68,24 +72,29 @@ std::vector<int> BalancedPartition(const std::vector<double>& layers, int parts,
 
 struct PipelineSplitOptions {
   int64_t stages = 1;
-  int64_t chunks = 1;  // VPP model chunks per stage
+  int64_t chunks = 1;  // model chunks per stage (VPP, ZBV)
+  bool v_shape = false;  // chunks placed in a V (ZBV), not interleaved
 };
 
 class PipelineSplitPass : public Pass {
  public:
   explicit PipelineSplitPass(const PipelineSplitOptions& options)
-      : stages_(static_cast<int>(options.stages)), chunks_(static_cast<int>(options.chunks)) {}
+      : stages_(static_cast<int>(options.stages)),
+        chunks_(static_cast<int>(options.chunks)),
+        v_shape_(options.v_shape) {}
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
   // Virtual stage of every op, by position.
   Status AssignVirtualStages(PassContext& ctx, const std::vector<Op*>& ops);
-  int StageOf(const Op* op) const { return vstage_.at(op) % stages_; }
+  StageAndChunk Place(int vs) const { return PlaceVirtualStage(vs, stages_, v_shape_); }
+  int StageOf(const Op* op) const { return Place(vstage_.at(op)).stage; }
   StatusOr<Program> BuildRankProgram(const Block& block,
                                      const std::vector<Op*>& ops);
   Status PruneStartup(PassContext& ctx);
 
   int stages_, chunks_;
+  bool v_shape_;
   int stage_ = 0;
   std::unordered_map<const Op*, int> vstage_;
   // Physical stages on which each parameter is read in the forward pass.
@@ -161,8 +170,8 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
       vs_of_layer[l] = g;
       cost += layer_cost[l];
     }
-    ctx.Explain(kPassName, StrCat("virtual stage ", g, " (stage ", g % stages_,
-                                  ", chunk ", g / stages_, "): layers ",
+    ctx.Explain(kPassName, StrCat("virtual stage ", g, " (stage ", Place(g).stage,
+                                  ", chunk ", Place(g).chunk, "): layers ",
                                   starts[g], "-", end - 1, ", ",
                                   costs != nullptr ? StrCat(cost * 1e3, " ms")
                                                    : StrCat(cost / 1e9, " GFLOP"),
@@ -170,18 +179,21 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
   }
 
   const Block& block = *ops.front()->block();
-  auto max_producer_stage = [&](const Op* op) {
+  // The virtual stage of the placed op that makes `op`'s inputs last: the
+  // highest in forward order, the lowest in backward order (a backward runs
+  // the virtual stages down). -1 when no placed op makes them.
+  auto last_producer_stage = [&](const Op* op, bool backward = false) {
     int best = -1;
     for (const std::string& in : op->InputVars()) {
       for (Op* p : block.Producers(in)) {
         auto it = vstage_.find(p);
-        if (it != vstage_.end() && p->index() < op->index()) {
-          best = std::max(best, it->second);
-        }
+        if (it == vstage_.end() || p->index() >= op->index()) continue;
+        if (best < 0 || (backward ? it->second < best : it->second > best)) best = it->second;
       }
     }
     return best;
   };
+  auto max_producer_stage = [&](const Op* op) { return last_producer_stage(op); };
   // A forward op outside the layers goes where its inputs are made; one
   // that reads only parameters and data (a cast of a weight, under mixed
   // precision) goes to its first reader's stage instead, so that the
@@ -217,9 +229,11 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     } else if (op->HasRole(role::kBackward)) {
       const Op* fwd = block.FindOpById(op->desc().forward_id());
       if (op->type() == "sum") {
-        // Gradient contributions are added where they are computed, so
-        // one sum crosses the cut instead of every part.
-        vs = max_producer_stage(op);
+        // Gradient contributions are added where the last of them is
+        // computed, so one sum crosses the cut instead of every part. (Under
+        // a V the tied embedding's two contributions are both on stage 0,
+        // the head's computed first.)
+        vs = last_producer_stage(op, /*backward=*/true);
       } else if (fwd != nullptr && vstage_.count(fwd)) {
         vs = vstage_[fwd];
       } else {
@@ -240,7 +254,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     for (const std::string& in : op->InputVars()) {
       const proto::VarDesc* var = block.FindVar(in);
       if (var != nullptr && var->is_parameter()) {
-        param_stages_[in].insert(vstage_[op] % stages_);
+        param_stages_[in].insert(StageOf(op));
       }
     }
   }
@@ -253,12 +267,12 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     auto it = param_stages_.find(param);
     // The optimizer op sits on the (first) stage that reads its parameter;
     // shared parameters are handled when the rank's program is built.
-    vstage_[op] = it == param_stages_.end() ? 0 : *it->second.begin();
+    const int stage = it == param_stages_.end() ? 0 : *it->second.begin();
+    vstage_[op] = VirtualStageOf(stage, /*chunk=*/0, stages_, v_shape_);
     if (it != param_stages_.end()) {
       // Chunk: that of the first forward reader on this stage.
       for (Op* reader : block.Consumers(param)) {
-        if (reader->HasRole(role::kForward) &&
-            vstage_[reader] % stages_ == vstage_[op]) {
+        if (reader->HasRole(role::kForward) && StageOf(reader) == stage) {
           vstage_[op] = vstage_[reader];
           break;
         }
@@ -277,8 +291,8 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
     if (const proto::VarDesc* v = block.FindVar(name)) *dst.AddVar(name) = *v;
   };
   auto annotate = [&](proto::OpDesc* d, int vs) {
-    d->set_pipeline_stage(vs % stages_);
-    d->set_chunk(vs / stages_);
+    d->set_pipeline_stage(Place(vs).stage);
+    d->set_chunk(Place(vs).chunk);
   };
   auto emit = [&](proto::OpDesc d, int vs) {
     for (const auto& slot : d.inputs()) for (const auto& v : slot.vars()) declare(v);
@@ -304,7 +318,7 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
       const std::string param = op->desc().param_grads(0).param();
       if (!param_stages_[param].count(stage_)) continue;
       std::vector<std::string> local;
-      vs = stage_;
+      vs = VirtualStageOf(stage_, /*chunk=*/0, stages_, v_shape_);
       for (const std::string& part : op->Inputs("X")) {
         Op* producer = block.FirstProducer(part);
         if (producer != nullptr && StageOf(producer) == stage_) {
@@ -329,9 +343,11 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
     const bool keep = shared_update ? param_stages_[op->Input("Param")].count(stage_) > 0
                                     : every_stage || StageOf(op) == stage_;
     if (!keep) continue;
-    if (every_stage) vs = stage_;
+    // Ops of no one chunk go with the stage's first.
+    const int first_vs = VirtualStageOf(stage_, /*chunk=*/0, stages_, v_shape_);
+    if (every_stage) vs = first_vs;
     if (shared_update) {
-      vs = stage_;
+      vs = first_vs;
       // The stages' partial gradients meet once per step, before the
       // update, as Megatron all-reduces its embedding group's gradients:
       // an all-reduce per micro-batch would tie the first and last stages'
@@ -342,6 +358,23 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
            vs);
     }
     const uint32_t phase = op->role() & (role::kForward | role::kBackward);
+    // Under a V the gradients cross on a ring of their own, and each kind
+    // and direction of transfer on streams of its own (ParallelLayout::v_shape
+    // and stream::kP2pSendUp say why).
+    const bool apart = v_shape_ && (phase & role::kBackward) != 0;
+    const int32_t transfer_ring = apart ? kPpGradRing : kPpRing;
+    auto transfer_stream = [&](bool send, int peer) -> const char* {
+      if (!v_shape_) return send ? stream::kP2pSend : stream::kP2pRecv;
+      // Which way the data moves: up when it goes from a later stage to an
+      // earlier one.
+      const bool up = send ? peer < stage_ : peer > stage_;
+      if (send) {
+        return apart ? (up ? stream::kP2pSendGradUp : stream::kP2pSendGrad)
+                     : (up ? stream::kP2pSendUp : stream::kP2pSend);
+      }
+      return apart ? (up ? stream::kP2pRecvGradUp : stream::kP2pRecvGrad)
+                   : (up ? stream::kP2pRecvUp : stream::kP2pRecv);
+    };
     for (const std::string& in : op->InputVars()) {
       if (!transferable(in) || here.count(in)) continue;
       Op* producer = block.FirstProducer(in);
@@ -352,9 +385,9 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
                                .Attr("peer", static_cast<int32_t>(StageOf(producer)))
                                .Attr("out_shape", MetaOf(*v).shape)
                                .Attr("dtype", static_cast<int32_t>(v->dtype()))
-                               .Attr("ring_id", static_cast<int32_t>(kPpRing))
+                               .Attr("ring_id", transfer_ring)
                                .Role(phase | role::kComm);
-      recv.set_stream(stream::kP2pRecv);
+      recv.set_stream(transfer_stream(/*send=*/false, StageOf(producer)));
       emit(std::move(recv), vs);
       here.insert(in);
     }
@@ -369,9 +402,9 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
         proto::OpDesc send = OpDescBuilder("send")
                                  .Input("X", out)
                                  .Attr("peer", static_cast<int32_t>(peer))
-                                 .Attr("ring_id", static_cast<int32_t>(kPpRing))
+                                 .Attr("ring_id", transfer_ring)
                                  .Role(phase | role::kComm);
-        send.set_stream(stream::kP2pSend);
+        send.set_stream(transfer_stream(/*send=*/true, peer));
         emit(std::move(send), vs);
         sent.insert({out, peer});
       }
@@ -413,6 +446,10 @@ Status PipelineSplitPass::PruneStartup(PassContext& ctx) {
 StatusOr<bool> PipelineSplitPass::Run(PassContext& ctx) {
   ctx.ResolvePpDegree(stages_);
   ctx.resolved().set_vpp_degree(chunks_);
+  if (v_shape_ && chunks_ != 2) {
+    return InvalidArgument("pipeline-split: v-shape places two chunks on each stage, but chunks is ",
+                           chunks_);
+  }
   if (stages_ * chunks_ == 1) return false;
   stage_ = ctx.coords().pp;
   // Read in place: the pass builds the stage's program anew, so the whole
@@ -440,8 +477,10 @@ PassInfo PipelineSplitPassInfo() {
       "cuts the program into pipeline stages by balanced layer cost and keeps the rank's stage, "
       "with send/recv at the cuts");
   info.options = {IntOption(&O::stages, "stages", "pipeline stages", 1, kMaxPassDegree),
-                  IntOption(&O::chunks, "chunks", "VPP model chunks per stage", 1,
-                            kMaxPassDegree)};
+                  IntOption(&O::chunks, "chunks", "model chunks per stage (VPP, ZBV)", 1,
+                            kMaxPassDegree),
+                  BoolOption(&O::v_shape, "v-shape",
+                             "place the chunks in a V (ZBV): down the stages, then back up")};
   return info;
 }
 

@@ -95,7 +95,8 @@ std::string DefaultPipeline(const CheckedStrategy& checked, const GradScaling& s
   const proto::PassSwitches& switches = s.passes();
   const char* schedule = checked.schedule->name;
   std::string p = StrCat(
-      "pipeline-split{stages=", pp.degree(), ",chunks=", pp.vpp_degree(), "}",
+      "pipeline-split{stages=", pp.degree(), ",chunks=", pp.vpp_degree(),
+      checked.schedule->v_shape ? ",v-shape=true" : "", "}",
       ",tensor-parallel{degree=", s.mp().degree(),
       ",async-allreduce=", BoolText(switches.mp_async_allreduce_in_backward()), "}",
       s.mp().sequence_parallel() ? ",sequence-parallel" : "",

@@ -45,7 +45,10 @@ ParallelLayout LayoutOf(const proto::Strategy& s) {
                                s.sharding().degree() < s.dp().degree()
                            ? s.sharding().degree()
                            : 0;
-  return ParallelLayout{s.dp().degree(), s.mp().degree(), s.pipeline().degree(), sharding};
+  ParallelLayout layout{s.dp().degree(), s.mp().degree(), s.pipeline().degree(), sharding};
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  layout.v_shape = schedule.ok() && (*schedule)->v_shape;
+  return layout;
 }
 
 namespace {
@@ -148,12 +151,13 @@ StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size
   if (!schedule->uses_chunks && pp.vpp_degree() > 1) {
     return InvalidArgument("pipeline.vpp_degree is ", pp.vpp_degree(),
                            " but pipeline.schedule_mode ", pp.schedule_mode(),
-                           " has no chunks (use VPP)");
+                           " has no chunks (use VPP or ZBV)");
   }
   if (schedule->uses_chunks && pp.vpp_degree() > 1 && pp.degree() <= 1) {
     return InvalidArgument("pipeline.vpp_degree is ", pp.vpp_degree(),
-                           " but pipeline.degree is ", pp.degree(),
-                           ": VPP interleaves chunks across stages (use 1F1B)");
+                           " but pipeline.degree is ", pp.degree(), ": ", pp.schedule_mode(),
+                           " places chunks across stages (use ",
+                           schedule->splits_backward ? "ZBH1" : "1F1B", ")");
   }
   if (schedule->splits_jobs && s.mp().degree() <= 1) {
     return InvalidArgument("pipeline.schedule_mode ", pp.schedule_mode(),

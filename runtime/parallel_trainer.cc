@@ -280,7 +280,7 @@ StatusOr<float> ParallelTrainer::RunRank(int rank, int64_t step) {
   Device* device = devices_[rank].get();
   Stream* io = io_streams_[rank].get();
   LOOM_ASSIGN_OR_RETURN(grad_norms_[rank], GradNormOf(exec, device, io));
-  if (rp.coords.pp != plan_.layout.pp - 1 || rp.coords.mp != 0) {
+  if (rp.coords.pp != plan_.layout.LossStage() || rp.coords.mp != 0) {
     return std::numeric_limits<float>::quiet_NaN();
   }
   // Every micro-batch of every replica is the same size, so the batch's

@@ -90,10 +90,11 @@ class ParallelTrainer : public Trainer {
   ~ParallelTrainer() override;
 
   // Trains on the global batch of `step` and returns its mean loss, the
-  // quantity SerialTrainer::Step returns: each last-stage rank averages its
-  // micro-batches, and the dp replicas average theirs. NaN when this process
-  // does not run the rank that reports it (the last stage's dp=0, mp=0
-  // rank), so that one process of a launch prints each loss. The first
+  // quantity SerialTrainer::Step returns: each rank of the loss's stage
+  // (ParallelLayout::LossStage) averages its micro-batches, and the dp
+  // replicas average theirs. NaN when this process does not run the rank
+  // that reports it (that stage's dp=0, mp=0 rank), so that one process of a
+  // launch prints each loss. The first
   // failing rank's error is returned, naming it.
   StatusOr<float> Step(int64_t step) override;
 

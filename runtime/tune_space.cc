@@ -270,7 +270,9 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
         }
         for (const ScheduleInfo* schedule : schedules) {
           std::vector<int> vpps = {1};
-          if (schedule->uses_chunks) {
+          if (schedule->v_shape) {
+            vpps = {2};  // a V has two arms
+          } else if (schedule->uses_chunks) {
             vpps.clear();
             for (int v = 2; v <= space.max_vpp; ++v) vpps.push_back(v);
           }

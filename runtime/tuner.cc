@@ -261,7 +261,8 @@ std::vector<Variant> KnobVariants(const proto::Strategy& w, const TuneOptions& o
     if (!pp && name != "1F1B" && !(mp && name == "1F1B-overlap")) continue;
     add("schedule", [&](proto::Strategy& s) {
       s.mutable_pipeline()->set_schedule_mode(name);
-      s.mutable_pipeline()->set_vpp_degree(name == "VPP" ? 2 : 1);
+      const StatusOr<const ScheduleInfo*> info = FindSchedule(name);
+      s.mutable_pipeline()->set_vpp_degree(info.ok() && (*info)->uses_chunks ? 2 : 1);
     });
   }
   for (int stage = 0; stage <= 3 && dp; ++stage) {

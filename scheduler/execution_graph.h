@@ -184,7 +184,8 @@ StatusOr<RankGraph> LowerRank(const RankPlan& rank, const ParallelLayout& layout
 
 // Names the call a communicating instruction takes part in, the same on
 // every party: a collective by (ring, its group's first rank, sequence
-// number), a transfer by (0, sender, receiver, sequence number).
+// number), a transfer by (minus its ring, sender, receiver, sequence number:
+// each of the pipeline's rings numbers its transfers apart).
 struct RendezvousId {
   int ring = 0;
   int a = 0, b = 0;

@@ -16,6 +16,8 @@ const char* RingName(RingId ring) {
       return "sharding";
     case kDpReplicaRing:
       return "dp_replica";
+    case kPpGradRing:
+      return "pp_grad";
   }
   return "unknown";
 }
@@ -40,6 +42,8 @@ std::vector<int> RingMembers(const ParallelLayout& layout, int rank,
       }
       break;
     case kPpRing:
+    case kPpGradRing:
+      if (ring == kPpGradRing && (!layout.v_shape || layout.pp == 1)) break;
       for (int s = 0; s < layout.pp; ++s) {
         members.push_back(layout.RankAtStage(c, s));
       }

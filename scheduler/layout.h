@@ -21,15 +21,16 @@ enum RingId : int {
   kSharedParamRing = 4,  // the stages sharing a tied parameter
   kShardingRing = 5,     // hybrid sharding: the dp ranks sharing one state
   kDpReplicaRing = 6,    // hybrid sharding: the ranks holding the same part
+  kPpGradRing = 7,       // kPpRing's ranks: gradients sent apart (ZBV)
 };
 
 // Arrays indexed by RingId have this size (index 0 is unused).
-inline constexpr int kNumRingIds = 7;
-inline constexpr RingId kAllRings[] = {kMpRing,          kDpRing,       kPpRing,
-                                       kSharedParamRing, kShardingRing, kDpReplicaRing};
+inline constexpr int kNumRingIds = 8;
+inline constexpr RingId kAllRings[] = {kMpRing,        kDpRing,        kPpRing,    kSharedParamRing,
+                                       kShardingRing, kDpReplicaRing, kPpGradRing};
 
-// "mp", "dp", "pp", "shared_param", "sharding", "dp_replica"; "unknown" for
-// a value outside RingId.
+// "mp", "dp", "pp", "shared_param", "sharding", "dp_replica", "pp_grad";
+// "unknown" for a value outside RingId.
 const char* RingName(RingId ring);
 
 struct RankCoords {
@@ -49,8 +50,18 @@ struct ParallelLayout {
   // dp ranks and replicated across the groups; 0 when it is not split
   // (no sharding, or sharding over the whole dp group).
   int sharding = 0;
+  // The pipeline's chunks sit in a V (ZBV, PlaceVirtualStage): the last
+  // virtual stage, the loss's, is on stage 0, and the backward's gradients
+  // cross on kPpGradRing and streams of their own. Under a V one link
+  // carries a stage's activations down and its other chunk's gradients, in
+  // orders the two ends run differently; in one sequence a send would wait
+  // for a recv its peer posts only after a transfer queued behind that
+  // send.
+  bool v_shape = false;
 
   int world_size() const { return dp * mp * pp; }
+  // The pipeline stage that computes the loss.
+  int LossStage() const { return v_shape ? 0 : pp - 1; }
   RankCoords Coords(int rank) const {
     return RankCoords{(rank / mp) % dp, rank % mp, rank / (mp * dp)};
   }
@@ -76,6 +87,7 @@ std::string CoordsToString(const RankCoords& c);
 //                    block of `sharding` consecutive dp ranks, in dp order
 //   kDpReplicaRing   with layout.sharding: the dp group's ranks at its
 //                    place in every block, in dp order
+//   kPpGradRing      with layout.v_shape and pp > 1: kPpRing's ranks
 // Empty when the rank has no such group. The one definition of group
 // membership: communicators, lowering and the plan verifier all use it.
 std::vector<int> RingMembers(const ParallelLayout& layout, int rank,

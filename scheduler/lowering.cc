@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <set>
 #include <unordered_map>
 
@@ -349,7 +350,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
   std::array<int, kNumRingIds> last_on_ring;
   std::array<int64_t, kNumRingIds> ring_calls{};
   last_on_ring.fill(-1);
-  std::map<std::pair<int, bool>, int64_t> p2p_calls;  // (peer, send?) -> calls
+  std::map<std::tuple<int, int, bool>, int64_t> p2p_calls;  // (ring, peer, send?) -> calls
   std::vector<int> deps;
 
   for (int ji = 0; ji < static_cast<int>(plan_.jobs.size()); ++ji) {
@@ -426,7 +427,8 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
           if (last_on_ring[f.ring] >= 0) deps.push_back(last_on_ring[f.ring]);
           last_on_ring[f.ring] = ins.id;
         } else {
-          ins.comm_seq = p2p_calls[{f.peer_stage, ins.kind == InstructionKind::kSend}]++;
+          ins.comm_seq =
+              p2p_calls[{f.ring, f.peer_stage, ins.kind == InstructionKind::kSend}]++;
         }
       }
       // Keep only cross-stream dependencies, once each.
@@ -524,8 +526,8 @@ RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
     return RendezvousId{static_cast<int>(ins.ring), g.Group(ins).front(), 0, ins.comm_seq};
   }
   const bool send = ins.kind == InstructionKind::kSend;
-  return RendezvousId{0, send ? g.rank : g.Peer(ins), send ? g.Peer(ins) : g.rank,
-                      ins.comm_seq};
+  return RendezvousId{-static_cast<int>(ins.ring), send ? g.rank : g.Peer(ins),
+                      send ? g.Peer(ins) : g.rank, ins.comm_seq};
 }
 
 std::string InstructionLocation(const RankGraph& g, const Instruction& ins) {

@@ -10,6 +10,7 @@
 #include "framework/serialization.h"
 #include "framework/verifier.h"
 #include "scheduler/plan.h"
+#include "scheduler/schedule.h"
 
 namespace loom {
 namespace {
@@ -180,6 +181,9 @@ StatusOr<Plan> PlanFromProto(const proto::PlanDesc& desc) {
   Plan plan;
   plan.layout = ParallelLayout{desc.layout().dp(), desc.layout().mp(), desc.layout().pp(),
                                desc.sharding_degree()};
+  // Gradients cross on a ring of their own where the schedule runs a V.
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(desc.resolved().schedule_mode());
+  plan.layout.v_shape = schedule.ok() && (*schedule)->v_shape;
   plan.resolved = desc.resolved();
   plan.model_name = desc.model().name();
   plan.model_config.insert(desc.model().config().begin(), desc.model().config().end());

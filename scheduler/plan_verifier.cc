@@ -196,6 +196,17 @@ Status PlanVerifier::AnalyzeProgram(int r, int j, const Program& program,
         return InvalidArgument(where(), ": peer ", oi.peer,
                                " is the rank's own stage");
       }
+      StatusOr<int> ring = IntAttr(*op, "ring_id");
+      if (!ring.ok()) return bad_attr(ring.status());
+      if (*ring != kPpRing && !(*ring == kPpGradRing && layout_.v_shape)) {
+        return InvalidArgument(where(), ": ring_id ", *ring, " is not a pipeline ring (",
+                               static_cast<int>(kPpRing), " pp",
+                               layout_.v_shape ? StrCat(", ", static_cast<int>(kPpGradRing),
+                                                             " pp_grad")
+                                                    : "",
+                               ")");
+      }
+      oi.ring = static_cast<RingId>(*ring);
       oi.var = send ? &op->Input("X") : &op->Output("Out");
       if (oi.var->empty()) {
         return InvalidArgument(where(), ": has no ",

@@ -86,7 +86,7 @@ CollectiveCall Call(const Op& o, int micro_batch) {
 
 // ---- Sends, recvs and collectives, in execution order -----------------------
 void PlanVerifier::CollectCommunication() {
-  sends_.assign(static_cast<size_t>(world()) * layout_.pp, {});
+  sends_.assign(static_cast<size_t>(world()) * layout_.pp * 2, {});
   recvs_.assign(sends_.size(), {});
   sequences_.assign(static_cast<size_t>(world()) * kNumRings, {});
   groups_.clear();
@@ -102,11 +102,11 @@ void PlanVerifier::CollectCommunication() {
         const OpInfo& oi = ops[k];
         switch (oi.kind) {
           case OpKind::kSend:
-            sends_[Channel(layout_.RankAtStage(c, oi.peer), c.pp)].push_back(
+            sends_[Channel(layout_.RankAtStage(c, oi.peer), c.pp, oi.ring)].push_back(
                 {r, j, k});
             break;
           case OpKind::kRecv:
-            recvs_[Channel(r, oi.peer)].push_back({r, j, k});
+            recvs_[Channel(r, oi.peer, oi.ring)].push_back({r, j, k});
             break;
           case OpKind::kCollective:
             Sequence(r, oi.ring).push_back({r, j, k});
@@ -133,12 +133,13 @@ Status PlanVerifier::CheckTransfers() {
     const std::vector<OpRef>& sends = sends_[ch];
     const std::vector<OpRef>& recvs = recvs_[ch];
     if (sends.size() == recvs.size()) continue;
-    const int dst = static_cast<int>(ch) / layout_.pp;
+    const int dst = static_cast<int>(ch) / 2 / layout_.pp;
     const int src = layout_.RankAtStage(rank(dst).coords,
-                                        static_cast<int>(ch) % layout_.pp);
+                                        static_cast<int>(ch) / 2 % layout_.pp);
     const std::string counts =
         StrCat("rank ", src, " sends ", sends.size(), " tensors to rank ",
-               dst, ", which receives ", recvs.size(), " from it");
+               dst, ", which receives ", recvs.size(), " from it",
+               ch % 2 ? " (gradients, on the pp_grad ring)" : "");
     if (sends.size() > recvs.size()) {
       const OpRef& s = sends[recvs.size()];
       return InvalidArgument(Where(s), ": sends var '", *op(s).var, "' to ",

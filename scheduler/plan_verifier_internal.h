@@ -30,7 +30,7 @@ struct OpInfo {
   const Op* op = nullptr;
   OpKind kind = OpKind::kCompute;
   int peer = -1;                     // send / recv: the peer's pp stage
-  RingId ring = kMpRing;             // collective: its ring
+  RingId ring = kMpRing;             // collective: its ring; transfer: pp or pp_grad
   const std::string* var = nullptr;  // send: X; recv: Out
 };
 
@@ -120,10 +120,11 @@ class PlanVerifier {
   Status CheckReductionsFollowWrites(int r) const;
 
   // ---- 5 and 6 (plan_verifier_comm.cc) --------------------------------------
-  // A channel carries the transfers from one stage to one rank: both ends
-  // share dp and mp, so (receiving rank, sending stage) names it.
-  int Channel(int dst_rank, int src_stage) const {
-    return dst_rank * layout_.pp + src_stage;
+  // A channel carries the transfers from one stage to one rank on one of the
+  // pipeline's rings: both ends share dp and mp, so (receiving rank, sending
+  // stage, ring) names it.
+  int Channel(int dst_rank, int src_stage, RingId ring) const {
+    return (dst_rank * layout_.pp + src_stage) * 2 + (ring == kPpGradRing ? 1 : 0);
   }
   // The group (an index into groups_) of rank `r` on `ring`, -1 if it has
   // none.

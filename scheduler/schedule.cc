@@ -27,8 +27,22 @@ const std::vector<ScheduleInfo>& Schedules() {
            "between tensor-parallel all-reduces, so each all-reduce runs under the other's "
            "compute",
            /*splits_jobs=*/true, /*without_overlap=*/"1F1B"},
+          {"ZBV", ScheduleZBV, true, true,
+           "zero-bubble V: two chunks per stage placed in a V, backward split into B and W; "
+           "no bubble but the fill, at 1F1B's activation memory",
+           /*splits_jobs=*/false, /*without_overlap=*/nullptr, /*v_shape=*/true},
       };
   return *schedules;
+}
+
+StageAndChunk PlaceVirtualStage(int v, int stages, bool v_shape) {
+  if (!v_shape) return {v % stages, v / stages};
+  return v < stages ? StageAndChunk{v, 0} : StageAndChunk{2 * stages - 1 - v, 1};
+}
+
+int VirtualStageOf(int stage, int chunk, int stages, bool v_shape) {
+  if (!v_shape) return chunk * stages + stage;
+  return chunk == 0 ? stage : 2 * stages - 1 - stage;
 }
 
 StatusOr<const ScheduleInfo*> FindSchedule(const std::string& name) {

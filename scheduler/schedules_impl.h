@@ -1,4 +1,4 @@
-// The five pipeline schedules behind the table in schedule.cc, and the few
+// The pipeline schedules behind the table in schedule.cc, and the few
 // helpers they share. Callers go through Schedules() / FindSchedule(); this
 // header is for schedule.cc, the schedule_<name>.cc files and their tests.
 //
@@ -9,6 +9,8 @@
 //   ScheduleEager1F1B  schedule_eager_1f1b.cc
 //   ScheduleVPP        schedule_vpp.cc
 //   ScheduleZBH1       schedule_zbh1.cc
+//   Schedule1F1BOverlap schedule_1f1b_overlap.cc
+//   ScheduleZBV        schedule_zbv.cc
 // Notation in the examples: F3 forward of micro-batch 3, B3 its whole
 // backward, b3 / w3 its input-gradient (B) / weight-gradient (W) half, F3.1
 // micro-batch 3 of chunk 1, O the optimizer.
@@ -27,6 +29,7 @@ StatusOr<std::vector<Job>> ScheduleEager1F1B(const ScheduleParams& p);
 StatusOr<std::vector<Job>> ScheduleVPP(const ScheduleParams& p);
 StatusOr<std::vector<Job>> ScheduleZBH1(const ScheduleParams& p);
 StatusOr<std::vector<Job>> Schedule1F1BOverlap(const ScheduleParams& p);
+StatusOr<std::vector<Job>> ScheduleZBV(const ScheduleParams& p);
 
 namespace schedule_internal {
 
@@ -51,7 +54,7 @@ inline Status CheckCommonParams(const ScheduleParams& p, const char* schedule,
   if (!uses_chunks && p.chunks != 1) {
     return InvalidArgument("pipeline.vpp_degree (", p.chunks,
                            ") must be 1 for ", schedule,
-                           "; only VPP runs model chunks");
+                           "; only VPP and ZBV run model chunks");
   }
   return Status::OK();
 }
@@ -62,11 +65,11 @@ inline Job Forward(int micro_batch, int chunk = 0) {
 inline Job Backward(int micro_batch, int chunk = 0) {
   return Job{JobType::kBackward, micro_batch, chunk};
 }
-inline Job BackwardB(int micro_batch) {
-  return Job{JobType::kBackwardB, micro_batch, 0};
+inline Job BackwardB(int micro_batch, int chunk = 0) {
+  return Job{JobType::kBackwardB, micro_batch, chunk};
 }
-inline Job BackwardW(int micro_batch) {
-  return Job{JobType::kBackwardW, micro_batch, 0};
+inline Job BackwardW(int micro_batch, int chunk = 0) {
+  return Job{JobType::kBackwardW, micro_batch, chunk};
 }
 inline Job Optimizer() { return Job{JobType::kOptimizer, 0, 0}; }
 

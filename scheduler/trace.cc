@@ -1,6 +1,7 @@
 #include "scheduler/trace.h"
 
 #include <map>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -12,10 +13,12 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kStreamOrder[] = {stream::kCalc,     stream::kMp,
-                                        stream::kDp,       stream::kSharding,
-                                        stream::kP2pSend,  stream::kP2pRecv};
-constexpr int kNumKnownStreams = 6;
+constexpr const char* kStreamOrder[] = {
+    stream::kCalc,          stream::kMp,          stream::kDp,          stream::kSharding,
+    stream::kP2pSend,       stream::kP2pRecv,     stream::kP2pSendUp,   stream::kP2pRecvUp,
+    stream::kP2pSendGrad,   stream::kP2pRecvGrad, stream::kP2pSendGradUp,
+    stream::kP2pRecvGradUp};
+constexpr int kNumKnownStreams = static_cast<int>(std::size(kStreamOrder));
 
 StatusOr<InstructionKind> ParseKind(const std::string& name) {
   for (InstructionKind k :
@@ -50,6 +53,7 @@ CommCategory CommCategoryOf(const RankGraph& graph, const Instruction& ins) {
     case kMpRing:
       return CommCategory::kMp;
     case kPpRing:
+    case kPpGradRing:
       return CommCategory::kP2p;
     case kDpRing:
     case kDpReplicaRing:

@@ -47,7 +47,8 @@ TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
                         int64_t start_ns, int64_t end_ns);
 
 // Stream lanes in a fixed order (calc, mp, dp, sharding, p2p_send,
-// p2p_recv, then any other by name), so that every rank's lanes line up.
+// p2p_recv, the V's p2p streams (framework/types.h), then any other by
+// name), so that every rank's lanes line up.
 int StreamOrder(const std::string& stream);
 
 std::string ChromeTraceJson(const std::vector<TraceEvent>& events);

@@ -79,8 +79,10 @@ DEFINE_int32(dp, 0, "data-parallel degree (0: the config's)");
 DEFINE_int32(mp, 0, "tensor-parallel degree (0: the config's)");
 DEFINE_int32(pp, 0, "pipeline stages (0: the config's)");
 DEFINE_int32(micro_batches, 0, "pipeline micro-batches per step (0: the config's)");
-DEFINE_string(schedule, "", "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1 (empty: the config's)");
-DEFINE_int32(vpp, 0, "VPP model chunks per stage (0: the config's)");
+DEFINE_string(schedule, "",
+              "pipeline schedule: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap, ZBV (empty: "
+              "the config's)");
+DEFINE_int32(vpp, 0, "model chunks per stage for VPP (0: the config's; ZBV: 2)");
 DEFINE_int64(memory_limit, 0,
              "a hard cap (bytes) on every rank's simulated peak memory: where the strategy "
              "leaves recomputation open, the least that fits (none, selective, then full over "
@@ -339,6 +341,9 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
   LOOM_RETURN_IF_ERROR(SetAmpFromFlags(s.mutable_amp()));
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
+  // ZBV's V has two chunks a stage and no other count: --schedule ZBV alone
+  // says it all (an explicit --vpp still wins, and is checked).
+  if (FLAGS_vpp == 0 && FLAGS_schedule == "ZBV") s.mutable_pipeline()->set_vpp_degree(2);
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   if (FLAGS_dp_bucket_bytes < 0) {
     return InvalidArgument("--dp_bucket_bytes must be positive (0: the config's or the cost "

@@ -44,7 +44,7 @@ TEST(ScheduleErrors, NameTheField) {
   EXPECT_EQ(Error("FThenB", {0, 4, 0, 1}),
             "pipeline.micro_batches (0) must be at least 1 for FThenB");
   EXPECT_EQ(Error("1F1B", {0, 4, 8, 2}),
-            "pipeline.vpp_degree (2) must be 1 for 1F1B; only VPP runs model "
+            "pipeline.vpp_degree (2) must be 1 for 1F1B; only VPP and ZBV run model "
             "chunks");
   EXPECT_EQ(Error("ZBH1", {4, 4, 8, 1}),
             "stage 4 is out of range for pipeline.degree (4) in ZBH1");

@@ -63,17 +63,18 @@ GptConfig EightLayers() {
 }
 
 // Every schedule on the layouts: dp x mp x pp = 2x2x2, 1x2x4 and
-// 4x1x2, 8 micro-batches (VPP with 2 chunks per stage; 1F1B-overlap, which
+// 4x1x2, 8 micro-batches (VPP and ZBV with 2 chunks per stage; 1F1B-overlap, which
 // overlaps tensor-parallel all-reduces, where mp > 1).
 TEST(ParallelTraining, EveryScheduleOnEveryLayoutMatchesSerial) {
   const GptConfig c = EightLayers();
   const auto serial = SerialLosses(c, 3);
   double worst = 0;
   for (const Layout& l : {Layout{2, 2, 2}, Layout{1, 2, 4}, Layout{4, 1, 2}}) {
-    for (const char* schedule : {"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "1F1B-overlap"}) {
+    for (const char* schedule :
+         {"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "1F1B-overlap", "ZBV"}) {
       if (std::string(schedule) == "1F1B-overlap" && l.mp == 1) continue;
       SCOPED_TRACE(StrCat(schedule, " dp=", l.dp, " mp=", l.mp, " pp=", l.pp));
-      const int vpp = std::string(schedule) == "VPP" ? 2 : 1;
+      const int vpp = std::string(schedule) == "VPP" || std::string(schedule) == "ZBV" ? 2 : 1;
       ParallelTrainer::Options options;
       options.comm.timeout = std::chrono::seconds(30);
       auto t = ParallelTrainer::Create(c, {}, MakeStrategy(l.dp, l.mp, l.pp, 8, schedule, vpp),

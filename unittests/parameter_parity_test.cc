@@ -49,6 +49,39 @@ TEST(ParameterParity, EveryParameterOfEveryLayoutAfterSgdSteps) {
   }
 }
 
+// ZB-V on two and four stages: chunk 0 runs down the stages and chunk 1 back
+// up, so stage 0 holds the embedding and the head (the tied weight is not
+// shared across stages) and the last stage hands its chunk 0's output to its
+// chunk 1 without a transfer. 8 layers (2 a chunk on 4 stages) and 8
+// micro-batches (at least 2 x 4 - 1).
+TEST(ParameterParity, ZBVOnTwoAndFourStagesAfterSgdSteps) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 8;
+  c.batch_size = 16;
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  for (const Case& k : {Case{1, 2, 2, "ZBV", 2, 8}, Case{2, 1, 2, "ZBV", 2, 4},
+                        Case{1, 1, 4, "ZBV", 2, 8}}) {
+    SCOPED_TRACE(StrCat("dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " micro-batches=",
+                        k.micro_batches));
+    auto serial = SerialTrainer::Create(c, sgd).value();
+    ParallelTrainer::Options options;
+    options.comm.timeout = std::chrono::seconds(30);
+    auto t = ParallelTrainer::Create(
+        c, sgd, MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp), options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (int s = 0; s < 2; ++s) {
+      auto want = serial->Step(s);
+      auto loss = (*t)->Step(s);
+      ASSERT_TRUE(want.ok()) << want.status();
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      EXPECT_NEAR(*loss, *want, 1e-5 * std::fabs(*want)) << "loss of step " << s;
+    }
+    EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 8 * 12 + 4);
+  }
+}
+
 // With dropout, the masks too must be serial training's: each element's
 // mask is keyed on the step and its global place (batch row, then its place
 // in the full row: the head, under a tensor-parallel split of attention

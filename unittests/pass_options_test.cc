@@ -114,7 +114,7 @@ TEST_F(PassOptionsTest, ErrorsNameThePassAndOption) {
             "op-split: option parts: expected 0 (by cost) or 2..1024, got 1");
   EXPECT_EQ(Error("schedule{mode=2F2B}"),
             "schedule: option mode: expected one of FThenB, 1F1B, Eager1F1B, VPP, ZBH1, "
-            "1F1B-overlap, got '2F2B'");
+            "1F1B-overlap, ZBV, got '2F2B'");
   EXPECT_EQ(Error("sharding{stage=2,keep-gathered-bytes=5}"),
             "sharding: option keep-gathered-bytes is 5 but stage is 2 (only stage 3 gathers "
             "parameters before use)");

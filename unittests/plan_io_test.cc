@@ -88,7 +88,7 @@ TEST(PlanProto, RecordsWhatThePlanWasBuiltFor) {
   EXPECT_EQ(desc.resolved().micro_batches(), 4);
   EXPECT_EQ(desc.resolved().schedule_mode(), "1F1B");
   EXPECT_EQ(desc.resolved().pipeline(),
-            "pipeline-split{chunks=1,stages=2},tensor-parallel{async-allreduce=true,degree=1},"
+            "pipeline-split{chunks=1,stages=2,v-shape=false},tensor-parallel{async-allreduce=true,degree=1},"
             "gradient-accumulation{steps=4},"
             "data-parallel{bucket-bytes=0,degree=2,for-sharding=false,reduce-dtype=fp32},"
             "job-split,"

@@ -249,7 +249,7 @@ TEST(Planner, ImpossibleStrategiesNameTheField) {
             "rank 0 (dp=0 mp=0 pp=0): data-parallel: dp.degree (3) does not divide "
             "the batch dim of data var labels [8, 32]");
   EXPECT_EQ(fail(MakeStrategy(1, 1, 1, 1, "2F2B")),
-            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap)");
+            "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap, ZBV)");
   proto::Strategy off = MakeStrategy(1, 1, 2, 2, "1F1B");
   off.mutable_pipeline()->set_enable(false);
   EXPECT_EQ(fail(off), "pipeline.degree is 2 but pipeline.enable is false");

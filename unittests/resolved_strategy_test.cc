@@ -38,7 +38,7 @@ TEST(ResolvedStrategy, TheDefaultPipelineCarriesTheStrategy) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->resolved.schedule_mode(), "ZBH1");
   EXPECT_EQ(plan->resolved.pipeline(),
-            "pipeline-split{chunks=1,stages=2},tensor-parallel{async-allreduce=true,degree=2},"
+            "pipeline-split{chunks=1,stages=2,v-shape=false},tensor-parallel{async-allreduce=true,degree=2},"
             "gradient-accumulation{steps=2},"
             "data-parallel{bucket-bytes=0,degree=2,for-sharding=false,reduce-dtype=fp32},"
             "split-backward,job-split,"
@@ -110,7 +110,7 @@ TEST(ResolvedStrategy, ThePlanRecordsShardingOpSplitAndOverlap) {
   EXPECT_TRUE(r.op_split());
   EXPECT_EQ(r.op_split_parts(), 2);
   EXPECT_EQ(r.pipeline(),
-            "pipeline-split{chunks=1,stages=1},tensor-parallel{async-allreduce=false,degree=2},"
+            "pipeline-split{chunks=1,stages=1,v-shape=false},tensor-parallel{async-allreduce=false,degree=2},"
             "gradient-accumulation{steps=4},"
             "data-parallel{bucket-bytes=0,degree=2,for-sharding=true,reduce-dtype=fp32},"
             "sharding{degree=0,fetch-mode=auto,keep-gathered-bytes=-1,prefetch-depth=2,stage=3},"

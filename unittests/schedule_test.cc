@@ -97,6 +97,30 @@ TEST(ScheduleGolden, ZBH1) {
             }));
 }
 
+// ZB-V (schedule_zbv.cc): chunk 0 down the stages, chunk 1 back up. Stage
+// s: 2(p - s) - 1 chunk-0 forwards, s (F.1, F.0) pairs, p - s chunk-1
+// (F, b, w) triples, then chunk-0 and chunk-1 triples in turn (chunk 0's
+// forward once one is left); s (b.0, b.1) pairs with their Ws held back, p - s
+// chunk-0 (b, w) pairs, and the held-back Ws, chunk 1 first.
+TEST(ScheduleGolden, ZBV) {
+  EXPECT_EQ(
+      Lists("ZBV", 4, 8, 2),
+      (std::vector<std::string>{
+          "F0.0 F1.0 F2.0 F3.0 F4.0 F5.0 F6.0 F0.1 b0.1 w0.1 F1.1 b1.1 w1.1 F2.1 b2.1 w2.1 "
+          "F3.1 b3.1 w3.1 F7.0 b0.0 w0.0 F4.1 b4.1 w4.1 b1.0 w1.0 F5.1 b5.1 w5.1 b2.0 w2.0 "
+          "F6.1 b6.1 w6.1 b3.0 w3.0 F7.1 b7.1 w7.1 b4.0 w4.0 b5.0 w5.0 b6.0 w6.0 b7.0 w7.0 O",
+          "F0.0 F1.0 F2.0 F3.0 F4.0 F0.1 F5.0 F1.1 b0.1 w0.1 F2.1 b1.1 w1.1 F3.1 b2.1 w2.1 "
+          "F6.0 b0.0 w0.0 F4.1 b3.1 w3.1 F7.0 b1.0 w1.0 F5.1 b4.1 w4.1 b2.0 w2.0 F6.1 b5.1 "
+          "w5.1 b3.0 w3.0 F7.1 b6.1 w6.1 b4.0 b7.1 b5.0 w4.0 b6.0 w5.0 b7.0 w6.0 w7.1 w7.0 O",
+          "F0.0 F1.0 F2.0 F0.1 F3.0 F1.1 F4.0 F2.1 b0.1 w0.1 F3.1 b1.1 w1.1 F5.0 b0.0 w0.0 "
+          "F4.1 b2.1 w2.1 F6.0 b1.0 w1.0 F5.1 b3.1 w3.1 F7.0 b2.0 w2.0 F6.1 b4.1 w4.1 b3.0 "
+          "w3.0 F7.1 b5.1 w5.1 b4.0 b6.1 b5.0 b7.1 b6.0 w4.0 b7.0 w5.0 w6.1 w7.1 w6.0 w7.0 O",
+          "F0.0 F0.1 F1.0 F1.1 F2.0 F2.1 F3.0 F3.1 b0.1 w0.1 F4.0 b0.0 w0.0 F4.1 b1.1 w1.1 "
+          "F5.0 b1.0 w1.0 F5.1 b2.1 w2.1 F6.0 b2.0 w2.0 F6.1 b3.1 w3.1 F7.0 b3.0 w3.0 F7.1 "
+          "b4.1 w4.1 b4.0 b5.1 b5.0 b6.1 b6.0 b7.1 b7.0 w4.0 w5.1 w6.1 w7.1 w5.0 w6.0 w7.0 O",
+      }));
+}
+
 // One stage: every schedule degenerates to forward, backward per micro-batch
 // (ZBH1: forward, B, W) or all forwards then all backwards; VPP keeps its
 // chunks.
@@ -141,6 +165,9 @@ TEST(ScheduleGolden, SingleStage) {
   EXPECT_EQ(
       Lists("VPP", 1, 2, 2),
       (std::vector<std::string>{"F0.0 F0.1 B0.1 F1.0 B0.0 F1.1 B1.1 B1.0 O"}));
+  EXPECT_EQ(Lists("ZBV", 1, 2, 2),
+            (std::vector<std::string>{
+                "F0.0 F0.1 b0.1 w0.1 F1.0 b0.0 w0.0 F1.1 b1.1 w1.1 b1.0 w1.0 O"}));
 }
 
 // ---------------------------------------------------------------------------
@@ -152,18 +179,19 @@ TEST(ScheduleTable, NamesAndFlags) {
     names.push_back(s.name);
     EXPECT_NE(s.fn, nullptr) << s.name;
     EXPECT_NE(std::string(s.summary), "") << s.name;
-    EXPECT_EQ(s.splits_backward, names.back() == "ZBH1") << s.name;
-    EXPECT_EQ(s.uses_chunks, names.back() == "VPP") << s.name;
+    EXPECT_EQ(s.splits_backward, names.back() == "ZBH1" || names.back() == "ZBV") << s.name;
+    EXPECT_EQ(s.uses_chunks, names.back() == "VPP" || names.back() == "ZBV") << s.name;
     EXPECT_EQ(s.splits_jobs, names.back() == "1F1B-overlap") << s.name;
+    EXPECT_EQ(s.v_shape, names.back() == "ZBV") << s.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"FThenB", "1F1B", "Eager1F1B",
-                                             "VPP", "ZBH1", "1F1B-overlap"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1",
+                                             "1F1B-overlap", "ZBV"}));
   auto unknown = FindSchedule("2F2B");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(unknown.status().message(),
             "unknown schedule '2F2B' (known: FThenB, 1F1B, Eager1F1B, VPP, "
-            "ZBH1, 1F1B-overlap)");
+            "ZBH1, 1F1B-overlap, ZBV)");
 }
 
 // ---------------------------------------------------------------------------
@@ -171,6 +199,7 @@ TEST(ScheduleTable, NamesAndFlags) {
 
 bool Accepts(const std::string& name, int p, int m, int c) {
   if (name == "VPP") return c >= 2 && m % p == 0;
+  if (name == "ZBV") return c == 2 && m >= 2 * p - 1;
   if (c != 1) return false;
   if (name == "FThenB") return m >= 1;
   if (name == "1F1B" || name == "ZBH1" || name == "1F1B-overlap") return m >= p;
@@ -184,13 +213,12 @@ struct Shape {
 };
 
 // The valid shapes of the sweep: 1..8 stages, up to 3 * stages + 2
-// micro-batches, chunks 2..3 for VPP.
+// micro-batches, chunks 2..3 for VPP and ZBV (which takes only 2).
 std::vector<Shape> ValidShapes(const std::string& name) {
   std::vector<Shape> out;
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 3 * p + 2; ++m) {
-      for (int c :
-           name == "VPP" ? std::vector<int>{2, 3} : std::vector<int>{1}) {
+      for (int c : Get(name).uses_chunks ? std::vector<int>{2, 3} : std::vector<int>{1}) {
         if (Accepts(name, p, m, c)) out.push_back({p, m, c});
       }
     }
@@ -264,11 +292,15 @@ struct Simulation {
   bool deadlock = false;
   int makespan = 0;       // step at which the last job ends
   std::vector<int> peak;  // per stage: most micro-batch chunks in flight
+  // Per stage: when its first job starts, its last ends, and the steps it
+  // computes.
+  std::vector<int> first_start, last_end, busy;
   std::string stuck;      // on deadlock: each stage's waiting job
 };
 
 // Runs each stage's list as a sequential program, all stages in lockstep
-// unit time steps. Chunk k of stage s is virtual stage v = k * stages + s.
+// unit time steps. Chunk k of stage s is virtual stage v = k * stages + s,
+// or with v_shape (ZBV) s for chunk 0 and 2 * stages - 1 - s for chunk 1.
 // A forward needs the same micro-batch's forward on v - 1; a backward (whole
 // or B half) needs its own forward and the input gradient from v + 1 (the
 // last virtual stage: only its own forward); a W half needs its own B half.
@@ -276,7 +308,8 @@ struct Simulation {
 // finished; if no stage is busy and none can start, the schedule deadlocks.
 // "In flight" counts a micro-batch chunk from its forward to the end of its
 // whole backward or W half (the activations it holds).
-Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks) {
+Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks,
+                    bool v_shape = false) {
   const int stages = lists.size();
   const int last = stages * chunks - 1;
   enum Event { kForwardDone, kInputGradDone };
@@ -287,6 +320,9 @@ Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks) {
   };
   Simulation sim;
   sim.peak.assign(stages, 0);
+  sim.first_start.assign(stages, -1);
+  sim.last_end.assign(stages, 0);
+  sim.busy.assign(stages, 0);
   std::vector<int> in_flight(stages, 0);
   std::vector<size_t> next(stages, 0);
   std::vector<int> busy_until(stages, 0);
@@ -302,7 +338,7 @@ Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks) {
       }
       const Job& j = lists[s][next[s]];
       const int mb = j.micro_batch;
-      const int v = j.chunk * stages + s;
+      const int v = VirtualStageOf(s, j.chunk, stages, v_shape);
       bool ready = true;
       switch (j.type) {
         case JobType::kForward:
@@ -333,6 +369,11 @@ Simulation Simulate(const std::vector<std::vector<Job>>& lists, int chunks) {
       }
       busy_until[s] = end;
       sim.makespan = std::max(sim.makespan, end);
+      if (end > t) {
+        if (sim.first_start[s] < 0) sim.first_start[s] = t;
+        sim.last_end[s] = end;
+        sim.busy[s] += end - t;
+      }
       ++next[s];
       progress = true;
     }
@@ -354,7 +395,7 @@ Simulation SimulateSchedule(const std::string& name, const Shape& sh) {
   for (int s = 0; s < sh.stages; ++s) {
     lists.push_back(Jobs(name, s, sh.stages, sh.micro_batches, sh.chunks));
   }
-  return Simulate(lists, sh.chunks);
+  return Simulate(lists, sh.chunks, Get(name).v_shape);
 }
 
 // The simulator itself: a hand-timed case, and a deadlock it must report.
@@ -391,6 +432,9 @@ int ExpectedMakespan(const std::string& name, const Shape& sh) {
   // ZB-H1, the paper's table 2: the bubble drops from
   // (p - 1)(tF + tB + tW) to (p - 1)(tF + tB - tW), 3(p - 1) to p - 1 steps.
   if (name == "ZBH1") return 3 * m + p - 1;
+  // ZB-V in chunk units (F = b = w = 1 a chunk): 6m of work on every stage,
+  // each stage s starting at s and running without a gap (the next test).
+  if (name == "ZBV") return 6 * m + p - 1;
   LOG(FATAL) << "no makespan for " << name;
   return 0;
 }
@@ -416,6 +460,26 @@ TEST(ScheduleSimulation, MakespansAtFourStagesEightMicroBatches) {
   EXPECT_EQ(SimulateSchedule("Eager1F1B", {4, 8, 1}).makespan, 33);
   EXPECT_EQ(SimulateSchedule("VPP", {4, 8, 2}).makespan, 57);  // 48 work + 9
   EXPECT_EQ(SimulateSchedule("ZBH1", {4, 8, 1}).makespan, 27);
+  EXPECT_EQ(SimulateSchedule("ZBV", {4, 8, 2}).makespan, 51);  // 48 work + 3
+}
+
+// The published ZB-V figure: at F = B = W, no bubble ("bubble rate 0", Qi et
+// al.'s table of the V schedules, which count a stage's idle time from its
+// first job). Stage s starts when the first forward reaches it, at step s,
+// and then never waits: a parallelogram, so the only idle time of a step is
+// the fill, p - 1 chunk-forwards on every stage (ZBH1 leaves p - 1 whole
+// stage passes, twice as many chunk units; 1F1B 3(p - 1)).
+TEST(ScheduleSimulation, ZBVRunsEveryStageWithoutAGap) {
+  for (const Shape& sh : ValidShapes("ZBV")) {
+    const Simulation sim = SimulateSchedule("ZBV", sh);
+    ASSERT_FALSE(sim.deadlock) << sim.stuck;
+    for (int s = 0; s < sh.stages; ++s) {
+      SCOPED_TRACE(StrCat("stage ", s, " of ", sh.stages, "x", sh.micro_batches));
+      EXPECT_EQ(sim.first_start[s], s);
+      EXPECT_EQ(sim.busy[s], 6 * sh.micro_batches);
+      EXPECT_EQ(sim.last_end[s] - sim.first_start[s], sim.busy[s]);
+    }
+  }
 }
 
 // Peak activations in flight per stage, from each schedule's definition.
@@ -440,6 +504,9 @@ TEST(ScheduleSimulation, PeakMicroBatchesInFlight) {
         if (name == "VPP") {
           expected = std::min(2 * (p - st - 1) + (c - 1) * p + 1, m * c);
         }
+        // ZBV: 2p chunks, p micro-batches of the whole stage, on every
+        // stage: the activations 1F1B holds on its first.
+        if (name == "ZBV") expected = 2 * p;
         EXPECT_EQ(sim.peak[st], expected) << name << " stage " << st << " of "
                                           << sh.stages << "x" << m << "x" << c;
       }

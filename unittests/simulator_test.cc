@@ -76,7 +76,8 @@ class UniformJobTimer : public InstructionTimer {
 // The published bubble fractions with F = b = w = 1 (B = b + w = 2) and
 // free communication: (p-1)/(m+p-1) for FThenB, 1F1B and Eager1F1B; VPP
 // with c chunks, per-chunk costs: (p-1)/(mc+p-1); ZB-H1, whose bubble is
-// (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W): (p-1)/(3m+p-1).
+// (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W): (p-1)/(3m+p-1); ZB-V, per-chunk
+// costs, none but the fill of p-1 chunk forwards: (p-1)/(6m+p-1).
 // The tensor-parallel f (identity) is a view: it copies, allocates and
 // costs nothing, runs on calc beside its consumer, and its output shares
 // the viewed temporary, which lives until the last toucher of either.
@@ -120,6 +121,10 @@ TEST(Simulator, BubbleOfEveryScheduleIsTheTextbookFormula) {
     if (std::string(schedule.name) == "ZBH1") {
       expected_step = 3 * m + p - 1;
       expected_bubble = (p - 1.0) / (3 * m + p - 1);
+    } else if (schedule.v_shape) {
+      // ZB-V, per-chunk costs: no bubble but the fill (schedule_zbv.cc).
+      expected_step = 6 * m + p - 1;
+      expected_bubble = (p - 1.0) / (6 * m + p - 1);
     } else if (schedule.uses_chunks) {
       expected_step = 3 * (m * c + p - 1);
       expected_bubble = (p - 1.0) / (m * c + p - 1);

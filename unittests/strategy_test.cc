@@ -38,16 +38,30 @@ TEST(Strategy, ValidationNamesTheField) {
   };
   EXPECT_EQ(check("mp { degree: 0 }"), "mp.degree must be at least 1, got 0");
   EXPECT_EQ(check("pipeline { schedule_mode: \"GPipe\" }"),
-            "unknown schedule 'GPipe' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap)");
+            "unknown schedule 'GPipe' (known: FThenB, 1F1B, Eager1F1B, VPP, ZBH1, 1F1B-overlap, ZBV)");
   EXPECT_EQ(check("pipeline { vpp_degree: 2 }"),
             "pipeline.vpp_degree is 2 but pipeline.schedule_mode 1F1B has no "
-            "chunks (use VPP)");
+            "chunks (use VPP or ZBV)");
   EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 8 schedule_mode: "
                   "\"VPP\" vpp_degree: 2 } "),
             "");
   EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 6 schedule_mode: "
                   "\"VPP\" vpp_degree: 2 }"),
             "pipeline.micro_batches (6) must be a multiple of pipeline.degree (4) for VPP");
+  // ZBV: a V of exactly two chunks, across stages, with the first stage's
+  // warm-up of 2p - 1 forwards.
+  EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 7 schedule_mode: "
+                  "\"ZBV\" vpp_degree: 2 }"),
+            "");
+  EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 8 schedule_mode: "
+                  "\"ZBV\" }"),
+            "pipeline.vpp_degree (1) must be 2 for ZBV: its V places two chunks on each stage");
+  EXPECT_EQ(check("pipeline { enable: true degree: 4 micro_batches: 6 schedule_mode: "
+                  "\"ZBV\" vpp_degree: 2 }"),
+            "pipeline.micro_batches (6) must be at least 2 x pipeline.degree - 1 (7) for ZBV");
+  EXPECT_EQ(check("pipeline { micro_batches: 4 schedule_mode: \"ZBV\" vpp_degree: 2 }"),
+            "pipeline.vpp_degree is 2 but pipeline.degree is 1: ZBV places chunks across "
+            "stages (use ZBH1)");
   EXPECT_EQ(check("sharding { stage: 3 }"),
             "sharding.stage 3 shards over the data-parallel group, but dp.degree is 1");
   EXPECT_EQ(check("dp { degree: 2 } sharding { stage: 3 }"), "");
