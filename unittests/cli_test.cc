@@ -249,6 +249,15 @@ TEST(Cli, PlanPrintsEveryRanksJobs) {
   EXPECT_NE(r.out.find(", verified"), std::string::npos);
   EXPECT_NE(r.out.find("rank 0 (dp=0 mp=0 pp=0): F0 F1 B0 F2 B1 F3 B2 B3 O"), std::string::npos);
   EXPECT_NE(r.out.find("rank 7 (dp=1 mp=1 pp=1): F0 B0 F1 B1 F2 B2 F3 B3 O"), std::string::npos);
+  // --schedule ZBV alone gives the V its two chunks (schedule_zbv.cc's
+  // worked example).
+  Result v = Loom("plan --preset gpt-tiny --layers 4 --pp 2 --micro_batches 4 --schedule ZBV");
+  ASSERT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("rank 1 (dp=0 mp=0 pp=1): F0.0 F0.1 F1.0 F1.1 b0.1 w0.1 F2.0 b0.0 w0.0 "
+                       "F2.1 b1.1 w1.1 F3.0 b1.0 w1.0 F3.1 b2.1 w2.1 b2.0 b3.1 b3.0 w2.0 w3.1 "
+                       "w3.0 O"),
+            std::string::npos)
+      << v.out;
 }
 
 TEST(Cli, PlanJsonAndConfigFile) {
@@ -266,7 +275,9 @@ TEST(Cli, PlanJsonAndConfigFile) {
 
 TEST(Cli, ImpossiblePlansGiveOneLineErrors) {
   for (const char* args : {"--pp 3", "--mp 3", "--pp 2 --micro_batches 1",
-                           "--dp 3", "--schedule Foo", "--pp 2 --vpp 2 --schedule VPP --micro_batches 4"}) {
+                           "--dp 3", "--schedule Foo", "--pp 2 --vpp 2 --schedule VPP --micro_batches 4",
+                           "--pp 2 --schedule ZBV --micro_batches 2",
+                           "--pp 2 --schedule ZBV --vpp 3 --micro_batches 4"}) {
     Result r = Loom(std::string("plan --preset gpt-tiny ") + args);
     EXPECT_EQ(r.code, 1) << args << ": " << r.out;
     EXPECT_EQ(Lines(r.out), 1) << args << ": " << r.out;
