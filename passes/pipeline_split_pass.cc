@@ -5,7 +5,8 @@
 // grouped into stages x chunks contiguous "virtual stages": by balanced
 // analytic cost without VPP (the embedding goes with the first group and
 // the head with the last, so the end stages may take fewer layers), evenly
-// with chunks, as Megatron's interleaved schedule requires. Virtual stage v
+// with VPP, as Megatron's interleaved schedule requires, and under a V by
+// VShapedPartition (stage 0, which holds both ends, takes fewer layers). Virtual stage v
 // runs on pipeline stage v % stages as chunk v / stages, or with v-shape
 // (ZBV) down the stages as chunk 0 and back up as chunk 1
 // (PlaceVirtualStage); a value that crosses between virtual stages on one
@@ -18,7 +19,9 @@
 // gradient contributions, and before the update the stages all-reduce their
 // sums over kSharedParamRing, so every copy takes the same step.
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <queue>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -67,6 +70,52 @@ std::vector<int> BalancedPartition(const std::vector<double>& layers, int parts,
     starts[k - 1] = cut[k][i];
     i = cut[k][i];
   }
+  return starts;
+}
+
+// The first layer of each of the 2 x `stages` virtual stages of a V (ZBV),
+// whose stage s runs virtual stages s and 2 stages - 1 - s: stage 0 holds
+// both ends of the model, `pre` (the embedding) and `post` (the head and
+// loss). Layers go one at a time to the stage that stays cheapest, at their
+// mean cost (a transformer's layers cost alike), so stage 0 takes fewer of
+// them for the head; then each stage's layers split between its two
+// chunks so that each chunk's cost, its end of the model included, is as
+// even as whole layers allow. Every virtual stage keeps a layer.
+// O(layers log stages).
+std::vector<int> VShapedPartition(const std::vector<double>& layers, int stages, double pre,
+                                  double post) {
+  const int n = static_cast<int>(layers.size());
+  double mean = 0;
+  for (double c : layers) mean += c / n;
+  if (mean <= 0) mean = 1;
+  std::vector<int> count(stages, 2);
+  // (cost with one more layer, stage): the cheapest on top.
+  using Entry = std::pair<double, int>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> cheapest;
+  auto extra = [&](int s) { return s == 0 ? pre + post : 0.0; };
+  for (int s = 0; s < stages; ++s) cheapest.push({extra(s) + 3 * mean, s});
+  for (int left = n - 2 * stages; left > 0; --left) {
+    const int s = cheapest.top().second;
+    cheapest.pop();
+    ++count[s];
+    cheapest.push({extra(s) + (count[s] + 1) * mean, s});
+  }
+  std::vector<int> in_virtual(2 * stages);
+  for (int s = 0; s < stages; ++s) {
+    const int k = count[s];
+    // Chunk 0 keeps more micro-batches in flight (schedule_zbv.cc), so an
+    // odd layer goes to chunk 1; on stage 0, which carries `pre` on chunk 0
+    // and `post` on chunk 1, the layers even out their costs instead.
+    int first = k / 2;
+    if (s == 0) {
+      first = std::clamp(static_cast<int>(std::lround((k * mean + post - pre) / (2 * mean))), 1,
+                         k - 1);
+    }
+    in_virtual[s] = first;
+    in_virtual[2 * stages - 1 - s] = k - first;
+  }
+  std::vector<int> starts(2 * stages, 0);
+  for (int v = 1; v < 2 * stages; ++v) starts[v] = starts[v - 1] + in_virtual[v - 1];
   return starts;
 }
 
@@ -124,7 +173,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
                            chunks_, ") = ", v,
                            " virtual stages exceed the ", num_layers, " layers");
   }
-  if (chunks_ > 1 && num_layers % v != 0) {
+  if (chunks_ > 1 && !v_shape_ && num_layers % v != 0) {
     return InvalidArgument("pipeline.vpp_degree (", chunks_, ") x pipeline.degree (",
                            stages_, ") = ", v, " does not divide the ",
                            num_layers, " layers");
@@ -157,7 +206,9 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     }
   }
   std::vector<int> starts;
-  if (chunks_ > 1) {
+  if (v_shape_) {
+    starts = VShapedPartition(layer_cost, stages_, pre, post);
+  } else if (chunks_ > 1) {
     for (int g = 0; g < v; ++g) starts.push_back(g * (num_layers / v));
   } else {
     starts = BalancedPartition(layer_cost, v, pre, post);

@@ -78,7 +78,8 @@ struct PhaseCost {
 };
 struct SerialCost {
   PhaseCost forward, backward, optimizer;
-  double layer_forward = 0;  // one transformer layer's forward, work only
+  // One transformer layer's forward and backward, work only.
+  double layer_forward = 0, layer_backward = 0;
 };
 
 StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig& optimizer,
@@ -90,19 +91,27 @@ StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig&
   LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
   if (amp.level > 0) LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
   SerialCost cost;
-  double layers_forward = 0;
-  for (const Op* op : tp.main.global_block().ops()) {
+  double layers_forward = 0, layers_backward = 0;
+  const Block& block = tp.main.global_block();
+  for (const Op* op : block.ops()) {
     LOOM_ASSIGN_OR_RETURN(OpCost priced, ops.EstimateOp(*op));
+    const double work = std::max(0.0, priced.seconds - launch);
     if (op->HasRole(role::kOptimize)) {
       cost.optimizer.Add(priced.seconds, launch);
     } else if (op->HasRole(role::kBackward)) {
       cost.backward.Add(priced.seconds, launch);
+      // A backward op belongs to the layer of the forward op it
+      // differentiates.
+      const Op* forward = block.FindOpById(op->desc().forward_id());
+      if (forward != nullptr && forward->desc().layer() >= 0) layers_backward += work;
     } else {
       cost.forward.Add(priced.seconds, launch);
-      if (op->desc().layer() >= 0) layers_forward += std::max(0.0, priced.seconds - launch);
+      if (op->desc().layer() >= 0) layers_forward += work;
     }
   }
-  cost.layer_forward = layers_forward / std::max<int64_t>(1, config.num_layers);
+  const int64_t layers = std::max<int64_t>(1, config.num_layers);
+  cost.layer_forward = layers_forward / layers;
+  cost.layer_backward = layers_backward / layers;
   return cost;
 }
 
@@ -121,8 +130,10 @@ int SharedCores(const proto::Cluster& cluster) {
 //    of the update (1/dp of it from ZeRO stage 1 on);
 //  - the last stage: it cannot start before the first micro-batch's
 //    forward has crossed the stages before it, each chunk of them holding
-//    at least layers / (stages x chunks) layers, and then runs the forwards
-//    of its own fewest layers. This bounds any schedule's bubble, ZB's too;
+//    at least layers / (stages x chunks) layers, and then runs every
+//    forward (twice under full recomputation) and backward of its own
+//    fewest layers. This bounds any schedule's bubble, ZB's and ZBV's too
+//    (every job of the last stage waits for that first forward);
 //  - on one host's shared cores, all ranks' work over the cores.
 Bounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
                 const proto::Strategy& s, const SerialCost& serial, int shared_cores) {
@@ -137,8 +148,9 @@ Bounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
       m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
-  const double last_stage = (pp - 1) * fewest_in_chunk * serial.layer_forward / mp +
-                            m * fewest_layers * serial.layer_forward / mp;
+  const double last_stage =
+      (pp - 1) * fewest_in_chunk * serial.layer_forward / mp +
+      m * fewest_layers * (serial.layer_forward * (full ? 2 : 1) + serial.layer_backward) / mp;
   double host = 0;
   if (shared_cores > 0) {
     const double all_ranks =
@@ -277,8 +289,12 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
             for (int v = 2; v <= space.max_vpp; ++v) vpps.push_back(v);
           }
           for (int vpp : vpps) {
-            if (config.num_layers % (static_cast<int64_t>(pp) * vpp) != 0) {
-              prune("layers not divisible by stages x chunks");
+            // VPP splits the layers evenly; a V balances them and needs a
+            // layer a chunk.
+            if (schedule->v_shape ? config.num_layers < 2 * pp
+                                  : config.num_layers % (static_cast<int64_t>(pp) * vpp) != 0) {
+              prune(schedule->v_shape ? "fewer layers than virtual stages"
+                                      : "layers not divisible by stages x chunks");
               continue;
             }
             // MakeStrategy sets every layout field, so it overrides base's.

@@ -258,6 +258,15 @@ TEST(Cli, PlanPrintsEveryRanksJobs) {
                        "w3.0 O"),
             std::string::npos)
       << v.out;
+  // The V balances its layers: stage 0, which holds both the embedding and
+  // a head made costly by a large vocabulary, keeps one layer a chunk.
+  Result costly = Loom("plan --preset gpt-tiny --layers 8 --vocab_size 20000 --pp 2 "
+                       "--micro_batches 4 --schedule ZBV --explain --rank 0");
+  ASSERT_EQ(costly.code, 0) << costly.out;
+  EXPECT_NE(costly.out.find("virtual stage 0 (stage 0, chunk 0): layers 0-0,"), std::string::npos)
+      << costly.out;
+  EXPECT_NE(costly.out.find("virtual stage 3 (stage 0, chunk 1): layers 7-7,"), std::string::npos)
+      << costly.out;
 }
 
 TEST(Cli, PlanJsonAndConfigFile) {
