@@ -186,7 +186,10 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     if (comm.store == nullptr && comm.file_store_dir.empty()) {
       comm.job = StrCat(comm.job, "-", trainers++);
     }
-    // Making the groups is collective: every local rank at once.
+    // Making the groups is collective: every local rank at once. Each rank's
+    // thread is pinned as its streams will be, so that the Gloo device's
+    // event-loop thread it starts inherits the rank's core: the PINNED model
+    // (and the call-CPU profiler) puts a rank's communication CPU there.
     LOOM_RETURN_IF_ERROR(ForEachRank(t->local_, [&](int r) -> Status {
       CommWorldOptions rank_comm = comm;
 #ifdef LOOM_WITH_CUDA
@@ -198,7 +201,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
 #endif
       LOOM_ASSIGN_OR_RETURN(t->worlds_[r], CommWorld::Create(t->plan_.layout, r, rank_comm));
       return Status::OK();
-    }));
+    }, t->rank_cores_));
   }
   for (int r : t->local_) {
     t->scopes_[r] = std::make_unique<Scope>();
