@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cost_model/cluster.h"
+#include "framework/op_registry.h"
 
 namespace loom {
 namespace {
@@ -49,13 +50,18 @@ StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name) {
 }
 
 StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type) {
-  for (CollectiveKind k :
-       {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
-        CollectiveKind::kReduceScatter, CollectiveKind::kBroadcast,
-        CollectiveKind::kSend, CollectiveKind::kRecv}) {
-    if (op_type == CollectiveKindName(k)) return k;
+  // The op's schema says what its call moves (and a price may be asked for
+  // before anything else needed the schemas).
+  RegisterAllOps();
+  switch (CommCallOf(op_type)) {
+    case CommCall::kAllReduce: return CollectiveKind::kAllReduce;
+    case CommCall::kAllGather: return CollectiveKind::kAllGather;
+    case CommCall::kReduceScatter: return CollectiveKind::kReduceScatter;
+    case CommCall::kBroadcast: return CollectiveKind::kBroadcast;
+    case CommCall::kSend: return CollectiveKind::kSend;
+    case CommCall::kRecv: return CollectiveKind::kRecv;
+    case CommCall::kNone: break;
   }
-  if (op_type == "c_softmax_with_cross_entropy") return CollectiveKind::kAllReduce;
   return NotFound("op type '", op_type, "' does not communicate");
 }
 

@@ -283,62 +283,77 @@ Status LocalAlongAxis(const KernelContext& ctx, bool gather) {
   return Status::OK();
 }
 
+// The one op that computes around its calls (OpSchema::ComputesAroundCall)
+// has its own kernel, given the call to make.
+Status ComputeAroundCall(const Instruction& ins, const KernelContext& ctx, Communicator* comm) {
+  if (ins.op_type == "c_softmax_with_cross_entropy") {
+    return VocabParallelCrossEntropyOn(ctx, [comm](const std::vector<Tensor*>& rows, bool max) {
+      if (comm == nullptr) return Status::OK();  // one rank alone: its shard is all
+      return comm->AllReduce(rows, max ? ReduceOp::kMax : ReduceOp::kSum);
+    });
+  }
+  return Unimplemented("no kernel computes around the calls of ", ins.op_type);
+}
+
 }  // namespace
 
 CommKernelFn MakeCommKernels(CommWorld* world) {
   return [world](const Instruction& ins, const KernelContext& ctx) -> Status {
     LOOM_ASSIGN_OR_RETURN(Communicator* comm, world->Get(static_cast<RingId>(ins.ring)));
-    const std::string& type = ins.op_type;
-    if (type == "allreduce") return AllReduceKernel(ctx, comm);
-    if (type == "broadcast") {
-      Tensor* out = ctx.Output("Out");
-      LOOM_RETURN_IF_ERROR(CopyTensor(ctx, ctx.Input("X"), out));
-      LOOM_RETURN_IF_ERROR(InputsReady(ctx));
-      return comm->Broadcast(out, ctx.Attr<int32_t>("root"));
+    if (ins.computes_around_call) return ComputeAroundCall(ins, ctx, comm);
+    switch (ins.call) {
+      case CommCall::kAllReduce:
+        return AllReduceKernel(ctx, comm);
+      case CommCall::kBroadcast: {
+        Tensor* out = ctx.Output("Out");
+        LOOM_RETURN_IF_ERROR(CopyTensor(ctx, ctx.Input("X"), out));
+        LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+        return comm->Broadcast(out, ctx.Attr<int32_t>("root"));
+      }
+      // These wait for their stream themselves, after their own copies.
+      case CommCall::kAllGather:
+        return AllGatherKernel(ctx, comm);
+      case CommCall::kReduceScatter:
+        return ReduceScatterAlongAxis(ctx, comm);
+      // A recv too waits: its output may reuse memory the stream's earlier
+      // work still reads (stream-ordered allocation).
+      case CommCall::kSend:
+        LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+        return comm->Send(ctx.Input("X"), ctx.Attr<int32_t>("peer"));
+      case CommCall::kRecv:
+        LOOM_RETURN_IF_ERROR(InputsReady(ctx));
+        return comm->Recv(ctx.Output("Out"), ctx.Attr<int32_t>("peer"));
+      case CommCall::kNone:
+        break;
     }
-    // These wait for their stream themselves, after their own copies.
-    if (type == "allgather") return AllGatherKernel(ctx, comm);
-    if (type == "reduce_scatter") return ReduceScatterAlongAxis(ctx, comm);
-    // A recv too: its output may reuse memory the stream's earlier work
-    // still reads (stream-ordered allocation).
-    LOOM_RETURN_IF_ERROR(InputsReady(ctx));
-    if (type == "send") return comm->Send(ctx.Input("X"), ctx.Attr<int32_t>("peer"));
-    if (type == "recv") return comm->Recv(ctx.Output("Out"), ctx.Attr<int32_t>("peer"));
-    if (type == "c_softmax_with_cross_entropy") {
-      return VocabParallelCrossEntropyOn(
-          ctx, [comm](const std::vector<Tensor*>& rows, bool max) {
-            return comm->AllReduce(rows, max ? ReduceOp::kMax : ReduceOp::kSum);
-          });
-    }
-    return Unimplemented("no communication kernel for ", type);
+    return Unimplemented("no communication kernel for ", ins.op_type);
   };
 }
 
 CommKernelFn MakeLocalCommKernels() {
   return [](const Instruction& ins, const KernelContext& ctx) -> Status {
-    const std::string& type = ins.op_type;
-    Device* device = DeviceOf(ctx);
-    if (type == "allreduce") {
-      for (int i = 0; i < ctx.OutputCount("Out"); ++i) {
-        LOOM_RETURN_IF_ERROR(CopyTensor(ctx, ctx.Input("X", i), ctx.Output("Out", i)));
-      }
-      return Status::OK();
-    }
-    if (type == "broadcast") return CopyTensor(ctx, ctx.Input("X"), ctx.Output("Out"));
-    if (type == "allgather" || type == "reduce_scatter") {
-      return LocalAlongAxis(ctx, type == "allgather");
-    }
-    if (type == "send") return Status::OK();
-    if (type == "recv") {
-      Tensor* out = ctx.Output("Out");
-      return device->Memset(out->raw_data(), 0, out->bytes(), ctx.stream());
-    }
-    if (type == "c_softmax_with_cross_entropy") {
-      return VocabParallelCrossEntropyOn(ctx, [](const std::vector<Tensor*>&, bool) {
+    if (ins.computes_around_call) return ComputeAroundCall(ins, ctx, /*comm=*/nullptr);
+    switch (ins.call) {
+      case CommCall::kAllReduce:
+        for (int i = 0; i < ctx.OutputCount("Out"); ++i) {
+          LOOM_RETURN_IF_ERROR(CopyTensor(ctx, ctx.Input("X", i), ctx.Output("Out", i)));
+        }
         return Status::OK();
-      });
+      case CommCall::kBroadcast:
+        return CopyTensor(ctx, ctx.Input("X"), ctx.Output("Out"));
+      case CommCall::kAllGather:
+      case CommCall::kReduceScatter:
+        return LocalAlongAxis(ctx, ins.call == CommCall::kAllGather);
+      case CommCall::kSend:
+        return Status::OK();
+      case CommCall::kRecv: {
+        Tensor* out = ctx.Output("Out");
+        return DeviceOf(ctx)->Memset(out->raw_data(), 0, out->bytes(), ctx.stream());
+      }
+      case CommCall::kNone:
+        break;
     }
-    return Unimplemented("no local kernel for communication op ", type);
+    return Unimplemented("no local kernel for communication op ", ins.op_type);
   };
 }
 

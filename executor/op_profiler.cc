@@ -29,9 +29,8 @@ double Since(Clock::time_point start) {
 // the `nranks` shards (the vocabulary-parallel cross entropy): its compute
 // can be timed as a single shard.
 bool IsShardedCompute(const Op& op) {
-  return CommKindOf(op.type()) == CommKind::kCollective &&
-         FindAttrOrDefault(op.desc(), "nranks") != nullptr &&
-         FindAttrOrDefault(op.desc(), "rank") != nullptr;
+  const OpSchema* schema = OpRegistry::Global().Find(op.type());
+  return schema != nullptr && schema->computes_around_call();
 }
 
 // The op alone: its vars declared as in its program (inputs fed as data

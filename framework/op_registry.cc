@@ -57,6 +57,24 @@ CommKind CommKindOf(const std::string& type) {
   return schema == nullptr ? CommKind::kNone : schema->comm_kind();
 }
 
+CommCall CommCallOf(const std::string& type) {
+  const OpSchema* schema = OpRegistry::Global().Find(type);
+  return schema == nullptr ? CommCall::kNone : schema->comm_call();
+}
+
+const char* CommCallName(CommCall call) {
+  switch (call) {
+    case CommCall::kNone: return "none";
+    case CommCall::kAllReduce: return "allreduce";
+    case CommCall::kAllGather: return "allgather";
+    case CommCall::kReduceScatter: return "reduce_scatter";
+    case CommCall::kBroadcast: return "broadcast";
+    case CommCall::kSend: return "send";
+    case CommCall::kRecv: return "recv";
+  }
+  return "none";
+}
+
 const proto::Attr* FindAttrOrDefault(const proto::OpDesc& desc,
                                      const std::string& name) {
   for (const auto& a : desc.attrs()) {

@@ -58,15 +58,29 @@ struct AttrSpec {
 
 using InferShapeFn = std::function<Status(InferShapeContext&)>;
 
-// How an op communicates at run time. The one place that says so: lowering,
-// the executor's kernel dispatch, the plan verifier and the cost model all
-// read it from the schema.
+// How an op communicates at run time, in two facts its schema gives (the
+// one place that says so): who takes part (CommKind: lowering, the plan
+// verifier) and what the call moves (CommCall: the executor's communication
+// kernels, the cost model and the profilers dispatch on it, never on the
+// op's type).
 enum class CommKind : uint8_t {
   kNone,        // computes locally (identity too: it only marks a boundary)
   kCollective,  // every member of its ring runs it together
   kSend,        // to one peer
   kRecv,        // from one peer
 };
+enum class CommCall : uint8_t {
+  kNone,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+};
+// "allreduce", "allgather", "reduce_scatter", "broadcast", "send", "recv"
+// (the types of the ops that make each call alone); "none".
+const char* CommCallName(CommCall call);
 // Given a forward op, returns the ops that compute its input gradients. The
 // conventions: a grad op reads "<slot>@GRAD" for forward output slots and
 // writes "<slot>@GRAD" for forward input slots; autodiff prunes outputs that
@@ -123,13 +137,29 @@ class OpSchema {
     grad_maker_ = std::move(fn);
     return *this;
   }
-  // Communication ops (allreduce, send, ...) are run by communicators.
-  // An op of kind kNone may still set `communication` (identity: a
-  // tensor-parallel boundary whose gradient is an allreduce) to give the
-  // ops autodiff makes for it the communication role.
-  OpSchema& SetCommunication(CommKind kind = CommKind::kCollective) {
+  // Communication ops (allreduce, send, ...) are run by communicators,
+  // which make `call`; a send or recv is between two peers, any other call
+  // a collective of the op's ring.
+  OpSchema& SetCommunication(CommCall call) {
     communication_ = true;
-    comm_kind_ = kind;
+    comm_call_ = call;
+    comm_kind_ = call == CommCall::kSend   ? CommKind::kSend
+                 : call == CommCall::kRecv ? CommKind::kRecv
+                                           : CommKind::kCollective;
+    return *this;
+  }
+  // An op that computes locally but marks a communication boundary
+  // (identity: a tensor-parallel boundary whose gradient is an allreduce):
+  // the ops autodiff makes for it take the communication role.
+  OpSchema& MarkCommunicationBoundary() {
+    communication_ = true;
+    return *this;
+  }
+  // The op computes around its calls (the vocabulary-parallel cross
+  // entropy: its own shard, then `call`s to combine the shards), so its
+  // communication kernel is its own.
+  OpSchema& ComputesAroundCall() {
+    computes_around_call_ = true;
     return *this;
   }
   OpSchema& Doc(std::string doc) {
@@ -170,6 +200,8 @@ class OpSchema {
   bool differentiable() const { return static_cast<bool>(grad_maker_); }
   bool communication() const { return communication_; }
   CommKind comm_kind() const { return comm_kind_; }
+  CommCall comm_call() const { return comm_call_; }
+  bool computes_around_call() const { return computes_around_call_; }
   const std::string& doc() const { return doc_; }
   // The input slot the outputs view, or empty; where they start.
   const std::string& view_of() const { return view_of_; }
@@ -195,6 +227,8 @@ class OpSchema {
   GradMakerFn grad_maker_;
   bool communication_ = false;
   CommKind comm_kind_ = CommKind::kNone;
+  CommCall comm_call_ = CommCall::kNone;
+  bool computes_around_call_ = false;
   std::string doc_;
 };
 
@@ -216,8 +250,9 @@ class OpRegistry {
 // of times. Explicit, so that no linker can drop a registration.
 void RegisterAllOps();
 
-// The comm kind of `type`'s schema; kNone for an unknown type.
+// The comm kind and call of `type`'s schema; kNone for an unknown type.
 CommKind CommKindOf(const std::string& type);
+CommCall CommCallOf(const std::string& type);
 
 // Reads `name` from the desc, falling back to the schema default. nullptr if
 // neither exists.

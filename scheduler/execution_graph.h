@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "framework/op_registry.h"
 #include "scheduler/plan.h"
 
 namespace loom {
@@ -67,6 +68,10 @@ struct Instruction {
   // comm_seq: the index of this call among this rank's calls on the ring
   // (send/recv: among its calls to / from the same peer).
   RingId ring = kMpRing;
+  // What the call moves (the op schema's), and whether the op computes
+  // around it (the vocabulary-parallel cross entropy).
+  CommCall call = CommCall::kNone;
+  bool computes_around_call = false;
   int peer_stage = -1;
   int64_t comm_seq = -1;
   int64_t comm_bytes = 0;  // bytes this rank contributes to one call

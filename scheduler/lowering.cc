@@ -17,6 +17,8 @@ namespace {
 struct OpFacts {
   std::string type;
   CommKind comm = CommKind::kNone;
+  CommCall call = CommCall::kNone;
+  bool computes_around_call = false;
   int stream = 0;
   int priority = 0;
   bool last_micro_batch_only = false;
@@ -186,6 +188,10 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     }
     for (const std::string& in : op->InputVars()) f.inputs.push_back(var(in));
     schema = OpRegistry::Global().Find(f.type);
+    if (schema != nullptr) {
+      f.call = schema->comm_call();
+      f.computes_around_call = schema->computes_around_call();
+    }
     for (const auto& slot : op->desc().inputs()) {
       const SlotSpec* spec = schema == nullptr ? nullptr : schema->FindInput(slot.name());
       if (spec != nullptr && spec->no_buffer()) continue;
@@ -417,6 +423,8 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       }
       if (ins.communicates()) {
         ins.ring = f.ring;
+        ins.call = f.call;
+        ins.computes_around_call = f.computes_around_call;
         ins.peer_stage = f.peer_stage;
         ins.comm_bytes = f.work.comm_bytes;
         ins.comm_calls = f.work.comm_calls;

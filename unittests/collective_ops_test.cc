@@ -417,6 +417,7 @@ Status RunComm(const CommKernelFn& kernels, const proto::OpDesc& desc, Tensor* i
   Instruction ins;
   ins.ring = kDpRing;
   ins.op_type = desc.type();
+  ins.call = CommCallOf(desc.type());  // as lowering sets it, from the schema
   const std::vector<BoundSlot> ins_slots = {{"X", {in}}}, out_slots = {{"Out", {out}}};
   return kernels(ins, KernelContext(desc, ins_slots, out_slots));
 }

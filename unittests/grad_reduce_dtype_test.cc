@@ -121,6 +121,7 @@ TEST(WireDtype, KernelsRoundEachRanksPartOnceAndTheResultOnce) {
     Instruction ins;
     ins.ring = kDpRing;
     ins.op_type = "allreduce";
+    ins.call = CommCall::kAllReduce;
     const std::vector<BoundSlot> bucket = {{"X", {&g[0], &g[1]}}};
     const std::vector<BoundSlot> bucket_out = {{"Out", {&g[0], &g[1]}}};
     Status s = kernels(ins, KernelContext(block.OpVector()[0]->desc(), bucket, bucket_out));
@@ -137,6 +138,7 @@ TEST(WireDtype, KernelsRoundEachRanksPartOnceAndTheResultOnce) {
     for (int i = 0; i < 10; ++i) g[1].data<float>()[i] = value(rank, i);
     Tensor part(TensorMeta{proto::FP32, {5}});
     ins.op_type = "reduce_scatter";
+    ins.call = CommCall::kReduceScatter;
     const std::vector<BoundSlot> in = {{"X", {&g[1]}}}, out = {{"Out", {&part}}};
     s = kernels(ins, KernelContext(block.OpVector()[1]->desc(), in, out));
     ASSERT_TRUE(s.ok()) << s;

@@ -143,7 +143,7 @@ void RegisterCollectiveOps() {
             return Status::OK();
           })
           .SetGradMaker(AllreduceGrad)
-          .SetCommunication()
+          .SetCommunication(CommCall::kAllReduce)
           .Doc("Out[i] = X[i] reduced over the ranks of ring_id (sum, avg or "
                "max), for every i: X and Out hold the same number of vars, "
                "so one op can reduce a bucket of tensors. Its gradient is one "
@@ -157,7 +157,7 @@ void RegisterCollectiveOps() {
           .SetInferShape(InferSameAsX)
           .SetGradMaker(MirrorGrad("allreduce",
                                    {MakeAttr<std::string>("reduce_op", "sum")}))
-          .SetCommunication(CommKind::kNone)
+          .MarkCommunicationBoundary()
           .ViewOf("X")
           .Doc("Out = X, as a view of X's data (no copy). Marks where a "
                "replicated value enters rank-local compute; its gradient is a "
@@ -179,7 +179,7 @@ void RegisterCollectiveOps() {
             return Status::OK();
           })
           .SetGradMaker(MirrorGrad("reduce_scatter"))
-          .SetCommunication()
+          .SetCommunication(CommCall::kAllGather)
           .Doc("Out = the X of every rank, joined along dim `axis` in rank "
                "order."));
   OpRegistry::Global().Register(
@@ -219,7 +219,7 @@ void RegisterCollectiveOps() {
             return Status::OK();
           })
           .SetGradMaker(MirrorGrad("allgather"))
-          .SetCommunication()
+          .SetCommunication(CommCall::kReduceScatter)
           .Doc("Sums (or averages, reduce_op) X over the ranks and gives rank r "
                "the r-th of nranks equal parts along dim `axis`. Out may be that "
                "part of X itself (a shard of a flat buffer, axis 0): the reduction "
@@ -231,7 +231,7 @@ void RegisterCollectiveOps() {
           .Attr<int32_t>("ring_id", 0)
           .Attr<int32_t>("root", 0)
           .SetInferShape(InferSameAsX)
-          .SetCommunication()
+          .SetCommunication(CommCall::kBroadcast)
           .Doc("Out = X of rank root, on every rank."));
   OpRegistry::Global().Register(
       OpSchema("send")
@@ -239,7 +239,7 @@ void RegisterCollectiveOps() {
           .Attr<int32_t>("ring_id", 0)
           .RequiredAttr<int32_t>("peer")
           .SetInferShape(CheckPeer)
-          .SetCommunication(CommKind::kSend)
+          .SetCommunication(CommCall::kSend)
           .Doc("Sends X to rank peer. No outputs: passes must not drop it "
                "as dead code."));
   OpRegistry::Global().Register(
@@ -268,7 +268,7 @@ void RegisterCollectiveOps() {
                           TensorMeta{static_cast<DataType>(dtype), shape});
             return Status::OK();
           })
-          .SetCommunication(CommKind::kRecv)
+          .SetCommunication(CommCall::kRecv)
           .Doc("Out = what rank peer sends, of out_shape and dtype."));
 }
 

@@ -145,7 +145,8 @@ void RegisterSoftmaxOps() {
             MakeGradOp(f, "c_softmax_with_cross_entropy_grad", {"Label"},
                        {"Softmax"}, {"Loss"}, {"Logits"})};
       })
-      .SetCommunication()
+      .SetCommunication(CommCall::kAllReduce)
+      .ComputesAroundCall()
       .Doc("Vocabulary-parallel softmax_with_cross_entropy (Megatron's "
            "vocab_parallel_cross_entropy): Logits [..., V_local] are global "
            "classes [rank * V_local, (rank + 1) * V_local) of nranks shards; "
