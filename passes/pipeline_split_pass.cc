@@ -244,7 +244,6 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
     }
     return best;
   };
-  auto max_producer_stage = [&](const Op* op) { return last_producer_stage(op); };
   // A forward op outside the layers goes where its inputs are made; one
   // that reads only parameters and data (a cast of a weight, under mixed
   // precision) goes to its first reader's stage instead, so that the
@@ -252,7 +251,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
   std::vector<Op*> by_readers;
   for (Op* op : ops) {
     if (!op->HasRole(role::kForward)) continue;
-    int vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()] : max_producer_stage(op);
+    int vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()] : last_producer_stage(op);
     if (vs < 0) {
       by_readers.push_back(op);
       vs = 0;
@@ -288,7 +287,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
       } else if (fwd != nullptr && vstage_.count(fwd)) {
         vs = vstage_[fwd];
       } else {
-        vs = max_producer_stage(op);
+        vs = last_producer_stage(op);
         if (vs < 0) {
           return Internal(op->Location(),
                           ": backward op with no forward op and no producer");
@@ -361,6 +360,9 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
     return op->type() == "sum" && op->desc().param_grads_size() > 0 &&
            shared_.count(op->desc().param_grads(0).param()) > 0;
   };
+  // Ops of no one chunk (a shared sum, the learning rate, a shared update)
+  // go with the stage's first.
+  const int first_vs = VirtualStageOf(stage_, /*chunk=*/0, stages_, v_shape_);
   std::unordered_set<std::string> here;  // vars this rank's program makes
   std::set<std::pair<std::string, int>> sent;
   for (Op* op : ops) {
@@ -369,7 +371,7 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
       const std::string param = op->desc().param_grads(0).param();
       if (!param_stages_[param].count(stage_)) continue;
       std::vector<std::string> local;
-      vs = VirtualStageOf(stage_, /*chunk=*/0, stages_, v_shape_);
+      vs = first_vs;
       for (const std::string& part : op->Inputs("X")) {
         Op* producer = block.FirstProducer(part);
         if (producer != nullptr && StageOf(producer) == stage_) {
@@ -394,8 +396,6 @@ StatusOr<Program> PipelineSplitPass::BuildRankProgram(
     const bool keep = shared_update ? param_stages_[op->Input("Param")].count(stage_) > 0
                                     : every_stage || StageOf(op) == stage_;
     if (!keep) continue;
-    // Ops of no one chunk go with the stage's first.
-    const int first_vs = VirtualStageOf(stage_, /*chunk=*/0, stages_, v_shape_);
     if (every_stage) vs = first_vs;
     if (shared_update) {
       vs = first_vs;

@@ -10,6 +10,7 @@
 #include "models/training_recipe.h"
 #include "passes/amp.h"
 #include "runtime/simulation.h"
+#include "scheduler/schedule.h"
 
 DEFINE_string(preset, "gpt-tiny",
               "model preset: gpt-tiny, gpt-small, gpt3-1.3b, gpt3-6.7b, gpt3-13b, gpt3-175b "
@@ -341,9 +342,12 @@ StatusOr<proto::Strategy> StrategyFromFlags() {
   if (!FLAGS_schedule.empty()) s.mutable_pipeline()->set_schedule_mode(FLAGS_schedule);
   LOOM_RETURN_IF_ERROR(SetAmpFromFlags(s.mutable_amp()));
   if (FLAGS_vpp > 0) s.mutable_pipeline()->set_vpp_degree(FLAGS_vpp);
-  // ZBV's V has two chunks a stage and no other count: --schedule ZBV alone
-  // says it all (an explicit --vpp still wins, and is checked).
-  if (FLAGS_vpp == 0 && FLAGS_schedule == "ZBV") s.mutable_pipeline()->set_vpp_degree(2);
+  // A V has two chunks a stage and no other count: --schedule ZBV alone says
+  // it all (an explicit --vpp still wins, and is checked).
+  if (FLAGS_vpp == 0) {
+    const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+    if (schedule.ok() && (*schedule)->v_shape) s.mutable_pipeline()->set_vpp_degree(2);
+  }
   if (FLAGS_max_in_flight != 0) s.mutable_pipeline()->set_max_in_flight(FLAGS_max_in_flight);
   if (FLAGS_dp_bucket_bytes < 0) {
     return InvalidArgument("--dp_bucket_bytes must be positive (0: the config's or the cost "
