@@ -21,6 +21,29 @@ struct Case {
   bool op_split = false;
 };
 
+// Two SGD steps (lr 0.5, so that a wrong gradient moves far) of `c` under
+// `strategy` against serial training: each step's loss within 1e-5, then
+// every parameter of every rank (its shard) within 2e-5.
+void TwoSgdStepsMatchSerial(const GptConfig& c, const proto::Strategy& strategy) {
+  OptimizerConfig sgd;
+  sgd.type = "sgd";
+  sgd.learning_rate = 0.5f;
+  auto serial = SerialTrainer::Create(c, sgd).value();
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  auto t = ParallelTrainer::Create(c, sgd, strategy, options);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (int s = 0; s < 2; ++s) {
+    auto want = serial->Step(s);
+    auto loss = (*t)->Step(s);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    EXPECT_NEAR(*loss, *want, 1e-5 * std::fabs(*want)) << "loss of step " << s;
+  }
+  // gpt-tiny has 12 parameters a layer and 4 outside them.
+  EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), c.num_layers * 12 + 4);
+}
+
 TEST(ParameterParity, EveryParameterOfEveryLayoutAfterSgdSteps) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 4;
@@ -56,9 +79,6 @@ TEST(ParameterParity, EveryParameterOfEveryLayoutAfterSgdSteps) {
 // micro-batches (at least 2 x 4 - 1); 6 layers on 2 stages split unevenly
 // (2 and 1 on stage 0, 1 and 2 on stage 1).
 TEST(ParameterParity, ZBVOnTwoAndFourStagesAfterSgdSteps) {
-  OptimizerConfig sgd;
-  sgd.type = "sgd";
-  sgd.learning_rate = 0.5f;
   for (const auto& [layers, k] :
        {std::pair{8, Case{1, 2, 2, "ZBV", 2, 8}}, std::pair{8, Case{2, 1, 2, "ZBV", 2, 4}},
         std::pair{8, Case{1, 1, 4, "ZBV", 2, 8}}, std::pair{6, Case{1, 1, 2, "ZBV", 2, 4}}}) {
@@ -67,20 +87,7 @@ TEST(ParameterParity, ZBVOnTwoAndFourStagesAfterSgdSteps) {
     GptConfig c = GptPreset("gpt-tiny").value();
     c.num_layers = layers;
     c.batch_size = 16;
-    auto serial = SerialTrainer::Create(c, sgd).value();
-    ParallelTrainer::Options options;
-    options.comm.timeout = std::chrono::seconds(30);
-    auto t = ParallelTrainer::Create(
-        c, sgd, MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp), options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    for (int s = 0; s < 2; ++s) {
-      auto want = serial->Step(s);
-      auto loss = (*t)->Step(s);
-      ASSERT_TRUE(want.ok()) << want.status();
-      ASSERT_TRUE(loss.ok()) << loss.status();
-      EXPECT_NEAR(*loss, *want, 1e-5 * std::fabs(*want)) << "loss of step " << s;
-    }
-    EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), layers * 12 + 4);
+    TwoSgdStepsMatchSerial(c, MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp));
   }
 }
 
@@ -96,34 +103,19 @@ TEST(ParameterParity, WithDropoutEveryLayoutDrawsSerialMasks) {
   c.num_layers = 4;
   c.batch_size = 16;
   c.dropout = 0.1f;
-  OptimizerConfig sgd;
-  sgd.type = "sgd";
-  sgd.learning_rate = 0.5f;
   for (const Case& k :
        {Case{2, 2, 2, "1F1B"}, Case{1, 2, 2, "VPP", 2}, Case{2, 1, 1, "FThenB", 1, 4},
         Case{1, 2, 2, "1F1B-overlap"}, Case{2, 2, 1, "1F1B-overlap"}, Case{1, 2, 4, "ZBH1"},
         Case{1, 2, 1, "FThenB", 1, 2, /*op_split=*/true}}) {
     SCOPED_TRACE(StrCat(k.schedule, " dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " vpp=", k.vpp,
                         " micro-batches=", k.micro_batches, k.op_split ? " op-split" : ""));
-    auto serial = SerialTrainer::Create(c, sgd).value();
     proto::Strategy strategy =
         MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule, k.vpp);
     if (k.op_split) {
       strategy.mutable_passes()->set_op_split(true);
       strategy.mutable_passes()->set_op_split_parts(2);
     }
-    ParallelTrainer::Options options;
-    options.comm.timeout = std::chrono::seconds(30);
-    auto t = ParallelTrainer::Create(c, sgd, strategy, options);
-    ASSERT_TRUE(t.ok()) << t.status();
-    for (int s = 0; s < 2; ++s) {
-      auto want = serial->Step(s);
-      auto loss = (*t)->Step(s);
-      ASSERT_TRUE(want.ok()) << want.status();
-      ASSERT_TRUE(loss.ok()) << loss.status();
-      EXPECT_NEAR(*loss, *want, 1e-5 * std::fabs(*want)) << "loss of step " << s;
-    }
-    EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 4 * 12 + 4);
+    TwoSgdStepsMatchSerial(c, strategy);
   }
 }
 
