@@ -32,7 +32,7 @@ std::string BucketSizeChoice::Explain() const {
   return why;
 }
 
-StatusOr<BucketSizeChoice> ChooseBucketBytes(const CommModel& comm, CollectiveKind kind,
+StatusOr<BucketSizeChoice> ChooseBucketBytes(const CommModel& comm, CommCall kind,
                                              CommAlgorithm algorithm,
                                              const std::vector<int>& group_ranks,
                                              int64_t total_bytes, double efficiency,

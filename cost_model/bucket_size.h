@@ -35,7 +35,7 @@ struct BucketSizeChoice {
 // min_buckets so that the last bucket holds at most that share, and at
 // least one byte. A group of one member (or an infinitely fast link) takes
 // total_bytes / min_buckets.
-StatusOr<BucketSizeChoice> ChooseBucketBytes(const CommModel& comm, CollectiveKind kind,
+StatusOr<BucketSizeChoice> ChooseBucketBytes(const CommModel& comm, CommCall kind,
                                              CommAlgorithm algorithm,
                                              const std::vector<int>& group_ranks,
                                              int64_t total_bytes, double efficiency = 0.9,

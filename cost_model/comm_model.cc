@@ -19,18 +19,6 @@ double TreeRounds(int n) {
 
 }  // namespace
 
-const char* CollectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce: return "allreduce";
-    case CollectiveKind::kAllGather: return "allgather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kSend: return "send";
-    case CollectiveKind::kRecv: return "recv";
-  }
-  return "?";
-}
-
 const char* CommAlgorithmName(CommAlgorithm algorithm) {
   switch (algorithm) {
     case CommAlgorithm::kRing: return "ring";
@@ -49,59 +37,52 @@ StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name) {
                          "' (known: ring, tree, direct)");
 }
 
-StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type) {
+StatusOr<CommCall> CollectiveCallOf(const std::string& op_type) {
   // The op's schema says what its call moves (and a price may be asked for
   // before anything else needed the schemas).
   RegisterAllOps();
-  switch (CommCallOf(op_type)) {
-    case CommCall::kAllReduce: return CollectiveKind::kAllReduce;
-    case CommCall::kAllGather: return CollectiveKind::kAllGather;
-    case CommCall::kReduceScatter: return CollectiveKind::kReduceScatter;
-    case CommCall::kBroadcast: return CollectiveKind::kBroadcast;
-    case CommCall::kSend: return CollectiveKind::kSend;
-    case CommCall::kRecv: return CollectiveKind::kRecv;
-    case CommCall::kNone: break;
-  }
+  const CommCall call = CommCallOf(op_type);
+  if (call != CommCall::kNone) return call;
   return NotFound("op type '", op_type, "' does not communicate");
 }
 
-CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members) {
+CommTerms TermsOf(CommCall kind, CommAlgorithm algorithm, int members) {
   const double n = members;
   if (members <= 1) return {};
-  if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) {
+  if (kind == CommCall::kSend || kind == CommCall::kRecv) {
     return {1, 1, false};
   }
   const double rounds = TreeRounds(members);
   switch (algorithm) {
     case CommAlgorithm::kRing:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2 * (n - 1), 2 * (n - 1) / n, true};
-        case CollectiveKind::kAllGather: return {n - 1, n - 1, true};
-        case CollectiveKind::kReduceScatter: return {n - 1, (n - 1) / n, true};
-        case CollectiveKind::kBroadcast: return {rounds + n - 1, 2 * (n - 1) / n, false};
+        case CommCall::kAllReduce: return {2 * (n - 1), 2 * (n - 1) / n, true};
+        case CommCall::kAllGather: return {n - 1, n - 1, true};
+        case CommCall::kReduceScatter: return {n - 1, (n - 1) / n, true};
+        case CommCall::kBroadcast: return {rounds + n - 1, 2 * (n - 1) / n, false};
         default: break;
       }
       break;
     case CommAlgorithm::kTree:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2 * rounds, 2 * rounds, false};
-        case CollectiveKind::kAllGather: return {rounds, n - 1, true};
-        case CollectiveKind::kReduceScatter: return {rounds, (n - 1) / n, true};
-        case CollectiveKind::kBroadcast: return {rounds, rounds, false};
+        case CommCall::kAllReduce: return {2 * rounds, 2 * rounds, false};
+        case CommCall::kAllGather: return {rounds, n - 1, true};
+        case CommCall::kReduceScatter: return {rounds, (n - 1) / n, true};
+        case CommCall::kBroadcast: return {rounds, rounds, false};
         default: break;
       }
       break;
     case CommAlgorithm::kDirect:
       switch (kind) {
-        case CollectiveKind::kAllReduce: return {2, 2 * (n - 1) / n, true};
-        case CollectiveKind::kAllGather: return {1, n - 1, true};
-        case CollectiveKind::kReduceScatter: return {1, (n - 1) / n, true};
-        case CollectiveKind::kBroadcast: return {1, n - 1, false};
+        case CommCall::kAllReduce: return {2, 2 * (n - 1) / n, true};
+        case CommCall::kAllGather: return {1, n - 1, true};
+        case CommCall::kReduceScatter: return {1, (n - 1) / n, true};
+        case CommCall::kBroadcast: return {1, n - 1, false};
         default: break;
       }
       break;
   }
-  LOG(FATAL) << "no terms for " << CollectiveKindName(kind) << " / "
+  LOG(FATAL) << "no terms for " << CommCallName(kind) << " / "
              << CommAlgorithmName(algorithm);
   return {};
 }
@@ -130,7 +111,7 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
                                         : cluster_.inter_node();
 }
 
-double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
+double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
                               int64_t bytes, const std::vector<int>& group_ranks,
                               CallRegime regime, double idle_seconds,
                               bool charge_after_idle) const {
@@ -146,7 +127,7 @@ double CommModel::CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
   double beta = costs != nullptr ? costs->bandwidth() : link.bandwidth();
   // A recv is its send's other end.
   const char* name =
-      CollectiveKindName(kind == CollectiveKind::kRecv ? CollectiveKind::kSend : kind);
+      CommCallName(kind == CommCall::kRecv ? CommCall::kSend : kind);
   const auto& collectives = costs != nullptr ? costs->collective() : link.collective();
   for (const proto::CollectiveCost& c : collectives) {
     if (c.kind() == name) {
@@ -183,7 +164,7 @@ double AfterIdleSeconds(const proto::Link& link, double idle_seconds) {
   return points[points.size() - 1].extra_seconds();
 }
 
-double CommModel::WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_t bytes,
+double CommModel::WireBytes(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
                             const std::vector<int>& group_ranks) const {
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
@@ -194,7 +175,7 @@ double CommModel::WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_
 StatusOr<double> CommModel::OpCommSeconds(
     const std::string& op_type, const OpWork& work, CommAlgorithm algorithm,
     const std::vector<int>& group_ranks) const {
-  LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(op_type));
+  LOOM_ASSIGN_OR_RETURN(CommCall kind, CollectiveCallOf(op_type));
   if (work.comm_calls <= 0) {
     return InvalidArgument("op type '", op_type,
                            "' communicates but its work counts no calls");

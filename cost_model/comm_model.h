@@ -48,33 +48,27 @@
 #include <vector>
 
 #include "cost_model/cluster.pb.h"
+#include "framework/op_registry.h"
 #include "framework/op_work.h"
 #include "framework/status.h"
 
 namespace loom {
 
-enum class CollectiveKind {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kSend,
-  kRecv,
-};
 enum class CommAlgorithm { kRing, kTree, kDirect };
 enum class LinkLevel { kIntraNode, kInterNode };
 
-// "allreduce", "allgather", ...; "ring", "tree", "direct".
-const char* CollectiveKindName(CollectiveKind kind);
+// What a collective moves is the op schema's CommCall (framework/
+// op_registry.h), named by CommCallName; the algorithms are "ring", "tree"
+// and "direct".
 const char* CommAlgorithmName(CommAlgorithm algorithm);
 StatusOr<CommAlgorithm> ParseCommAlgorithm(const std::string& name);
 
-// The collective an op type's calls are: allreduce, allgather,
+// The call an op type makes, from its schema: allreduce, allgather,
 // reduce_scatter, broadcast, send and recv are themselves;
 // c_softmax_with_cross_entropy makes allreduces (three per step, OpWork's
 // comm_calls, of one float per row each). Other types are not
 // communication: NotFound naming the type.
-StatusOr<CollectiveKind> CollectiveKindOf(const std::string& op_type);
+StatusOr<CommCall> CollectiveCallOf(const std::string& op_type);
 
 // The factors of the formulas above.
 struct CommTerms {
@@ -83,7 +77,7 @@ struct CommTerms {
   // Every member sends and receives at once in each step.
   bool exchange = false;
 };
-CommTerms TermsOf(CollectiveKind kind, CommAlgorithm algorithm, int members);
+CommTerms TermsOf(CommCall kind, CommAlgorithm algorithm, int members);
 // byte_factor, doubled for an exchange over a half-duplex link.
 double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
@@ -118,14 +112,14 @@ class CommModel {
   // measured it (Link.after_idle) charges the extra of calls after idle.
   // 0: an empty bucket and a busy link. `charge_after_idle` false: the
   // after_idle extra does not apply (the bucket still refills).
-  double CommSeconds(CollectiveKind kind, CommAlgorithm algorithm,
+  double CommSeconds(CommCall kind, CommAlgorithm algorithm,
                      int64_t bytes, const std::vector<int>& group_ranks,
                      CallRegime regime = CallRegime::kTogether,
                      double idle_seconds = 0, bool charge_after_idle = true) const;
 
   // The bytes one member moves in one direction for that call on its
   // link (what the link's bandwidth and sustained_bandwidth divide).
-  double WireBytes(CollectiveKind kind, CommAlgorithm algorithm, int64_t bytes,
+  double WireBytes(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
                    const std::vector<int>& group_ranks) const;
 
   // Every call an op makes: comm_calls x CommSeconds(its collective,

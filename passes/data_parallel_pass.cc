@@ -94,7 +94,7 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     }
     LOOM_ASSIGN_OR_RETURN(
         BucketSizeChoice choice,
-        ChooseBucketBytes(*comm, CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+        ChooseBucketBytes(*comm, CommCall::kAllReduce, CommAlgorithm::kDirect,
                           RingMembers(ctx.layout(), ctx.rank(), kDpRing), total));
     bucket_bytes_ = choice.bytes;
     ctx.Explain(kPassName, choice.Explain());

@@ -390,10 +390,10 @@ StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::strin
   if (mode == "all_reduce") return true;
   LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
   const std::vector<int> group = RingMembers(ctx.layout(), ctx.rank(), ring_);
-  const double gather = comm->CommSeconds(CollectiveKind::kAllGather, CommAlgorithm::kDirect,
+  const double gather = comm->CommSeconds(CommCall::kAllGather, CommAlgorithm::kDirect,
                                           bytes / n_, group);
   const double reduce =
-      comm->CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, group);
+      comm->CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, bytes, group);
   const bool by_reduce = reduce < gather;
   ctx.Explain(kPassName, StrCat(bucket, " (", bytes, " bytes): fetch by all-gather ", Ms(gather),
                                 ", by all-reduce ", Ms(reduce), ": ",

@@ -30,7 +30,7 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     seconds.assign(g.body->signatures.size(), -1);
     for (const Instruction& ins : g.instructions()) {
       if (ins.communicates() && !t->kinds_.count(ins.op_type)) {
-        auto kind = CollectiveKindOf(ins.op_type);
+        auto kind = CollectiveCallOf(ins.op_type);
         if (!kind.ok()) return kind.status().WithContext(InstructionLocation(g, ins));
         t->kinds_[ins.op_type] = *kind;
       }
@@ -158,7 +158,7 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
 
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
                                    CallRegime regime, double link_idle) const {
-  const CollectiveKind kind = kinds_.at(ins.op_type);
+  const CommCall kind = kinds_.at(ins.op_type);
   // Link.after_idle was measured with the parties arriving together, each
   // on a core of its own. Where a party waited, after_wait's costs, timed
   // with arrivals apart, hold instead: traced gpt-tiny pp=2 recvs and the

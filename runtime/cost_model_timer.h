@@ -107,7 +107,7 @@ class CostModelTimer : public InstructionTimer {
   CommAlgorithm algorithm_;
   // Compute seconds by body and signature index.
   std::unordered_map<const RankGraphBody*, std::vector<double>> compute_;
-  std::unordered_map<std::string, CollectiveKind> kinds_;  // by op type
+  std::unordered_map<std::string, CommCall> kinds_;  // by op type
   std::array<int, 3> rule_counts_{};
   std::unordered_set<int> shared_pools_;  // pools holding two ranks or more
   double compute_scale_ = 1;              // lockstep_slowdown where it applies

@@ -176,9 +176,9 @@ void RecordSustainedRate(int64_t bytes, double seconds, const std::vector<int>& 
                          bool shaped, proto::Cluster* cluster, proto::Link* link) {
   const CommModel model(*cluster);
   const double priced =
-      model.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
+      model.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
   const double wire_bytes =
-      model.WireBytes(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
+      model.WireBytes(CommCall::kAllReduce, CommAlgorithm::kDirect, bytes, ranks);
   const bool slower = shaped || seconds > 1.1 * priced;
   if (slower) link->set_sustained_bandwidth(wire_bytes / seconds);
   std::printf("long transfers: allreduce of %lld B %s measured, %s priced by the fit%s\n",

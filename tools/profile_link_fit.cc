@@ -44,7 +44,7 @@ StatusOr<std::vector<CommSample>> SamplesOf(const std::vector<CommTiming>& timin
                                             std::map<std::string, std::vector<CommSample>>* by_op) {
   std::vector<CommSample> all;
   for (const CommTiming& t : timings) {
-    LOOM_ASSIGN_OR_RETURN(CollectiveKind kind, CollectiveKindOf(t.op));
+    LOOM_ASSIGN_OR_RETURN(CommCall kind, CollectiveCallOf(t.op));
     CommSample s{StrCat(t.op, " n=", t.ranks, " ", t.bytes, " B"),
                  TermsOf(kind, CommAlgorithm::kDirect, t.ranks),
                  static_cast<double>(t.bytes), t.median_seconds};

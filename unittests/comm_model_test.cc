@@ -30,11 +30,11 @@ proto::Cluster TestCluster() {
   return c;
 }
 
-constexpr CollectiveKind kAllReduce = CollectiveKind::kAllReduce;
-constexpr CollectiveKind kAllGather = CollectiveKind::kAllGather;
-constexpr CollectiveKind kReduceScatter = CollectiveKind::kReduceScatter;
-constexpr CollectiveKind kBroadcast = CollectiveKind::kBroadcast;
-constexpr CollectiveKind kSend = CollectiveKind::kSend;
+constexpr CommCall kAllReduce = CommCall::kAllReduce;
+constexpr CommCall kAllGather = CommCall::kAllGather;
+constexpr CommCall kReduceScatter = CommCall::kReduceScatter;
+constexpr CommCall kBroadcast = CommCall::kBroadcast;
+constexpr CommCall kSend = CommCall::kSend;
 constexpr CommAlgorithm kRing = CommAlgorithm::kRing;
 constexpr CommAlgorithm kTree = CommAlgorithm::kTree;
 constexpr CommAlgorithm kDirect = CommAlgorithm::kDirect;
@@ -132,7 +132,7 @@ TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
   // others take the after_wait link values.
   const CallRegime waited = CallRegime::kAfterWait;
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {0, 1}, waited), 7e-6 + 5e-5);
-  EXPECT_DOUBLE_EQ(m.CommSeconds(CollectiveKind::kRecv, kDirect, mb, {0, 1}, waited), 7e-6 + 5e-5);
+  EXPECT_DOUBLE_EQ(m.CommSeconds(CommCall::kRecv, kDirect, mb, {0, 1}, waited), 7e-6 + 5e-5);
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, mb, {0, 1}, waited), 10e-6 + 4e-5);
   // The inter-node link has no after_wait: waiting changes nothing there.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, mb, {3, 4}, CallRegime::kAfterWait),
@@ -288,11 +288,11 @@ TEST(CommModel, CallsAfterLongerIdleTakeTheMeasuredExtra) {
 }
 
 TEST(CommModel, OpTypesAsCollectives) {
-  EXPECT_EQ(CollectiveKindOf("allreduce").value(), kAllReduce);
-  EXPECT_EQ(CollectiveKindOf("reduce_scatter").value(), kReduceScatter);
-  EXPECT_EQ(CollectiveKindOf("recv").value(), CollectiveKind::kRecv);
-  EXPECT_EQ(CollectiveKindOf("c_softmax_with_cross_entropy").value(), kAllReduce);
-  EXPECT_EQ(CollectiveKindOf("matmul").status().message(),
+  EXPECT_EQ(CollectiveCallOf("allreduce").value(), kAllReduce);
+  EXPECT_EQ(CollectiveCallOf("reduce_scatter").value(), kReduceScatter);
+  EXPECT_EQ(CollectiveCallOf("recv").value(), CommCall::kRecv);
+  EXPECT_EQ(CollectiveCallOf("c_softmax_with_cross_entropy").value(), kAllReduce);
+  EXPECT_EQ(CollectiveCallOf("matmul").status().message(),
             "op type 'matmul' does not communicate");
   EXPECT_EQ(ParseCommAlgorithm("tree").value(), kTree);
   EXPECT_FALSE(ParseCommAlgorithm("butterfly").ok());
@@ -368,10 +368,10 @@ TEST(BucketSize, NinetyPercentOfTheLinkCappedAtAQuarterOfTheGradients) {
 TEST(CommFit, RecoversAlphaAndBeta) {
   const double alpha = 40e-6, beta = 2e9;
   std::vector<CommSample> samples;
-  for (CollectiveKind k : {kAllReduce, kAllGather, kSend}) {
+  for (CommCall k : {kAllReduce, kAllGather, kSend}) {
     for (double bytes = 4096; bytes <= 16e6; bytes *= 4) {
       const CommTerms t = TermsOf(k, kDirect, 2);
-      samples.push_back({CollectiveKindName(k), t, bytes,
+      samples.push_back({CommCallName(k), t, bytes,
                          alpha * t.latency_steps + t.byte_factor * bytes / beta});
     }
   }
@@ -385,10 +385,10 @@ TEST(CommFit, RecoversAlphaAndBeta) {
 TEST(CommFit, RecoversAHalfDuplexLink) {
   const double alpha = 60e-6, beta = 2e9;
   std::vector<CommSample> samples;
-  for (CollectiveKind k : {kAllReduce, kAllGather, kSend}) {
+  for (CommCall k : {kAllReduce, kAllGather, kSend}) {
     for (double bytes = 4096; bytes <= 16e6; bytes *= 4) {
       const CommTerms t = TermsOf(k, kDirect, 2);
-      samples.push_back({CollectiveKindName(k), t, bytes,
+      samples.push_back({CommCallName(k), t, bytes,
                          alpha * t.latency_steps + LinkByteFactor(t, true) * bytes / beta});
     }
   }

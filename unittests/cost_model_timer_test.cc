@@ -169,9 +169,9 @@ TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   };
   const CommModel comm(local);
   const std::vector<int> pair = {0, 1};
-  const double idle = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+  const double idle = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
                                        call.comm_bytes, pair);
-  const double awake = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+  const double awake = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
                                         call.comm_bytes, pair, CallRegime::kAwake);
   ASSERT_LT(awake, idle);
   EXPECT_DOUBLE_EQ(price(local, -1), idle);
@@ -284,11 +284,11 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
     const Instruction& call = FirstMpAllReduce(rank);
     const double priced = timer->CommSeconds(rank, call, CallStart{});
     const CallRegime regime = pp == 1 ? CallRegime::kTogether : CallRegime::kAwake;
-    EXPECT_DOUBLE_EQ(priced, comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect,
+    EXPECT_DOUBLE_EQ(priced, comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
                                               call.comm_bytes, rank.Group(call), regime))
         << "pp=" << pp;
     // Its CPU share too is of the costs it is priced at.
-    const double latency = comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, 0,
+    const double latency = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, 0,
                                             rank.Group(call), regime);
     EXPECT_DOUBLE_EQ(timer->CommCpuShare(rank, call, CallStart{}), 1 - latency / priced)
         << "pp=" << pp;
@@ -329,7 +329,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   const Instruction& call = FirstMpAllReduce(graph.ranks[0]);
   const std::vector<int> pair = graph.ranks[0].Group(call);
   auto at = [&](CallRegime regime) {
-    return comm.CommSeconds(CollectiveKind::kAllReduce, CommAlgorithm::kDirect, call.comm_bytes,
+    return comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, call.comm_bytes,
                             pair, regime);
   };
   EXPECT_DOUBLE_EQ(price(2, true, -1), at(CallRegime::kSharedCores));

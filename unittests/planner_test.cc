@@ -207,10 +207,10 @@ TEST(Planner, DataParallelBucketSizeComesFromTheClusterUnlessGiven) {
   EXPECT_TRUE(explained) << "no bucket remark";
   // NVLink's 6 us reaches 90% sooner than loopback does.
   auto h100 = ChooseBucketBytes(CommModel(LoadCluster("h100").value()),
-                                CollectiveKind::kAllReduce, CommAlgorithm::kDirect, {0, 1},
+                                CommCall::kAllReduce, CommAlgorithm::kDirect, {0, 1},
                                 int64_t{1} << 40);
   auto local = ChooseBucketBytes(CommModel(LoadCluster("local").value()),
-                                 CollectiveKind::kAllReduce, CommAlgorithm::kDirect, {0, 1},
+                                 CommCall::kAllReduce, CommAlgorithm::kDirect, {0, 1},
                                  int64_t{1} << 40);
   ASSERT_TRUE(h100.ok() && local.ok());
   EXPECT_NE(h100->bytes, local->bytes);
