@@ -18,6 +18,7 @@
 #include "runtime/gpt_plan.h"
 #include "runtime/step_profiler.h"
 #include "tools/common_flags.h"
+#include "tools/flag_groups.h"
 #include "tools/profile_util.h"
 
 DECLARE_string(plan);
@@ -34,11 +35,6 @@ DEFINE_int64(profile_max_bytes, int64_t{4} << 30,
 
 namespace loom {
 namespace {
-
-// Flags that make profile plan a layout, as loom plan does.
-constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
-                                        "schedule", "vpp", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes",
-                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "max_in_flight"};
 
 // The programs whose ops are timed. Each rank's step, op by op in job
 // order, is kept for the summary line; ranks sharing a program set appear
@@ -94,7 +90,7 @@ Status PlanTarget(ProfileTarget* t) {
 
 StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
   bool layout = !FLAGS_plan.empty();
-  for (const char* flag : kLayoutFlags) layout |= FlagGiven(flag);
+  for (const char* flag : kLayoutFlags) layout |= FlagGiven(flag);  // a layout to plan
   if (layout && !FLAGS_program.empty()) {
     return InvalidArgument("--program times one program; --plan and the layout flags "
                            "(--dp, --mp, --pp, ...) plan a preset instead");

@@ -18,6 +18,7 @@
 #include "tools/command.h"
 #include "framework/file_util.h"
 #include "tools/common_flags.h"
+#include "tools/flag_groups.h"
 #include "tools/interleaved_profile.h"
 #include "tools/launch_env.h"
 #include "tools/profile_util.h"
@@ -63,22 +64,16 @@ DEFINE_bool(pin_cores, true,
 namespace loom {
 namespace {
 
-// Flags that decide what a plan holds; with --plan, the file decides.
-constexpr const char* kLayoutFlags[] = {"config", "dp", "mp", "pp", "micro_batches",
-                                        "schedule", "vpp", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes",
-                                        "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "max_in_flight",
-                                        "memory_limit"};
-constexpr const char* kModelFlags[] = {"preset", "batch_size", "seq_len", "layers",
-                                       "dropout", "seed", "optimizer", "lr", "vocab_size"};
-
+// With --plan the file decides the layout and schedule (and what fitting
+// under --memory_limit would change), the model and its optimizer.
 Status CheckNoPlanFlags() {
-  for (const char* flag : kLayoutFlags) {
+  for (const char* flag : FlagsOf({&kLayoutFlags}, {"memory_limit"})) {
     if (FlagGiven(flag)) {
       return InvalidArgument("--", flag, " cannot be used with --plan: the plan fixes the "
                              "layout and schedule");
     }
   }
-  for (const char* flag : kModelFlags) {
+  for (const char* flag : FlagsOf({&kFixedByProgramFlags}, {"seed"})) {
     if (FlagGiven(flag)) {
       return InvalidArgument("--", flag, " cannot be used with --plan: the plan fixes the "
                              "model and its optimizer");
@@ -93,8 +88,8 @@ Status CheckNoPlanFlags() {
 StatusOr<std::unique_ptr<ParallelTrainer>> MakeProgramTrainer(ParallelTrainer::Options options,
                                                               int launched_world) {
   if (!FLAGS_plan.empty()) return InvalidArgument("--program and --plan: give one");
-  for (const char* flag : kModelFlags) {
-    if (FlagGiven(flag) && std::string(flag) != "seed") {
+  for (const char* flag : kFixedByProgramFlags) {
+    if (FlagGiven(flag)) {
       return InvalidArgument("--", flag, " cannot be used with --program: the program fixes "
                              "the model and its optimizer");
     }

@@ -10,6 +10,7 @@
 #include "runtime/serial_trainer.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/flag_groups.h"
 
 DECLARE_string(startup);  // cmd_model.cc
 DEFINE_string(fetch, "", "with --program: vars to print after each step, comma-separated");
@@ -17,10 +18,6 @@ DEFINE_int32(fetch_values, 8, "leading values of each --fetch var to print");
 
 namespace loom {
 namespace {
-
-// Flags that describe a preset's model; a program file fixes all of them.
-constexpr const char* kPresetFlags[] = {"preset", "batch_size", "seq_len", "layers", "dropout",
-                                        "optimizer", "lr", "vocab_size"};
 
 std::vector<std::string> SplitList(const std::string& list) {
   std::vector<std::string> out;
@@ -47,7 +44,7 @@ void PrintFetched(const ProgramTrainer& trainer, const std::vector<std::string>&
 }
 
 Status TrainProgram() {
-  for (const char* flag : kPresetFlags) {
+  for (const char* flag : kFixedByProgramFlags) {
     if (FlagGiven(flag)) {
       return InvalidArgument("--", flag, " cannot be used with --program: the program fixes "
                              "the model and its optimizer");

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
@@ -16,6 +18,7 @@
 #include "executor/cpu/blas_kernels.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/flag_groups.h"
 #include "tools/launch_env.h"
 
 DECLARE_string(o);
@@ -53,15 +56,13 @@ const std::vector<Command>& Commands() {
        "parallel run's trace; then simulates the same layout on the local cluster\n"
        "description and writes the measured and the simulated timelines on one\n"
        "page (--demo_html).",
-       {"seed", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "optimizer", "demo_trace", "demo_html", "demo_text", "cost_table"},
+       FlagsOf({&kOptimizerFlags}, {"seed", "demo_trace", "demo_html", "demo_text", "cost_table"}),
        RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"
        "Builds the preset's training program and writes it; a name ending\n"
        "in .pbtxt writes protobuf text format, anything else binary.",
-       {"preset", "o", "startup", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "amp_level",
-        "amp_dtype", "init_loss_scale", "seed"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kAmpFlags}, {"o", "startup"}),
        RunModel},
       {"show", "print a program file as a listing",
        "loom show FILE [--vars]\n"
@@ -82,10 +83,8 @@ const std::vector<Command>& Commands() {
        "synthetic dataset. --program trains any program (loom model, loom opt,\n"
        "or by hand): tokens and labels come from the data where an embedding\n"
        "reads them, other data vars get seeded values; --fetch prints vars.",
-       {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "dropout",
-        "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "amp_level", "amp_dtype", "init_loss_scale", "save_dir", "save_every", "keep_checkpoints", "resume",
-        "skip_nonfinite_steps", "data", "data_dtype", "text", "vocab_size", "program",
-        "startup", "fetch", "fetch_values"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kAmpFlags, &kDataFlags, &kTrainingLoopFlags},
+               {"device", "program", "startup", "fetch", "fetch_values"}),
        RunTrain},
       {"checkpoint", "check a checkpoint and list its tensors",
        "loom checkpoint DIR [--values N]\n"
@@ -116,10 +115,8 @@ const std::vector<Command>& Commands() {
        "(binary, or text format for a .pbtxt name). With --cluster the pipeline\n"
        "cut is balanced by that cluster's op costs (the profiled table, see\n"
        "'loom profile'), else by FLOPs.",
-       {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit", "allow_oversubscribe", "rank", "all_ranks", "json",
-        "explain", "verify_each", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "o", "seed", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe",
-        "cluster", "cost_table"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags},
+               {"cluster", "cost_table", "rank", "all_ranks", "json", "explain", "verify_each", "o"}),
        RunPlan},
       {"run", "train under a parallel strategy, all ranks in this process",
        "loom run --preset P --dp D --mp M --pp S --micro_batches N --schedule NAME\n"
@@ -137,14 +134,12 @@ const std::vector<Command>& Commands() {
        "checkpoint as loom train does; a checkpoint of any layout resumes here.\n"
        "--program plans a program file (from loom model, say) instead of a\n"
        "preset; it must read token ids and labels, which the data feeds.",
-       {"preset", "steps", "seed", "batch_size", "seq_len", "layers", "config",
-        "dp", "mp", "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "memory_limit",
-        "allow_oversubscribe", "trace",
-        "comm_timeout", "stream_priorities", "pin_cores", "optimizer", "lr", "warmup_steps", "lr_decay", "decay_steps", "min_lr", "clip_grad_norm", "recipe", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype", "plan",
-        "save_dir", "save_every", "keep_checkpoints", "resume", "skip_nonfinite_steps",
-        "data", "data_dtype", "text", "vocab_size", "program", "startup", "cluster",
-        "cost_table", "interleaved_profile", "profile_warmup", "interleaved_core_wait_calls",
-        "interleaved_cluster_out", "comm_core_wait_bytes"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags, &kDataFlags,
+                &kTrainingLoopFlags},
+               {"device", "plan", "program", "startup", "cluster", "cost_table", "trace",
+                "comm_timeout", "stream_priorities", "pin_cores", "interleaved_profile",
+                "profile_warmup", "interleaved_core_wait_calls", "interleaved_cluster_out",
+                "comm_core_wait_bytes"}),
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"
@@ -191,10 +186,9 @@ const std::vector<Command>& Commands() {
        "the page then draws both timelines, one above the other.\n"
        "The GPT-3 presets take their recipe where flags do not say (--recipe):\n"
        "bf16 O2, clip 1.0, micro-batches of one sequence per dp replica.",
-       {"preset", "batch_size", "seq_len", "layers", "config", "dp", "mp", "pp",
-        "micro_batches", "schedule", "vpp", "max_in_flight", "plan", "cluster", "cost_table", "json",
-        "trace", "html", "compare", "against", "memory_limit", "fold_dp", "rank_rows", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "amp_level", "amp_dtype", "init_loss_scale", "grad_reduce_dtype",
-        "optimizer", "clip_grad_norm", "recipe"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags},
+               {"plan", "cluster", "cost_table", "memory_limit", "json", "trace", "html",
+                "compare", "against", "fold_dp", "rank_rows"}),
        RunSimulate},
       {"tune", "find the fastest strategy that fits, by simulating the strategy space",
        "loom tune --preset P --devices N [--cluster NAME|FILE] [--memory_limit BYTES]\n"
@@ -213,11 +207,9 @@ const std::vector<Command>& Commands() {
        "and how many candidates each rule pruned; --explain says, knob by knob,\n"
        "what the winner's neighbours did; -o saves the winner's plan for\n"
        "'loom run --plan'.",
-       {"preset", "batch_size", "seq_len", "layers", "dropout", "config", "devices", "top",
-        "tune_threads", "schedules", "max_vpp", "exhaustive", "explain", "o", "cluster",
-        "cost_table", "memory_limit", "allow_oversubscribe", "amp_level", "amp_dtype",
-        "grad_reduce_dtype", "dp_bucket_bytes", "optimizer", "lr", "clip_grad_norm", "recipe",
-        "seed"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags},
+               {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive", "explain",
+                "o", "cluster", "cost_table"}),
        RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
@@ -253,14 +245,13 @@ const std::vector<Command>& Commands() {
        "emulated network after its --comm), into the file's measured link.\n"
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
        "records what they add (the link's after_idle).",
-       {"preset", "program", "plan", "batch_size", "seq_len", "layers", "config", "dp", "mp",
-        "pp", "micro_batches", "schedule", "vpp", "max_in_flight", "dp_bucketing", "dp_bucket_bytes", "sharding_stage", "sharding_degree", "sharding_fetch_mode", "sharding_prefetch_depth", "sharding_keep_gathered_bytes", "mp_async_allreduce_in_backward", "op_split", "op_split_parts", "recompute", "recompute_layers", "sequence_parallel", "amp_level", "amp_dtype", "recipe", "init_loss_scale", "grad_reduce_dtype", "cluster",
-        "cost_table", "profile_samples", "profile_warmup",
-        "profile_min_sample_ms", "profile_max_bytes", "comm",
-        "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
-        "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
-        "comm_shared_between_ms", "comm_shared_only", "comm_idle_ms",
-        "interference_seconds"},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags},
+               {"device", "program", "plan", "cluster", "cost_table", "profile_samples",
+                "profile_warmup", "profile_min_sample_ms", "profile_max_bytes", "comm",
+                "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks",
+                "comm_between_ms", "comm_rounds", "comm_max_bytes", "comm_long_bytes",
+                "comm_core_wait_calls", "comm_core_wait_bytes", "comm_shared_between_ms",
+                "comm_shared_only", "comm_idle_ms", "interference_seconds"}),
        RunProfile},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},
@@ -307,6 +298,32 @@ bool WantsHelp(int argc, char** argv) {
     }
   }
   return false;
+}
+
+// A flag on the command line that another command reads but this one does
+// not is refused by name: it would otherwise be accepted and ignored. Flags
+// that no command lists (glog's --v, gflags' --flagfile) pass. Arguments
+// after "--" (loom launch's command) are not this command's.
+Status CheckFlagsAreTheCommands(const Command& command, int argc, char** argv) {
+  std::set<std::string_view> any_command, this_command(command.flags.begin(),
+                                                       command.flags.end());
+  for (const Command& c : Commands()) any_command.insert(c.flags.begin(), c.flags.end());
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    std::string name(arg.substr(0, arg.find('=')));
+    gflags::CommandLineFlagInfo info;
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info) && name.rfind("no", 0) == 0) {
+      name = name.substr(2);  // --noflag of a bool
+    }
+    if (any_command.count(name) && !this_command.count(name)) {
+      return InvalidArgument("--", name, " is not a flag of 'loom ", command.name, "' ('loom ",
+                             command.name, " --help' lists its flags)");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -366,6 +383,10 @@ int main(int argc, char** argv) {
   if (loom::WantsHelp(cargc, cargv)) {
     loom::PrintCommandHelp(*command);
     return 0;
+  }
+  if (loom::Status own = loom::CheckFlagsAreTheCommands(*command, cargc, cargv); !own.ok()) {
+    std::fprintf(stderr, "loom %s: %s\n", command->name, own.message().c_str());
+    return 2;
   }
   if (loom::Status env = loom::ApplyFlagsFromEnvironment(); !env.ok()) {
     std::fprintf(stderr, "loom %s: %s\n", command->name, env.message().c_str());
