@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <glog/logging.h>
 #include <gtest/gtest.h>
@@ -28,6 +31,32 @@ CliResult Loom(const std::string& args, const std::string& env) {
 }
 
 int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+std::vector<std::string> LossLines(const std::string& out) {
+  std::vector<std::string> lines;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("step ", 0) == 0) lines.push_back(line.substr(0, line.find(" time_ms")));
+  }
+  return lines;
+}
+
+double FieldAfter(const std::string& out, const std::string& label) {
+  const size_t at = out.find(label);
+  return at == std::string::npos ? -1 : std::atof(out.c_str() + at + label.size());
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteWholeFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 
 std::string MakeTempDir(const std::string& prefix) {
   std::string dir = ::testing::TempDir() + "/" + prefix + "XXXXXX";

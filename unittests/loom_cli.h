@@ -3,6 +3,7 @@
 #define LOOM_UNITTESTS_LOOM_CLI_H_
 
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -20,6 +21,18 @@ CliResult Loom(const std::string& args, const std::string& env = "");
 
 // How many lines `s` holds (its newlines): one-line errors are one.
 int Lines(const std::string& s);
+
+// The lines of `out` that report a step ("step K loss X ..."), each cut
+// before its time_ms, which varies from run to run.
+std::vector<std::string> LossLines(const std::string& out);
+
+// The number printed right after `label` in `out`, or -1 where `label` is
+// missing.
+double FieldAfter(const std::string& out, const std::string& label);
+
+// A whole file's bytes ("" where it cannot be read), and a file written.
+std::string ReadWholeFile(const std::string& path);
+void WriteWholeFile(const std::string& path, const std::string& bytes);
 
 // A new, empty directory under the test's temporary directory, its name
 // starting with `prefix`.
