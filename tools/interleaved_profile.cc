@@ -95,20 +95,23 @@ Status InterleavedProfile::Write() {
   CostTable::MergeCounts counts;
   LOOM_ASSIGN_OR_RETURN(CostTable table,
                         MergeIntoCostTable(options_.cost_table, entries, &counts));
-  std::printf("profiled %zu signatures in steps between the run's: %d added, %d replaced\n"
-              "wrote %s (%d entries)\n",
-              entries.size(), counts.added, counts.replaced, options_.cost_table.c_str(),
-              table.size());
+  PrintTo(options_.report,
+          "profiled %zu signatures in steps between the run's: %d added, %d replaced\n"
+          "wrote %s (%d entries)\n",
+          entries.size(), counts.added, counts.replaced, options_.cost_table.c_str(), table.size());
   const std::optional<double> lockstep = profiler_->LockstepSlowdown();
   if (lockstep) {
-    std::printf("lockstep: ranks meeting after each stretch of compute on %d cores would take "
-                "%.1f%% longer than the mean (the slowest core's stretches)\n",
-                profiler_->copies(), (*lockstep - 1) * 100);
+    PrintTo(options_.report,
+            "lockstep: ranks meeting after each stretch of compute on %d cores would take "
+            "%.1f%% longer than the mean (the slowest core's stretches)\n",
+            profiler_->copies(), (*lockstep - 1) * 100);
   }
   const std::optional<double> shared = profiler_->SharedCoreLockstep();
   if (shared) {
-    std::printf("lockstep on shared cores: with two ranks on each core, %.1f%% longer than the "
-                "mean\n", (*shared - 1) * 100);
+    PrintTo(options_.report,
+            "lockstep on shared cores: with two ranks on each core, %.1f%% longer than the "
+            "mean\n",
+            (*shared - 1) * 100);
   }
   return options_.cluster_out.empty() ? Status::OK() : WriteCluster(lockstep, shared);
 }
@@ -125,7 +128,7 @@ Status InterleavedProfile::WriteCluster(std::optional<double> lockstep,
         StrCat("loom run --interleaved_profile, ", Today(), ": allreduces of ",
                options_.core_wait_bytes, " B beside compute bursts on 2 pinned ranks after each ",
                "of the run's steps, medians"),
-        &cluster));
+        &cluster, options_.report));
   }
   // Under a launch only the shared cores' lockstep: the two-core one put
   // the emulated two-rank rows 4.8% to 12.6% long, where without it they
@@ -134,8 +137,8 @@ Status InterleavedProfile::WriteCluster(std::optional<double> lockstep,
   if (shared_core_lockstep) cluster.set_shared_core_lockstep(*shared_core_lockstep);
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(options_.cluster_out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, options_.cluster_out));
-  std::printf("wrote %s (use it with --cluster %s)\n", options_.cluster_out.c_str(),
-              options_.cluster_out.c_str());
+  PrintTo(options_.report, "wrote %s (use it with --cluster %s)\n", options_.cluster_out.c_str(),
+          options_.cluster_out.c_str());
   return Status::OK();
 }
 

@@ -14,6 +14,7 @@
 #define LOOM_TOOLS_INTERLEAVED_PROFILE_H_
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,8 @@ struct InterleavedProfileOptions {
   int64_t core_wait_bytes = 16 << 10;
   proto::Cluster cluster;
   std::string cluster_out;
+  // Where Write() says what it measured and wrote (null: nowhere).
+  FILE* report = stdout;
 };
 
 class InterleavedProfile {

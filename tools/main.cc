@@ -54,9 +54,12 @@ const std::vector<Command>& Commands() {
        "in-process ranks (mp=2, pp=2, 1F1B-overlap), prints both losses every 20\n"
        "steps, text the model writes before and after training, and writes the\n"
        "parallel run's trace; then simulates the same layout on the local cluster\n"
-       "description and writes the measured and the simulated timelines on one\n"
-       "page (--demo_html).",
-       FlagsOf({&kOptimizerFlags}, {"seed", "demo_trace", "demo_html", "demo_text", "cost_table"}),
+       "description, its ops and the wait for busy cores profiled between the\n"
+       "last 30 parallel steps (a few seconds, into files of the demo's own: the\n"
+       "user's cost table is neither read nor written), prints the simulated\n"
+       "step beside the measured one and writes both timelines on one page\n"
+       "(--demo_html).",
+       FlagsOf({&kOptimizerFlags}, {"seed", "demo_trace", "demo_html", "demo_text"}),
        RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"

@@ -88,7 +88,7 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
 
 Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
                       const std::string& heading, const std::string& source,
-                      proto::Cluster* cluster) {
+                      proto::Cluster* cluster, FILE* out) {
   // Idle cores are priced by the link (a call on them wakes a halted core,
   // in the step regime the link was fitted in): shown, not fitted.
   std::vector<CoreWaitSample> samples;
@@ -103,29 +103,31 @@ Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
   // Each rank on a core of its own: the simulator takes the longest wait
   // over the parties' cores, and so does the fit.
   LOOM_ASSIGN_OR_RETURN(CoreWaitFit fit, FitCoreWait(samples, ranks));
-  std::printf("core wait: %s\n", heading.c_str());
+  PrintTo(out, "core wait: %s\n", heading.c_str());
   if (idle >= 0) {
-    std::printf("  on idle cores                      measured %11s  (not fitted)\n",
-                Time(idle).c_str());
+    PrintTo(out, "  on idle cores                      measured %11s  (not fitted)\n",
+            Time(idle).c_str());
   }
   for (size_t i = 0; i < samples.size(); ++i) {
     const double burst = samples[i].burst_seconds;
-    std::printf("  beside %-28s measured %11s  model %11s\n",
-                std::isinf(burst) ? "compute that never pauses"
-                                  : StrCat("bursts of ", Time(burst)).c_str(),
-                Time(samples[i].call_seconds).c_str(), Time(fit.predicted[i]).c_str());
+    PrintTo(
+        out, "  beside %-28s measured %11s  model %11s\n",
+        std::isinf(burst) ? "compute that never pauses" : StrCat("bursts of ", Time(burst)).c_str(),
+        Time(samples[i].call_seconds).c_str(), Time(fit.predicted[i]).c_str());
   }
-  std::printf("core wait: %.2f waits of at most %s each; %s on busy cores with nothing to wait "
-              "for (not recorded: the link's awake costs price that); rms residual %.1f%%\n",
-              fit.waits, Time(fit.slice_seconds).c_str(), Time(fit.busy_call_seconds).c_str(),
-              100 * fit.rms_relative_residual);
+  PrintTo(out,
+          "core wait: %.2f waits of at most %s each; %s on busy cores with nothing to wait "
+          "for (not recorded: the link's awake costs price that); rms residual %.1f%%\n",
+          fit.waits, Time(fit.slice_seconds).c_str(), Time(fit.busy_call_seconds).c_str(),
+          100 * fit.rms_relative_residual);
   // A fit this far from its samples describes nothing the simulator could
   // use: on the emulated network calls beside compute ran faster than on
   // idle cores (the wire, not the core, decides there).
   if (fit.rms_relative_residual > kMaxCoreWaitResidual) {
-    std::printf("core wait: not recorded (rms residual over %.0f%%: the model of waits for busy "
-                "cores does not describe these calls); the cluster's kept\n",
-                100 * kMaxCoreWaitResidual);
+    PrintTo(out,
+            "core wait: not recorded (rms residual over %.0f%%: the model of waits for busy "
+            "cores does not describe these calls); the cluster's kept\n",
+            100 * kMaxCoreWaitResidual);
     return Status::OK();
   }
   proto::CoreWait* w = cluster->mutable_core_wait();

@@ -3,6 +3,8 @@
 #ifndef LOOM_TOOLS_PROFILE_UTIL_H_
 #define LOOM_TOOLS_PROFILE_UTIL_H_
 
+#include <cstdarg>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,8 +14,8 @@
 #include "cost_model/cost_table.h"
 #include "executor/call_cpu_profiler.h"
 #include "executor/core_wait_profiler.h"
-#include "executor/op_profiler.h"
 #include "executor/host_profiler.h"
+#include "executor/op_profiler.h"
 #include "framework/status.h"
 #include "tools/launch_env.h"
 
@@ -130,14 +132,23 @@ StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_b
 Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::string& source,
                      proto::Link* link);
 
+// fprintf to `out`, or nothing where `out` is null.
+inline void __attribute__((format(printf, 2, 3))) PrintTo(FILE* out, const char* format, ...) {
+  if (out == nullptr) return;
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(out, format, args);
+  va_end(args);
+}
+
 // Fits calls timed beside compute bursts (executor/core_wait_profiler.h) on
-// `ranks` pinned ranks, prints them beside the fit under `heading`, and
-// records the fit as `cluster`'s core_wait with `source` (its residual
-// appended), unless it is too far from its samples to describe them (said
-// so; the cluster's kept).
+// `ranks` pinned ranks, prints them beside the fit under `heading` to `out`
+// (null: nothing printed), and records the fit as `cluster`'s core_wait
+// with `source` (its residual appended), unless it is too far from its
+// samples to describe them (said so; the cluster's kept).
 Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
                       const std::string& heading, const std::string& source,
-                      proto::Cluster* cluster);
+                      proto::Cluster* cluster, FILE* out = stdout);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -162,23 +162,27 @@ TEST(Cli, EnvironmentVariableSetsAFlag) {
 
 TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
   std::remove("/tmp/loom_cli_demo.html");
-  Result r = Loom("demo --demo_trace /tmp/loom_cli_demo_trace.json --demo_html "
-                  "/tmp/loom_cli_demo.html --cost_table /tmp/loom_cli_demo_table.pbtxt");
+  Result r = Loom(
+      "demo --demo_trace /tmp/loom_cli_demo_trace.json --demo_html "
+      "/tmp/loom_cli_demo.html");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("largest serial/parallel difference"), std::string::npos);
   EXPECT_NE(r.out.find(" 199 "), std::string::npos);
   EXPECT_FALSE(ReadWholeFile("/tmp/loom_cli_demo_trace.json").empty());
   // The run simulated too, both timelines on one page.
-  EXPECT_NE(r.out.find("Simulated on this host's cluster description"), std::string::npos);
   const std::string page = ReadWholeFile("/tmp/loom_cli_demo.html");
   EXPECT_NE(page.find("1F1B-overlap, measured (the last step)"), std::string::npos);
   EXPECT_NE(page.find("1F1B-overlap, simulated on cluster 'local'"), std::string::npos);
-  EXPECT_NE(page.find("1F1B, simulated on cluster 'local'"), std::string::npos);
-  // The overlap against plain 1F1B, both simulated: less exposed mp.
-  const double overlap = FieldAfter(r.out, "ms measured and ");
-  const double plain = FieldAfter(r.out, "simulated under 1F1B-overlap; ");
-  EXPECT_GT(plain, 0) << r.out;
-  EXPECT_LT(overlap, plain) << r.out;
+  // On a machine with no profile (this test's cache is empty) every op is
+  // priced from the profile the demo took between its own steps, none by the
+  // roofline (which put the step 37% short here), and the step lands near
+  // the measured one: the docs claim 6% on loopback; the bound leaves room
+  // for a test running beside this one.
+  EXPECT_NE(r.out.find(" profiled, 0 scaled, 0 by the roofline)"), std::string::npos) << r.out;
+  const double simulated = FieldAfter(r.out, "by the roofline): ");
+  const double measured = FieldAfter(r.out, "ms per step against ");
+  ASSERT_GT(measured, 0) << r.out;
+  EXPECT_NEAR(simulated / measured, 1.0, 0.15) << r.out;
 }
 
 }  // namespace
