@@ -1,11 +1,11 @@
 // loom netcheck: measures the network between the ranks of a launch (see
-// runtime/net_probe.h), e.g. the emulated one of `loom launch --net_rate`.
+// profiling/net_probe.h), e.g. the emulated one of `loom launch --net_rate`.
 // Every rank runs the probe; rank 0 prints the result.
 #include <cstdio>
 #include <optional>
 
 #include "executor/comm/comm_world.h"
-#include "runtime/net_probe.h"
+#include "profiling/net_probe.h"
 #include "tools/command.h"
 #include "tools/launch_env.h"
 

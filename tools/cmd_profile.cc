@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "cost_model/cluster.h"
-#include "cost_model/comm_fit.h"
+#include "profiling/comm_fit.h"
 #include "cost_model/cost_table.h"
 #include "executor/comm/comm_world.h"
 #include "executor/comm/gloo_communicator.h"
-#include "executor/host_profiler.h"
+#include "profiling/host_profiler.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/launch_env.h"

@@ -1,5 +1,5 @@
 // loom run --interleaved_profile: a step of the in-step profiler
-// (runtime/step_profiler.h) after each of the run's own, its timings merged
+// (profiling/step_profiler.h) after each of the run's own, its timings merged
 // into a cost table at the end. On a host whose speed moves by tens of %
 // within seconds, a profile taken before a run prices its ops at another
 // phase than the run's; taken between the run's steps, both sample the
@@ -8,7 +8,7 @@
 // its step, the process of rank 0 profiles every timed rank (as `loom
 // profile --plan` would), and the others wait for it at a second barrier.
 // In one process it can also time calls beside compute bursts after each
-// step (executor/core_wait_profiler.h) and write the cluster with their
+// step (profiling/core_wait_profiler.h) and write the cluster with their
 // core_wait, the other cost that moves with the host's phase.
 #ifndef LOOM_TOOLS_INTERLEAVED_PROFILE_H_
 #define LOOM_TOOLS_INTERLEAVED_PROFILE_H_
@@ -21,9 +21,9 @@
 
 #include "cost_model/cluster.pb.h"
 #include "executor/comm/comm_world.h"
-#include "executor/core_wait_profiler.h"
+#include "profiling/core_wait_profiler.h"
 #include "runtime/parallel_trainer.h"
-#include "runtime/step_profiler.h"
+#include "profiling/step_profiler.h"
 #include "tools/launch_env.h"
 
 namespace loom {

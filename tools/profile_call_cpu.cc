@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#include "cost_model/comm_fit.h"
-#include "executor/call_cpu_profiler.h"
+#include "profiling/comm_fit.h"
+#include "profiling/call_cpu_profiler.h"
 #include "executor/comm/comm_world.h"
 #include "executor/cpu/host_threads.h"
 #include "tools/profile_util.h"

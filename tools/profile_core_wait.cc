@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#include "cost_model/core_wait_fit.h"
-#include "executor/core_wait_profiler.h"
+#include "profiling/core_wait_fit.h"
+#include "profiling/core_wait_profiler.h"
 #include "executor/cpu/host_threads.h"
 #include "tools/profile_util.h"
 

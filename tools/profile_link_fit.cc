@@ -1,5 +1,5 @@
 // loom profile --comm's fitting: a link's α-β and each regime's costs
-// from the timed calls (cost_model/comm_fit.h does the least squares),
+// from the timed calls (profiling/comm_fit.h does the least squares),
 // printed with their residuals and recorded in the cluster's link.
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/comm_fit.h"
+#include "profiling/comm_fit.h"
 #include "cost_model/comm_model.h"
 #include "tools/profile_util.h"
 

@@ -12,10 +12,10 @@
 
 #include "cost_model/cluster.pb.h"
 #include "cost_model/cost_table.h"
-#include "executor/call_cpu_profiler.h"
-#include "executor/core_wait_profiler.h"
-#include "executor/host_profiler.h"
-#include "executor/op_profiler.h"
+#include "profiling/call_cpu_profiler.h"
+#include "profiling/core_wait_profiler.h"
+#include "profiling/host_profiler.h"
+#include "profiling/op_profiler.h"
 #include "framework/status.h"
 #include "tools/launch_env.h"
 
@@ -113,7 +113,7 @@ StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& op
 Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out);
 
 // loom profile --comm: how long calls wait for cores that compute
-// (executor/core_wait_profiler.h), among in-process ranks or, with `env`,
+// (profiling/core_wait_profiler.h), among in-process ranks or, with `env`,
 // every rank of the launch (each calls this; its rank 0 records), fitted
 // and recorded as `cluster`'s core_wait, unless --comm_core_wait_calls is
 // 0; said and skipped where it cannot run (fewer cores than ranks, cores
@@ -121,7 +121,7 @@ Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out);
 Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& env);
 
 // loom profile --comm: the CPU a rank spends on its own all-reduces back
-// to back (executor/call_cpu_profiler.h), among `ranks` in-process ranks
+// to back (profiling/call_cpu_profiler.h), among `ranks` in-process ranks
 // or, with `env`, as this member of the launch (every member calls it),
 // at sizes up to `max_bytes`; none where --comm_call_cpu_seconds is 0.
 StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_bytes,
@@ -141,7 +141,7 @@ inline void __attribute__((format(printf, 2, 3))) PrintTo(FILE* out, const char*
   va_end(args);
 }
 
-// Fits calls timed beside compute bursts (executor/core_wait_profiler.h) on
+// Fits calls timed beside compute bursts (profiling/core_wait_profiler.h) on
 // `ranks` pinned ranks, prints them beside the fit under `heading` to `out`
 // (null: nothing printed), and records the fit as `cluster`'s core_wait
 // with `source` (its residual appended), unless it is too far from its

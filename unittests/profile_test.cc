@@ -17,7 +17,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "cost_model/op_cost_model.h"
-#include "executor/op_profiler.h"
+#include "profiling/op_profiler.h"
 #include "framework/median.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
@@ -27,7 +27,7 @@
 #include "models/gpt.h"
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
-#include "runtime/step_profiler.h"
+#include "profiling/step_profiler.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {

@@ -12,8 +12,8 @@
 // CPU time is the process's (every thread, user + system, getrusage) over
 // both phases, so a probe in which the network does the waiting reports a
 // small fraction of the wall time.
-#ifndef LOOM_RUNTIME_NET_PROBE_H_
-#define LOOM_RUNTIME_NET_PROBE_H_
+#ifndef LOOM_PROFILING_NET_PROBE_H_
+#define LOOM_PROFILING_NET_PROBE_H_
 
 #include <cstdint>
 #include <vector>
@@ -51,4 +51,4 @@ StatusOr<NetProbeReport> RunNetProbe(Communicator& comm, const NetProbeOptions& 
 
 }  // namespace loom
 
-#endif  // LOOM_RUNTIME_NET_PROBE_H_
+#endif  // LOOM_PROFILING_NET_PROBE_H_

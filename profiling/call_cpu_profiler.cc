@@ -1,4 +1,4 @@
-#include "executor/call_cpu_profiler.h"
+#include "profiling/call_cpu_profiler.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "executor/cpu/host_threads.h"
-#include "executor/loopback_ranks.h"
+#include "profiling/loopback_ranks.h"
 #include "framework/median.h"
 
 namespace loom {

@@ -1,4 +1,4 @@
-#include "executor/core_wait_profiler.h"
+#include "profiling/core_wait_profiler.h"
 
 #include <pthread.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "executor/cpu/host_threads.h"
-#include "executor/loopback_ranks.h"
+#include "profiling/loopback_ranks.h"
 #include "framework/median.h"
 
 namespace loom {

@@ -4,8 +4,8 @@
 // time, as when a plan runs), on random inputs that the kernel accepts:
 // floats in [0.1, 1), ids and labels within their table or class count.
 // Timing uses one OpenBLAS thread, as the rank executor gives each stream.
-#ifndef LOOM_EXECUTOR_OP_PROFILER_H_
-#define LOOM_EXECUTOR_OP_PROFILER_H_
+#ifndef LOOM_PROFILING_OP_PROFILER_H_
+#define LOOM_PROFILING_OP_PROFILER_H_
 
 #include <cstdint>
 #include <functional>
@@ -84,4 +84,4 @@ StatusOr<BlockProfile> ProfileOps(const std::vector<const Op*>& ops,
 
 }  // namespace loom
 
-#endif  // LOOM_EXECUTOR_OP_PROFILER_H_
+#endif  // LOOM_PROFILING_OP_PROFILER_H_

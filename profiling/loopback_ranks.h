@@ -1,8 +1,8 @@
 // In-process ranks over loopback, for the host's measurements
 // (host_profiler.h, core_wait_profiler.h): a thread per rank, and one Gloo
 // group of them through a fresh store.
-#ifndef LOOM_EXECUTOR_LOOPBACK_RANKS_H_
-#define LOOM_EXECUTOR_LOOPBACK_RANKS_H_
+#ifndef LOOM_PROFILING_LOOPBACK_RANKS_H_
+#define LOOM_PROFILING_LOOPBACK_RANKS_H_
 
 #include <chrono>
 #include <functional>
@@ -34,4 +34,4 @@ Tensor Floats(int64_t n, float value);
 
 }  // namespace loom
 
-#endif  // LOOM_EXECUTOR_LOOPBACK_RANKS_H_
+#endif  // LOOM_PROFILING_LOOPBACK_RANKS_H_

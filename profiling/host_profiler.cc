@@ -1,4 +1,4 @@
-#include "executor/host_profiler.h"
+#include "profiling/host_profiler.h"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -16,8 +16,8 @@
 #include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
 #include "executor/kernel.h"
-#include "executor/loopback_ranks.h"
-#include "executor/op_profiler.h"
+#include "profiling/loopback_ranks.h"
+#include "profiling/op_profiler.h"
 #include "framework/median.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"

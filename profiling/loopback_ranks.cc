@@ -1,4 +1,4 @@
-#include "executor/loopback_ranks.h"
+#include "profiling/loopback_ranks.h"
 
 #include <pthread.h>
 

@@ -8,8 +8,8 @@
 // timed rank run there at the same time, pinned a core each: beside a
 // neighbour, memory-bound ops ran 15-40% slower than alone (gpt-tiny dp=2,
 // batch 64). `loom profile` fills the cost table from it.
-#ifndef LOOM_RUNTIME_STEP_PROFILER_H_
-#define LOOM_RUNTIME_STEP_PROFILER_H_
+#ifndef LOOM_PROFILING_STEP_PROFILER_H_
+#define LOOM_PROFILING_STEP_PROFILER_H_
 
 #include <functional>
 #include <map>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/op_profiler.h"
+#include "profiling/op_profiler.h"
 #include "models/gpt.h"
 #include "scheduler/plan.h"
 
@@ -128,4 +128,4 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
 
 }  // namespace loom
 
-#endif  // LOOM_RUNTIME_STEP_PROFILER_H_
+#endif  // LOOM_PROFILING_STEP_PROFILER_H_

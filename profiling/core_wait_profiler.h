@@ -6,10 +6,10 @@
 // VM a 196 kB all-reduce took 0.16 ms (median) on idle cores, 0.44 ms
 // beside 0.1 ms bursts, 2.2 ms beside 1 ms ones and 3.4 ms beside compute
 // that never paused: the waking threads wait for the op on the core or for
-// a scheduler slice. FitCoreWait (cost_model/core_wait_fit.h) turns the
+// a scheduler slice. FitCoreWait (profiling/core_wait_fit.h) turns the
 // medians into the cluster's CoreWait.
-#ifndef LOOM_EXECUTOR_CORE_WAIT_PROFILER_H_
-#define LOOM_EXECUTOR_CORE_WAIT_PROFILER_H_
+#ifndef LOOM_PROFILING_CORE_WAIT_PROFILER_H_
+#define LOOM_PROFILING_CORE_WAIT_PROFILER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "executor/comm/communicator.h"
-#include "executor/loopback_ranks.h"
+#include "profiling/loopback_ranks.h"
 #include "framework/status.h"
 
 namespace loom {
@@ -81,4 +81,4 @@ StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWaitMember(Communicator& comm, 
 
 }  // namespace loom
 
-#endif  // LOOM_EXECUTOR_CORE_WAIT_PROFILER_H_
+#endif  // LOOM_PROFILING_CORE_WAIT_PROFILER_H_

@@ -1,4 +1,4 @@
-#include "cost_model/core_wait_fit.h"
+#include "profiling/core_wait_fit.h"
 
 #include <algorithm>
 #include <cmath>

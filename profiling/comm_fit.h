@@ -1,8 +1,8 @@
 // Fitting a link's α and β to measured calls: each sample is one
 // collective of the comm model (its CommTerms for the algorithm that ran)
 // at one size, with its measured median time.
-#ifndef LOOM_COST_MODEL_COMM_FIT_H_
-#define LOOM_COST_MODEL_COMM_FIT_H_
+#ifndef LOOM_PROFILING_COMM_FIT_H_
+#define LOOM_PROFILING_COMM_FIT_H_
 
 #include <string>
 #include <vector>
@@ -43,4 +43,4 @@ StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
 
 }  // namespace loom
 
-#endif  // LOOM_COST_MODEL_COMM_FIT_H_
+#endif  // LOOM_PROFILING_COMM_FIT_H_

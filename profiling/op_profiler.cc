@@ -1,4 +1,4 @@
-#include "executor/op_profiler.h"
+#include "profiling/op_profiler.h"
 
 #include <cblas.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/step_profiler.h"
+#include "profiling/step_profiler.h"
 
 #include <algorithm>
 #include <map>

@@ -2,9 +2,9 @@
 // --comm --device`): Gloo collective times between in-process ranks on
 // loopback, how much a communication loop slows a compute loop on the same
 // cores, and the CPU's attainable rates. Only measuring is here; fitting
-// and writing the cluster file is the caller's (cost_model/comm_fit.h).
-#ifndef LOOM_EXECUTOR_HOST_PROFILER_H_
-#define LOOM_EXECUTOR_HOST_PROFILER_H_
+// and writing the cluster file is the caller's (profiling/comm_fit.h).
+#ifndef LOOM_PROFILING_HOST_PROFILER_H_
+#define LOOM_PROFILING_HOST_PROFILER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -185,4 +185,4 @@ StatusOr<DeviceCalibration> CalibrateDevice(double seconds = 0);
 
 }  // namespace loom
 
-#endif  // LOOM_EXECUTOR_HOST_PROFILER_H_
+#endif  // LOOM_PROFILING_HOST_PROFILER_H_

@@ -1,4 +1,4 @@
-#include "runtime/net_probe.h"
+#include "profiling/net_probe.h"
 
 #include <sys/resource.h>
 

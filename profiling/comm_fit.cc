@@ -1,4 +1,4 @@
-#include "cost_model/comm_fit.h"
+#include "profiling/comm_fit.h"
 
 #include <cmath>
 

@@ -7,8 +7,8 @@
 //   t(L) = c + waits * E[min(max of k U(0, L), slice)]
 //
 // where c is the call on a busy core with nothing to wait for.
-#ifndef LOOM_COST_MODEL_CORE_WAIT_FIT_H_
-#define LOOM_COST_MODEL_CORE_WAIT_FIT_H_
+#ifndef LOOM_PROFILING_CORE_WAIT_FIT_H_
+#define LOOM_PROFILING_CORE_WAIT_FIT_H_
 
 #include <vector>
 
@@ -46,4 +46,4 @@ StatusOr<CoreWaitFit> FitCoreWait(const std::vector<CoreWaitSample>& samples, in
 
 }  // namespace loom
 
-#endif  // LOOM_COST_MODEL_CORE_WAIT_FIT_H_
+#endif  // LOOM_PROFILING_CORE_WAIT_FIT_H_

@@ -7,10 +7,10 @@
 // CPU is taken from some rank's compute. On this project's 2-vCPU VM a
 // 4 kB all-reduce on loopback took 180-200 us of CPU a rank on idle cores
 // and 360-480 us beside compute: a waking thread must preempt the compute,
-// and finds its caches cold. FitAlphaBeta (cost_model/comm_fit.h), one
+// and finds its caches cold. FitAlphaBeta (profiling/comm_fit.h), one
 // step and one byte a byte, turns the samples into the link's CallCpu.
-#ifndef LOOM_EXECUTOR_CALL_CPU_PROFILER_H_
-#define LOOM_EXECUTOR_CALL_CPU_PROFILER_H_
+#ifndef LOOM_PROFILING_CALL_CPU_PROFILER_H_
+#define LOOM_PROFILING_CALL_CPU_PROFILER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -54,4 +54,4 @@ StatusOr<std::vector<CallCpuSample>> MeasureCallCpu(int ranks, const CallCpuOpti
 
 }  // namespace loom
 
-#endif  // LOOM_EXECUTOR_CALL_CPU_PROFILER_H_
+#endif  // LOOM_PROFILING_CALL_CPU_PROFILER_H_
