@@ -134,8 +134,21 @@ class PipelineSplitPass : public Pass {
   StatusOr<bool> Run(PassContext& ctx) override;
 
  private:
-  // Virtual stage of every op, by position.
+  // Virtual stage of every op, by position: the layers cut into virtual
+  // stages, then the forward ops, the backward ops and the optimizer's
+  // placed in that order (each reads where the ones before went).
   Status AssignVirtualStages(PassContext& ctx, const std::vector<Op*>& ops);
+  // The virtual stage of each layer, its cut balanced by the layers' costs.
+  StatusOr<std::vector<int>> PartitionLayers(PassContext& ctx, const std::vector<Op*>& ops) const;
+  void PlaceForward(const std::vector<Op*>& ops, const std::vector<int>& vs_of_layer);
+  Status PlaceBackward(const std::vector<Op*>& ops);
+  // Each optimizer op on the stage that reads its parameter; records the
+  // stages every parameter is read on (param_stages_, shared_).
+  void PlaceOptimizer(const std::vector<Op*>& ops);
+  // The virtual stage of the placed op that makes `op`'s inputs last: the
+  // highest in forward order, the lowest in backward order (a backward
+  // runs the virtual stages down). -1 when no placed op makes them.
+  int LastProducerStage(const Op* op, bool backward = false) const;
   StageAndChunk Place(int vs) const { return PlaceVirtualStage(vs, stages_, v_shape_); }
   int StageOf(const Op* op) const { return Place(vstage_.at(op)).stage; }
   StatusOr<Program> BuildRankProgram(const Block& block,
@@ -153,6 +166,15 @@ class PipelineSplitPass : public Pass {
 
 Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
                                               const std::vector<Op*>& ops) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<int> vs_of_layer, PartitionLayers(ctx, ops));
+  PlaceForward(ops, vs_of_layer);
+  LOOM_RETURN_IF_ERROR(PlaceBackward(ops));
+  PlaceOptimizer(ops);
+  return Status::OK();
+}
+
+StatusOr<std::vector<int>> PipelineSplitPass::PartitionLayers(
+    PassContext& ctx, const std::vector<Op*>& ops) const {
   const int v = stages_ * chunks_;
   int num_layers = 0;
   int first_layered = -1, last_layered = -1;
@@ -228,22 +250,25 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
                                                    : StrCat(cost / 1e9, " GFLOP"),
                                   " forward"));
   }
+  return vs_of_layer;
+}
 
-  const Block& block = *ops.front()->block();
-  // The virtual stage of the placed op that makes `op`'s inputs last: the
-  // highest in forward order, the lowest in backward order (a backward runs
-  // the virtual stages down). -1 when no placed op makes them.
-  auto last_producer_stage = [&](const Op* op, bool backward = false) {
-    int best = -1;
-    for (const std::string& in : op->InputVars()) {
-      for (Op* p : block.Producers(in)) {
-        auto it = vstage_.find(p);
-        if (it == vstage_.end() || p->index() >= op->index()) continue;
-        if (best < 0 || (backward ? it->second < best : it->second > best)) best = it->second;
-      }
+int PipelineSplitPass::LastProducerStage(const Op* op, bool backward) const {
+  const Block& block = *op->block();
+  int best = -1;
+  for (const std::string& in : op->InputVars()) {
+    for (Op* p : block.Producers(in)) {
+      auto it = vstage_.find(p);
+      if (it == vstage_.end() || p->index() >= op->index()) continue;
+      if (best < 0 || (backward ? it->second < best : it->second > best)) best = it->second;
     }
-    return best;
-  };
+  }
+  return best;
+}
+
+void PipelineSplitPass::PlaceForward(const std::vector<Op*>& ops,
+                                     const std::vector<int>& vs_of_layer) {
+  const Block& block = *ops.front()->block();
   // A forward op outside the layers goes where its inputs are made; one
   // that reads only parameters and data (a cast of a weight, under mixed
   // precision) goes to its first reader's stage instead, so that the
@@ -251,7 +276,7 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
   std::vector<Op*> by_readers;
   for (Op* op : ops) {
     if (!op->HasRole(role::kForward)) continue;
-    int vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()] : last_producer_stage(op);
+    int vs = op->desc().layer() >= 0 ? vs_of_layer[op->desc().layer()] : LastProducerStage(op);
     if (vs < 0) {
       by_readers.push_back(op);
       vs = 0;
@@ -272,32 +297,36 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
       }
     }
   }
+}
+
+Status PipelineSplitPass::PlaceBackward(const std::vector<Op*>& ops) {
+  const Block& block = *ops.front()->block();
   for (Op* op : ops) {
-    int vs = -1;
-    if (op->HasRole(role::kForward)) {
-      continue;  // placed above
-    } else if (op->HasRole(role::kBackward)) {
-      const Op* fwd = block.FindOpById(op->desc().forward_id());
-      if (op->type() == "sum") {
-        // Gradient contributions are added where the last of them is
-        // computed, so one sum crosses the cut instead of every part. (Under
-        // a V the tied embedding's two contributions are both on stage 0,
-        // the head's computed first.)
-        vs = last_producer_stage(op, /*backward=*/true);
-      } else if (fwd != nullptr && vstage_.count(fwd)) {
-        vs = vstage_[fwd];
-      } else {
-        vs = last_producer_stage(op);
-        if (vs < 0) {
-          return Internal(op->Location(),
-                          ": backward op with no forward op and no producer");
-        }
-      }
+    // Forward ops are placed; optimizer ops go by their parameter, later.
+    if (op->HasRole(role::kForward) || !op->HasRole(role::kBackward)) continue;
+    const Op* fwd = block.FindOpById(op->desc().forward_id());
+    int vs;
+    if (op->type() == "sum") {
+      // Gradient contributions are added where the last of them is
+      // computed, so one sum crosses the cut instead of every part. (Under
+      // a V the tied embedding's two contributions are both on stage 0,
+      // the head's computed first.)
+      vs = LastProducerStage(op, /*backward=*/true);
+    } else if (fwd != nullptr && vstage_.count(fwd)) {
+      vs = vstage_.at(fwd);
     } else {
-      continue;  // optimizer and other ops: placed by their parameter below
+      vs = LastProducerStage(op);
+      if (vs < 0) {
+        return Internal(op->Location(), ": backward op with no forward op and no producer");
+      }
     }
     vstage_[op] = vs;
   }
+  return Status::OK();
+}
+
+void PipelineSplitPass::PlaceOptimizer(const std::vector<Op*>& ops) {
+  const Block& block = *ops.front()->block();
   // Where each parameter is read in the forward pass.
   for (Op* op : ops) {
     if (!op->HasRole(role::kForward)) continue;
@@ -329,7 +358,6 @@ Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
       }
     }
   }
-  return Status::OK();
 }
 
 StatusOr<Program> PipelineSplitPass::BuildRankProgram(
