@@ -30,7 +30,7 @@
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/interleaved_profile.h"
+#include "tools/interleaved_profile_files.h"
 
 DEFINE_string(demo_trace, "loom-demo-trace.json", "where loom demo writes its trace");
 DEFINE_string(demo_html, "loom-demo-timeline.html",
@@ -148,14 +148,15 @@ Status RunDemo(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
   LOOM_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Create());
   InterleavedProfileOptions profile_options;
-  profile_options.cost_table = scratch.File("cost_table.pbtxt");
-  profile_options.device = TableDevice(local);
   profile_options.warmup_steps = kProfileWarmup;
   profile_options.steps = kProfiledSteps - kProfileWarmup;
   profile_options.core_wait_calls = kCoreWaitCalls;
   profile_options.cluster = local;
-  profile_options.cluster_out = scratch.File("cluster.pbtxt");
-  profile_options.report = nullptr;  // the demo says what it measured itself
+  InterleavedProfileFiles profile_files;
+  profile_files.cost_table = scratch.File("cost_table.pbtxt");
+  profile_files.device = TableDevice(local);
+  profile_files.cluster_out = scratch.File("cluster.pbtxt");
+  profile_files.report = nullptr;  // the demo says what it measured itself
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,
                         InterleavedProfile::Create(*parallel, profile_options));
   std::printf("step   serial loss  parallel loss  |diff|    serial ms  parallel ms\n");
@@ -209,9 +210,9 @@ Status RunDemo(const std::vector<std::string>& args) {
   // on one page. (The demo simulates no other schedule beside it: on steps
   // this short the simulator is not as close for schedules without overlap,
   // and the demo prints only the comparison it can stand behind.)
-  LOOM_RETURN_IF_ERROR(profile->Write());
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, LoadCluster(profile_options.cluster_out));
-  TimerFactory timer = CostModelTimers(cluster, profile_options.cost_table);
+  LOOM_RETURN_IF_ERROR(WriteInterleavedProfile(*profile, profile_files));
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, LoadCluster(profile_files.cluster_out));
+  TimerFactory timer = CostModelTimers(cluster, profile_files.cost_table);
   SimulationOptions sim_options;
   sim_options.trace = true;
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulateGpt(config, opt, strategy, timer, sim_options));

@@ -1,6 +1,6 @@
 // loom launch: starts N processes on this host, one rank each, in the
 // manner of torchrun and paddle.distributed.launch. Each child gets the
-// environment of tools/launch_env.h (its rank, the world size and a fresh
+// environment of runtime/launch_env.h (its rank, the world size and a fresh
 // directory where the ranks meet); when a child fails, the others are
 // stopped and the failing rank is named. With --net_rate each rank runs in
 // a network namespace of its own behind a shaped link
@@ -27,7 +27,7 @@
 #include "runtime/emulated_network.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/launch_env.h"
+#include "runtime/launch_env.h"
 
 DEFINE_int32(nproc, 1, "processes (ranks) to start");
 DEFINE_string(net_rate, "",

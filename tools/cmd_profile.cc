@@ -20,7 +20,7 @@
 #include "profiling/host_profiler.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "tools/launch_env.h"
+#include "runtime/launch_env.h"
 #include "tools/profile_util.h"
 
 DECLARE_string(program);

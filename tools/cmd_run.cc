@@ -1,6 +1,6 @@
 // loom run: trains under a parallel strategy, or runs a saved plan
 // (--plan). All ranks run in this process by default; under `loom launch`
-// (tools/launch_env.h) this process runs its one rank, meets the others
+// (runtime/launch_env.h) this process runs its one rank, meets the others
 // through a file store and binds its sockets to LOOM_HOST when given.
 #include <chrono>
 #include <cmath>
@@ -19,8 +19,8 @@
 #include "framework/file_util.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
-#include "tools/interleaved_profile.h"
-#include "tools/launch_env.h"
+#include "tools/interleaved_profile_files.h"
+#include "runtime/launch_env.h"
 #include "tools/profile_util.h"
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
@@ -167,9 +167,11 @@ void PrintDeviceMemory(ParallelTrainer& trainer) {
   if (!line.empty()) std::printf("device memory high-water (allocator): %s\n", line.c_str());
 }
 
-// --interleaved_profile's profile; null when the flag is not given.
+// --interleaved_profile's profile, and `*files` where it goes; null when
+// the flag is not given.
 StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
-    const ParallelTrainer& trainer, const std::optional<LaunchEnv>& launched) {
+    const ParallelTrainer& trainer, const std::optional<LaunchEnv>& launched,
+    InterleavedProfileFiles* files) {
   if (!FLAGS_interleaved_profile) {
     for (const char* flag : {"interleaved_core_wait_calls", "interleaved_cluster_out"}) {
       if (FlagGiven(flag)) return InvalidArgument("--", flag, " needs --interleaved_profile");
@@ -193,8 +195,6 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
   InterleavedProfileOptions o;
-  o.cost_table = CostTablePathFromFlags();
-  o.device = TableDevice(cluster);
   o.warmup_steps = FLAGS_profile_warmup;
   o.steps = FLAGS_steps - FLAGS_profile_warmup;
   o.launch = launched;
@@ -202,7 +202,10 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
   o.core_wait_calls = FLAGS_interleaved_core_wait_calls;
   o.core_wait_bytes = FLAGS_comm_core_wait_bytes;
   o.cluster = cluster;
-  o.cluster_out = FLAGS_interleaved_cluster_out;
+  files->cost_table = CostTablePathFromFlags();
+  files->device = TableDevice(cluster);
+  files->cluster_out = FLAGS_interleaved_cluster_out;
+  LOOM_RETURN_IF_ERROR(CheckInterleavedProfileFiles(o, *files));
   return InterleavedProfile::Create(trainer, o);
 }
 
@@ -232,8 +235,9 @@ Status RunRun(const std::vector<std::string>& args) {
   // the run.
   if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
+  InterleavedProfileFiles profile_files;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,
-                        InterleavedProfileFromFlags(*trainer, launched));
+                        InterleavedProfileFromFlags(*trainer, launched, &profile_files));
   // Only the process holding the loss prints it, so a launch prints each
   // step once, as the in-process run does.
   Status profile_status;
@@ -250,7 +254,7 @@ Status RunRun(const std::vector<std::string>& args) {
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));
   }
-  if (profile != nullptr) LOOM_RETURN_IF_ERROR(profile->Write());
+  if (profile != nullptr) LOOM_RETURN_IF_ERROR(WriteInterleavedProfile(*profile, profile_files));
   return Status::OK();
 }
 

@@ -19,7 +19,7 @@
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
-#include "tools/launch_env.h"
+#include "runtime/launch_env.h"
 
 DECLARE_string(o);
 DECLARE_string(startup);

@@ -17,7 +17,7 @@
 #include "profiling/host_profiler.h"
 #include "profiling/op_profiler.h"
 #include "framework/status.h"
-#include "tools/launch_env.h"
+#include "runtime/launch_env.h"
 
 namespace loom {
 

@@ -1,4 +1,4 @@
-#include "tools/launch_env.h"
+#include "runtime/launch_env.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

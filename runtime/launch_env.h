@@ -10,8 +10,8 @@
 //   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
 //                    token-bucket shaper on each rank's link (its rate is
 //                    what `loom profile --comm` measures)
-#ifndef LOOM_TOOLS_LAUNCH_ENV_H_
-#define LOOM_TOOLS_LAUNCH_ENV_H_
+#ifndef LOOM_RUNTIME_LAUNCH_ENV_H_
+#define LOOM_RUNTIME_LAUNCH_ENV_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -80,4 +80,4 @@ StatusOr<std::unique_ptr<CommWorld>> LaunchWorld(const LaunchEnv& env, const std
 
 }  // namespace loom
 
-#endif  // LOOM_TOOLS_LAUNCH_ENV_H_
+#endif  // LOOM_RUNTIME_LAUNCH_ENV_H_
