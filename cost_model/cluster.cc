@@ -14,9 +14,26 @@ bool IsPath(const std::string& s) {
          (s.size() > 6 && s.compare(s.size() - 6, 6, ".pbtxt") == 0);
 }
 
-Status Positive(const std::string& field, double v) {
-  if (std::isfinite(v) && v > 0) return Status::OK();
+// Bounds far beyond any device or link, so that a value only a typo or a
+// corrupt file gives (1e300 s, 65536 x 65536 ranks a node) is refused
+// rather than priced.
+constexpr double kMaxSeconds = 1;            // a call's latency, a kernel's launch
+constexpr double kMaxBytesPerSecond = 1e15;  // any link's or memory's bandwidth
+constexpr double kMaxFlops = 1e18;           // one device's peak
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;
+constexpr int64_t kMaxRanksPerNode = int64_t{1} << 20;
+
+Status Positive(const std::string& field, double v, double max) {
+  if (std::isfinite(v) && v > 0 && v <= max) return Status::OK();
+  if (std::isfinite(v) && v > max)
+    return InvalidArgument(field, " must be at most ", max, ", got ", v);
   return InvalidArgument(field, " must be positive, got ", v);
+}
+
+// A latency: 0 (an idealization) to kMaxSeconds.
+Status Latency(const std::string& field, double v) {
+  if (std::isfinite(v) && v >= 0 && v <= kMaxSeconds) return Status::OK();
+  return InvalidArgument(field, " must be 0 to ", kMaxSeconds, " s, got ", v);
 }
 
 Status CheckCollectives(const std::string& field,
@@ -54,9 +71,10 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
   }
   LOOM_RETURN_IF_ERROR(CheckAfterIdle(field, link));
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
-  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth()));
+  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth(), kMaxBytesPerSecond));
   if (link.has_sustained_bandwidth()) {
-    LOOM_RETURN_IF_ERROR(Positive(field + ".sustained_bandwidth", link.sustained_bandwidth()));
+    LOOM_RETURN_IF_ERROR(
+        Positive(field + ".sustained_bandwidth", link.sustained_bandwidth(), kMaxBytesPerSecond));
   }
   if (link.has_burst_bytes()) {
     if (link.burst_bytes() < 0) {
@@ -82,25 +100,19 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
     if (!c.has_bytes_per_second()) {
       return InvalidArgument(field, ".call_cpu.bytes_per_second is missing");
     }
-    LOOM_RETURN_IF_ERROR(Positive(field + ".call_cpu.bytes_per_second", c.bytes_per_second()));
+    LOOM_RETURN_IF_ERROR(
+        Positive(field + ".call_cpu.bytes_per_second", c.bytes_per_second(), kMaxBytesPerSecond));
   }
   if (!link.has_latency_seconds()) {
     return InvalidArgument(field, ".latency_seconds is missing");
   }
-  // A zero latency is a legitimate idealization; a negative one is not.
-  if (!std::isfinite(link.latency_seconds()) || link.latency_seconds() < 0) {
-    return InvalidArgument(field, ".latency_seconds must not be negative, got ",
-                           link.latency_seconds());
-  }
+  LOOM_RETURN_IF_ERROR(Latency(field + ".latency_seconds", link.latency_seconds()));
   return CheckCollectives(field, link.collective());
 }
 
 Status CheckWaited(const std::string& field, const proto::WaitedCosts& w) {
-  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", w.bandwidth()));
-  if (!std::isfinite(w.latency_seconds()) || w.latency_seconds() < 0) {
-    return InvalidArgument(field, ".latency_seconds must not be negative, got ",
-                           w.latency_seconds());
-  }
+  LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", w.bandwidth(), kMaxBytesPerSecond));
+  LOOM_RETURN_IF_ERROR(Latency(field + ".latency_seconds", w.latency_seconds()));
   return CheckCollectives(field, w.collective());
 }
 
@@ -115,37 +127,32 @@ Status CheckCollectives(const std::string& field,
       return InvalidArgument(f, ".kind '", c.kind(),
                              "' is not allreduce, allgather, reduce_scatter, broadcast or send");
     }
-    LOOM_RETURN_IF_ERROR(Positive(f + ".bandwidth", c.bandwidth()));
-    if (!std::isfinite(c.latency_seconds()) || c.latency_seconds() < 0) {
-      return InvalidArgument(f, ".latency_seconds must not be negative, got ",
-                             c.latency_seconds());
-    }
+    LOOM_RETURN_IF_ERROR(Positive(f + ".bandwidth", c.bandwidth(), kMaxBytesPerSecond));
+    LOOM_RETURN_IF_ERROR(Latency(f + ".latency_seconds", c.latency_seconds()));
   }
   return Status::OK();
 }
 
 Status CheckDevice(const proto::Device& d) {
-  LOOM_RETURN_IF_ERROR(Positive("device.peak_fp32_flops", d.peak_fp32_flops()));
+  LOOM_RETURN_IF_ERROR(Positive("device.peak_fp32_flops", d.peak_fp32_flops(), kMaxFlops));
   if (!(d.flops_efficiency() > 0 && d.flops_efficiency() <= 1)) {
     return InvalidArgument("device.flops_efficiency must be in (0, 1], got ",
                            d.flops_efficiency());
   }
   if (d.has_peak_bf16_flops()) {
-    LOOM_RETURN_IF_ERROR(Positive("device.peak_bf16_flops", d.peak_bf16_flops()));
+    LOOM_RETURN_IF_ERROR(Positive("device.peak_bf16_flops", d.peak_bf16_flops(), kMaxFlops));
   }
   if (d.has_peak_fp16_flops()) {
-    LOOM_RETURN_IF_ERROR(Positive("device.peak_fp16_flops", d.peak_fp16_flops()));
+    LOOM_RETURN_IF_ERROR(Positive("device.peak_fp16_flops", d.peak_fp16_flops(), kMaxFlops));
   }
-  LOOM_RETURN_IF_ERROR(Positive("device.memory_bandwidth", d.memory_bandwidth()));
   LOOM_RETURN_IF_ERROR(
-      Positive("device.memory_bytes", static_cast<double>(d.memory_bytes())));
+      Positive("device.memory_bandwidth", d.memory_bandwidth(), kMaxBytesPerSecond));
+  LOOM_RETURN_IF_ERROR(
+      Positive("device.memory_bytes", static_cast<double>(d.memory_bytes()), kMaxMemoryBytes));
   if (!d.has_kernel_launch_seconds()) {
     return InvalidArgument("device.kernel_launch_seconds is missing");
   }
-  if (!std::isfinite(d.kernel_launch_seconds()) || d.kernel_launch_seconds() < 0) {
-    return InvalidArgument("device.kernel_launch_seconds must not be negative, got ",
-                           d.kernel_launch_seconds());
-  }
+  LOOM_RETURN_IF_ERROR(Latency("device.kernel_launch_seconds", d.kernel_launch_seconds()));
   if (d.kind() == proto::Device::CPU) {
     if (d.cores() < 1) {
       return InvalidArgument("device.cores must be at least 1 for a CPU, got ",
@@ -231,6 +238,11 @@ Status ValidateCluster(const proto::Cluster& c) {
   if (c.has_host_cores() && (!cpu || c.host_cores() < 1)) {
     return InvalidArgument("host_cores must be at least 1 and is for CPU "
                            "clusters, got ", c.host_cores());
+  }
+  // Before RanksPerNode multiplies them in an int.
+  if (int64_t{c.devices_per_node()} * c.ranks_per_device() > kMaxRanksPerNode) {
+    return InvalidArgument("devices_per_node (", c.devices_per_node(), ") x ranks_per_device (",
+                           c.ranks_per_device(), ") exceeds ", kMaxRanksPerNode, " ranks a node");
   }
   const int per_node = RanksPerNode(c);
   if (per_node != 1) {

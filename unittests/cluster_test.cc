@@ -82,6 +82,31 @@ std::string Validate(const std::function<void(proto::Cluster&)>& edit) {
   return ValidateCluster(c).message();
 }
 
+// Values only a typo or a corrupt file gives are refused, not priced: a
+// node of 65536 x 65536 ranks (which overflowed an int into one node), a
+// latency of 1e300 s, a link of 1e300 B/s.
+TEST(Cluster, AbsurdSizesAndTimesAreRefused) {
+  EXPECT_EQ(Validate([](proto::Cluster& c) {
+              c.set_devices_per_node(65536);
+              c.set_ranks_per_device(65536);
+            }),
+            "devices_per_node (65536) x ranks_per_device (65536) exceeds 1048576 ranks a node");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_intra_node()->set_latency_seconds(1e300); }),
+            "intra_node.latency_seconds must be 0 to 1 s, got 1e+300");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_intra_node()->set_latency_seconds(-1e-6); }),
+            "intra_node.latency_seconds must be 0 to 1 s, got -1e-06");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_intra_node()->set_bandwidth(1e300); }),
+            "intra_node.bandwidth must be at most 1e+15, got 1e+300");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_kernel_launch_seconds(5); }),
+            "device.kernel_launch_seconds must be 0 to 1 s, got 5");
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_peak_fp32_flops(1e30); }),
+            "device.peak_fp32_flops must be at most 1e+18, got 1e+30");
+  // Every preset is within the bounds.
+  for (const std::string& name : ClusterPresetNames()) {
+    EXPECT_TRUE(ValidateCluster(LoadCluster(name).value()).ok()) << name;
+  }
+}
+
 TEST(Cluster, ValidationNamesTheField) {
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_peak_fp32_flops(0); }),
             "device.peak_fp32_flops must be positive, got 0");
