@@ -78,6 +78,7 @@ Status Interrupted(int sig) {
 struct Rank {
   pid_t pid = -1;
   bool running = false;
+  Clock::time_point started;
   double cpu_seconds = 0;  // user + system, once it has exited
 };
 
@@ -135,21 +136,49 @@ pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& 
   _exit(127);
 }
 
-// The first running rank whose heartbeat (a loom command's; other commands
-// have none) is older than --heartbeat_timeout.
-std::optional<int> SilentRank(const std::vector<Rank>& ranks, const std::string& store_dir) {
+// A running rank that has gone silent for --heartbeat_timeout, and how.
+struct SilentRank {
+  int rank;
+  std::string why;
+};
+
+// The first running rank whose heartbeat is older than --heartbeat_timeout.
+// Loom commands beat; other commands have none, so a rank with no
+// heartbeat file is silent only where the launch's command is a loom one:
+// `loom` itself, or any command once some rank has beaten (every rank runs
+// the same). Such a rank, stopped or hung before its first beat, is named
+// --heartbeat_timeout after it started.
+std::optional<SilentRank> FindSilentRank(const std::vector<Rank>& ranks,
+                                         const std::string& store_dir, bool loom_command) {
   const timespec now = [] {
     timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     return t;
   }();
+  std::vector<bool> beat(ranks.size());
+  bool any_beat = loom_command;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    if (!ranks[r].running) continue;
     struct stat st;
     if (::stat(HeartbeatPath(store_dir, static_cast<int>(r)).c_str(), &st) != 0) continue;
+    beat[r] = true;
+    any_beat = true;
     const double age = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
                        (now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
-    if (age > FLAGS_heartbeat_timeout) return static_cast<int>(r);
+    if (ranks[r].running && age > FLAGS_heartbeat_timeout) {
+      return SilentRank{static_cast<int>(r),
+                        StrCat("renewed no heartbeat for ", FLAGS_heartbeat_timeout, " s")};
+    }
+  }
+  if (!any_beat) return std::nullopt;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r].running || beat[r]) continue;
+    const double since_start =
+        std::chrono::duration<double>(Clock::now() - ranks[r].started).count();
+    if (since_start > FLAGS_heartbeat_timeout) {
+      return SilentRank{static_cast<int>(r), StrCat("wrote no heartbeat in the ",
+                                                    FLAGS_heartbeat_timeout,
+                                                    " s since it started")};
+    }
   }
   return std::nullopt;
 }
@@ -165,6 +194,7 @@ void SignalRunning(const std::vector<Rank>& ranks, int sig) {
 // SIGTERM, and SIGKILL if still running 5 s later.
 Status RunRanks(const std::vector<std::string>& args, const std::string& store_dir,
                 const EmulatedNetwork* net, std::vector<Rank>& ranks) {
+  const bool loom_command = std::filesystem::path(args.front()).filename() == "loom";
   Status result;
   bool stopping = false;
   Clock::time_point stop_deadline;
@@ -191,6 +221,7 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     }
     ranks[r].pid = pid;
     ranks[r].running = true;
+    ranks[r].started = Clock::now();
   }
   int running = 0;
   for (const Rank& rank : ranks) running += rank.running ? 1 : 0;
@@ -199,9 +230,9 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     if (g_signal != 0 && !stopping) stop(Interrupted(g_signal), -1);
     if (!stopping && FLAGS_heartbeat_timeout > 0 && Clock::now() >= next_beat_check) {
       next_beat_check = Clock::now() + std::chrono::milliseconds(250);
-      if (std::optional<int> r = SilentRank(ranks, store_dir)) {
-        stop(Internal("rank ", *r, " (pid ", ranks[*r].pid, ") renewed no heartbeat for ",
-                      FLAGS_heartbeat_timeout, " s: stopped or hung; stopping every rank"),
+      if (std::optional<SilentRank> silent = FindSilentRank(ranks, store_dir, loom_command)) {
+        stop(Internal("rank ", silent->rank, " (pid ", ranks[silent->rank].pid, ") ",
+                      silent->why, ": stopped or hung; stopping every rank"),
              -1);
       }
     }

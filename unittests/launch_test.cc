@@ -68,6 +68,38 @@ TEST(Launch, AStoppedRankIsNamedByItsHeartbeat) {
   }
 }
 
+// Rank 1 stops itself (SIGSTOP) before its loom command starts, so it never
+// writes a heartbeat; rank 0's loom beats and waits for it at rendezvous.
+// The launch names rank 1 --heartbeat_timeout after it started, instead of
+// skipping a rank with no heartbeat file, and leaves nothing behind.
+TEST(Launch, ARankStoppedBeforeItsFirstHeartbeatIsNamed) {
+  const std::string pids = ::testing::TempDir() + "/loom_launch_early." + std::to_string(getpid());
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = Loom("launch --nproc 2 --heartbeat_timeout 2 -- sh -c 'echo $$ > " + pids +
+                           ".$LOOM_RANK; if [ $LOOM_RANK = 1 ]; then kill -STOP $$; fi; exec " +
+                           std::string(LOOM_BIN) +
+                           " run --preset gpt-tiny --dp 2 --steps 1000000 > /dev/null'");
+  const double seconds = SecondsSince(start);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(LastLine(r.out).find("loom launch: rank 1 (pid "), std::string::npos) << r.out;
+  EXPECT_NE(LastLine(r.out).find(
+                ") wrote no heartbeat in the 2 s since it started: stopped or hung"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(seconds, 20.0) << r.out;
+  for (const char* rank : {".0", ".1"}) {
+    for (int i = 0; i < 50 && Alive(pids + rank); ++i) usleep(100000);
+    EXPECT_FALSE(Alive(pids + rank)) << "rank" << rank << " survived the launch";
+    std::remove((pids + rank).c_str());
+  }
+}
+
+// A command that is not loom's writes no heartbeat, and is not stopped for it.
+TEST(Launch, OtherCommandsAreNotHeldToAHeartbeat) {
+  const CliResult r = Loom("launch --nproc 2 --heartbeat_timeout 1 -- sh -c 'sleep 2.5'");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
 // SIGTERM to launch stops both ranks (it forwards it) and removes the
 // rendezvous directory; launch names the signal.
 TEST(Launch, ASignalStopsEveryRankAndCleansUp) {
