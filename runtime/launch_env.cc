@@ -47,7 +47,25 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
     }
     env.net_burst_bytes = value;
   }
+  if (const char* endpoint = std::getenv(kRdzvEndpointEnv)) {
+    if (*endpoint == '\0') return InvalidArgument(kRdzvEndpointEnv, " is set but empty");
+    env.redis_endpoint = endpoint;
+  }
+  if (const char* job = std::getenv(kJobIdEnv)) env.job_id = job;
+  if (!env.redis_endpoint.empty() && env.job_id.empty()) {
+    return InvalidArgument(kRdzvEndpointEnv, " is set but ", kJobIdEnv,
+                           " is not: jobs that share a redis store need an id each");
+  }
   return std::optional<LaunchEnv>(std::move(env));
+}
+
+CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& world) {
+  CommWorldOptions comm;
+  comm.host = env.host;
+  comm.file_store_dir = env.store_dir;
+  comm.redis_endpoint = env.redis_endpoint;
+  comm.job = env.job_id.empty() ? world : env.job_id + "/" + world;
+  return comm;
 }
 
 std::string HeartbeatPath(const std::string& store_dir, int rank) {
@@ -81,11 +99,8 @@ StatusOr<std::unique_ptr<CommWorld>> LaunchWorld(const LaunchEnv& env, const std
                                                  std::optional<std::chrono::milliseconds> timeout) {
   ParallelLayout layout;
   layout.dp = env.world_size;
-  CommWorldOptions comm;
+  CommWorldOptions comm = LaunchCommOptions(env, job);
   if (timeout.has_value()) comm.timeout = *timeout;
-  comm.host = env.host;
-  comm.file_store_dir = env.store_dir;
-  comm.job = job;
   return CommWorld::Create(layout, env.rank, comm);
 }
 

@@ -7,6 +7,10 @@
 //   LOOM_HOST        the address this rank's sockets bind to; set under
 //                    --net_rate (the rank's address in its own network
 //                    namespace), else unset and loopback is used
+//   LOOM_RDZV_ENDPOINT  HOST:PORT of a redis-server the ranks meet in
+//                    (--rdzv_backend redis), instead of the file store
+//   LOOM_JOB_ID      the launch's id, prefixing every key it puts in the
+//                    store, so that jobs sharing one never collide
 //   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
 //                    token-bucket shaper on each rank's link (its rate is
 //                    what `loom profile --comm` measures)
@@ -32,6 +36,8 @@ inline constexpr char kWorldSizeEnv[] = "LOOM_WORLD_SIZE";
 inline constexpr char kStoreDirEnv[] = "LOOM_STORE_DIR";
 inline constexpr char kHostEnv[] = "LOOM_HOST";
 inline constexpr char kNetBurstEnv[] = "LOOM_NET_BURST_BYTES";
+inline constexpr char kRdzvEndpointEnv[] = "LOOM_RDZV_ENDPOINT";
+inline constexpr char kJobIdEnv[] = "LOOM_JOB_ID";
 
 struct LaunchEnv {
   int rank = 0;
@@ -40,7 +46,15 @@ struct LaunchEnv {
   std::string host = "127.0.0.1";
   // The shaper's bucket on each rank's link; 0: the link is not shaped.
   int64_t net_burst_bytes = 0;
+  // The redis-server the ranks meet in; empty: the file store in store_dir
+  // (which still holds the heartbeats and checkpoint hand-overs).
+  std::string redis_endpoint;
+  std::string job_id;
 };
+
+// How a launched rank's world named `world` meets its peers: the launch's
+// store (redis or file), its address, and keys under "<job_id>/<world>".
+CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& world);
 
 // The launch environment of this process; nullopt when LOOM_RANK is unset
 // (not started by loom launch); an error naming the variable when it is

@@ -10,6 +10,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
+  libhiredis-dev redis-server  # Gloo's RedisStore: the rendezvous of launches across machines
   nlohmann-json3-dev zlib1g-dev iproute2
   chromium
   clang libclang-rt-dev

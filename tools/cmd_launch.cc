@@ -39,6 +39,14 @@ DEFINE_string(net_burst, "",
 DEFINE_double(heartbeat_timeout, 10,
               "seconds a launched loom rank may go without renewing its heartbeat before it is "
               "named as stopped or hung and the launch stopped (0: never)");
+DEFINE_string(rdzv_backend, "file",
+              "where the ranks meet: file (a fresh directory on this machine) or redis (a "
+              "redis-server at --rdzv_endpoint that every rank reaches; Gloo's RedisStore)");
+DEFINE_string(rdzv_endpoint, "", "with --rdzv_backend redis: the redis-server's HOST:PORT");
+DEFINE_string(job_id, "",
+              "the launch's id, prefixing every key its ranks put in the store, so that jobs "
+              "sharing a redis store never collide (empty: made from this host's name, "
+              "launch's pid and the time)");
 DEFINE_string(net_queue, "100ms",
               "with --net_rate: longest a packet queues at a link before it is dropped");
 
@@ -311,6 +319,41 @@ std::string CpuSummary(const std::vector<Rank>& ranks) {
   return StrCat(buf, " of CPU (", each, ")");
 }
 
+// The store the ranks meet in, handed to them as LOOM_RDZV_ENDPOINT and
+// LOOM_JOB_ID (launch_env.h). A redis-server that does not answer is named
+// before any rank starts.
+Status SetRendezvousEnv() {
+  std::string job = FLAGS_job_id;
+  if (job.empty()) {
+    char host[256] = "host";
+    gethostname(host, sizeof(host) - 1);
+    job = StrCat("loom-", host, "-", getpid(), "-",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count());
+  }
+  if (job.find_first_of(" \t\n") != std::string::npos) {
+    return InvalidArgument("--job_id '", job, "' holds white space");
+  }
+  setenv(kJobIdEnv, job.c_str(), 1);
+  if (FLAGS_rdzv_backend == "file") {
+    if (!FLAGS_rdzv_endpoint.empty()) {
+      return InvalidArgument("--rdzv_endpoint is for --rdzv_backend redis");
+    }
+    unsetenv(kRdzvEndpointEnv);
+    return Status::OK();
+  }
+  if (FLAGS_rdzv_backend != "redis") {
+    return InvalidArgument("--rdzv_backend '", FLAGS_rdzv_backend, "' is not file or redis");
+  }
+  if (FLAGS_rdzv_endpoint.empty()) {
+    return InvalidArgument("--rdzv_backend redis needs --rdzv_endpoint HOST:PORT");
+  }
+  LOOM_RETURN_IF_ERROR(ConnectRedisStore(FLAGS_rdzv_endpoint).status());
+  setenv(kRdzvEndpointEnv, FLAGS_rdzv_endpoint.c_str(), 1);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RunLaunch(const std::vector<std::string>& args) {
@@ -320,6 +363,7 @@ Status RunLaunch(const std::vector<std::string>& args) {
     return InvalidArgument("--net_burst and --net_queue shape an emulated network: give "
                            "--net_rate too");
   }
+  LOOM_RETURN_IF_ERROR(SetRendezvousEnv());
   // Caught from here on: the network and the ranks are removed on the way
   // out whatever stops launch.
   SignalCatcher catcher;

@@ -227,8 +227,9 @@ Status RunRun(const std::vector<std::string>& args) {
   if (launched.has_value()) {
     launched_world = launched->world_size;
     options.local_ranks = {launched->rank};
-    options.comm.file_store_dir = launched->store_dir;
-    options.comm.host = launched->host;
+    const std::chrono::milliseconds timeout = options.comm.timeout;
+    options.comm = LaunchCommOptions(*launched, "loom");
+    options.comm.timeout = timeout;
     if (!trace_path.empty()) trace_path += StrCat(".rank", launched->rank, ".json");
   }
   // Before any step: an output that cannot be written fails now, not after

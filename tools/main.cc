@@ -146,8 +146,11 @@ const std::vector<Command>& Commands() {
        RunRun},
       {"launch", "start N processes of a command, one rank each",
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"
+       "loom launch --nproc N --rdzv_backend redis --rdzv_endpoint HOST:PORT\n"
+       "            [--job_id ID] -- loom run ARGS...\n"
        "Starts N copies with LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR\n"
-       "set; they meet through a file store in a fresh directory. If one\n"
+       "set; they meet through a file store in a fresh directory, or in a\n"
+       "redis-server (Gloo's RedisStore) under keys prefixed by the job id. If one\n"
        "fails, the others are stopped and the failing rank is named.\n"
        "--net_rate (root; ip and tc of iproute2) runs each rank in a network\n"
        "namespace of its own whose link to a shared bridge is shaped to RATE\n"
@@ -158,7 +161,9 @@ const std::vector<Command>& Commands() {
        "stops renewing it (stopped, frozen) for --heartbeat_timeout seconds\n"
        "is named and the launch stopped, long before a peer's collective\n"
        "would time out.",
-       {"nproc", "net_rate", "net_burst", "net_queue", "heartbeat_timeout"}, RunLaunch},
+       {"nproc", "net_rate", "net_burst", "net_queue", "heartbeat_timeout", "rdzv_backend",
+        "rdzv_endpoint", "job_id"},
+       RunLaunch},
       {"netcheck", "measure the network between the ranks of a launch",
        "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"
        "Rank 0 sends B bytes to rank 1, then all ranks all-reduce B bytes, K\n"

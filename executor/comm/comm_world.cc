@@ -1,11 +1,16 @@
 #include "executor/comm/comm_world.h"
 
+#include <sys/time.h>
+
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
+#define HIREDIS_NESTED_INCLUDE  // Debian's hiredis headers sit in hiredis/
+#include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/device.h>
 
 #include "executor/comm/gloo_communicator.h"
@@ -24,6 +29,38 @@ std::shared_ptr<gloo::rendezvous::Store> InProcessStore(
   auto& store = (*stores)[job];
   if (store == nullptr) store = std::make_shared<gloo::rendezvous::HashStore>();
   return store;
+}
+
+StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(
+    const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  char* end = nullptr;
+  const long port =
+      colon == std::string::npos ? 0 : std::strtol(endpoint.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || colon == 0 || end == endpoint.c_str() + colon + 1 ||
+      *end != '\0' || port < 1 || port > 65535) {
+    return InvalidArgument("redis store endpoint '", endpoint, "' is not HOST:PORT");
+  }
+  const std::string host = endpoint.substr(0, colon);
+  // RedisStore's own connect waits as long as TCP does for a host that
+  // does not answer; a bounded probe first names the endpoint in seconds.
+  const timeval probe_timeout{5, 0};
+  redisContext* probe = redisConnectWithTimeout(host.c_str(), static_cast<int>(port),
+                                                probe_timeout);
+  if (probe == nullptr || probe->err != 0) {
+    const std::string why = probe == nullptr ? "out of memory" : probe->errstr;
+    if (probe != nullptr) redisFree(probe);
+    return Status(StatusCode::kUnavailable,
+                  StrCat("cannot reach the redis store at ", endpoint, ": ", why));
+  }
+  redisFree(probe);
+  try {
+    return std::shared_ptr<gloo::rendezvous::Store>(
+        std::make_shared<gloo::rendezvous::RedisStore>(host, static_cast<int>(port)));
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kUnavailable,
+                  StrCat("cannot reach the redis store at ", endpoint, ": ", e.what()));
+  }
 }
 
 StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
@@ -58,6 +95,10 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
   if (layout.world_size() > 1) {
     if (options.store != nullptr) {
       world->store_ = options.store;
+    } else if (!options.redis_endpoint.empty()) {
+      auto redis = ConnectRedisStore(options.redis_endpoint);
+      if (!redis.ok()) return redis.status().WithContext(where);
+      world->store_ = *std::move(redis);
     } else if (!options.file_store_dir.empty()) {
       try {
         world->store_ = std::make_shared<gloo::rendezvous::FileStore>(

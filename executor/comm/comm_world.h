@@ -19,9 +19,10 @@
 // "J/G/r" and (Gloo 0.5 of 2022) its host name under "J/G/rank_r", e.g.
 // "loom/mp[0,1]/1"; G is the group's name (RingName and global ranks), and
 // gloo::rendezvous::PrefixStore adds the "J/G/". The store is the caller's,
-// or a FileStore on a directory shared by the processes of the job, or by
-// default an in-process HashStore shared by every rank (thread) of this
-// process that names the same job.
+// or Gloo's RedisStore on a redis-server every process of the job reaches
+// (launches across machines), or a FileStore on a directory shared by the
+// processes of the job, or by default an in-process HashStore shared by
+// every rank (thread) of this process that names the same job.
 #ifndef LOOM_EXECUTOR_COMM_COMM_WORLD_H_
 #define LOOM_EXECUTOR_COMM_COMM_WORLD_H_
 
@@ -58,11 +59,15 @@ struct CommWorldOptions {
   std::string job = "loom";
   // Where ranks meet, first match wins:
   //  - `store` if set (shared by the ranks that use it);
+  //  - a gloo::rendezvous::RedisStore on `redis_endpoint` ("HOST:PORT") if
+  //    non-empty: a redis-server that outlives jobs, whose keys `job`
+  //    keeps apart;
   //  - a gloo::rendezvous::FileStore on `file_store_dir` if non-empty: one
   //    directory, fresh for each launch (or a fresh job), seen by every
   //    process of the job (for `loom launch`);
   //  - else the in-process HashStore of `job` (InProcessStore).
   std::shared_ptr<gloo::rendezvous::Store> store;
+  std::string redis_endpoint;
   std::string file_store_dir;
   // kNccl needs a build with CUDA (LOOM_WITH_CUDA) and a device: this
   // rank's is `cuda_device`. Each ring's NCCL stream gets its CUDA priority
@@ -76,6 +81,10 @@ struct CommWorldOptions {
 // the life of the process. Every rank thread that names the same job meets
 // in it; a world rebuilt in the same process needs a new job name.
 std::shared_ptr<gloo::rendezvous::Store> InProcessStore(const std::string& job);
+
+// Gloo's RedisStore on "HOST:PORT"; Unavailable naming the endpoint when no
+// redis-server answers there, InvalidArgument for a malformed endpoint.
+StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(const std::string& endpoint);
 
 class CommWorld {
  public:

@@ -80,11 +80,21 @@ class DeadlineStore : public gloo::rendezvous::Store {
       : inner_(inner), deadline_(deadline) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
-    inner_->set(key, data);
+    try {
+      inner_->set(key, data);
+    } catch (const std::exception&) {
+      store_failed_ = true;
+      throw;
+    }
   }
   std::vector<char> get(const std::string& key) override {
     wait({key});
-    return inner_->get(key);
+    try {
+      return inner_->get(key);
+    } catch (const std::exception&) {
+      store_failed_ = true;
+      throw;
+    }
   }
   void wait(const std::vector<std::string>& keys) override {
     wait(keys, TimeLeft(deadline_));
@@ -94,15 +104,24 @@ class DeadlineStore : public gloo::rendezvous::Store {
     last_keys_ = keys;
     Millis bound = TimeLeft(deadline_);
     if (timeout != gloo::kNoTimeout) bound = std::min(bound, timeout);
+    const Clock::time_point until = Clock::now() + bound;
     try {
       inner_->wait(keys, bound);
     } catch (const gloo::IoException&) {
-      timed_out_ = true;
+      // A store that fails (a redis-server gone) may throw the same
+      // exception as one that times out; only the clock tells them apart.
+      timed_out_ = Clock::now() >= until;
+      store_failed_ = !timed_out_;
+      throw;
+    } catch (const std::exception&) {
+      store_failed_ = true;
       throw;
     }
   }
 
   bool timed_out() const { return timed_out_; }
+  // The store itself failed (unreachable, gone), rather than a member.
+  bool store_failed() const { return store_failed_; }
   const std::vector<std::string>& last_keys() const { return last_keys_; }
 
  private:
@@ -110,6 +129,7 @@ class DeadlineStore : public gloo::rendezvous::Store {
   Clock::time_point deadline_;
   std::vector<std::string> last_keys_;
   bool timed_out_ = false;
+  bool store_failed_ = false;
 };
 
 void IgnoreSigpipeIfUnhandled() {
@@ -204,6 +224,16 @@ StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
           "' (another world used this store with the same job name; give "
           "each world a fresh job or store): ",
           msg);
+    }
+    if (bounded.store_failed()) {
+      return Status(StatusCode::kUnavailable,
+                    StrCat(where, ": the store failed",
+                           bounded.last_keys().empty()
+                               ? std::string()
+                               : StrCat(" while waiting for ", who.empty() ? "a member" : who,
+                                        " to join (store key '", key_prefix, "/",
+                                        bounded.last_keys().front(), "')"),
+                           ": ", msg));
     }
     return Status(StatusCode::kUnavailable,
                   StrCat(where, ": connecting to ",

@@ -1,0 +1,199 @@
+// Ranks that meet in a redis-server (Gloo's RedisStore), as launches across
+// machines do: a real redis-server, started by the test on a free port of
+// loopback and stopped after it; skipped loudly where it is not installed.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "executor/comm/comm_world.h"
+#include "unittests/comm_test_util.h"
+#include "unittests/loom_cli.h"
+
+namespace loom {
+namespace {
+
+using testing::Clock;
+using testing::RunRanks;
+using testing::SecondsSince;
+using std::chrono::seconds;
+
+// A port nobody listens on now (the kernel's pick, released at once).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// A redis-server of this test's own: no persistence, loopback only.
+class RedisServer {
+ public:
+  RedisServer() : port_(FreePort()) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      const std::string port = std::to_string(port_);
+      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--loglevel", "warning",
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Up once it answers.
+    for (int i = 0; i < 100 && !ConnectRedisStore(endpoint()).ok(); ++i) usleep(50000);
+  }
+  ~RedisServer() { Stop(); }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  bool up() const { return ConnectRedisStore(endpoint()).ok(); }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+};
+
+bool HaveRedisServer() { return std::system("command -v redis-server > /dev/null") == 0; }
+
+#define SKIP_WITHOUT_REDIS()                                                                 \
+  if (!HaveRedisServer()) {                                                                  \
+    GTEST_SKIP() << "SKIPPED LOUDLY: redis-server is not installed (scripts/setup.sh installs " \
+                    "it)";                                                                   \
+  }
+
+// Two jobs on one redis-server at once: every key is under its job, so
+// neither sees the other's, and each all-reduces its own ranks' values.
+TEST(RedisRendezvous, TwoJobsShareOneStoreWithoutColliding) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up()) << redis.endpoint();
+  const ParallelLayout layout{/*dp=*/2, 1, 1};
+  RunRanks(4, [&](int thread) {
+    const int job = thread / 2, rank = thread % 2;
+    CommWorldOptions options;
+    options.redis_endpoint = redis.endpoint();
+    options.job = "job" + std::to_string(job);
+    options.timeout = seconds(10);
+    auto world = CommWorld::Create(layout, rank, options);
+    ASSERT_TRUE(world.ok()) << world.status();
+    auto dp = (*world)->Get(kDpRing);
+    ASSERT_TRUE(dp.ok()) << dp.status();
+    Tensor x = testing::Filled(4, [&](int64_t i) { return 100.0f * job + rank + i; });
+    ASSERT_TRUE((*dp)->AllReduce({&x}, ReduceOp::kSum).ok());
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(x.data<float>()[i], 200.0f * job + 1 + 2 * i);
+  });
+  // The same job again finds its keys taken, and says so.
+  RunRanks(1, [&](int) {
+    CommWorldOptions options;
+    options.redis_endpoint = redis.endpoint();
+    options.job = "job0";
+    options.timeout = seconds(5);
+    auto world = CommWorld::Create(layout, 0, options);
+    ASSERT_FALSE(world.ok());
+    EXPECT_NE(world.status().message().find("the store already holds keys under 'job0/dp[0,1]'"),
+              std::string::npos)
+        << world.status();
+  });
+}
+
+// A member that never joins is named within the timeout, not waited for.
+TEST(RedisRendezvous, AMemberThatNeverJoinsIsNamed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  CommWorldOptions options;
+  options.redis_endpoint = redis.endpoint();
+  options.job = "lonely";
+  options.timeout = seconds(2);
+  const auto start = Clock::now();
+  auto world = CommWorld::Create(ParallelLayout{2, 1, 1}, 0, options);
+  ASSERT_FALSE(world.ok());
+  EXPECT_EQ(world.status().code(), StatusCode::kDeadlineExceeded) << world.status();
+  EXPECT_NE(world.status().message().find("waiting for rank 1 to join"), std::string::npos)
+      << world.status();
+  EXPECT_LT(SecondsSince(start), 6.0);
+}
+
+// A redis-server that goes away during rendezvous is an error naming the
+// failed connection, well before the timeout: never a hang.
+TEST(RedisRendezvous, AStoreThatGoesAwayIsAnErrorNotAHang) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  CommWorldOptions options;
+  options.redis_endpoint = redis.endpoint();
+  options.job = "orphan";
+  options.timeout = seconds(30);
+  std::thread stopper([&] {
+    usleep(500000);
+    redis.Stop();
+  });
+  const auto start = Clock::now();
+  auto world = CommWorld::Create(ParallelLayout{2, 1, 1}, 0, options);
+  stopper.join();
+  ASSERT_FALSE(world.ok());
+  EXPECT_LT(SecondsSince(start), 10.0) << world.status();
+  EXPECT_EQ(world.status().code(), StatusCode::kUnavailable) << world.status();
+  EXPECT_NE(world.status().message().find(
+                "setup on group dp[0,1]: the store failed while waiting for rank 1 to join"),
+            std::string::npos)
+      << world.status();
+}
+
+TEST(RedisRendezvous, AnUnreachableOrMalformedEndpointIsNamed) {
+  const int port = FreePort();  // nobody listens there
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  auto none = ConnectRedisStore(endpoint);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(none.status().message().find("cannot reach the redis store at " + endpoint),
+            std::string::npos)
+      << none.status();
+  for (const char* bad : {"localhost", ":6379", "host:0", "host:70000", "host:6379x"}) {
+    auto malformed = ConnectRedisStore(bad);
+    ASSERT_FALSE(malformed.ok()) << bad;
+    EXPECT_EQ(malformed.status().message(),
+              std::string("redis store endpoint '") + bad + "' is not HOST:PORT");
+  }
+}
+
+// loom launch over redis trains as over the file store: the same losses.
+TEST(RedisRendezvous, LaunchOverRedisTrainsAsOverTheFileStore) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  const std::string run =
+      std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --dp 2 --mp 2 --steps 3";
+  const CliResult file = Loom("launch --nproc 4" + run);
+  ASSERT_EQ(file.code, 0) << file.out;
+  const CliResult over_redis = Loom("launch --nproc 4 --rdzv_backend redis --rdzv_endpoint " +
+                                    redis.endpoint() + " --job_id cli" + run);
+  ASSERT_EQ(over_redis.code, 0) << over_redis.out;
+  ASSERT_EQ(LossLines(file.out).size(), 3u) << file.out;
+  EXPECT_EQ(LossLines(over_redis.out), LossLines(file.out)) << over_redis.out;
+  // Bad rendezvous flags are one line each, before any rank starts.
+  const CliResult no_endpoint = Loom("launch --nproc 2 --rdzv_backend redis" + run);
+  EXPECT_EQ(no_endpoint.code, 1);
+  EXPECT_EQ(no_endpoint.out,
+            "loom launch: --rdzv_backend redis needs --rdzv_endpoint HOST:PORT\n");
+  const CliResult unknown = Loom("launch --nproc 2 --rdzv_backend etcd" + run);
+  EXPECT_EQ(unknown.out, "loom launch: --rdzv_backend 'etcd' is not file or redis\n");
+}
+
+}  // namespace
+}  // namespace loom
