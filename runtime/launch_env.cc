@@ -36,6 +36,22 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
                            "' are not a rank and a world size");
   }
   env.store_dir = store;
+  // Absent: one node, where the local rank is the rank.
+  env.local_rank = env.rank;
+  const char* local = std::getenv(kLocalRankEnv);
+  const char* node = std::getenv(kNodeRankEnv);
+  const char* nodes = std::getenv(kNodesEnv);
+  if (local != nullptr || node != nullptr || nodes != nullptr) {
+    env.local_rank = local == nullptr ? -1 : ParseCount(local);
+    env.node_rank = node == nullptr ? -1 : ParseCount(node);
+    env.nodes = nodes == nullptr ? -1 : ParseCount(nodes);
+    if (env.local_rank < 0 || env.node_rank < 0 || env.nodes < 1 ||
+        env.node_rank >= env.nodes || env.local_rank > env.rank) {
+      return InvalidArgument(kLocalRankEnv, ", ", kNodeRankEnv, " and ", kNodesEnv,
+                             " are not a local rank, a node and a node count (start ranks "
+                             "with loom launch)");
+    }
+  }
   if (const char* host = std::getenv(kHostEnv)) {
     if (*host == '\0') return InvalidArgument(kHostEnv, " is set but empty");
     env.host = host;

@@ -2,7 +2,10 @@
 // the launcher that sets it and the commands that read it.
 //
 //   LOOM_RANK        this process's rank, 0..LOOM_WORLD_SIZE-1
-//   LOOM_WORLD_SIZE  processes started
+//   LOOM_WORLD_SIZE  processes started, on every node
+//   LOOM_LOCAL_RANK  its place among its node's processes
+//   LOOM_NODE_RANK   its node, 0..LOOM_NNODES-1 (nodes hold consecutive ranks)
+//   LOOM_NNODES      nodes of the job
 //   LOOM_STORE_DIR   a fresh directory where the ranks meet (file store)
 //   LOOM_HOST        the address this rank's sockets bind to; set under
 //                    --net_rate (the rank's address in its own network
@@ -36,12 +39,18 @@ inline constexpr char kWorldSizeEnv[] = "LOOM_WORLD_SIZE";
 inline constexpr char kStoreDirEnv[] = "LOOM_STORE_DIR";
 inline constexpr char kHostEnv[] = "LOOM_HOST";
 inline constexpr char kNetBurstEnv[] = "LOOM_NET_BURST_BYTES";
+inline constexpr char kLocalRankEnv[] = "LOOM_LOCAL_RANK";
+inline constexpr char kNodeRankEnv[] = "LOOM_NODE_RANK";
+inline constexpr char kNodesEnv[] = "LOOM_NNODES";
 inline constexpr char kRdzvEndpointEnv[] = "LOOM_RDZV_ENDPOINT";
 inline constexpr char kJobIdEnv[] = "LOOM_JOB_ID";
 
 struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
+  int local_rank = 0;
+  int node_rank = 0;
+  int nodes = 1;
   std::string store_dir;
   std::string host = "127.0.0.1";
   // The shaper's bucket on each rank's link; 0: the link is not shaped.

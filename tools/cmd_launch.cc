@@ -29,7 +29,12 @@
 #include "tools/common_flags.h"
 #include "runtime/launch_env.h"
 
-DEFINE_int32(nproc, 1, "processes (ranks) to start");
+DEFINE_int32(nproc, 1, "processes (ranks) to start on this node");
+DEFINE_int32(nproc_per_node, 0, "--nproc by torchrun's name");
+DEFINE_int32(nnodes, 1,
+             "nodes of the job, each running its own loom launch with the same --nproc, "
+             "--rdzv_endpoint and --job_id; ranks are numbered node by node");
+DEFINE_int32(node_rank, 0, "this node's place among the --nnodes, from 0");
 DEFINE_string(net_rate, "",
               "emulate a network: each rank in a network namespace of its own with a link "
               "of this rate each way, in tc syntax (200mbit, 1gbit); needs root, ip and tc");
@@ -92,6 +97,10 @@ struct Rank {
 
 double Seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; }
 
+// The job's rank of this node's `local`th process: nodes hold consecutive
+// ranks, --nproc each.
+int GlobalRank(int local) { return FLAGS_node_rank * FLAGS_nproc + local; }
+
 // Forks rank `r` and runs `args` in it; never returns in the child.
 pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& store_dir,
                 const EmulatedNetwork* net) {
@@ -133,8 +142,11 @@ pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& 
     unsetenv(kHostEnv);
     unsetenv(kNetBurstEnv);
   }
-  setenv(kRankEnv, std::to_string(r).c_str(), 1);
-  setenv(kWorldSizeEnv, std::to_string(FLAGS_nproc).c_str(), 1);
+  setenv(kRankEnv, std::to_string(GlobalRank(r)).c_str(), 1);
+  setenv(kWorldSizeEnv, std::to_string(FLAGS_nnodes * FLAGS_nproc).c_str(), 1);
+  setenv(kLocalRankEnv, std::to_string(r).c_str(), 1);
+  setenv(kNodeRankEnv, std::to_string(FLAGS_node_rank).c_str(), 1);
+  setenv(kNodesEnv, std::to_string(FLAGS_nnodes).c_str(), 1);
   setenv(kStoreDirEnv, store_dir.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -167,7 +179,9 @@ std::optional<SilentRank> FindSilentRank(const std::vector<Rank>& ranks,
   bool any_beat = loom_command;
   for (size_t r = 0; r < ranks.size(); ++r) {
     struct stat st;
-    if (::stat(HeartbeatPath(store_dir, static_cast<int>(r)).c_str(), &st) != 0) continue;
+    if (::stat(HeartbeatPath(store_dir, GlobalRank(static_cast<int>(r))).c_str(), &st) != 0) {
+      continue;
+    }
     beat[r] = true;
     any_beat = true;
     const double age = static_cast<double>(now.tv_sec - st.st_mtim.tv_sec) +
@@ -239,7 +253,7 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     if (!stopping && FLAGS_heartbeat_timeout > 0 && Clock::now() >= next_beat_check) {
       next_beat_check = Clock::now() + std::chrono::milliseconds(250);
       if (std::optional<SilentRank> silent = FindSilentRank(ranks, store_dir, loom_command)) {
-        stop(Internal("rank ", silent->rank, " (pid ", ranks[silent->rank].pid, ") ",
+        stop(Internal("rank ", GlobalRank(silent->rank), " (pid ", ranks[silent->rank].pid, ") ",
                       silent->why, ": stopped or hung; stopping every rank"),
              -1);
       }
@@ -263,7 +277,7 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     ranks[r].running = false;
     ranks[r].cpu_seconds = Seconds(usage.ru_utime) + Seconds(usage.ru_stime);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      stop(Internal("rank ", r, WIFSIGNALED(status)
+      stop(Internal("rank ", GlobalRank(r), WIFSIGNALED(status)
                                     ? StrCat(" was killed by signal ", WTERMSIG(status))
                                     : StrCat(" exited with status ", WEXITSTATUS(status)),
                     "; stopping the other ranks"),
@@ -319,6 +333,32 @@ std::string CpuSummary(const std::vector<Rank>& ranks) {
   return StrCat(buf, " of CPU (", each, ")");
 }
 
+// --nnodes and --node_rank, and what a job across nodes needs: a store
+// every node reaches, and one job id that every node's launch names.
+Status CheckNodes() {
+  if (FLAGS_nnodes < 1 || int64_t{FLAGS_nnodes} * FLAGS_nproc > (1 << 20)) {
+    return InvalidArgument("--nnodes (", FLAGS_nnodes, ") x --nproc (", FLAGS_nproc,
+                           ") must be 1 to 1048576 ranks");
+  }
+  if (FLAGS_node_rank < 0 || FLAGS_node_rank >= FLAGS_nnodes) {
+    return InvalidArgument("--node_rank ", FLAGS_node_rank, " is outside 0..", FLAGS_nnodes - 1);
+  }
+  if (FLAGS_nnodes == 1) return Status::OK();
+  if (FLAGS_rdzv_backend != "redis") {
+    return InvalidArgument("--nnodes ", FLAGS_nnodes,
+                           " needs a store every node reaches: --rdzv_backend redis "
+                           "--rdzv_endpoint HOST:PORT");
+  }
+  if (FLAGS_job_id.empty()) {
+    return InvalidArgument("--nnodes ", FLAGS_nnodes,
+                           " needs --job_id: every node's launch must name the same job");
+  }
+  if (!FLAGS_net_rate.empty()) {
+    return InvalidArgument("--net_rate emulates one machine's network; not with --nnodes");
+  }
+  return Status::OK();
+}
+
 // The store the ranks meet in, handed to them as LOOM_RDZV_ENDPOINT and
 // LOOM_JOB_ID (launch_env.h). A redis-server that does not answer is named
 // before any rank starts.
@@ -358,7 +398,12 @@ Status SetRendezvousEnv() {
 
 Status RunLaunch(const std::vector<std::string>& args) {
   if (args.empty()) return InvalidArgument("expects '-- COMMAND ARGS...' to start");
+  if (FlagGiven("nproc_per_node")) {
+    if (FlagGiven("nproc")) return InvalidArgument("--nproc and --nproc_per_node: give one");
+    FLAGS_nproc = FLAGS_nproc_per_node;
+  }
   if (FLAGS_nproc < 1) return InvalidArgument("--nproc must be at least 1");
+  LOOM_RETURN_IF_ERROR(CheckNodes());
   if (FLAGS_net_rate.empty() && (FlagGiven("net_burst") || FlagGiven("net_queue"))) {
     return InvalidArgument("--net_burst and --net_queue shape an emulated network: give "
                            "--net_rate too");

@@ -148,6 +148,8 @@ const std::vector<Command>& Commands() {
        "loom launch --nproc N [--net_rate RATE] -- loom run ARGS...\n"
        "loom launch --nproc N --rdzv_backend redis --rdzv_endpoint HOST:PORT\n"
        "            [--job_id ID] -- loom run ARGS...\n"
+       "loom launch --nnodes K --node_rank R --nproc_per_node N --rdzv_backend redis\n"
+       "            --rdzv_endpoint HOST:PORT --job_id ID -- loom run ARGS...   (on each node)\n"
        "Starts N copies with LOOM_RANK, LOOM_WORLD_SIZE and LOOM_STORE_DIR\n"
        "set; they meet through a file store in a fresh directory, or in a\n"
        "redis-server (Gloo's RedisStore) under keys prefixed by the job id. If one\n"
@@ -161,8 +163,8 @@ const std::vector<Command>& Commands() {
        "stops renewing it (stopped, frozen) for --heartbeat_timeout seconds\n"
        "is named and the launch stopped, long before a peer's collective\n"
        "would time out.",
-       {"nproc", "net_rate", "net_burst", "net_queue", "heartbeat_timeout", "rdzv_backend",
-        "rdzv_endpoint", "job_id"},
+       {"nproc", "nproc_per_node", "nnodes", "node_rank", "net_rate", "net_burst", "net_queue",
+        "heartbeat_timeout", "rdzv_backend", "rdzv_endpoint", "job_id"},
        RunLaunch},
       {"netcheck", "measure the network between the ranks of a launch",
        "loom launch --nproc N [--net_rate RATE] -- loom netcheck [--bytes B] [--repeats K]\n"

@@ -1,6 +1,7 @@
 // Ranks that meet in a redis-server (Gloo's RedisStore), as launches across
 // machines do: a real redis-server, started by the test on a free port of
 // loopback and stopped after it; skipped loudly where it is not installed.
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/comm/comm_world.h"
+#include "framework/status.h"
 #include "unittests/comm_test_util.h"
 #include "unittests/loom_cli.h"
 
@@ -44,6 +46,10 @@ class RedisServer {
   RedisServer() : port_(FreePort()) {
     pid_ = fork();
     if (pid_ == 0) {
+      // Its start-up warnings (memory overcommit) are not the test's output.
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
       const std::string port = std::to_string(port_);
       execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "no", "--loglevel", "warning",
@@ -193,6 +199,73 @@ TEST(RedisRendezvous, LaunchOverRedisTrainsAsOverTheFileStore) {
             "loom launch: --rdzv_backend redis needs --rdzv_endpoint HOST:PORT\n");
   const CliResult unknown = Loom("launch --nproc 2 --rdzv_backend etcd" + run);
   EXPECT_EQ(unknown.out, "loom launch: --rdzv_backend 'etcd' is not file or redis\n");
+}
+
+// Two launches on this host as the two nodes of one job (--nnodes 2), each
+// starting its two ranks, meet in one redis-server and train as one launch
+// of four: the same losses. Nodes hold consecutive ranks, so node 1's are
+// ranks 2 and 3.
+TEST(RedisRendezvous, TwoNodesTrainAsOneLaunch) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  const std::string run =
+      std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --dp 2 --mp 2 --steps 3";
+  const CliResult one = Loom("launch --nproc 4" + run);
+  ASSERT_EQ(one.code, 0) << one.out;
+  auto node = [&](int rank) {
+    return StrCat(LOOM_BIN, " launch --nnodes 2 --node_rank ", rank,
+                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", redis.endpoint(),
+                  " --job_id two-nodes", run);
+  };
+  const std::string node1_out = ::testing::TempDir() + "/loom_node1." + std::to_string(getpid());
+  const CliResult both = Shell("(" + node(1) + " > " + node1_out + " 2>&1; echo node1 $? >> " +
+                               node1_out + ") & " + node(0) + "; wait");
+  ASSERT_EQ(both.code, 0) << both.out;
+  const std::string node1 = ReadWholeFile(node1_out);
+  std::remove(node1_out.c_str());
+  EXPECT_NE(node1.find("node1 0"), std::string::npos) << node1;
+  EXPECT_NE(node1.find("rank 2 "), std::string::npos) << node1;
+  EXPECT_NE(node1.find("rank 3 "), std::string::npos) << node1;
+  ASSERT_EQ(LossLines(one.out).size(), 3u) << one.out;
+  EXPECT_EQ(LossLines(both.out), LossLines(one.out)) << both.out;
+}
+
+// Node 1 never starts: node 0's ranks name the first rank of it that they
+// waited for, within the timeout.
+TEST(RedisRendezvous, ANodeThatNeverJoinsIsNamed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  const auto start = Clock::now();
+  const CliResult alone = Loom(StrCat(
+      "launch --nnodes 2 --node_rank 0 --nproc_per_node 2 --rdzv_backend redis "
+      "--rdzv_endpoint ",
+      redis.endpoint(), " --job_id lonely-node -- ", LOOM_BIN,
+      " run --preset gpt-tiny --dp 2 --mp 2 --steps 3 --comm_timeout 3"));
+  EXPECT_EQ(alone.code, 1) << alone.out;
+  EXPECT_NE(alone.out.find("timed out after 3 s waiting for rank 2 to join"), std::string::npos)
+      << alone.out;
+  EXPECT_LT(SecondsSince(start), 15.0) << alone.out;
+}
+
+TEST(RedisRendezvous, NodeFlagsThatCannotWorkAreOneLineErrors) {
+  const std::string run = std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --steps 1";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--nnodes 2 --job_id j",
+       "--nnodes 2 needs a store every node reaches: --rdzv_backend redis --rdzv_endpoint "
+       "HOST:PORT"},
+      {"--nnodes 2 --rdzv_backend redis --rdzv_endpoint 127.0.0.1:1",
+       "--nnodes 2 needs --job_id: every node's launch must name the same job"},
+      {"--nnodes 2 --node_rank 2", "--node_rank 2 is outside 0..1"},
+      {"--nnodes 0", "--nnodes (0) x --nproc (1) must be 1 to 1048576 ranks"},
+      {"--nproc 2 --nproc_per_node 2", "--nproc and --nproc_per_node: give one"},
+  };
+  for (const auto& [flags, error] : cases) {
+    const CliResult r = Loom("launch " + flags + run);
+    EXPECT_EQ(r.code, 1) << flags;
+    EXPECT_EQ(r.out, "loom launch: " + error + "\n") << flags;
+  }
 }
 
 }  // namespace
