@@ -249,6 +249,40 @@ TEST(RedisRendezvous, ANodeThatNeverJoinsIsNamed) {
   EXPECT_LT(SecondsSince(start), 15.0) << alone.out;
 }
 
+// SIGTERM to one node's launch stops the whole job: that node's ranks by
+// the signal, the other node's when their peers are gone. Both launches end
+// within seconds, the signalled one naming the signal.
+TEST(RedisRendezvous, StoppingOneNodeStopsTheJob) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer redis;
+  ASSERT_TRUE(redis.up());
+  const std::string dir = MakeTempDir("loom_two_nodes_");
+  auto node = [&](int rank) {
+    return StrCat(LOOM_BIN, " launch --nnodes 2 --node_rank ", rank,
+                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", redis.endpoint(),
+                  " --job_id stopped-job -- ", LOOM_BIN,
+                  " run --preset gpt-tiny --dp 2 --mp 2 --steps 1000000 --comm_timeout 31 > ",
+                  dir, "/node", rank, ".out 2>&1");
+  };
+  const auto start = Clock::now();
+  // Node 1's launch gets SIGTERM once both nodes are training.
+  const CliResult r = Shell(node(0) + " & p0=$!; " + node(1) +
+                            " & p1=$!; sleep 4; kill -TERM $p1; wait $p0; c0=$?; wait $p1; "
+                            "echo codes $c0 $?");
+  const double seconds = SecondsSince(start);
+  EXPECT_LT(seconds, 25.0) << r.out;
+  const std::string out0 = ReadWholeFile(dir + "/node0.out");
+  const std::string out1 = ReadWholeFile(dir + "/node1.out");
+  EXPECT_NE(r.out.find("codes 1 1"), std::string::npos) << r.out << out0 << out1;
+  EXPECT_NE(out1.find("loom launch: interrupted by signal 15"), std::string::npos) << out1;
+  // Node 0 trained before it lost its peers, then stopped naming a failed rank.
+  EXPECT_NE(out0.find("step 1 loss"), std::string::npos) << out0;
+  EXPECT_NE(out0.find("loom launch: rank "), std::string::npos) << out0;
+  // No rank of the job is left ("3[1]" keeps this shell's own command line
+  // from matching).
+  EXPECT_NE(Shell("pgrep -f 'steps 1000000 --comm_timeout 3[1]'").code, 0);
+}
+
 TEST(RedisRendezvous, NodeFlagsThatCannotWorkAreOneLineErrors) {
   const std::string run = std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --steps 1";
   const std::vector<std::pair<std::string, std::string>> cases = {
