@@ -31,6 +31,16 @@ bool Alive(const std::string& pid_file) {
   return r.code == 0;
 }
 
+// The processes whose pids `pids`.0 and `pids`.1 hold are gone within 5 s
+// (a stopped one continued into its SIGTERM); the files are removed.
+void ExpectBothRanksGone(const std::string& pids) {
+  for (const char* rank : {".0", ".1"}) {
+    for (int i = 0; i < 50 && Alive(pids + rank); ++i) usleep(100000);
+    EXPECT_FALSE(Alive(pids + rank)) << "rank" << rank << " survived the launch";
+    std::remove((pids + rank).c_str());
+  }
+}
+
 // A launch environment a command cannot use is named, variable and value,
 // in one line: here the shaper's bucket of `loom launch --net_rate`.
 TEST(Launch, AMalformedLaunchVariableIsNamed) {
@@ -60,12 +70,7 @@ TEST(Launch, AStoppedRankIsNamedByItsHeartbeat) {
             std::string::npos)
       << r.out;
   EXPECT_LT(seconds, 20.0) << r.out;
-  for (const char* rank : {".0", ".1"}) {
-    // The stopped process was continued into its SIGTERM.
-    for (int i = 0; i < 50 && Alive(pids + rank); ++i) usleep(100000);
-    EXPECT_FALSE(Alive(pids + rank)) << "rank" << rank << " survived the launch";
-    std::remove((pids + rank).c_str());
-  }
+  ExpectBothRanksGone(pids);
 }
 
 // Rank 1 stops itself (SIGSTOP) before its loom command starts, so it never
@@ -87,11 +92,7 @@ TEST(Launch, ARankStoppedBeforeItsFirstHeartbeatIsNamed) {
             std::string::npos)
       << r.out;
   EXPECT_LT(seconds, 20.0) << r.out;
-  for (const char* rank : {".0", ".1"}) {
-    for (int i = 0; i < 50 && Alive(pids + rank); ++i) usleep(100000);
-    EXPECT_FALSE(Alive(pids + rank)) << "rank" << rank << " survived the launch";
-    std::remove((pids + rank).c_str());
-  }
+  ExpectBothRanksGone(pids);
 }
 
 // A command that is not loom's writes no heartbeat, and is not stopped for it.
