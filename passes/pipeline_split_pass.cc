@@ -27,8 +27,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "framework/op_work.h"
 #include "framework/op_builder.h"
+#include "framework/op_work.h"
 #include "framework/shape_inference.h"
 #include "passes/comm_ops.h"
 #include "passes/parallel_passes.h"

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "executor/cpu/host_threads.h"
-#include "profiling/loopback_ranks.h"
 #include "framework/median.h"
+#include "profiling/loopback_ranks.h"
 
 namespace loom {
 namespace {

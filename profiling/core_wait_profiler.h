@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "executor/comm/communicator.h"
-#include "profiling/loopback_ranks.h"
 #include "framework/status.h"
+#include "profiling/loopback_ranks.h"
 
 namespace loom {
 

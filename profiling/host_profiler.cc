@@ -16,11 +16,11 @@
 #include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
 #include "executor/kernel.h"
-#include "profiling/loopback_ranks.h"
-#include "profiling/op_profiler.h"
 #include "framework/median.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "profiling/loopback_ranks.h"
+#include "profiling/op_profiler.h"
 
 namespace loom {
 namespace {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "profiling/op_profiler.h"
 #include "models/gpt.h"
+#include "profiling/op_profiler.h"
 #include "scheduler/plan.h"
 
 namespace loom {

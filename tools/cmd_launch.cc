@@ -1,8 +1,10 @@
-// loom launch: starts N processes on this host, one rank each, in the
+// loom launch: starts N processes on this node, one rank each, in the
 // manner of torchrun and paddle.distributed.launch. Each child gets the
 // environment of runtime/launch_env.h (its rank, the world size and a fresh
 // directory where the ranks meet); when a child fails, the others are
-// stopped and the failing rank is named. With --net_rate each rank runs in
+// stopped and the failing rank is named. Under --nnodes each node runs its
+// own launch, and the ranks of all of them meet in one redis-server. With
+// --net_rate each rank runs in
 // a network namespace of its own behind a shaped link
 // (runtime/emulated_network.h), so that communication takes wall time
 // without taking CPU. SIGINT, SIGTERM and SIGHUP stop the ranks and remove
@@ -25,9 +27,9 @@
 #include <optional>
 
 #include "runtime/emulated_network.h"
+#include "runtime/launch_env.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "runtime/launch_env.h"
 
 DEFINE_int32(nproc, 1, "processes (ranks) to start on this node");
 DEFINE_int32(nproc_per_node, 0, "--nproc by torchrun's name");

@@ -6,8 +6,8 @@
 
 #include "executor/comm/comm_world.h"
 #include "profiling/net_probe.h"
-#include "tools/command.h"
 #include "runtime/launch_env.h"
+#include "tools/command.h"
 
 DECLARE_int32(comm_timeout);
 DEFINE_int64(bytes, 16 << 20, "bytes per transfer (a multiple of 4)");

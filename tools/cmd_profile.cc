@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "cost_model/cluster.h"
-#include "profiling/comm_fit.h"
 #include "cost_model/cost_table.h"
 #include "executor/comm/comm_world.h"
 #include "executor/comm/gloo_communicator.h"
+#include "profiling/comm_fit.h"
 #include "profiling/host_profiler.h"
+#include "runtime/launch_env.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
-#include "runtime/launch_env.h"
 #include "tools/profile_util.h"
 
 DECLARE_string(program);

@@ -9,18 +9,18 @@
 #include <optional>
 
 #include "cost_model/cluster.h"
+#include "framework/file_util.h"
 #include "framework/serialization.h"
 #include "framework/verifier.h"
 #include "runtime/gpt_plan.h"
-#include "runtime/program_trainer.h"
+#include "runtime/launch_env.h"
 #include "runtime/parallel_trainer.h"
+#include "runtime/program_trainer.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
-#include "framework/file_util.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
 #include "tools/interleaved_profile_files.h"
-#include "runtime/launch_env.h"
 #include "tools/profile_util.h"
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");

@@ -16,10 +16,10 @@
 #include <glog/logging.h>
 
 #include "executor/cpu/blas_kernels.h"
+#include "runtime/launch_env.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
-#include "runtime/launch_env.h"
 
 DECLARE_string(o);
 DECLARE_string(startup);

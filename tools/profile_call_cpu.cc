@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <string>
 
-#include "profiling/comm_fit.h"
-#include "profiling/call_cpu_profiler.h"
 #include "executor/comm/comm_world.h"
 #include "executor/cpu/host_threads.h"
+#include "profiling/call_cpu_profiler.h"
+#include "profiling/comm_fit.h"
 #include "tools/profile_util.h"
 
 DEFINE_double(comm_call_cpu_seconds, 0.5,

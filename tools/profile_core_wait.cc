@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <string>
 
+#include "executor/cpu/host_threads.h"
 #include "profiling/core_wait_fit.h"
 #include "profiling/core_wait_profiler.h"
-#include "executor/cpu/host_threads.h"
 #include "tools/profile_util.h"
 
 DEFINE_int32(comm_core_wait_calls, 60,

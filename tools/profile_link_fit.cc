@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "profiling/comm_fit.h"
 #include "cost_model/comm_model.h"
+#include "profiling/comm_fit.h"
 #include "tools/profile_util.h"
 
 namespace loom {

@@ -12,11 +12,11 @@
 
 #include "cost_model/cluster.pb.h"
 #include "cost_model/cost_table.h"
+#include "framework/status.h"
 #include "profiling/call_cpu_profiler.h"
 #include "profiling/core_wait_profiler.h"
 #include "profiling/host_profiler.h"
 #include "profiling/op_profiler.h"
-#include "framework/status.h"
 #include "runtime/launch_env.h"
 
 namespace loom {

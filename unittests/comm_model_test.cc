@@ -8,11 +8,11 @@
 
 #include "cost_model/bucket_size.h"
 #include "cost_model/cluster.h"
-#include "profiling/comm_fit.h"
 #include "cost_model/comm_model.h"
-#include "profiling/core_wait_fit.h"
 #include "framework/op_builder.h"
 #include "framework/shape_inference.h"
+#include "profiling/comm_fit.h"
+#include "profiling/core_wait_fit.h"
 
 namespace loom {
 namespace {
