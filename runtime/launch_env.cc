@@ -1,10 +1,15 @@
 #include "runtime/launch_env.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+
+#include "runtime/slurm_env.h"
 
 namespace loom {
 namespace {
@@ -21,7 +26,7 @@ int ParseCount(const char* text) {
 
 StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
   const char* rank = std::getenv(kRankEnv);
-  if (rank == nullptr) return std::optional<LaunchEnv>();
+  if (rank == nullptr) return SlurmLaunchEnv([](const char* name) { return std::getenv(name); });
   const char* world = std::getenv(kWorldSizeEnv);
   const char* store = std::getenv(kStoreDirEnv);
   if (world == nullptr || store == nullptr) {
@@ -75,11 +80,47 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
   return std::optional<LaunchEnv>(std::move(env));
 }
 
+const char* LauncherName(Launcher launcher) {
+  return launcher == Launcher::kSlurm ? "srun" : "loom launch";
+}
+
+StatusOr<std::string> LocalAddressTowards(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgument("'", endpoint, "' is not HOST:PORT");
+  }
+  const std::string host = endpoint.substr(0, colon);
+  const std::string port = endpoint.substr(colon + 1);
+  addrinfo hints = {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    return Status(StatusCode::kUnavailable,
+                  StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+  }
+  // A connected UDP socket takes the source address of its route.
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local = {};
+  socklen_t len = sizeof(local);
+  const bool ok = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+  freeaddrinfo(found);
+  if (fd >= 0) close(fd);
+  char text[INET_ADDRSTRLEN] = "";
+  if (!ok || inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) == nullptr) {
+    return Status(StatusCode::kUnavailable, StrCat("no route from this machine to ", endpoint));
+  }
+  return std::string(text);
+}
+
 CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& world) {
   CommWorldOptions comm;
   comm.host = env.host;
   comm.file_store_dir = env.store_dir;
   comm.redis_endpoint = env.redis_endpoint;
+  // Under Slurm, rank 0 starts the store as its peers start.
+  if (env.launcher == Launcher::kSlurm) comm.redis_wait = std::chrono::seconds(60);
   comm.job = env.job_id.empty() ? world : env.job_id + "/" + world;
   return comm;
 }

@@ -17,6 +17,9 @@
 //   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
 //                    token-bucket shaper on each rank's link (its rate is
 //                    what `loom profile --comm` measures)
+//
+// Without LOOM_RANK, a task of a Slurm step gets the same from Slurm's
+// variables (slurm_env.h).
 #ifndef LOOM_RUNTIME_LAUNCH_ENV_H_
 #define LOOM_RUNTIME_LAUNCH_ENV_H_
 
@@ -45,12 +48,18 @@ inline constexpr char kNodesEnv[] = "LOOM_NNODES";
 inline constexpr char kRdzvEndpointEnv[] = "LOOM_RDZV_ENDPOINT";
 inline constexpr char kJobIdEnv[] = "LOOM_JOB_ID";
 
+// Who started this rank process.
+enum class Launcher { kLoomLaunch, kSlurm };
+
 struct LaunchEnv {
+  Launcher launcher = Launcher::kLoomLaunch;
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
   int node_rank = 0;
   int nodes = 1;
+  // The launch's directory (heartbeats, checkpoint hand-overs); empty
+  // under Slurm, whose steps have none.
   std::string store_dir;
   std::string host = "127.0.0.1";
   // The shaper's bucket on each rank's link; 0: the link is not shaped.
@@ -59,15 +68,26 @@ struct LaunchEnv {
   // (which still holds the heartbeats and checkpoint hand-overs).
   std::string redis_endpoint;
   std::string job_id;
+  // This rank starts the redis-server at redis_endpoint for the others
+  // (rank 0 of a Slurm step), who wait for it to answer.
+  bool starts_store = false;
 };
+
+// The launcher that started the ranks, for messages: "loom launch" or "srun".
+const char* LauncherName(Launcher launcher);
+
+// This machine's address on the route to HOST:PORT (the rendezvous store):
+// the one peers on other machines reach it at, where HOST's name resolves
+// to the machine's real address. No packet is sent.
+StatusOr<std::string> LocalAddressTowards(const std::string& endpoint);
 
 // How a launched rank's world named `world` meets its peers: the launch's
 // store (redis or file), its address, and keys under "<job_id>/<world>".
 CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& world);
 
-// The launch environment of this process; nullopt when LOOM_RANK is unset
-// (not started by loom launch); an error naming the variable when it is
-// incomplete or malformed.
+// The launch environment of this process: loom launch's variables, else a
+// Slurm step's; nullopt when neither started it; an error naming the
+// variable when they are incomplete or malformed.
 StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment();
 
 // Where rank `rank`'s liveness shows: a file in the launch's store whose

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libgloo-dev
   libhiredis-dev redis-server  # Gloo's RedisStore: the rendezvous of launches across machines
+  slurmctld slurmd slurm-client munge  # srun; a one-node Slurm of its own for slurm_test
   nlohmann-json3-dev zlib1g-dev iproute2
   chromium
   clang libclang-rt-dev

@@ -54,6 +54,9 @@ DEFINE_string(job_id, "",
               "the launch's id, prefixing every key its ranks put in the store, so that jobs "
               "sharing a redis store never collide (empty: made from this host's name, "
               "launch's pid and the time)");
+DEFINE_string(local_addr, "",
+              "with --nnodes: the address of this node that the other nodes' ranks connect "
+              "to (empty: this machine's address on its route to --rdzv_endpoint)");
 DEFINE_string(net_queue, "100ms",
               "with --net_rate: longest a packet queues at a link before it is dropped");
 
@@ -141,7 +144,7 @@ pid_t StartRank(int r, const std::vector<std::string>& args, const std::string& 
     setenv(kHostEnv, net->Address(r).c_str(), 1);
     setenv(kNetBurstEnv, std::to_string(net->burst_bytes()).c_str(), 1);
   } else {
-    unsetenv(kHostEnv);
+    // Set across nodes (SetRendezvousEnv); else loopback.
     unsetenv(kNetBurstEnv);
   }
   setenv(kRankEnv, std::to_string(GlobalRank(r)).c_str(), 1);
@@ -378,6 +381,10 @@ Status SetRendezvousEnv() {
     return InvalidArgument("--job_id '", job, "' holds white space");
   }
   setenv(kJobIdEnv, job.c_str(), 1);
+  unsetenv(kHostEnv);
+  if (!FLAGS_local_addr.empty() && FLAGS_nnodes == 1) {
+    return InvalidArgument("--local_addr is for --nnodes above 1");
+  }
   if (FLAGS_rdzv_backend == "file") {
     if (!FLAGS_rdzv_endpoint.empty()) {
       return InvalidArgument("--rdzv_endpoint is for --rdzv_backend redis");
@@ -393,6 +400,17 @@ Status SetRendezvousEnv() {
   }
   LOOM_RETURN_IF_ERROR(ConnectRedisStore(FLAGS_rdzv_endpoint).status());
   setenv(kRdzvEndpointEnv, FLAGS_rdzv_endpoint.c_str(), 1);
+  // Ranks on other nodes connect to this one's at an address they reach,
+  // which loopback is not.
+  if (FLAGS_nnodes > 1) {
+    std::string host = FLAGS_local_addr;
+    if (host.empty()) {
+      StatusOr<std::string> routed = LocalAddressTowards(FLAGS_rdzv_endpoint);
+      if (!routed.ok()) return routed.status().WithContext("--local_addr (give it)");
+      host = std::move(routed).value();
+    }
+    setenv(kHostEnv, host.c_str(), 1);
+  }
   return Status::OK();
 }
 

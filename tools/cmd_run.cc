@@ -226,10 +226,12 @@ Status RunRun(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());
   if (launched.has_value()) {
     launched_world = launched->world_size;
-    if (launched->nodes > 1 && !FLAGS_save_dir.empty()) {
-      return Unimplemented("--save_dir across ", launched->nodes, " nodes: a checkpoint's shards "
-                           "are handed over in the launch's store directory, which is each "
-                           "node's own");
+    if (!FLAGS_save_dir.empty() && (launched->nodes > 1 || launched->store_dir.empty())) {
+      return Unimplemented(
+          "--save_dir under ", LauncherName(launched->launcher), " across ", launched->nodes,
+          " node(s): a checkpoint's shards are handed over "
+          "in loom launch's store directory, which ",
+          launched->store_dir.empty() ? "a Slurm step lacks" : "is each node's own");
     }
     options.local_ranks = {launched->rank};
     const std::chrono::milliseconds timeout = options.comm.timeout;

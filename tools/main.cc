@@ -17,6 +17,8 @@
 
 #include "executor/cpu/blas_kernels.h"
 #include "runtime/launch_env.h"
+#include "runtime/redis_server.h"
+#include "runtime/slurm_env.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
@@ -404,11 +406,25 @@ int main(int argc, char** argv) {
   }
   gflags::ParseCommandLineFlags(&cargc, &cargv, /*remove_flags=*/true);
   std::vector<std::string> args(cargv + 1, cargv + cargc);
-  // A rank of a launch shows it is alive for as long as it runs.
+  // A rank of a launch shows it is alive for as long as it runs; rank 0 of
+  // a Slurm step keeps its peers' store for as long. (An environment in
+  // error is the command's to report.)
   std::unique_ptr<loom::Heartbeat> heartbeat;
-  if (auto launched = loom::LaunchEnvFromEnvironment(); launched.ok() && launched->has_value()) {
-    heartbeat = std::make_unique<loom::Heartbeat>(
-        loom::HeartbeatPath((*launched)->store_dir, (*launched)->rank));
+  std::unique_ptr<loom::RedisServer> step_store;
+  if (auto launched = loom::LaunchEnvFromEnvironment();
+      launched.ok() && launched->has_value() && std::strcmp(command->name, "launch") != 0) {
+    const loom::LaunchEnv& env = **launched;
+    if (!env.store_dir.empty()) {
+      heartbeat = std::make_unique<loom::Heartbeat>(loom::HeartbeatPath(env.store_dir, env.rank));
+    }
+    if (env.starts_store) {
+      auto started = loom::StartSlurmStepStore(env);
+      if (!started.ok()) {
+        std::fprintf(stderr, "loom %s: %s\n", command->name, started.status().message().c_str());
+        return 1;
+      }
+      step_store = std::move(started).value();
+    }
   }
   loom::Status status = command->run(args);
   if (!status.ok()) {

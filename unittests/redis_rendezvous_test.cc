@@ -1,7 +1,9 @@
 // Ranks that meet in a redis-server (Gloo's RedisStore), as launches across
-// machines do: a real redis-server, started by the test on a free port of
-// loopback and stopped after it; skipped loudly where it is not installed.
+// machines do: a real redis-server (runtime/redis_server.h), started by the
+// test on a free port of loopback and stopped after it; skipped loudly where
+// it is not installed.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,12 +12,12 @@
 
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "executor/comm/comm_world.h"
 #include "framework/status.h"
+#include "runtime/redis_server.h"
 #include "unittests/comm_test_util.h"
 #include "unittests/loom_cli.h"
 
@@ -27,55 +29,6 @@ using testing::RunRanks;
 using testing::SecondsSince;
 using std::chrono::seconds;
 
-// A port nobody listens on now (the kernel's pick, released at once).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// A redis-server of this test's own: no persistence, loopback only.
-class RedisServer {
- public:
-  RedisServer() : port_(FreePort()) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      // Its start-up warnings (memory overcommit) are not the test's output.
-      const int null = open("/dev/null", O_WRONLY);
-      dup2(null, 1);
-      dup2(null, 2);
-      const std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--loglevel", "warning",
-             static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    // Up once it answers.
-    for (int i = 0; i < 100 && !ConnectRedisStore(endpoint()).ok(); ++i) usleep(50000);
-  }
-  ~RedisServer() { Stop(); }
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
-  bool up() const { return ConnectRedisStore(endpoint()).ok(); }
-
- private:
-  int port_;
-  pid_t pid_ = -1;
-};
-
-bool HaveRedisServer() { return std::system("command -v redis-server > /dev/null") == 0; }
-
 #define SKIP_WITHOUT_REDIS()                                                                 \
   if (!HaveRedisServer()) {                                                                  \
     GTEST_SKIP() << "SKIPPED LOUDLY: redis-server is not installed (scripts/setup.sh installs " \
@@ -86,13 +39,13 @@ bool HaveRedisServer() { return std::system("command -v redis-server > /dev/null
 // neither sees the other's, and each all-reduces its own ranks' values.
 TEST(RedisRendezvous, TwoJobsShareOneStoreWithoutColliding) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up()) << redis.endpoint();
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   const ParallelLayout layout{/*dp=*/2, 1, 1};
   RunRanks(4, [&](int thread) {
     const int job = thread / 2, rank = thread % 2;
     CommWorldOptions options;
-    options.redis_endpoint = redis.endpoint();
+    options.redis_endpoint = (*redis)->endpoint();
     options.job = "job" + std::to_string(job);
     options.timeout = seconds(10);
     auto world = CommWorld::Create(layout, rank, options);
@@ -106,7 +59,7 @@ TEST(RedisRendezvous, TwoJobsShareOneStoreWithoutColliding) {
   // The same job again finds its keys taken, and says so.
   RunRanks(1, [&](int) {
     CommWorldOptions options;
-    options.redis_endpoint = redis.endpoint();
+    options.redis_endpoint = (*redis)->endpoint();
     options.job = "job0";
     options.timeout = seconds(5);
     auto world = CommWorld::Create(layout, 0, options);
@@ -120,10 +73,10 @@ TEST(RedisRendezvous, TwoJobsShareOneStoreWithoutColliding) {
 // A member that never joins is named within the timeout, not waited for.
 TEST(RedisRendezvous, AMemberThatNeverJoinsIsNamed) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   CommWorldOptions options;
-  options.redis_endpoint = redis.endpoint();
+  options.redis_endpoint = (*redis)->endpoint();
   options.job = "lonely";
   options.timeout = seconds(2);
   const auto start = Clock::now();
@@ -139,15 +92,15 @@ TEST(RedisRendezvous, AMemberThatNeverJoinsIsNamed) {
 // failed connection, well before the timeout: never a hang.
 TEST(RedisRendezvous, AStoreThatGoesAwayIsAnErrorNotAHang) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   CommWorldOptions options;
-  options.redis_endpoint = redis.endpoint();
+  options.redis_endpoint = (*redis)->endpoint();
   options.job = "orphan";
   options.timeout = seconds(30);
   std::thread stopper([&] {
     usleep(500000);
-    redis.Stop();
+    (*redis)->Stop();
   });
   const auto start = Clock::now();
   auto world = CommWorld::Create(ParallelLayout{2, 1, 1}, 0, options);
@@ -162,7 +115,7 @@ TEST(RedisRendezvous, AStoreThatGoesAwayIsAnErrorNotAHang) {
 }
 
 TEST(RedisRendezvous, AnUnreachableOrMalformedEndpointIsNamed) {
-  const int port = FreePort();  // nobody listens there
+  const int port = FreeLoopbackPort();  // nobody listens there
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);
   auto none = ConnectRedisStore(endpoint);
   ASSERT_FALSE(none.ok());
@@ -178,17 +131,48 @@ TEST(RedisRendezvous, AnUnreachableOrMalformedEndpointIsNamed) {
   }
 }
 
+// Under Slurm, rank 0 starts the store as its peers connect: a connect
+// that may wait finds a server started a second after it began; one that
+// may not fails at once.
+TEST(RedisRendezvous, AStoreStartedLateIsWaitedFor) {
+  SKIP_WITHOUT_REDIS();
+  RedisServerOptions late;
+  late.port = FreeLoopbackPort();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(late.port);
+  EXPECT_FALSE(ConnectRedisStore(endpoint).ok());
+  // Started from this thread, which it dies with (redis_server.h).
+  StatusOr<std::shared_ptr<gloo::rendezvous::Store>> waited = Internal("not connected");
+  const auto start = Clock::now();
+  std::thread connecter([&] { waited = ConnectRedisStore(endpoint, std::chrono::seconds(20)); });
+  usleep(1000000);
+  auto server = RedisServer::Start(late);
+  connecter.join();
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+  EXPECT_GT(SecondsSince(start), 0.9);
+  // A second server on its port is named, not taken for the first.
+  auto second = RedisServer::Start(late);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message(),
+            StrCat("cannot start a redis-server on 127.0.0.1:", late.port, ": the port is taken"));
+  // And one that never comes is named with the wait.
+  (*server)->Stop();
+  auto gone = ConnectRedisStore(endpoint, std::chrono::milliseconds(300));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("(waited 300 ms)"), std::string::npos) << gone.status();
+}
+
 // loom launch over redis trains as over the file store: the same losses.
 TEST(RedisRendezvous, LaunchOverRedisTrainsAsOverTheFileStore) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   const std::string run =
       std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --dp 2 --mp 2 --steps 3";
   const CliResult file = Loom("launch --nproc 4" + run);
   ASSERT_EQ(file.code, 0) << file.out;
   const CliResult over_redis = Loom("launch --nproc 4 --rdzv_backend redis --rdzv_endpoint " +
-                                    redis.endpoint() + " --job_id cli" + run);
+                                    (*redis)->endpoint() + " --job_id cli" + run);
   ASSERT_EQ(over_redis.code, 0) << over_redis.out;
   ASSERT_EQ(LossLines(file.out).size(), 3u) << file.out;
   EXPECT_EQ(LossLines(over_redis.out), LossLines(file.out)) << over_redis.out;
@@ -207,15 +191,15 @@ TEST(RedisRendezvous, LaunchOverRedisTrainsAsOverTheFileStore) {
 // ranks 2 and 3.
 TEST(RedisRendezvous, TwoNodesTrainAsOneLaunch) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   const std::string run =
       std::string(" -- ") + LOOM_BIN + " run --preset gpt-tiny --dp 2 --mp 2 --steps 3";
   const CliResult one = Loom("launch --nproc 4" + run);
   ASSERT_EQ(one.code, 0) << one.out;
   auto node = [&](int rank) {
     return StrCat(LOOM_BIN, " launch --nnodes 2 --node_rank ", rank,
-                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", redis.endpoint(),
+                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", (*redis)->endpoint(),
                   " --job_id two-nodes", run);
   };
   const std::string node1_out = ::testing::TempDir() + "/loom_node1." + std::to_string(getpid());
@@ -235,14 +219,14 @@ TEST(RedisRendezvous, TwoNodesTrainAsOneLaunch) {
 // waited for, within the timeout.
 TEST(RedisRendezvous, ANodeThatNeverJoinsIsNamed) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   const auto start = Clock::now();
-  const CliResult alone = Loom(StrCat(
-      "launch --nnodes 2 --node_rank 0 --nproc_per_node 2 --rdzv_backend redis "
-      "--rdzv_endpoint ",
-      redis.endpoint(), " --job_id lonely-node -- ", LOOM_BIN,
-      " run --preset gpt-tiny --dp 2 --mp 2 --steps 3 --comm_timeout 3"));
+  const CliResult alone =
+      Loom(StrCat("launch --nnodes 2 --node_rank 0 --nproc_per_node 2 --rdzv_backend redis "
+                  "--rdzv_endpoint ",
+                  (*redis)->endpoint(), " --job_id lonely-node -- ", LOOM_BIN,
+                  " run --preset gpt-tiny --dp 2 --mp 2 --steps 3 --comm_timeout 3"));
   EXPECT_EQ(alone.code, 1) << alone.out;
   EXPECT_NE(alone.out.find("timed out after 3 s waiting for rank 2 to join"), std::string::npos)
       << alone.out;
@@ -254,15 +238,15 @@ TEST(RedisRendezvous, ANodeThatNeverJoinsIsNamed) {
 // within seconds, the signalled one naming the signal.
 TEST(RedisRendezvous, StoppingOneNodeStopsTheJob) {
   SKIP_WITHOUT_REDIS();
-  RedisServer redis;
-  ASSERT_TRUE(redis.up());
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
   const std::string dir = MakeTempDir("loom_two_nodes_");
   auto node = [&](int rank) {
     return StrCat(LOOM_BIN, " launch --nnodes 2 --node_rank ", rank,
-                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", redis.endpoint(),
+                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", (*redis)->endpoint(),
                   " --job_id stopped-job -- ", LOOM_BIN,
-                  " run --preset gpt-tiny --dp 2 --mp 2 --steps 1000000 --comm_timeout 31 > ",
-                  dir, "/node", rank, ".out 2>&1");
+                  " run --preset gpt-tiny --dp 2 --mp 2 --steps 1000000 --comm_timeout 31 > ", dir,
+                  "/node", rank, ".out 2>&1");
   };
   // Node 1's launch gets SIGTERM once the job has trained a step (node 0
   // prints the losses); then the time until both launches have ended.

@@ -1,14 +1,15 @@
 #include "executor/comm/comm_world.h"
 
-#include <sys/time.h>
-
-#include <cstdlib>
-#include <map>
-#include <mutex>
-
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/hash_store.h>
+#include <sys/time.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
 #define HIREDIS_NESTED_INCLUDE  // Debian's hiredis headers sit in hiredis/
 #include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/device.h>
@@ -32,7 +33,7 @@ std::shared_ptr<gloo::rendezvous::Store> InProcessStore(
 }
 
 StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(
-    const std::string& endpoint) {
+    const std::string& endpoint, std::chrono::milliseconds wait) {
   const size_t colon = endpoint.rfind(':');
   char* end = nullptr;
   const long port =
@@ -44,14 +45,20 @@ StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(
   const std::string host = endpoint.substr(0, colon);
   // RedisStore's own connect waits as long as TCP does for a host that
   // does not answer; a bounded probe first names the endpoint in seconds.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
   const timeval probe_timeout{5, 0};
-  redisContext* probe = redisConnectWithTimeout(host.c_str(), static_cast<int>(port),
-                                                probe_timeout);
-  if (probe == nullptr || probe->err != 0) {
+  redisContext* probe = nullptr;
+  while (true) {
+    probe = redisConnectWithTimeout(host.c_str(), static_cast<int>(port), probe_timeout);
+    if (probe != nullptr && probe->err == 0) break;
     const std::string why = probe == nullptr ? "out of memory" : probe->errstr;
     if (probe != nullptr) redisFree(probe);
-    return Status(StatusCode::kUnavailable,
-                  StrCat("cannot reach the redis store at ", endpoint, ": ", why));
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status(StatusCode::kUnavailable,
+                    StrCat("cannot reach the redis store at ", endpoint, ": ", why,
+                           wait.count() > 0 ? StrCat(" (waited ", wait.count(), " ms)") : ""));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   redisFree(probe);
   try {
@@ -96,7 +103,7 @@ StatusOr<std::unique_ptr<CommWorld>> CommWorld::Create(
     if (options.store != nullptr) {
       world->store_ = options.store;
     } else if (!options.redis_endpoint.empty()) {
-      auto redis = ConnectRedisStore(options.redis_endpoint);
+      auto redis = ConnectRedisStore(options.redis_endpoint, options.redis_wait);
       if (!redis.ok()) return redis.status().WithContext(where);
       world->store_ = *std::move(redis);
     } else if (!options.file_store_dir.empty()) {

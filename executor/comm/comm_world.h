@@ -68,6 +68,9 @@ struct CommWorldOptions {
   //  - else the in-process HashStore of `job` (InProcessStore).
   std::shared_ptr<gloo::rendezvous::Store> store;
   std::string redis_endpoint;
+  // How long a redis-server that does not answer yet is waited for: under
+  // Slurm the step's rank 0 starts it while the others connect. 0: once.
+  std::chrono::milliseconds redis_wait{0};
   std::string file_store_dir;
   // kNccl needs a build with CUDA (LOOM_WITH_CUDA) and a device: this
   // rank's is `cuda_device`. Each ring's NCCL stream gets its CUDA priority
@@ -83,8 +86,10 @@ struct CommWorldOptions {
 std::shared_ptr<gloo::rendezvous::Store> InProcessStore(const std::string& job);
 
 // Gloo's RedisStore on "HOST:PORT"; Unavailable naming the endpoint when no
-// redis-server answers there, InvalidArgument for a malformed endpoint.
-StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(const std::string& endpoint);
+// redis-server answers there within `wait` (tried every 100 ms; 0: once),
+// InvalidArgument for a malformed endpoint.
+StatusOr<std::shared_ptr<gloo::rendezvous::Store>> ConnectRedisStore(
+    const std::string& endpoint, std::chrono::milliseconds wait = std::chrono::milliseconds(0));
 
 class CommWorld {
  public:
