@@ -2,18 +2,15 @@
 // machines do: a real redis-server (runtime/redis_server.h), started by the
 // test on a free port of loopback and stopped after it; skipped loudly where
 // it is not installed.
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "executor/comm/comm_world.h"
 #include "framework/status.h"

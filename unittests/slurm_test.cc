@@ -5,7 +5,6 @@
 // its daemons in a temporary directory on free ports, stopped after it;
 // skipped loudly without root or the packages.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "framework/status.h"
 #include "runtime/launch_env.h"

@@ -1,8 +1,5 @@
 #include "executor/comm/comm_world.h"
 
-#include <gloo/common/error.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/hash_store.h>
 #include <sys/time.h>
 
 #include <chrono>
@@ -10,6 +7,10 @@
 #include <map>
 #include <mutex>
 #include <thread>
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/hash_store.h>
 #define HIREDIS_NESTED_INCLUDE  // Debian's hiredis headers sit in hiredis/
 #include <gloo/rendezvous/redis_store.h>
 #include <gloo/transport/device.h>
