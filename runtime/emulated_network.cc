@@ -228,7 +228,21 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
     return InvalidArgument("emulated network: ", options.ranks, " ranks; it holds 1 to ",
                            kMaxRanks);
   }
+  if (options.ranks_per_node < 1 || options.ranks % options.ranks_per_node != 0) {
+    return InvalidArgument("emulated network: ", options.ranks, " ranks do not make nodes of ",
+                           options.ranks_per_node);
+  }
   const std::string where = "emulated network";
+  double intra_bits = 0;
+  if (!options.intra_node_rate.empty()) {
+    if (options.ranks_per_node == 1) {
+      return InvalidArgument("emulated network: an intra-node rate needs nodes of more than one "
+                             "rank");
+    }
+    StatusOr<double> intra = ParseTcRate(options.intra_node_rate);
+    if (!intra.ok()) return intra.status().WithContext(where + ", intra-node");
+    intra_bits = *intra;
+  }
   StatusOr<double> bits_or = ParseTcRate(options.rate);
   if (!bits_or.ok()) return bits_or.status().WithContext(where);
   const double bits = *bits_or;
@@ -254,10 +268,14 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
   std::unique_ptr<EmulatedNetwork> net(new EmulatedNetwork());
   net->prefix_ = options.name_prefix.empty() ? StrCat("loom-", getpid()) : options.name_prefix;
   net->bridge_namespace_ = net->prefix_ + "-br";
-  for (int r = 0; r < options.ranks; ++r) {
-    net->rank_namespaces_.push_back(StrCat(net->prefix_, "-r", r));
+  net->ranks_ = options.ranks;
+  const int nodes = options.ranks / options.ranks_per_node;
+  for (int n = 0; n < nodes; ++n) {
+    net->node_namespaces_.push_back(
+        StrCat(net->prefix_, options.ranks_per_node == 1 ? "-r" : "-n", n));
   }
   net->bits_per_second_ = bits;
+  net->intra_node_bits_per_second_ = intra_bits;
   net->burst_bytes_ = burst;
   net->queue_ = options.queue;
   RemoveStaleNamespaces();
@@ -268,9 +286,10 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
   // several times lower (4% of the wall time instead of 15-20% at 200mbit).
   const std::string gso_max = StrCat(std::min<int64_t>(65536, burst - burst / 4));
   // Both directions of a link get the same shaper.
-  const auto shape = [&](const std::string& ns, const std::string& dev) {
+  const auto shape = [&](const std::string& ns, const std::string& dev, double rate) {
+    const int64_t bucket = rate == bits ? burst : DefaultBurstBytes(rate);
     return RunTool({"tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                    StrCat(static_cast<int64_t>(bits), "bit"), "burst", StrCat(burst, "b"),
+                    StrCat(static_cast<int64_t>(rate), "bit"), "burst", StrCat(bucket, "b"),
                     "latency", options.queue});
   };
   const auto build = [&]() -> Status {
@@ -279,9 +298,9 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
     net->created_.push_back(br);
     LOOM_RETURN_IF_ERROR(RunTool({"ip", "-n", br, "link", "add", "br0", "type", "bridge"}));
     LOOM_RETURN_IF_ERROR(RunTool({"ip", "-n", br, "link", "set", "br0", "up"}));
-    for (int r = 0; r < options.ranks; ++r) {
-      const std::string& ns = net->rank_namespaces_[r];
-      const std::string port = StrCat("rank", r);
+    for (int n = 0; n < nodes; ++n) {
+      const std::string& ns = net->node_namespaces_[n];
+      const std::string port = StrCat(options.ranks_per_node == 1 ? "rank" : "node", n);
       LOOM_RETURN_IF_ERROR(RunTool({"ip", "netns", "add", ns}));
       net->created_.push_back(ns);
       // Created with its peer already in the rank's namespace: no
@@ -290,17 +309,20 @@ StatusOr<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(
                                     "name", "eth0", "netns", ns}));
       LOOM_RETURN_IF_ERROR(RunTool({"ip", "-n", br, "link", "set", port, "master", "br0",
                                     "gso_max_size", gso_max, "up"}));
-      LOOM_RETURN_IF_ERROR(shape(br, port));
+      LOOM_RETURN_IF_ERROR(shape(br, port, bits));
       LOOM_RETURN_IF_ERROR(RunTool({"ip", "-n", ns, "link", "set", "lo", "up"}));
-      LOOM_RETURN_IF_ERROR(
-          RunTool({"ip", "-n", ns, "addr", "add", net->Address(r) + "/16", "dev", "eth0"}));
+      // Ranks of one node reach each other's address over loopback.
+      if (intra_bits > 0) LOOM_RETURN_IF_ERROR(shape(ns, "lo", intra_bits));
+      LOOM_RETURN_IF_ERROR(RunTool({"ip", "-n", ns, "addr", "add",
+                                    net->Address(n * options.ranks_per_node) + "/16", "dev",
+                                    "eth0"}));
       LOOM_RETURN_IF_ERROR(
           RunTool({"ip", "-n", ns, "link", "set", "eth0", "gso_max_size", gso_max, "up"}));
-      LOOM_RETURN_IF_ERROR(shape(ns, "eth0"));
+      LOOM_RETURN_IF_ERROR(shape(ns, "eth0", bits));
       const std::string path = StrCat(kNetnsDir, "/", ns);
       const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) return Internal("cannot open ", path, ": ", std::strerror(errno));
-      net->rank_fds_.push_back(fd);
+      net->node_fds_.push_back(fd);
     }
     return Status::OK();
   };
@@ -323,30 +345,37 @@ EmulatedNetwork::~EmulatedNetwork() {
 }
 
 std::string EmulatedNetwork::Address(int rank) const {
-  const int host = rank + 1;
+  const int host = rank / ranks_per_node() + 1;
   return StrCat(kSubnet, ".", host / 256, ".", host % 256);
 }
 
 bool EmulatedNetwork::Enter(int rank) const {
-  if (rank < 0 || rank >= static_cast<int>(rank_fds_.size())) {
+  if (rank < 0 || rank >= ranks_ || node_fds_.empty()) {
     errno = EINVAL;
     return false;
   }
-  return setns(rank_fds_[rank], CLONE_NEWNET) == 0;
+  return setns(node_fds_[rank / ranks_per_node()], CLONE_NEWNET) == 0;
 }
 
 std::string EmulatedNetwork::Describe() const {
-  const int n = ranks();
-  return StrCat("emulated network: per-rank namespaces ", prefix_, "-r0..", n - 1,
-                ", each with its own ", FormatRate(bits_per_second_),
+  const int n = nodes();
+  const int k = ranks_per_node();
+  const std::string intra =
+      k == 1 ? ""
+             : StrCat(", ", k, " ranks each over loopback ",
+                      intra_node_bits_per_second_ > 0 ? "at " + FormatRate(intra_node_bits_per_second_)
+                                                      : "(not shaped)");
+  return StrCat("emulated network: ", k == 1 ? "per-rank namespaces " : "node namespaces ",
+                n > 1 ? StrCat(node_namespaces_.front(), "..", n - 1) : node_namespaces_.front(),
+                intra, ", each with its own ", FormatRate(bits_per_second_),
                 " link each way (tbf, burst ", burst_bytes_, " bytes, queue ", queue_,
                 ") to a bridge in ", bridge_namespace_, "; addresses ", Address(0),
-                n > 1 ? StrCat(" to ", Address(n - 1)) : "");
+                n > 1 ? StrCat(" to ", Address(ranks_ - 1)) : "");
 }
 
 Status EmulatedNetwork::Destroy() {
-  for (int fd : rank_fds_) close(fd);
-  rank_fds_.clear();
+  for (int fd : node_fds_) close(fd);
+  node_fds_.clear();
   Status first;
   // The rank namespaces first, the bridge's last: each veth pair goes with
   // whichever of its two namespaces is freed first.

@@ -1,15 +1,21 @@
 // An emulated cluster network on one host, so that communication takes
 // wall time the way an interconnect does without taking CPU time.
 //
-// Topology: each rank gets a network namespace of its own ("loom-<pid>-r<k>")
-// holding one interface, eth0, with address 10.77.x.y/16; eth0 is one end of
-// a veth pair whose other end ("rank<k>") is a port of a bridge that lives
-// in a namespace of its own ("loom-<pid>-br"). Both ends of every pair are
-// shaped with a tbf qdisc at the given rate, so each rank has a full-duplex
-// link of its own (a NIC per GPU): its sends and its receives each run at
-// the rate, and several senders to one rank share that rank's downlink.
-// Latency is the real stack's (tens of microseconds); the kernel here has no
-// netem, so none is added.
+// Topology: each node gets a network namespace of its own holding one
+// interface, eth0, with address 10.77.x.y/16; eth0 is one end of a veth
+// pair whose other end ("node<k>") is a port of a bridge that lives in a
+// namespace of its own ("loom-<pid>-br"). Both ends of every pair are
+// shaped with a tbf qdisc at the given rate, so each node has a
+// full-duplex link of its own: its sends and its receives each run at the
+// rate, and several senders to one node share that node's downlink.
+//
+// By default every rank is a node of its own ("loom-<pid>-r<k>"): a NIC
+// per GPU. With ranks_per_node K, ranks K*j..K*j+K-1 share node j's
+// namespace ("loom-<pid>-n<j>") and its link, and reach each other over
+// its loopback, shaped to intra_node_rate if one is given: a faster link
+// inside a node than between nodes, as NVLink is beside the network.
+// Latency is the real stack's (tens of microseconds); the kernel here has
+// no netem, so none is added.
 //
 // Nothing is created in the caller's namespace: the veth pairs are created
 // with both ends already inside our namespaces, so deleting the namespaces
@@ -32,9 +38,14 @@ namespace loom {
 
 struct EmulatedNetworkOptions {
   int ranks = 1;
-  // The rate of each rank's link, each direction, in tc syntax: "200mbit",
+  // Ranks per node namespace; ranks must be a multiple of it.
+  int ranks_per_node = 1;
+  // The rate of each node's link, each direction, in tc syntax: "200mbit",
   // "1gbit", "25MBps" (bytes). A bare number is bits per second, as in tc.
   std::string rate;
+  // With ranks_per_node above 1: the rate of each node's loopback, over
+  // which its ranks talk to each other; empty: not shaped.
+  std::string intra_node_rate;
   // tbf bucket size in tc syntax ("32kb"); empty: the default below.
   std::string burst;
   // Longest a packet may queue at a link before it is dropped (tbf
@@ -68,11 +79,16 @@ class EmulatedNetwork {
   // Destroys the network (errors are logged).
   ~EmulatedNetwork();
 
-  int ranks() const { return static_cast<int>(rank_namespaces_.size()); }
-  // "10.77.0.1" for rank 0: where rank `rank`'s sockets bind.
+  int ranks() const { return ranks_; }
+  int nodes() const { return static_cast<int>(node_namespaces_.size()); }
+  int ranks_per_node() const { return ranks_ / nodes(); }
+  // "10.77.0.1" for rank 0: where rank `rank`'s sockets bind (its node's
+  // address).
   std::string Address(int rank) const;
-  // "loom-4242-r0"
-  const std::string& RankNamespace(int rank) const { return rank_namespaces_.at(rank); }
+  // "loom-4242-r0", or "loom-4242-n0" for ranks that share a node.
+  const std::string& RankNamespace(int rank) const {
+    return node_namespaces_.at(rank / ranks_per_node());
+  }
   const std::string& BridgeNamespace() const { return bridge_namespace_; }
   const std::string& prefix() const { return prefix_; }
   double bits_per_second() const { return bits_per_second_; }
@@ -96,13 +112,16 @@ class EmulatedNetwork {
 
   std::string prefix_;
   std::string bridge_namespace_;
-  std::vector<std::string> rank_namespaces_;
-  // Open descriptors of the rank namespaces, for Enter(); closed before the
+  int ranks_ = 0;
+  std::vector<std::string> node_namespaces_;
+  // Open descriptors of the node namespaces, for Enter(); closed before the
   // namespaces are removed, since an open descriptor keeps one alive.
-  std::vector<int> rank_fds_;
+  std::vector<int> node_fds_;
   // The namespaces made so far, removed by Destroy().
   std::vector<std::string> created_;
   double bits_per_second_ = 0;
+  // Of each node's loopback; 0: not shaped.
+  double intra_node_bits_per_second_ = 0;
   int64_t burst_bytes_ = 0;
   std::string queue_;
 };

@@ -23,6 +23,7 @@
 
 #include "cost_model/cluster.h"
 #include "executor/cpu/host_threads.h"
+#include "unittests/emulated_network_util.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -31,53 +32,11 @@ namespace {
 using Result = CliResult;
 
 
-// Why this host cannot build a network; empty if it can.
-std::string WhyNoNetwork() {
-  Status s = CheckEmulatedNetworkSupport();
-  return s.ok() ? "" : s.message();
-}
-
-#define SKIP_WITHOUT_NETWORK()                                                                 \
-  if (const std::string why = WhyNoNetwork(); !why.empty())                                   \
-  GTEST_SKIP() << "SKIPPED LOUDLY: the emulated network was not tested on this host: " << why \
-               << " (run the tests as root with iproute2 installed)"
-
 // "loom-4242" from launch's progress line.
 std::string NetworkPrefix(const std::string& out) {
   std::smatch m;
   if (!std::regex_search(out, m, std::regex("per-rank namespaces (loom-[0-9]+)-r0"))) return "";
   return m[1];
-}
-
-// Interfaces named like ours in this (the root) namespace, where ours
-// never live.
-std::string OurLinksHere() {
-  std::string found;
-  std::istringstream links(Shell("ip -o link show").out);
-  for (std::string line; std::getline(links, line);) {
-    if (std::regex_search(line, std::regex("^[0-9]+: (rank[0-9]+|br0)[@:]"))) found += line + "; ";
-  }
-  return found;
-}
-
-// The namespaces of network `prefix`, and any interface of ours here;
-// empty when nothing is left.
-std::string Leftovers(const std::string& prefix) {
-  std::string left;
-  std::istringstream netns(Shell("ip netns list").out);
-  for (std::string line; std::getline(netns, line);) {
-    if (line.rfind(prefix + "-", 0) == 0) left += "namespace " + line + "; ";
-  }
-  return left + OurLinksHere();
-}
-
-std::vector<std::string> LossLines(const std::string& out) {
-  std::vector<std::string> lines;
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("step ", 0) == 0) lines.push_back(line.substr(0, line.find(" time_ms")));
-  }
-  return lines;
 }
 
 // The number after `key` on the first line starting with `line_start`.
