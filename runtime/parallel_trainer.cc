@@ -415,14 +415,16 @@ StatusOr<TrainingState> ParallelTrainer::State() {
 }
 
 StatusOr<std::optional<TrainingState>> ParallelTrainer::StateForCheckpoint(int64_t steps_done) {
-  if (HoldsWholeState() || options_.comm.file_store_dir.empty()) {
+  const std::string& handover =
+      options_.handover_dir.empty() ? options_.comm.file_store_dir : options_.handover_dir;
+  if (HoldsWholeState() || handover.empty()) {
     LOOM_ASSIGN_OR_RETURN(TrainingState state, State());
     return std::optional<TrainingState>(std::move(state));
   }
   namespace fs = std::filesystem;
-  // The store directory is this launch's own, so no other run's shards
-  // can be found there; the launcher removes it at the end.
-  const fs::path dir = fs::path(options_.comm.file_store_dir) / StrCat("checkpoint-", steps_done);
+  // The directory is this run's own, so no other run's shards can be
+  // found there.
+  const fs::path dir = fs::path(handover) / StrCat("checkpoint-", steps_done);
   auto file = [&](int rank) { return (dir / StrCat("rank-", rank, ".safetensors")).string(); };
   // dp replicas hold the same, except for ZeRO buckets, of which each
   // holds its own part.

@@ -34,6 +34,10 @@ class ParallelTrainer : public Trainer {
     CommWorldOptions comm;
     // The ranks this process runs; empty: all of them.
     std::vector<int> local_ranks;
+    // Where processes hand their ranks' shards to rank 0's for a
+    // checkpoint: a directory every process sees and no other run writes;
+    // empty: comm.file_store_dir (loom launch's store, one machine's).
+    std::string handover_dir;
     // Record every executed instruction (TakeTrace).
     bool trace = false;
     // No communicators: every communication op runs its local part alone
@@ -124,9 +128,10 @@ class ParallelTrainer : public Trainer {
   float LossScale() override {
     return local_.empty() ? NAN : HostScalarIn(*scopes_.at(local_.front()), kLossScaleVar);
   }
-  // Under loom launch (a file store): each process writes its dp=0 ranks'
-  // shards into the store directory, and the process of rank 0 waits (up
-  // to the communication timeout) for all of them and merges them.
+  // Under loom launch or srun: each process writes its dp=0 ranks' shards
+  // into the hand-over directory (Options::handover_dir), and the process
+  // of rank 0 waits (up to the communication timeout) for all of them and
+  // merges them.
   StatusOr<std::optional<TrainingState>> StateForCheckpoint(int64_t steps_done) override;
 
   const Plan& plan() const { return plan_; }

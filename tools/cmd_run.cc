@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include "cost_model/cluster.h"
@@ -226,12 +227,17 @@ Status RunRun(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());
   if (launched.has_value()) {
     launched_world = launched->world_size;
+    // Across machines the shards of a checkpoint are handed over beside
+    // it, in --save_dir, which every node must see (a shared file system,
+    // as a cluster's checkpoints are); on one machine, in the launch's
+    // store directory.
     if (!FLAGS_save_dir.empty() && (launched->nodes > 1 || launched->store_dir.empty())) {
-      return Unimplemented(
-          "--save_dir under ", LauncherName(launched->launcher), " across ", launched->nodes,
-          " node(s): a checkpoint's shards are handed over "
-          "in loom launch's store directory, which ",
-          launched->store_dir.empty() ? "a Slurm step lacks" : "is each node's own");
+      options.handover_dir =
+          (std::filesystem::path(FLAGS_save_dir) / StrCat(".handover-", launched->job_id)).string();
+      // Of a run under the same id that stopped mid-checkpoint: cleared
+      // before any step, so before any rank can hand over.
+      std::error_code ignored;
+      if (launched->rank == 0) std::filesystem::remove_all(options.handover_dir, ignored);
     }
     options.local_ranks = {launched->rank};
     const std::chrono::milliseconds timeout = options.comm.timeout;
@@ -257,6 +263,11 @@ Status RunRun(const std::vector<std::string>& args) {
   };
   LOOM_RETURN_IF_ERROR(
       RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));
+  // Rank 0 has read every shard handed over by now.
+  if (!options.handover_dir.empty() && launched->rank == 0) {
+    std::error_code ignored;
+    std::filesystem::remove_all(options.handover_dir, ignored);
+  }
   LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
   PrintDeviceMemory(*trainer);
   if (options.trace) {

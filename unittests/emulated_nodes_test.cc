@@ -53,7 +53,8 @@ class RedisInNamespace {
 
 // 2 nodes x 2 ranks, a 100 Mbit/s link per node and 2 Gbit/s inside one:
 // with dp 2 and mp 2 (ranks mp-fastest, so mp inside a node and dp across
-// the two), the two launches train to the losses of one process; node 1's
+// the two), the two launches train to the losses, parameters and optimizer
+// state of one process; node 1's
 // ranks bind to node 1's address, which the launch found on its route to
 // the store; the link between nodes is the slower; and nothing is left.
 TEST(EmulatedNodes, TwoNodesOfTwoRanksTrainAsOneProcess) {
@@ -97,14 +98,23 @@ TEST(EmulatedNodes, TwoNodesOfTwoRanksTrainAsOneProcess) {
       return r;
     };
 
-    const std::string run = "run --preset gpt-tiny --dp 2 --mp 2 --steps 3";
-    const CliResult one = Loom(run);
+    // The checkpoint's shards are handed over in --save_dir, which both
+    // nodes see (one host's /tmp, as a cluster's shared file system).
+    const std::string run = "run --preset gpt-tiny --dp 2 --mp 2 --steps 3 --save_dir ";
+    const std::string one_dir = MakeTempDir("loom_one_"), two_dir = MakeTempDir("loom_two_");
+    const CliResult one = Loom(run + one_dir);
     ASSERT_EQ(one.code, 0) << one.out;
     ASSERT_EQ(LossLines(one.out).size(), 3u) << one.out;
-    const CliResult two = launches("train", run);
+    const CliResult two = launches("train", run + two_dir);
     ASSERT_EQ(two.code, 0) << two.out;
     EXPECT_NE(two.out.find("node1 exit 0"), std::string::npos) << two.out;
     EXPECT_EQ(LossLines(two.out), LossLines(one.out)) << two.out;
+    // Parameters and Adam's moments byte for byte.
+    for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+      const std::string saved = ReadWholeFile(StrCat(two_dir, "/step-00000003/", file));
+      EXPECT_FALSE(saved.empty()) << file << two.out;
+      EXPECT_TRUE(saved == ReadWholeFile(StrCat(one_dir, "/step-00000003/", file))) << file;
+    }
 
     // Rank 0 sends to rank 1 inside node 0; the all-reduce of all four
     // crosses the 100 Mbit/s links between nodes (12.5 MB/s of wire).

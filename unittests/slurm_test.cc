@@ -267,11 +267,18 @@ TEST(SlurmLaunch, SrunTrainsAsLoomLaunch) {
   ASSERT_EQ(alone.code, 0) << alone.out;
   EXPECT_EQ(LossLines(alone.out), LossLines(launched.out)) << alone.out;
 
-  // A checkpoint needs loom launch's store directory, which a step lacks.
-  const CliResult save =
-      Shell(cluster.env() + " srun -n 4 " + run + " --save_dir " + MakeTempDir("loom_slurm_save_"));
-  EXPECT_NE(save.code, 0);
-  EXPECT_NE(save.out.find("--save_dir under srun across 1 node(s)"), std::string::npos) << save.out;
+  // A checkpoint's shards are handed over in --save_dir: byte for byte
+  // the checkpoint of the run in one process.
+  const std::string steps = MakeTempDir("loom_slurm_save_"), one = MakeTempDir("loom_one_save_");
+  const CliResult save = Shell(cluster.env() + " srun -n 4 " + run + " --save_dir " + steps);
+  ASSERT_EQ(save.code, 0) << save.out;
+  ASSERT_EQ(Loom(run.substr(run.find(" run ") + 1) + " --save_dir " + one).code, 0);
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+    const std::string a = ReadWholeFile(StrCat(steps, "/step-00000003/", file));
+    EXPECT_FALSE(a.empty()) << file << save.out;
+    EXPECT_TRUE(a == ReadWholeFile(StrCat(one, "/step-00000003/", file))) << file;
+  }
+  EXPECT_EQ(Shell("ls -A " + steps).out, "step-00000003\n");
   // Rank 0's store went with each step.
   EXPECT_EQ(Shell("pgrep -c -x redis-server").out, redis_before.out);
 }
