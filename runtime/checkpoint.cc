@@ -186,6 +186,10 @@ StatusOr<std::string> SaveCheckpoint(const std::string& save_dir, const Checkpoi
   return final_dir.string();
 }
 
+bool HoldsCheckpoint(const std::string& save_dir) {
+  return !save_dir.empty() && !CheckpointsIn(save_dir).empty();
+}
+
 StatusOr<Checkpoint> LoadCheckpoint(const std::string& path) {
   const fs::path dir(path);
   std::error_code ec;

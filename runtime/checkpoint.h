@@ -60,6 +60,9 @@ StatusOr<std::string> SaveCheckpoint(const std::string& save_dir, const Checkpoi
 // skipped.
 StatusOr<Checkpoint> LoadCheckpoint(const std::string& path);
 
+// Whether `save_dir` holds a checkpoint directory (step-N), whole or not.
+bool HoldsCheckpoint(const std::string& save_dir);
+
 // Fails, naming the first key that differs, unless `checkpoint` was saved
 // by a run of `model`.
 Status CheckResumable(const Checkpoint& checkpoint,

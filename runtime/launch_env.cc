@@ -73,6 +73,12 @@ StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment() {
     env.redis_endpoint = endpoint;
   }
   if (const char* job = std::getenv(kJobIdEnv)) env.job_id = job;
+  if (const char* restart = std::getenv(kRestartEnv)) {
+    env.restart = ParseCount(restart);
+    if (env.restart < 0) {
+      return InvalidArgument(kRestartEnv, "='", restart, "' is not a count of restarts");
+    }
+  }
   if (!env.redis_endpoint.empty() && env.job_id.empty()) {
     return InvalidArgument(kRdzvEndpointEnv, " is set but ", kJobIdEnv,
                            " is not: jobs that share a redis store need an id each");

@@ -14,6 +14,9 @@
 //                    (--rdzv_backend redis), instead of the file store
 //   LOOM_JOB_ID      the launch's id, prefixing every key it puts in the
 //                    store, so that jobs sharing one never collide
+//   LOOM_RESTART     how many times loom launch --max_restarts has started
+//                    the ranks again (0 at first); a restarted loom run
+//                    resumes from its --save_dir
 //   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
 //                    token-bucket shaper on each rank's link (its rate is
 //                    what `loom profile --comm` measures)
@@ -47,6 +50,7 @@ inline constexpr char kNodeRankEnv[] = "LOOM_NODE_RANK";
 inline constexpr char kNodesEnv[] = "LOOM_NNODES";
 inline constexpr char kRdzvEndpointEnv[] = "LOOM_RDZV_ENDPOINT";
 inline constexpr char kJobIdEnv[] = "LOOM_JOB_ID";
+inline constexpr char kRestartEnv[] = "LOOM_RESTART";
 
 // Who started this rank process.
 enum class Launcher { kLoomLaunch, kSlurm };
@@ -68,6 +72,8 @@ struct LaunchEnv {
   // (which still holds the heartbeats and checkpoint hand-overs).
   std::string redis_endpoint;
   std::string job_id;
+  // Times the launch has restarted its ranks before this start.
+  int restart = 0;
   // This rank starts the redis-server at redis_endpoint for the others
   // (rank 0 of a Slurm step), who wait for it to answer.
   bool starts_store = false;

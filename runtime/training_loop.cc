@@ -38,8 +38,12 @@ Status RunTrainingLoop(Trainer& trainer, const TrainingLoopOptions& options,
   }
   const std::map<std::string, std::string> model = trainer.ModelRecord();
   int64_t first = 0;
-  if (!options.resume.empty()) {
-    StatusOr<Checkpoint> checkpoint = LoadCheckpoint(options.resume);
+  std::string resume = options.resume;
+  if (resume.empty() && options.resume_from_save_dir && HoldsCheckpoint(options.save_dir)) {
+    resume = options.save_dir;
+  }
+  if (!resume.empty()) {
+    StatusOr<Checkpoint> checkpoint = LoadCheckpoint(resume);
     if (!checkpoint.ok()) return checkpoint.status().WithContext("--resume");
     LOOM_RETURN_IF_ERROR(CheckResumable(*checkpoint, model).WithContext("--resume"));
     LOOM_RETURN_IF_ERROR(trainer.SetState(checkpoint->state, checkpoint->path));

@@ -17,6 +17,10 @@ struct TrainingLoopOptions {
   int64_t steps = 0;
   // A checkpoint, or a save_dir whose newest complete one is taken.
   std::string resume;
+  // Without `resume`: resume from save_dir's newest complete checkpoint if
+  // it holds one, else start at step 0 (a run restarted by loom launch
+  // --max_restarts).
+  bool resume_from_save_dir = false;
   // Where checkpoints go (none if empty): every `save_every` steps (0:
   // only after the last step), keeping the newest `keep`.
   std::string save_dir;

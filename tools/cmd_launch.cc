@@ -57,6 +57,10 @@ DEFINE_string(job_id, "",
 DEFINE_string(local_addr, "",
               "with --nnodes: the address of this node that the other nodes' ranks connect "
               "to (empty: this machine's address on its route to --rdzv_endpoint)");
+DEFINE_int32(max_restarts, 0,
+             "times to start every rank again when one fails, stops or hangs (torchrun's "
+             "--max-restarts); a restarted 'loom run' resumes from the newest complete "
+             "checkpoint of its --save_dir. Not after a signal to launch itself");
 DEFINE_string(net_queue, "100ms",
               "with --net_rate: longest a packet queues at a link before it is dropped");
 
@@ -423,6 +427,9 @@ Status RunLaunch(const std::vector<std::string>& args) {
     FLAGS_nproc = FLAGS_nproc_per_node;
   }
   if (FLAGS_nproc < 1) return InvalidArgument("--nproc must be at least 1");
+  if (FLAGS_max_restarts < 0 || FLAGS_max_restarts > 1000) {
+    return InvalidArgument("--max_restarts ", FLAGS_max_restarts, " is outside 0..1000");
+  }
   LOOM_RETURN_IF_ERROR(CheckNodes());
   if (FLAGS_net_rate.empty() && (FlagGiven("net_burst") || FlagGiven("net_queue"))) {
     return InvalidArgument("--net_burst and --net_queue shape an emulated network: give "
@@ -446,15 +453,32 @@ Status RunLaunch(const std::vector<std::string>& args) {
     std::fprintf(stderr, "loom launch: %s\n", net->Describe().c_str());
   }
   RemoveStaleRendezvousDirs();
-  std::string dir_template = StrCat(kRendezvousPrefix, getpid(), "-XXXXXX");
-  const char* dir = mkdtemp(dir_template.data());
-  if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
   const Clock::time_point start = Clock::now();
   std::vector<Rank> ranks(FLAGS_nproc);
-  Status result = RunRanks(args, dir, net.get(), ranks);
+  const std::string job = getenv(kJobIdEnv);
+  Status result;
+  int restart = 0;
+  for (;; ++restart) {
+    // Each start meets afresh: a directory of its own, and keys of its own
+    // in a shared store (every node's launch counts its restarts alike).
+    std::string dir_template = StrCat(kRendezvousPrefix, getpid(), "-XXXXXX");
+    const char* dir = mkdtemp(dir_template.data());
+    if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
+    setenv(kRestartEnv, std::to_string(restart).c_str(), 1);
+    setenv(kJobIdEnv, (restart == 0 ? job : StrCat(job, "-restart", restart)).c_str(), 1);
+    ranks.assign(FLAGS_nproc, Rank());
+    result = RunRanks(args, dir, net.get(), ranks);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+    if (result.ok() || g_signal != 0 || restart == FLAGS_max_restarts) break;
+    std::fprintf(stderr, "loom launch: restart %d of %d, after: %s\n", restart + 1,
+                 FLAGS_max_restarts, result.message().c_str());
+  }
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  std::error_code ignored;
-  std::filesystem::remove_all(dir, ignored);
+  if (restart > 0) {
+    std::fprintf(stderr, "loom launch: %s after %d restart(s)\n",
+                 result.ok() ? "finished" : "failed", restart);
+  }
   if (net != nullptr) {
     Status removed = net->Destroy();
     if (!removed.ok() && result.ok()) result = removed;

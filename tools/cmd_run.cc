@@ -261,8 +261,10 @@ Status RunRun(const std::vector<std::string>& args) {
     if (!std::isnan(r.loss)) PrintStep(shown);
     if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
   };
-  LOOM_RETURN_IF_ERROR(
-      RunTrainingLoop(*trainer, TrainingLoopOptionsFromFlags(), on_step, PrintNote));
+  TrainingLoopOptions loop = TrainingLoopOptionsFromFlags();
+  // Restarted by loom launch --max_restarts: on from the newest checkpoint.
+  loop.resume_from_save_dir = launched.has_value() && launched->restart > 0;
+  LOOM_RETURN_IF_ERROR(RunTrainingLoop(*trainer, loop, on_step, PrintNote));
   // Rank 0 has read every shard handed over by now.
   if (!options.handover_dir.empty() && launched->rank == 0) {
     std::error_code ignored;
