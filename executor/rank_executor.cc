@@ -285,6 +285,7 @@ void RankExecutor::StreamLoop(int stream_index) {
       if (shutdown_) return;
       seen = step_;
     }
+    int64_t compute_ns = 0;
     for (int id : queue) {
       Bound& b = bound_[id];
       Status s;
@@ -295,8 +296,10 @@ void RankExecutor::StreamLoop(int stream_index) {
         go = waited.ok() && *waited;
       }
       // On CUDA these are the times the host issued the work, not ran it.
-      const int64_t start = go && options_.trace ? NowNs() : 0;
+      const bool compute = b.ins->kind == InstructionKind::kCompute;
+      const int64_t start = go && (options_.trace || compute) ? NowNs() : 0;
       if (go) s = RunInstruction(b, stream);
+      if (go && compute) compute_ns += NowNs() - start;
       for (int u : b.touches) {
         if (!go || !s.ok()) break;
         if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -320,6 +323,7 @@ void RankExecutor::StreamLoop(int stream_index) {
     }
     {
       std::lock_guard<std::mutex> lock(step_mu_);
+      compute_ns_ += compute_ns;
       ++finished_;
     }
     step_cv_.notify_all();
@@ -335,6 +339,7 @@ Status RankExecutor::RunStep(const StepInfo& info) {
                         &ring_index_};
   }
   finished_ = 0;
+  compute_ns_ = 0;
   ++step_;
   step_cv_.notify_all();
   const int streams = static_cast<int>(threads_.size());

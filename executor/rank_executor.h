@@ -77,6 +77,10 @@ class RankExecutor {
   // nanoseconds, comparable across ranks and processes.
   std::vector<TraceEvent> TakeTrace();
   size_t num_instructions() const { return bound_.size(); }
+  // Seconds the last step's kernels took, summed over streams, without
+  // communication or waits: this rank's own work, which a straggler takes
+  // longer over (on CUDA, the time to issue it).
+  double last_compute_seconds() const { return compute_ns_ * 1e-9; }
 
  private:
   struct Bound {
@@ -160,6 +164,8 @@ class RankExecutor {
   std::condition_variable step_cv_;
   int64_t step_ = 0;
   int finished_ = 0;
+  // Kernel time of the step so far, added by each stream as it finishes.
+  int64_t compute_ns_ = 0;
   bool shutdown_ = false;
   std::vector<std::thread> threads_;
 

@@ -137,6 +137,9 @@ class ParallelTrainer : public Trainer {
   const Plan& plan() const { return plan_; }
   const ExecutionGraph& graph() const { return graph_; }
   const std::vector<int>& local_ranks() const { return local_; }
+  // Seconds a local rank's kernels took in the last step (RankExecutor::
+  // last_compute_seconds): what tells a straggler from the peers it holds up.
+  double LastComputeSeconds(int rank) const { return executors_.at(rank)->last_compute_seconds(); }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
   // The device rank `rank` runs on (a local rank's).
   Device& rank_device(int rank) { return *devices_.at(rank); }

@@ -17,6 +17,7 @@
 #include "runtime/launch_env.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/program_trainer.h"
+#include "runtime/straggler_watch.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
@@ -26,6 +27,12 @@
 
 DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
+DEFINE_int32(straggler_window, 20,
+             "steps per comparison of each rank's kernel time with its stage's other ranks'; a "
+             "rank slower by --straggler_ratio in two windows in a row is named (0: off)");
+DEFINE_double(straggler_ratio, 1.25,
+              "how much longer than its peers' median a rank's median kernel time must be to "
+              "name it a straggler");
 DECLARE_string(startup);  // cmd_model.cc
 DEFINE_string(plan, "", "run this saved plan (loom plan -o) instead of planning one");
 DEFINE_bool(stream_priorities, false,
@@ -249,6 +256,23 @@ Status RunRun(const std::vector<std::string>& args) {
   // the run.
   if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
+  if (FLAGS_straggler_window < 0 || !(FLAGS_straggler_ratio > 1)) {
+    return InvalidArgument("--straggler_window must be 0 or more and --straggler_ratio above 1");
+  }
+  // Launched ranks compare their kernel times over a world of them all.
+  std::unique_ptr<CommWorld> straggler_world;
+  Communicator* all_ranks = nullptr;
+  if (launched.has_value() && FLAGS_straggler_window > 0) {
+    LOOM_ASSIGN_OR_RETURN(straggler_world,
+                          LaunchWorld(*launched, "stragglers", options.comm.timeout));
+    LOOM_ASSIGN_OR_RETURN(all_ranks, straggler_world->Get(kDpRing));
+  }
+  StragglerTracker stragglers(*trainer, all_ranks,
+                              {FLAGS_straggler_window, FLAGS_straggler_ratio, /*windows=*/2},
+                              [](const std::string& line) {
+                                std::fprintf(stderr, "loom run: %s\n", line.c_str());
+                              });
+  Status straggler_status;
   InterleavedProfileFiles profile_files;
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,
                         InterleavedProfileFromFlags(*trainer, launched, &profile_files));
@@ -258,6 +282,7 @@ Status RunRun(const std::vector<std::string>& args) {
   auto on_step = [&](const StepReport& r) {
     StepReport shown = r;
     if (profile != nullptr && profile_status.ok()) profile_status = profile->Step(&shown.ms);
+    if (straggler_status.ok()) straggler_status = stragglers.AfterStep(r.step);
     if (!std::isnan(r.loss)) PrintStep(shown);
     if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
   };
@@ -271,6 +296,7 @@ Status RunRun(const std::vector<std::string>& args) {
     std::filesystem::remove_all(options.handover_dir, ignored);
   }
   LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
+  LOOM_RETURN_IF_ERROR(straggler_status);
   PrintDeviceMemory(*trainer);
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));

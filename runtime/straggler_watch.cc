@@ -1,0 +1,106 @@
+#include "runtime/straggler_watch.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "framework/status.h"
+#include "runtime/parallel_trainer.h"
+
+namespace loom {
+
+double MedianOf(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + mid));
+}
+
+StragglerWatch::StragglerWatch(std::vector<int> peer_group, StragglerOptions options)
+    : peer_group_(std::move(peer_group)),
+      options_(options),
+      slow_windows_(peer_group_.size(), 0),
+      first_slow_step_(peer_group_.size(), 0) {}
+
+std::vector<std::string> StragglerWatch::AddWindow(int64_t first_step, int64_t last_step,
+                                                   const std::vector<double>& median_seconds) {
+  std::vector<std::string> lines;
+  const int ranks = static_cast<int>(peer_group_.size());
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<double> peers;
+    for (int p = 0; p < ranks; ++p) {
+      if (p != r && peer_group_[p] == peer_group_[r]) peers.push_back(median_seconds[p]);
+    }
+    const double theirs = MedianOf(peers);
+    const bool slow = !peers.empty() && median_seconds[r] > options_.ratio * theirs;
+    if (!slow) {
+      slow_windows_[r] = 0;
+      continue;
+    }
+    if (slow_windows_[r] == 0) first_slow_step_[r] = first_step;
+    if (++slow_windows_[r] != options_.windows) continue;
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "straggler: rank %d's kernels took a median %.2f ms per step against %.2f ms "
+                  "on its %zu peer(s) of the same stage, steps %lld-%lld",
+                  r, median_seconds[r] * 1e3, theirs * 1e3, peers.size(),
+                  static_cast<long long>(first_slow_step_[r]), static_cast<long long>(last_step));
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+namespace {
+
+// Each rank's peer group: its pipeline stage.
+std::vector<int> StagesOf(const Plan& plan) {
+  std::vector<int> stages;
+  for (const RankPlan& rank : plan.ranks) stages.push_back(rank.coords.pp);
+  return stages;
+}
+
+}  // namespace
+
+StragglerTracker::StragglerTracker(const ParallelTrainer& trainer, Communicator* all_ranks,
+                                   StragglerOptions options,
+                                   std::function<void(const std::string&)> report)
+    : trainer_(trainer),
+      all_ranks_(all_ranks),
+      options_(options),
+      report_(std::move(report)),
+      watch_(StagesOf(trainer.plan()), options),
+      window_(trainer.local_ranks().size()) {}
+
+Status StragglerTracker::AfterStep(int64_t step) {
+  if (options_.window_steps <= 0) return Status::OK();
+  if (window_first_step_ < 0) window_first_step_ = step;
+  const std::vector<int>& local = trainer_.local_ranks();
+  for (size_t i = 0; i < local.size(); ++i) {
+    window_[i].push_back(trainer_.LastComputeSeconds(local[i]));
+  }
+  if (static_cast<int>(window_.front().size()) < options_.window_steps) return Status::OK();
+  // Every rank's median, in rank order; the other processes' slots are 0
+  // here, and the sum over all of them fills them in.
+  const int world = static_cast<int>(trainer_.plan().ranks.size());
+  Tensor medians(TensorMeta{proto::FP64, {world}});
+  double* m = medians.data<double>();
+  std::fill(m, m + world, 0.0);
+  for (size_t i = 0; i < local.size(); ++i) {
+    m[local[i]] = MedianOf(window_[i]);
+    window_[i].clear();
+  }
+  if (all_ranks_ != nullptr) {
+    LOOM_RETURN_IF_ERROR(all_ranks_->AllReduce({&medians}, ReduceOp::kSum)
+                             .WithContext("straggler watch"));
+  }
+  const int64_t first = window_first_step_;
+  window_first_step_ = -1;
+  if (std::find(local.begin(), local.end(), 0) == local.end()) return Status::OK();
+  for (const std::string& line : watch_.AddWindow(first, step, std::vector<double>(m, m + world))) {
+    report_(line);
+  }
+  return Status::OK();
+}
+
+}  // namespace loom
