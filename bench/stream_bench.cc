@@ -2,7 +2,9 @@
 // trivial ops on a one-element tensor, either all on one stream or
 // alternating between two streams so that every instruction waits for an
 // event recorded on the other (enqueue, run an empty-cost kernel, record,
-// wait).
+// wait). BM_OneStreamTimingKernels is the first with each kernel timed
+// (RankExecutorOptions::time_kernels, which loom run's straggler watch
+// turns on).
 #include <benchmark/benchmark.h>
 
 #include "executor/rank_executor.h"
@@ -32,13 +34,14 @@ RankPlan ChainPlan(int64_t n, bool alternate) {
   return plan;
 }
 
-void RunChain(benchmark::State& state, bool alternate) {
+void RunChain(benchmark::State& state, bool alternate, bool time_kernels = false) {
   const int64_t n = state.range(0);
   RankPlan plan = ChainPlan(n, alternate);
   RankGraph graph = LowerRank(plan, ParallelLayout{}).value();
   Scope scope;
   RankExecutorOptions options;
   options.keep = {StrCat("v", n)};
+  options.time_kernels = time_kernels;
   auto exec = RankExecutor::Create(graph, plan, &scope, options).value();
   for (auto _ : state) {
     exec->micro_batch_scope(0)->Var("v0")->CopyFrom(
@@ -53,8 +56,10 @@ void RunChain(benchmark::State& state, bool alternate) {
 
 void BM_OneStream(benchmark::State& state) { RunChain(state, false); }
 void BM_TwoStreamsEveryOpWaits(benchmark::State& state) { RunChain(state, true); }
+void BM_OneStreamTimingKernels(benchmark::State& state) { RunChain(state, false, true); }
 BENCHMARK(BM_OneStream)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TwoStreamsEveryOpWaits)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OneStreamTimingKernels)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace loom

@@ -296,7 +296,7 @@ void RankExecutor::StreamLoop(int stream_index) {
         go = waited.ok() && *waited;
       }
       // On CUDA these are the times the host issued the work, not ran it.
-      const bool compute = b.ins->kind == InstructionKind::kCompute;
+      const bool compute = options_.time_kernels && b.ins->kind == InstructionKind::kCompute;
       const int64_t start = go && (options_.trace || compute) ? NowNs() : 0;
       if (go) s = RunInstruction(b, stream);
       if (go && compute) compute_ns += NowNs() - start;

@@ -44,6 +44,9 @@ struct RankExecutorOptions {
   std::vector<std::string> keep;
   CommKernelFn comm;  // empty: communication ops are an error
   bool trace = false;
+  // Time each kernel, for last_compute_seconds(): two clock reads per
+  // compute instruction (stream_bench's BM_OneStreamTimingKernels).
+  bool time_kernels = false;
   // Where the rank runs; not owned. nullptr: CpuDevice::Default(). Each
   // stream's priority is its instructions' highest, which the device maps
   // onto what it has (a CpuDevice's low_priority_nice, CUDA's priorities).
@@ -79,7 +82,7 @@ class RankExecutor {
   size_t num_instructions() const { return bound_.size(); }
   // Seconds the last step's kernels took, summed over streams, without
   // communication or waits: this rank's own work, which a straggler takes
-  // longer over (on CUDA, the time to issue it).
+  // longer over (on CUDA, the time to issue it). 0 without time_kernels.
   double last_compute_seconds() const { return compute_ns_ * 1e-9; }
 
  private:

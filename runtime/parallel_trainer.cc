@@ -211,6 +211,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
     RankExecutorOptions exec_options;
     exec_options.keep = {kLossVar, kGradNormVar};
     exec_options.trace = options.trace;
+    exec_options.time_kernels = options.time_kernels;
     exec_options.device = t->devices_[r].get();
     if (options.local_communication) {
       exec_options.comm = MakeLocalCommKernels();

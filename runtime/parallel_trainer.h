@@ -40,6 +40,8 @@ class ParallelTrainer : public Trainer {
     std::string handover_dir;
     // Record every executed instruction (TakeTrace).
     bool trace = false;
+    // Time each rank's kernels, for LastComputeSeconds (stragglers).
+    bool time_kernels = false;
     // No communicators: every communication op runs its local part alone
     // (MakeLocalCommKernels) and the loss is not averaged over replicas.
     // The losses are not training's; for timing one rank's ops in the
@@ -138,7 +140,8 @@ class ParallelTrainer : public Trainer {
   const ExecutionGraph& graph() const { return graph_; }
   const std::vector<int>& local_ranks() const { return local_; }
   // Seconds a local rank's kernels took in the last step (RankExecutor::
-  // last_compute_seconds): what tells a straggler from the peers it holds up.
+  // last_compute_seconds, under Options::time_kernels): what tells a
+  // straggler from the peers it holds up.
   double LastComputeSeconds(int rank) const { return executors_.at(rank)->last_compute_seconds(); }
   Scope& rank_scope(int rank) { return *scopes_.at(rank); }
   // The device rank `rank` runs on (a local rank's).

@@ -228,6 +228,7 @@ Status RunRun(const std::vector<std::string>& args) {
   options.trace = !FLAGS_trace.empty();
   if (FlagGiven("stream_priorities")) options.stream_priorities = FLAGS_stream_priorities;
   options.pin_cores = FLAGS_pin_cores;
+  options.time_kernels = FLAGS_straggler_window > 0;
   LOOM_ASSIGN_OR_RETURN(options.device, DeviceFromFlags());
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;
