@@ -20,6 +20,7 @@
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "executor/comm/deadline_store.h"
 #include "executor/comm/reduce_fold.h"
 
 namespace loom {
@@ -69,68 +70,6 @@ int TrailingRank(const std::string& key) {
   if (i == key.size()) return -1;
   return std::stoi(key.substr(i));
 }
-
-// A store that bounds every wait by one deadline (Gloo's rendezvous waits
-// with the context timeout per key, and some stores' get() waits 30 s on
-// its own) and remembers which key it waited for last, so that a failed
-// setup can name the member that did not show up.
-class DeadlineStore : public gloo::rendezvous::Store {
- public:
-  DeadlineStore(gloo::rendezvous::Store* inner, Clock::time_point deadline)
-      : inner_(inner), deadline_(deadline) {}
-
-  void set(const std::string& key, const std::vector<char>& data) override {
-    try {
-      inner_->set(key, data);
-    } catch (const std::exception&) {
-      store_failed_ = true;
-      throw;
-    }
-  }
-  std::vector<char> get(const std::string& key) override {
-    wait({key});
-    try {
-      return inner_->get(key);
-    } catch (const std::exception&) {
-      store_failed_ = true;
-      throw;
-    }
-  }
-  void wait(const std::vector<std::string>& keys) override {
-    wait(keys, TimeLeft(deadline_));
-  }
-  void wait(const std::vector<std::string>& keys,
-            const Millis& timeout) override {
-    last_keys_ = keys;
-    Millis bound = TimeLeft(deadline_);
-    if (timeout != gloo::kNoTimeout) bound = std::min(bound, timeout);
-    const Clock::time_point until = Clock::now() + bound;
-    try {
-      inner_->wait(keys, bound);
-    } catch (const gloo::IoException&) {
-      // A store that fails (a redis-server gone) may throw the same
-      // exception as one that times out; only the clock tells them apart.
-      timed_out_ = Clock::now() >= until;
-      store_failed_ = !timed_out_;
-      throw;
-    } catch (const std::exception&) {
-      store_failed_ = true;
-      throw;
-    }
-  }
-
-  bool timed_out() const { return timed_out_; }
-  // The store itself failed (unreachable, gone), rather than a member.
-  bool store_failed() const { return store_failed_; }
-  const std::vector<std::string>& last_keys() const { return last_keys_; }
-
- private:
-  gloo::rendezvous::Store* inner_;
-  Clock::time_point deadline_;
-  std::vector<std::string> last_keys_;
-  bool timed_out_ = false;
-  bool store_failed_ = false;
-};
 
 void IgnoreSigpipeIfUnhandled() {
   static std::once_flag once;
