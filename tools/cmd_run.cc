@@ -217,6 +217,25 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
   return InterleavedProfile::Create(trainer, o);
 }
 
+// Across nodes, Megatron's placement keeps each tensor-parallel group
+// inside one node: its all-reduces in every layer need the fast link. A
+// note names a layout whose mp groups span nodes (nodes hold consecutive
+// ranks, as many each).
+std::string MpAcrossNodesNote(const ParallelLayout& layout, const LaunchEnv& launched) {
+  if (launched.nodes <= 1 || layout.mp <= 1) return "";
+  const int per_node = launched.world_size / launched.nodes;
+  for (int r = 0; r < layout.world_size(); ++r) {
+    const std::vector<int> mp = RingMembers(layout, r, kMpRing);
+    for (int member : mp) {
+      if (member / per_node == r / per_node) continue;
+      return StrCat("mp group of ranks ", r, " and ", member, " spans nodes (", per_node,
+                    " ranks each): its all-reduces cross the link between nodes; mp up to ",
+                    per_node, " that divides it keeps each group inside a node");
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 Status RunRun(const std::vector<std::string>& args) {
@@ -257,6 +276,10 @@ Status RunRun(const std::vector<std::string>& args) {
   // the run.
   if (!trace_path.empty()) LOOM_RETURN_IF_ERROR(CheckWritable(trace_path).WithContext("--trace"));
   LOOM_ASSIGN_OR_RETURN(auto trainer, MakeTrainer(options, launched_world));
+  if (launched.has_value() && launched->rank == 0) {
+    const std::string note = MpAcrossNodesNote(trainer->plan().layout, *launched);
+    if (!note.empty()) PrintNote(note);
+  }
   if (FLAGS_straggler_window < 0 || !(FLAGS_straggler_ratio > 1)) {
     return InvalidArgument("--straggler_window must be 0 or more and --straggler_ratio above 1");
   }

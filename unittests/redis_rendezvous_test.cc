@@ -210,6 +210,22 @@ TEST(RedisRendezvous, TwoNodesTrainAsOneLaunch) {
   EXPECT_NE(node1.find("rank 3 "), std::string::npos) << node1;
   ASSERT_EQ(LossLines(one.out).size(), 3u) << one.out;
   EXPECT_EQ(LossLines(both.out), LossLines(one.out)) << both.out;
+  EXPECT_EQ(both.out.find("spans nodes"), std::string::npos) << both.out;
+  // mp 4 over nodes of 2: each mp group crosses the link between them,
+  // and rank 0 says so.
+  const std::string wide = StrCat(
+      LOOM_BIN, " launch --nnodes 2 --node_rank 1 --nproc_per_node 2 --rdzv_backend redis "
+      "--rdzv_endpoint ", (*redis)->endpoint(), " --job_id wide -- ", LOOM_BIN,
+      " run --preset gpt-tiny --mp 4 --steps 1 > /dev/null 2>&1 & ", LOOM_BIN,
+      " launch --nnodes 2 --node_rank 0 --nproc_per_node 2 --rdzv_backend redis "
+      "--rdzv_endpoint ", (*redis)->endpoint(), " --job_id wide -- ", LOOM_BIN,
+      " run --preset gpt-tiny --mp 4 --steps 1; wait");
+  const CliResult across = Shell(wide);
+  ASSERT_EQ(across.code, 0) << across.out;
+  EXPECT_NE(across.out.find("mp group of ranks 0 and 2 spans nodes (2 ranks each): its "
+                            "all-reduces cross the link between nodes"),
+            std::string::npos)
+      << across.out;
 }
 
 // Node 1 never starts: node 0's ranks name the first rank of it that they
