@@ -127,7 +127,8 @@ run_asan() {
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$logs/asan:log_exe_name=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan:log_exe_name=1"
   # Leaks in libraries Loom does not own, each with its reason (lsan.supp).
-  export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp"
+  # print_suppressions=0: the count of suppressed leaks is not a report.
+  export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
   local rc=0
   timed "asan tests" ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
     --timeout 900 -E "$(exclude_regex)" || rc=1
