@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 #include "framework/status.h"
 #include "runtime/parallel_trainer.h"
@@ -23,30 +25,52 @@ StragglerWatch::StragglerWatch(std::vector<int> peer_group, StragglerOptions opt
       slow_windows_(peer_group_.size(), 0),
       first_slow_step_(peer_group_.size(), 0) {}
 
+namespace {
+
+// The median of sorted `v` without its element `skip`.
+double MedianWithout(const std::vector<double>& v, size_t skip) {
+  const size_t n = v.size() - 1;
+  if (n == 0) return 0;
+  // The k-th of the others is v[k] below `skip`, v[k + 1] from it on.
+  auto at = [&](size_t k) { return v[k < skip ? k : k + 1]; };
+  return n % 2 == 1 ? at(n / 2) : 0.5 * (at(n / 2 - 1) + at(n / 2));
+}
+
+}  // namespace
+
 std::vector<std::string> StragglerWatch::AddWindow(int64_t first_step, int64_t last_step,
                                                    const std::vector<double>& median_seconds) {
+  // Each group's medians, sorted once: a rank's peers' median is its
+  // group's without it, so a window costs n log n, not n^2.
+  std::map<int, std::vector<std::pair<double, int>>> groups;
+  for (size_t r = 0; r < peer_group_.size(); ++r) {
+    groups[peer_group_[r]].push_back({median_seconds[r], static_cast<int>(r)});
+  }
   std::vector<std::string> lines;
-  const int ranks = static_cast<int>(peer_group_.size());
-  for (int r = 0; r < ranks; ++r) {
-    std::vector<double> peers;
-    for (int p = 0; p < ranks; ++p) {
-      if (p != r && peer_group_[p] == peer_group_[r]) peers.push_back(median_seconds[p]);
+  for (auto& [group, members] : groups) {
+    std::sort(members.begin(), members.end());
+    std::vector<double> sorted;
+    for (const auto& m : members) sorted.push_back(m.first);
+    for (size_t i = 0; i < members.size(); ++i) {
+      const int r = members[i].second;
+      const size_t peers = members.size() - 1;
+      const double theirs = MedianWithout(sorted, i);
+      const bool slow = peers > 0 && median_seconds[r] > options_.ratio * theirs;
+      if (!slow) {
+        slow_windows_[r] = 0;
+        continue;
+      }
+      if (slow_windows_[r] == 0) first_slow_step_[r] = first_step;
+      if (++slow_windows_[r] != options_.windows) continue;
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "straggler: rank %d's kernels took a median %.2f ms per step against %.2f ms "
+                    "on its %zu peer(s) of the same stage, steps %lld-%lld",
+                    r, median_seconds[r] * 1e3, theirs * 1e3, peers,
+                    static_cast<long long>(first_slow_step_[r]),
+                    static_cast<long long>(last_step));
+      lines.push_back(line);
     }
-    const double theirs = MedianOf(peers);
-    const bool slow = !peers.empty() && median_seconds[r] > options_.ratio * theirs;
-    if (!slow) {
-      slow_windows_[r] = 0;
-      continue;
-    }
-    if (slow_windows_[r] == 0) first_slow_step_[r] = first_step;
-    if (++slow_windows_[r] != options_.windows) continue;
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "straggler: rank %d's kernels took a median %.2f ms per step against %.2f ms "
-                  "on its %zu peer(s) of the same stage, steps %lld-%lld",
-                  r, median_seconds[r] * 1e3, theirs * 1e3, peers.size(),
-                  static_cast<long long>(first_slow_step_[r]), static_cast<long long>(last_step));
-    lines.push_back(line);
   }
   return lines;
 }

@@ -39,6 +39,14 @@ TEST(Straggler, NamedAfterTwoSlowWindowsInARowAndOnceUntilItKeepsUp) {
   EXPECT_TRUE(watch.AddWindow(60, 79, even).empty());  // kept up
   EXPECT_TRUE(watch.AddWindow(80, 99, slow).empty());
   EXPECT_EQ(watch.AddWindow(100, 119, slow).size(), 1u);  // and fell behind again
+  // Two peers: theirs is the mean of the two.
+  StragglerWatch three({0, 0, 0}, StragglerOptions{20, 1.25, 1});
+  const std::vector<std::string> of_three = three.AddWindow(0, 19, {0.030, 0.010, 0.012});
+  ASSERT_EQ(of_three.size(), 1u);
+  EXPECT_NE(of_three[0].find("rank 0's kernels took a median 30.00 ms per step against 11.00 ms "
+                             "on its 2 peer(s)"),
+            std::string::npos)
+      << of_three[0];
   // One slow window between even ones is noise, not a straggler.
   StragglerWatch noisy({0, 0}, StragglerOptions{20, 1.25, 2});
   for (int w = 0; w < 6; ++w) {
