@@ -88,6 +88,10 @@ class SlowDeviceGroup {
   ~SlowDeviceGroup() { Remove(); }
   // Where a process writes its pid to join; empty: no group.
   std::string procs() const { return path_.empty() ? "" : path_ + "/cgroup.procs"; }
+  // How often the group was held back (nr_throttled, throttled time): what
+  // a failure needs to tell a slow device that was not slow from a watch
+  // that did not see it.
+  std::string stat() const { return ReadWholeFile(path_ + "/cpu.stat"); }
 
  private:
   bool Write(const std::string& file, const std::string& value) {
@@ -124,7 +128,8 @@ TEST(Straggler, ALaunchNamesTheRankOnASlowDevice) {
       Shell(StrCat("chmod +x ", rank_script, " && ", LOOM_BIN, " launch --nproc 2 -- ", rank_script));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("loom run: straggler: rank 1's kernels took a median "), std::string::npos)
-      << r.out;
+      << r.out << "the slow device's cpu.stat:\n"
+      << slow.stat();
   EXPECT_EQ(r.out.find("straggler: rank 0"), std::string::npos) << r.out;
 }
 
