@@ -127,7 +127,11 @@ CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& worl
   comm.redis_endpoint = env.redis_endpoint;
   // Under Slurm, rank 0 starts the store as its peers start.
   if (env.launcher == Launcher::kSlurm) comm.redis_wait = std::chrono::seconds(60);
-  comm.job = env.job_id.empty() ? world : env.job_id + "/" + world;
+  // Each start of the job meets under keys of its own: a restart's ranks
+  // never read what a failed start left in the store.
+  std::string job = env.job_id;
+  if (!job.empty() && env.restart > 0) job += StrCat("-restart", env.restart);
+  comm.job = job.empty() ? world : job + "/" + world;
   return comm;
 }
 

@@ -14,9 +14,10 @@
 //                    (--rdzv_backend redis), instead of the file store
 //   LOOM_JOB_ID      the launch's id, prefixing every key it puts in the
 //                    store, so that jobs sharing one never collide
-//   LOOM_RESTART     how many times loom launch --max_restarts has started
-//                    the ranks again (0 at first); a restarted loom run
-//                    resumes from its --save_dir
+//   LOOM_RESTART     the job's start that these ranks are (0 at first,
+//                    launch_generations.h), under loom launch
+//                    --max_restarts; a restarted loom run resumes from its
+//                    --save_dir, and meets under keys of its own
 //   LOOM_NET_BURST_BYTES  under --net_rate: the bucket, in bytes, of the
 //                    token-bucket shaper on each rank's link (its rate is
 //                    what `loom profile --comm` measures)
@@ -72,7 +73,7 @@ struct LaunchEnv {
   // (which still holds the heartbeats and checkpoint hand-overs).
   std::string redis_endpoint;
   std::string job_id;
-  // Times the launch has restarted its ranks before this start.
+  // The job's start these ranks are: times it was restarted before.
   int restart = 0;
   // This rank starts the redis-server at redis_endpoint for the others
   // (rank 0 of a Slurm step), who wait for it to answer.
@@ -88,7 +89,8 @@ const char* LauncherName(Launcher launcher);
 StatusOr<std::string> LocalAddressTowards(const std::string& endpoint);
 
 // How a launched rank's world named `world` meets its peers: the launch's
-// store (redis or file), its address, and keys under "<job_id>/<world>".
+// store (redis or file), its address, and keys under "<job_id>/<world>"
+// ("<job_id>-restart<N>/<world>" for the job's start N).
 CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& world);
 
 // The launch environment of this process: loom launch's variables, else a

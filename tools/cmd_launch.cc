@@ -23,11 +23,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "runtime/emulated_network.h"
 #include "runtime/launch_env.h"
+#include "runtime/launch_generations.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 
@@ -222,12 +224,14 @@ void SignalRunning(const std::vector<Rank>& ranks, int sig) {
 
 // Starts every rank and waits for all of them. The first failure (a rank
 // that fails, or a signal to launch) is returned; the other ranks then get
-// SIGTERM, and SIGKILL if still running 5 s later.
+// SIGTERM, and SIGKILL if still running 5 s later. A signal to launch is
+// told to `on_signal` first, once.
 Status RunRanks(const std::vector<std::string>& args, const std::string& store_dir,
-                const EmulatedNetwork* net, std::vector<Rank>& ranks) {
+                const EmulatedNetwork* net, std::vector<Rank>& ranks,
+                const std::function<void(int)>& on_signal) {
   const bool loom_command = std::filesystem::path(args.front()).filename() == "loom";
   Status result;
-  bool stopping = false;
+  bool stopping = false, signal_told = false;
   Clock::time_point stop_deadline;
   const auto stop = [&](Status why, pid_t spare) {
     if (result.ok()) result = std::move(why);
@@ -240,9 +244,14 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
     stopping = true;
     stop_deadline = Clock::now() + std::chrono::seconds(5);
   };
+  const auto interrupted = [&] {
+    if (!signal_told) on_signal(g_signal);
+    signal_told = true;
+    stop(Interrupted(g_signal), -1);
+  };
   for (int r = 0; r < FLAGS_nproc && result.ok(); ++r) {
     if (g_signal != 0) {
-      stop(Interrupted(g_signal), -1);
+      interrupted();
       break;
     }
     const pid_t pid = StartRank(r, args, store_dir, net);
@@ -258,7 +267,7 @@ Status RunRanks(const std::vector<std::string>& args, const std::string& store_d
   for (const Rank& rank : ranks) running += rank.running ? 1 : 0;
   Clock::time_point next_beat_check = Clock::now();
   while (running > 0) {
-    if (g_signal != 0 && !stopping) stop(Interrupted(g_signal), -1);
+    if (g_signal != 0 && !signal_told) interrupted();
     if (!stopping && FLAGS_heartbeat_timeout > 0 && Clock::now() >= next_beat_check) {
       next_beat_check = Clock::now() + std::chrono::milliseconds(250);
       if (std::optional<SilentRank> silent = FindSilentRank(ranks, store_dir, loom_command)) {
@@ -436,6 +445,14 @@ Status RunLaunch(const std::vector<std::string>& args) {
                            "--net_rate too");
   }
   LOOM_RETURN_IF_ERROR(SetRendezvousEnv());
+  // Which start of the job this launch's ranks join: agreed with the other
+  // nodes' launches in a redis store, so that one replacing a lost node
+  // joins the survivors' restart.
+  LaunchGenerations generations;
+  if (FLAGS_rdzv_backend == "redis") {
+    LOOM_ASSIGN_OR_RETURN(generations,
+                          LaunchGenerations::InRedis(FLAGS_rdzv_endpoint, getenv(kJobIdEnv)));
+  }
   // Caught from here on: the network and the ranks are removed on the way
   // out whatever stops launch.
   SignalCatcher catcher;
@@ -455,22 +472,57 @@ Status RunLaunch(const std::vector<std::string>& args) {
   RemoveStaleRendezvousDirs();
   const Clock::time_point start = Clock::now();
   std::vector<Rank> ranks(FLAGS_nproc);
-  const std::string job = getenv(kJobIdEnv);
+  // Why a node's launch stopped the job (its user interrupted it); empty
+  // while none has. A job so stopped is not started again.
+  auto stopped = [&generations]() -> std::string {
+    StatusOr<std::string> why = generations.Stopped();
+    return why.ok() ? *why : why.status().message();
+  };
+  if (const std::string why = stopped(); !why.empty()) {
+    return Aborted("job ", getenv(kJobIdEnv), " was stopped (", why,
+                   "); give a new --job_id to run it again");
+  }
   Status result;
-  int restart = 0;
+  int restart = 0, generation = 0;
   for (;; ++restart) {
     // Each start meets afresh: a directory of its own, and keys of its own
-    // in a shared store (every node's launch counts its restarts alike).
+    // in a shared store (LaunchCommOptions).
+    StatusOr<int> next = generations.Next(generation);
+    if (!next.ok()) {
+      result = next.status();
+      break;
+    }
+    if (restart == 0 && *next > 0) {
+      std::fprintf(stderr, "loom launch: joining start %d of job %s (start %d failed)\n", *next,
+                   getenv(kJobIdEnv), *next - 1);
+    }
+    generation = *next;
     std::string dir_template = StrCat(kRendezvousPrefix, getpid(), "-XXXXXX");
     const char* dir = mkdtemp(dir_template.data());
     if (dir == nullptr) return Internal("cannot make a rendezvous directory in /tmp");
-    setenv(kRestartEnv, std::to_string(restart).c_str(), 1);
-    setenv(kJobIdEnv, (restart == 0 ? job : StrCat(job, "-restart", restart)).c_str(), 1);
+    setenv(kRestartEnv, std::to_string(generation).c_str(), 1);
     ranks.assign(FLAGS_nproc, Rank());
-    result = RunRanks(args, dir, net.get(), ranks);
+    // The other nodes' launches end instead of restarting: marked before
+    // this node's ranks stop and theirs lose their peers.
+    auto mark_stopped = [&](int sig) {
+      Status marked = generations.MarkStopped(
+          StrCat("node ", FLAGS_node_rank, "'s launch was interrupted by signal ", sig));
+      if (!marked.ok()) std::fprintf(stderr, "loom launch: %s\n", marked.message().c_str());
+    };
+    result = RunRanks(args, dir, net.get(), ranks, mark_stopped);
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
-    if (result.ok() || g_signal != 0 || restart == FLAGS_max_restarts) break;
+    if (result.ok() || g_signal != 0) break;
+    if (Status marked = generations.MarkFailed(generation); !marked.ok()) {
+      result = Status(marked.code(), StrCat(result.message(), "; then ", marked.message()));
+      break;
+    }
+    ++generation;
+    if (restart == FLAGS_max_restarts) break;
+    if (const std::string why = stopped(); !why.empty()) {
+      result = Aborted(result.message(), "; not restarted: ", why);
+      break;
+    }
     std::fprintf(stderr, "loom launch: restart %d of %d, after: %s\n", restart + 1,
                  FLAGS_max_restarts, result.message().c_str());
   }

@@ -251,6 +251,7 @@ Status RunRun(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(options.device, DeviceFromFlags());
   std::string trace_path = FLAGS_trace;
   int launched_world = 0;
+  std::filesystem::path handover_root;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> launched, LaunchEnvFromEnvironment());
   if (launched.has_value()) {
     launched_world = launched->world_size;
@@ -259,12 +260,14 @@ Status RunRun(const std::vector<std::string>& args) {
     // as a cluster's checkpoints are); on one machine, in the launch's
     // store directory.
     if (!FLAGS_save_dir.empty() && (launched->nodes > 1 || launched->store_dir.empty())) {
-      options.handover_dir =
-          (std::filesystem::path(FLAGS_save_dir) / StrCat(".handover-", launched->job_id)).string();
-      // Of a run under the same id that stopped mid-checkpoint: cleared
-      // before any step, so before any rank can hand over.
+      handover_root = std::filesystem::path(FLAGS_save_dir) / StrCat(".handover-", launched->job_id);
+      // One folder a start of the job: a rank of a failed start that has
+      // not yet stopped cannot hand over to this one.
+      options.handover_dir = (handover_root / StrCat("start-", launched->restart)).string();
+      // What the job's earlier starts left mid-checkpoint: cleared before
+      // any step, so before any rank of this start can hand over.
       std::error_code ignored;
-      if (launched->rank == 0) std::filesystem::remove_all(options.handover_dir, ignored);
+      if (launched->rank == 0) std::filesystem::remove_all(handover_root, ignored);
     }
     options.local_ranks = {launched->rank};
     const std::chrono::milliseconds timeout = options.comm.timeout;
@@ -313,11 +316,16 @@ Status RunRun(const std::vector<std::string>& args) {
   TrainingLoopOptions loop = TrainingLoopOptionsFromFlags();
   // Restarted by loom launch --max_restarts: on from the newest checkpoint.
   loop.resume_from_save_dir = launched.has_value() && launched->restart > 0;
-  LOOM_RETURN_IF_ERROR(RunTrainingLoop(*trainer, loop, on_step, PrintNote));
+  // The loop's notes (resumed from, saved) are the same on every rank of a
+  // launch: one line a node.
+  auto on_note = [&](const std::string& note) {
+    if (!launched.has_value() || launched->local_rank == 0) PrintNote(note);
+  };
+  LOOM_RETURN_IF_ERROR(RunTrainingLoop(*trainer, loop, on_step, on_note));
   // Rank 0 has read every shard handed over by now.
-  if (!options.handover_dir.empty() && launched->rank == 0) {
+  if (!handover_root.empty() && launched->rank == 0) {
     std::error_code ignored;
-    std::filesystem::remove_all(options.handover_dir, ignored);
+    std::filesystem::remove_all(handover_root, ignored);
   }
   LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
   LOOM_RETURN_IF_ERROR(straggler_status);

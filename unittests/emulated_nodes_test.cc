@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -128,6 +129,119 @@ TEST(EmulatedNodes, TwoNodesOfTwoRanksTrainAsOneProcess) {
     EXPECT_GT(intra, 3 * inter) << check.out;
   }
   EXPECT_EQ(Leftovers(prefix), "");
+}
+
+// A shell loop that waits (up to 60 s) until `file` holds a line matching
+// `pattern`.
+std::string AwaitLine(const std::string& file, const std::string& pattern) {
+  return StrCat("for i in $(seq 3000); do grep -q '", pattern, "' ", file,
+                " 2>/dev/null && break; sleep 0.02; done; ");
+}
+
+// Milliseconds since the epoch, in a shell variable `name`.
+std::string Stamp(const std::string& name) { return name + "=$(date +%s%N); "; }
+
+// Two nodes of two ranks under --max_restarts 2 train 8 steps with a
+// checkpoint every 2, and node 1 fails once step 4's is saved: `fail` is
+// shell run then, with $NS1 node 1's namespace. Once node 0's launch says
+// it restarts, `recover` runs, and with `replace`, a new launch takes node
+// 1's place, as a scheduler would start one on a spare machine. out_ holds
+// node 0's output, node 1's, the replacement's, then a line of exit codes
+// and times in ms: from the failure to node 0's restart (named_ms), and
+// from there to the end (finish_ms); differs_ what of step 8's checkpoint
+// differs from a run never interrupted; leftovers_ what the network left.
+class LostNode : public ::testing::Test {
+ protected:
+  void Run(const std::string& fail, const std::string& recover, bool replace) {
+    EmulatedNetworkOptions options;
+    options.ranks = 4;
+    options.ranks_per_node = 2;
+    options.rate = "1gbit";
+    options.intra_node_rate = "4gbit";
+    options.name_prefix = StrCat("loom-", getpid(), "-lost");
+    std::string prefix;
+    {
+      auto net = EmulatedNetwork::Create(options);
+      ASSERT_TRUE(net.ok()) << net.status();
+      const EmulatedNetwork& n = **net;
+      prefix = n.prefix();
+      RedisInNamespace redis(n.RankNamespace(0), n.Address(0));
+      ASSERT_TRUE(redis.up()) << redis.started().out;
+      const std::string run =
+          " run --preset gpt-tiny --dp 2 --mp 2 --steps 8 --save_every 2 --comm_timeout 8 "
+          "--save_dir ";
+      const std::string whole = MakeTempDir("loom_whole_"), dir = MakeTempDir("loom_lost_");
+      const CliResult one = Loom(run + whole);
+      ASSERT_EQ(one.code, 0) << one.out;
+      auto node = [&](int k, const std::string& out) {
+        return StrCat("ip netns exec ", n.RankNamespace(2 * k), " ", LOOM_BIN,
+                      " launch --nnodes 2 --node_rank ", k,
+                      " --nproc_per_node 2 --max_restarts 2 --heartbeat_timeout 4 "
+                      "--rdzv_backend redis --rdzv_endpoint ", redis.endpoint(),
+                      " --job_id lost-node -- ", LOOM_BIN, run, dir, " > ", out, " 2>&1");
+      };
+      const std::string out0 = dir + ".node0", out1 = dir + ".node1", out2 = dir + ".node1b";
+      const CliResult r = Shell(StrCat(
+          "NS1=", n.RankNamespace(2), "; ", node(0, out0), " & p0=$!; ", node(1, out1),
+          " & p1=$!; ", AwaitLine(out0, "saved .*step-00000004"), Stamp("t0"), fail,
+          AwaitLine(out0, "loom launch: restart 1 of 2"), Stamp("t1"), recover,
+          replace ? node(1, out2) + " & p1=$!; " : "", "wait $p0; c0=$?; wait $p1; c1=$?; ",
+          Stamp("t2"),
+          "echo codes $c0 $c1 named_ms $(( (t1 - t0) / 1000000 )) finish_ms "
+          "$(( (t2 - t1) / 1000000 ))"));
+      out_ = StrCat(ReadWholeFile(out0), "\n--- node 1:\n", ReadWholeFile(out1),
+                    "\n--- node 1's replacement:\n", ReadWholeFile(out2), "\n", r.out);
+      for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
+        const std::string saved = ReadWholeFile(StrCat(dir, "/step-00000008/", file));
+        if (saved.empty() || saved != ReadWholeFile(StrCat(whole, "/step-00000008/", file))) {
+          differs_ += file;
+        }
+      }
+    }
+    leftovers_ = Leftovers(prefix);
+  }
+  std::string out_, differs_, leftovers_;
+};
+
+// Every process of node 1 killed, its launch too: node 0's ranks lose their
+// peers and stop, its launch restarts them, and a new launch for node 1
+// joins that restart, the job's start 1 (agreed in the store,
+// launch_generations.h). Both resume from the newest checkpoint.
+TEST_F(LostNode, AKilledNodeIsReplacedAndTheJobEndsAsIfNeverStopped) {
+  SKIP_WITHOUT_NETWORK();
+  if (!HaveRedisServer()) GTEST_SKIP() << "SKIPPED LOUDLY: redis-server is not installed";
+  Run("ip netns pids $NS1 | xargs -r kill -KILL; ", "", /*replace=*/true);
+  EXPECT_NE(out_.find("codes 0 0 "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("loom launch: restart 1 of 2, after: rank "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("loom launch: joining start 1 of job lost-node (start 0 failed)"),
+            std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("resumed from "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("loom launch: finished after 1 restart(s)"), std::string::npos) << out_;
+  EXPECT_EQ(differs_, "") << out_;
+  EXPECT_EQ(leftovers_, "");
+  std::printf("killed node: %s\n", out_.substr(out_.rfind("codes")).c_str());
+}
+
+// Every process of node 1 stopped (SIGSTOP), as a hung machine: node 0's
+// ranks wait for it no longer than --comm_timeout, then its launch
+// restarts. Node 1, continued, finds its ranks' peers gone and restarts
+// into the same start.
+TEST_F(LostNode, AHungNodeIsNamedWithinTheTimeoutAndTheJobEndsAsIfNeverStopped) {
+  SKIP_WITHOUT_NETWORK();
+  if (!HaveRedisServer()) GTEST_SKIP() << "SKIPPED LOUDLY: redis-server is not installed";
+  Run("ip netns pids $NS1 | xargs -r kill -STOP; ", "ip netns pids $NS1 | xargs -r kill -CONT; ",
+      /*replace=*/false);
+  EXPECT_NE(out_.find("codes 0 0 "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("loom launch: restart 1 of 2, after: rank "), std::string::npos) << out_;
+  EXPECT_NE(out_.find(": timed out after 8 s waiting for rank "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("resumed from "), std::string::npos) << out_;
+  // Named after the 8 s timeout, not long after.
+  EXPECT_GT(FieldAfter(out_, "named_ms "), 7000) << out_;
+  EXPECT_LT(FieldAfter(out_, "named_ms "), 30000) << out_;
+  EXPECT_EQ(differs_, "") << out_;
+  EXPECT_EQ(leftovers_, "");
+  std::printf("hung node: %s\n", out_.substr(out_.rfind("codes")).c_str());
 }
 
 TEST(EmulatedNodes, NodesThatCannotBeMadeAreOneLineErrors) {

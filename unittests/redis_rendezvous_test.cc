@@ -248,7 +248,8 @@ TEST(RedisRendezvous, ANodeThatNeverJoinsIsNamed) {
 
 // SIGTERM to one node's launch stops the whole job: that node's ranks by
 // the signal, the other node's when their peers are gone. Both launches end
-// within seconds, the signalled one naming the signal.
+// within seconds, the signalled one naming the signal, and the other,
+// though it may restart, does not: the job was stopped, not lost.
 TEST(RedisRendezvous, StoppingOneNodeStopsTheJob) {
   SKIP_WITHOUT_REDIS();
   auto redis = RedisServer::Start({});
@@ -256,8 +257,8 @@ TEST(RedisRendezvous, StoppingOneNodeStopsTheJob) {
   const std::string dir = MakeTempDir("loom_two_nodes_");
   auto node = [&](int rank) {
     return StrCat(LOOM_BIN, " launch --nnodes 2 --node_rank ", rank,
-                  " --nproc_per_node 2 --rdzv_backend redis --rdzv_endpoint ", (*redis)->endpoint(),
-                  " --job_id stopped-job -- ", LOOM_BIN,
+                  " --nproc_per_node 2 --max_restarts 2 --rdzv_backend redis --rdzv_endpoint ",
+                  (*redis)->endpoint(), " --job_id stopped-job -- ", LOOM_BIN,
                   " run --preset gpt-tiny --dp 2 --mp 2 --steps 1000000 --comm_timeout 31 > ", dir,
                   "/node", rank, ".out 2>&1");
   };
@@ -277,6 +278,16 @@ TEST(RedisRendezvous, StoppingOneNodeStopsTheJob) {
   // Node 0 trained before it lost its peers, then stopped naming a failed rank.
   EXPECT_NE(out0.find("step 1 loss"), std::string::npos) << out0;
   EXPECT_NE(out0.find("loom launch: rank "), std::string::npos) << out0;
+  EXPECT_NE(out0.find("; not restarted: node 1's launch was interrupted by signal 15"),
+            std::string::npos)
+      << out0;
+  EXPECT_EQ(out0.find("restart 1 of 2"), std::string::npos) << out0;
+  // Nor does a launch that comes later.
+  const CliResult again = Shell(node(0));
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(ReadWholeFile(dir + "/node0.out"),
+            "loom launch: job stopped-job was stopped (node 1's launch was interrupted by "
+            "signal 15); give a new --job_id to run it again\n");
   // No rank of the job is left ("3[1]" keeps this shell's own command line
   // from matching).
   EXPECT_NE(Shell("pgrep -f 'steps 1000000 --comm_timeout 3[1]'").code, 0);
