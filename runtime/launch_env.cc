@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "runtime/slurm_env.h"
@@ -133,6 +134,21 @@ CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& worl
   if (!job.empty() && env.restart > 0) job += StrCat("-restart", env.restart);
   comm.job = job.empty() ? world : job + "/" + world;
   return comm;
+}
+
+std::optional<LaunchEnv> LaunchSubgroup(const LaunchEnv& env, const std::vector<int>& members,
+                                        const std::string& name) {
+  const auto at = std::lower_bound(members.begin(), members.end(), env.rank);
+  if (at == members.end() || *at != env.rank) return std::nullopt;
+  LaunchEnv group = env;
+  group.rank = static_cast<int>(at - members.begin());
+  group.world_size = static_cast<int>(members.size());
+  // Its members' nodes, as the launch numbers them: consecutive ranks.
+  const int per_node = std::max(1, env.world_size / std::max(1, env.nodes));
+  group.nodes = members.back() / per_node - members.front() / per_node + 1;
+  group.node_rank = env.rank / per_node - members.front() / per_node;
+  group.job_id = StrCat(env.job_id, "/", name);
+  return group;
 }
 
 std::string HeartbeatPath(const std::string& store_dir, int rank) {

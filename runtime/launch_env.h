@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "executor/comm/comm_world.h"
 #include "framework/status.h"
@@ -97,6 +98,13 @@ CommWorldOptions LaunchCommOptions(const LaunchEnv& env, const std::string& worl
 // Slurm step's; nullopt when neither started it; an error naming the
 // variable when they are incomplete or malformed.
 StatusOr<std::optional<LaunchEnv>> LaunchEnvFromEnvironment();
+
+// `members` (ranks of `env`'s launch, ascending) as a launch of their own
+// named `name`: this rank renumbered among them, the world their number,
+// and keys under "<job_id>/<name>"; nullopt where this rank is not one of
+// them.
+std::optional<LaunchEnv> LaunchSubgroup(const LaunchEnv& env, const std::vector<int>& members,
+                                        const std::string& name);
 
 // Where rank `rank`'s liveness shows: a file in the launch's store whose
 // modification time a launched loom command renews every second.

@@ -96,6 +96,12 @@ StatusOr<proto::WaitedCosts> FitRegimeCosts(const std::string& title,
 // ranks of one host, inter-node for the one-rank nodes of `emulated`.
 proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster);
 
+// loom profile --comm (profile_comm.cc): measures and fits the links the
+// ranks span into `cluster`, under a launch across nodes both levels;
+// `*measured` the links fitted, empty on a launch's ranks other than 0
+// (they only take part, and write nothing).
+Status MeasureComm(proto::Cluster* cluster, std::vector<proto::Link*>* measured);
+
 // Calls timed in the step regime of `options` by two groups of ranks on
 // the same cores, calling at once (Link.shared_cores): in-process groups
 // of options.ranks (ProfileCommOnSharedCores), or under a launch (`env`)

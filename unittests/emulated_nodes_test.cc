@@ -7,11 +7,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cost_model/cluster.h"
 #include "runtime/emulated_network.h"
 #include "runtime/redis_server.h"
 #include "unittests/emulated_network_util.h"
@@ -127,6 +131,52 @@ TEST(EmulatedNodes, TwoNodesOfTwoRanksTrainAsOneProcess) {
     EXPECT_GT(inter, 2) << check.out;
     EXPECT_LT(inter, 13) << check.out;
     EXPECT_GT(intra, 3 * inter) << check.out;
+
+    // loom profile --comm fits both levels: node 0's ranks the link inside
+    // a node, the first rank of each node the link between them.
+    const std::string cluster_file = MakeTempDir("loom_nodes_profile_") + "/cluster.pbtxt";
+    const CliResult profile =
+        launches("profile", "profile --comm --cluster emulated --comm_rounds 9 "
+                            "--comm_max_bytes 1048576 --comm_long_bytes 1048576 "
+                            "--interference_seconds 0.2 --cluster_out " + cluster_file);
+    ASSERT_EQ(profile.code, 0) << profile.out;
+    EXPECT_NE(profile.out.find("2 nodes of 2 ranks (recorded as the cluster's): the link inside "
+                               "node 0, then the link between nodes"),
+              std::string::npos)
+        << profile.out;
+    auto cluster = LoadCluster(cluster_file);
+    ASSERT_TRUE(cluster.ok()) << cluster.status() << profile.out;
+    EXPECT_EQ(cluster->devices_per_node() * cluster->ranks_per_device(), 2);
+    ASSERT_TRUE(cluster->intra_node().measured()) << profile.out;
+    ASSERT_TRUE(cluster->inter_node().measured()) << profile.out;
+    EXPECT_NE(cluster->inter_node().source().find(", 2 ranks, "), std::string::npos)
+        << cluster->inter_node().source();
+    // 100 Mbit/s between nodes is 12.5 MB/s of wire (the fit is rough:
+    // its order of magnitude); the 2 Gbit/s inside one, several times more.
+    EXPECT_GT(cluster->inter_node().bandwidth(), 4e6) << profile.out;
+    EXPECT_LT(cluster->inter_node().bandwidth(), 50e6) << profile.out;
+    EXPECT_GT(cluster->intra_node().bandwidth(), 3 * cluster->inter_node().bandwidth())
+        << profile.out;
+    // The layout trained above, simulated on the fitted cluster, against
+    // its measured steps (the first, which warms up, left out).
+    const CliResult simulated = Loom("simulate --preset gpt-tiny --dp 2 --mp 2 --cluster " +
+                                     cluster_file);
+    ASSERT_EQ(simulated.code, 0) << simulated.out;
+    std::vector<double> measured;
+    for (size_t at = two.out.find("time_ms "); at != std::string::npos;
+         at = two.out.find("time_ms ", at + 1)) {
+      measured.push_back(std::atof(two.out.c_str() + at + 8));
+    }
+    ASSERT_EQ(measured.size(), 3u) << two.out;
+    std::sort(measured.begin(), measured.end());
+    EXPECT_GT(FieldAfter(simulated.out, "step time"), 0) << simulated.out;
+    std::printf("2 nodes x 2 ranks, gpt-tiny dp 2 mp 2: simulated %.1f ms a step on the fitted "
+                "cluster (ops by roofline: no cost table in a test), measured %.1f ms (median "
+                "of 3)\n",
+                FieldAfter(simulated.out, "step time"), measured[1]);
+    std::printf("fitted: inside a node %.1f MB/s, between nodes %.1f MB/s (sustained %.1f)\n",
+                cluster->intra_node().bandwidth() / 1e6, cluster->inter_node().bandwidth() / 1e6,
+                cluster->inter_node().sustained_bandwidth() / 1e6);
   }
   EXPECT_EQ(Leftovers(prefix), "");
 }

@@ -31,4 +31,11 @@ bool PinThread(pthread_t thread, int core) {
   return pthread_setaffinity_np(thread, sizeof(set), &set) == 0;
 }
 
+SavedThreadAffinity::SavedThreadAffinity()
+    : saved_(pthread_getaffinity_np(pthread_self(), sizeof(cores_), &cores_) == 0) {}
+
+SavedThreadAffinity::~SavedThreadAffinity() {
+  if (saved_) pthread_setaffinity_np(pthread_self(), sizeof(cores_), &cores_);
+}
+
 }  // namespace loom

@@ -4,6 +4,7 @@
 #define LOOM_EXECUTOR_CPU_HOST_THREADS_H_
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <vector>
 
@@ -16,6 +17,21 @@ std::vector<int> CoresOfThisProcess();
 // Keeps `thread` to `core`; best effort (false where the OS refuses).
 // Called before a new thread first runs, it also decides where it starts.
 bool PinThread(pthread_t thread, int core);
+
+// The calling thread's cores, given back to it at the end of the scope:
+// measurements that pin it for a while do not leave it, and the threads it
+// makes later, on one core.
+class SavedThreadAffinity {
+ public:
+  SavedThreadAffinity();
+  ~SavedThreadAffinity();
+  SavedThreadAffinity(const SavedThreadAffinity&) = delete;
+  SavedThreadAffinity& operator=(const SavedThreadAffinity&) = delete;
+
+ private:
+  cpu_set_t cores_;
+  bool saved_;
+};
 
 }  // namespace loom
 
