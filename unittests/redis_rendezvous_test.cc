@@ -111,6 +111,30 @@ TEST(RedisRendezvous, AStoreThatGoesAwayIsAnErrorNotAHang) {
       << world.status();
 }
 
+// A peer's entry that is not an address (a corrupt store, or a program
+// other than Loom's writing under the job's keys) is an error naming the
+// world, never a crash.
+TEST(RedisRendezvous, ACorruptEntryIsNamed) {
+  SKIP_WITHOUT_REDIS();
+  auto redis = RedisServer::Start({});
+  ASSERT_TRUE(redis.ok()) << redis.status();
+  const CliResult set = Shell(StrCat("redis-cli -p ", (*redis)->port(),
+                                     " set 'corrupt/dp[0,1]/1' 'not an address'"));
+  ASSERT_EQ(set.out, "OK\n") << set.out;
+  CommWorldOptions options;
+  options.redis_endpoint = (*redis)->endpoint();
+  options.job = "corrupt";
+  options.timeout = seconds(5);
+  auto world = CommWorld::Create(ParallelLayout{2, 1, 1}, 0, options);
+  ASSERT_FALSE(world.ok());
+  EXPECT_EQ(world.status().code(), StatusCode::kDataLoss) << world.status();
+  EXPECT_NE(world.status().message().find(
+                "setup on group dp[0,1]: the store's entry for rank 1 under 'corrupt/dp[0,1]' is "
+                "not an address a rank wrote (a corrupt store, or another program's key): "),
+            std::string::npos)
+      << world.status();
+}
+
 TEST(RedisRendezvous, AnUnreachableOrMalformedEndpointIsNamed) {
   const int port = FreeLoopbackPort();  // nobody listens there
   const std::string endpoint = "127.0.0.1:" + std::to_string(port);

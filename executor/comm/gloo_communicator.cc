@@ -164,6 +164,14 @@ StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
           "each world a fresh job or store): ",
           msg);
     }
+    // Gloo checks an address's size as it reads a peer's entry.
+    if (Contains(msg, "bytes.size()")) {
+      return DataLoss(where, ": the store's entry for ", who.empty() ? "a member" : who,
+                      " under '", key_prefix,
+                      "' is not an address a rank wrote (a corrupt store, or another "
+                      "program's key): ",
+                      msg);
+    }
     if (bounded.store_failed()) {
       return Status(StatusCode::kUnavailable,
                     StrCat(where, ": the store failed",
