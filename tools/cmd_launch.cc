@@ -472,14 +472,11 @@ Status RunLaunch(const std::vector<std::string>& args) {
   RemoveStaleRendezvousDirs();
   const Clock::time_point start = Clock::now();
   std::vector<Rank> ranks(FLAGS_nproc);
-  // Why a node's launch stopped the job (its user interrupted it); empty
-  // while none has. A job so stopped is not started again.
-  auto stopped = [&generations]() -> std::string {
-    StatusOr<std::string> why = generations.Stopped();
-    return why.ok() ? *why : why.status().message();
-  };
-  if (const std::string why = stopped(); !why.empty()) {
-    return Aborted("job ", getenv(kJobIdEnv), " was stopped (", why,
+  // A job that a node's launch stopped (its user interrupted it) is not
+  // started again; Stopped() says why, empty while none has.
+  LOOM_ASSIGN_OR_RETURN(const std::string stopped_before, generations.Stopped());
+  if (!stopped_before.empty()) {
+    return Aborted("job ", getenv(kJobIdEnv), " was stopped (", stopped_before,
                    "); give a new --job_id to run it again");
   }
   Status result;
@@ -519,8 +516,9 @@ Status RunLaunch(const std::vector<std::string>& args) {
     }
     ++generation;
     if (restart == FLAGS_max_restarts) break;
-    if (const std::string why = stopped(); !why.empty()) {
-      result = Aborted(result.message(), "; not restarted: ", why);
+    if (StatusOr<std::string> why = generations.Stopped(); !why.ok() || !why->empty()) {
+      result = Aborted(result.message(), "; not restarted: ",
+                       why.ok() ? *why : why.status().message());
       break;
     }
     std::fprintf(stderr, "loom launch: restart %d of %d, after: %s\n", restart + 1,

@@ -260,7 +260,8 @@ Status RunRun(const std::vector<std::string>& args) {
     // as a cluster's checkpoints are); on one machine, in the launch's
     // store directory.
     if (!FLAGS_save_dir.empty() && (launched->nodes > 1 || launched->store_dir.empty())) {
-      handover_root = std::filesystem::path(FLAGS_save_dir) / StrCat(".handover-", launched->job_id);
+      handover_root =
+          std::filesystem::path(FLAGS_save_dir) / StrCat(".handover-", launched->job_id);
       // One folder a start of the job: a rank of a failed start that has
       // not yet stopped cannot hand over to this one.
       options.handover_dir = (handover_root / StrCat("start-", launched->restart)).string();

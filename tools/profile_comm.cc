@@ -48,7 +48,8 @@ DEFINE_int64(comm_long_bytes, 16 << 20,
              "rate they ran at as the link's sustained_bandwidth; 0: skip. Under loom launch "
              "--net_rate, always recorded");
 DEFINE_double(interference_seconds, 1.0,
-              "seconds the interference measurement computes alone (and about as long each runs the allreduces alone and both together)");
+              "seconds the interference measurement computes alone (and about as long each "
+              "runs the allreduces alone and both together)");
 
 namespace loom {
 
