@@ -56,24 +56,33 @@ class RedisInNamespace {
   bool up_ = false;
 };
 
+// Two nodes of two ranks: a link of `rate` each, `intra_node_rate` inside
+// one; namespaces named after this process and `name`.
+EmulatedNetworkOptions TwoNodesOfTwoRanks(const std::string& rate,
+                                          const std::string& intra_node_rate,
+                                          const std::string& name) {
+  EmulatedNetworkOptions options;
+  options.ranks = 4;
+  options.ranks_per_node = 2;
+  options.rate = rate;
+  options.intra_node_rate = intra_node_rate;
+  options.name_prefix = StrCat("loom-", getpid(), "-", name);
+  return options;
+}
+
 // 2 nodes x 2 ranks, a 100 Mbit/s link per node and 2 Gbit/s inside one:
 // with dp 2 and mp 2 (ranks mp-fastest, so mp inside a node and dp across
 // the two), the two launches train to the losses, parameters and optimizer
 // state of one process; node 1's
 // ranks bind to node 1's address, which the launch found on its route to
-// the store; the link between nodes is the slower; and nothing is left.
+// the store; the link between nodes is the slower, and loom profile --comm
+// fits both levels into a cluster file; and nothing is left.
 TEST(EmulatedNodes, TwoNodesOfTwoRanksTrainAsOneProcess) {
   SKIP_WITHOUT_NETWORK();
   if (!HaveRedisServer()) GTEST_SKIP() << "SKIPPED LOUDLY: redis-server is not installed";
-  EmulatedNetworkOptions options;
-  options.ranks = 4;
-  options.ranks_per_node = 2;
-  options.rate = "100mbit";
-  options.intra_node_rate = "2gbit";
-  options.name_prefix = StrCat("loom-", getpid(), "-nodes");
   std::string prefix;
   {
-    auto net = EmulatedNetwork::Create(options);
+    auto net = EmulatedNetwork::Create(TwoNodesOfTwoRanks("100mbit", "2gbit", "nodes"));
     ASSERT_TRUE(net.ok()) << net.status();
     const EmulatedNetwork& n = **net;
     prefix = n.prefix();
@@ -203,15 +212,9 @@ std::string Stamp(const std::string& name) { return name + "=$(date +%s%N); "; }
 class LostNode : public ::testing::Test {
  protected:
   void Run(const std::string& fail, const std::string& recover, bool replace) {
-    EmulatedNetworkOptions options;
-    options.ranks = 4;
-    options.ranks_per_node = 2;
-    options.rate = "1gbit";
-    options.intra_node_rate = "4gbit";
-    options.name_prefix = StrCat("loom-", getpid(), "-lost");
     std::string prefix;
     {
-      auto net = EmulatedNetwork::Create(options);
+      auto net = EmulatedNetwork::Create(TwoNodesOfTwoRanks("1gbit", "4gbit", "lost"));
       ASSERT_TRUE(net.ok()) << net.status();
       const EmulatedNetwork& n = **net;
       prefix = n.prefix();
