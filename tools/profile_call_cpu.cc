@@ -12,6 +12,7 @@
 #include "executor/cpu/host_threads.h"
 #include "profiling/call_cpu_profiler.h"
 #include "profiling/comm_fit.h"
+#include "profiling/launch_member.h"
 #include "tools/profile_util.h"
 
 DEFINE_double(comm_call_cpu_seconds, 0.5,
@@ -41,16 +42,15 @@ StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_b
   if (!env.has_value() || env->rank == 0) {
     std::fprintf(stderr, "timing the CPU of allreduces back to back beside compute ...\n");
   }
-  if (!env.has_value()) return MeasureCallCpu(ranks, options);
-  // Rank r on core r mod cores, as loom run pins a launch's ranks; Gloo's
-  // thread, made by the world below, keeps to it too.
+  // Under a launch, rank r on core r mod cores, as loom run pins a
+  // launch's ranks; Gloo's thread, made with the launch's world, keeps to
+  // it too.
   const std::vector<int> cores = CoresOfThisProcess();
-  const int core = cores[env->rank % cores.size()];
-  PinThread(pthread_self(), core);
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        LaunchWorld(*env, "profile-call-cpu", options.timeout));
-  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  return MeasureCallCpuMember(*all, core, options);
+  const int core = env.has_value() ? cores[env->rank % cores.size()] : -1;
+  if (env.has_value()) PinThread(pthread_self(), core);
+  return InProcessOrAsMember(
+      env, "profile-call-cpu", options.timeout, [&] { return MeasureCallCpu(ranks, options); },
+      [&](Communicator& all) { return MeasureCallCpuMember(all, core, options); });
 }
 
 Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::string& source,

@@ -18,6 +18,7 @@
 #include "executor/cpu/host_threads.h"
 #include "profiling/comm_fit.h"
 #include "profiling/host_profiler.h"
+#include "profiling/launch_member.h"
 #include "runtime/launch_env.h"
 #include "tools/common_flags.h"
 #include "tools/profile_util.h"
@@ -55,47 +56,19 @@ namespace loom {
 
 namespace {
 
-// Under `loom launch` the ranks are processes (on the emulated network
-// with --net_rate) and the link measured is the one between them; else
-// in-process ranks on loopback. Rank 0 gets the timings, the others none.
+// The collectives timed on in-process ranks over loopback, or under `loom
+// launch` between its processes (on the emulated network with
+// --net_rate). Rank 0 gets the timings, the others none.
 StatusOr<std::vector<CommTiming>> TimeCollectives(const CommProfileOptions& options,
                                                   const std::optional<LaunchEnv>& env) {
-  if (!env.has_value()) return ProfileComm(options, PrintCommProgress);
-  // A fresh job per world (the store refuses a key twice); every member
+  // A fresh world each time (the store refuses a key twice); every member
   // of a group makes them in the same order.
   static std::map<std::string, int> worlds_of_group;
-  int& worlds = worlds_of_group[env->job_id];
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        LaunchWorld(*env, StrCat("profile-", worlds++)));
-  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  return ProfileCommMember(*all, options, PrintCommProgress);
-}
-
-// MeasureInterference on in-process ranks, or this process's member of a
-// launch (over the launched link).
-StatusOr<InterferenceResult> MeasureInterferenceHere(const InterferenceOptions& io,
-                                                     const std::optional<LaunchEnv>& env) {
-  if (!env.has_value()) return MeasureInterference(io);
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        LaunchWorld(*env, "profile-interference"));
-  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  return MeasureInterferenceMember(*all, io);
-}
-
-// TimeLongAllReduce on loopback, or TimeLongAllReduceMember as a member of
-// a launch.
-StatusOr<double> TimeLongAllReduceHere(int64_t bytes, int calls, int ranks,
-                                       std::chrono::milliseconds timeout,
-                                       const std::optional<LaunchEnv>& env) {
-  if (!env.has_value() || env->rank == 0) {
-    std::fprintf(stderr, "timing %d allreduces of %lld B ...\n", calls,
-                 static_cast<long long>(bytes));
-  }
-  if (!env.has_value()) return TimeLongAllReduce(ranks, bytes, calls, timeout);
-  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                        LaunchWorld(*env, "profile-long", timeout));
-  LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-  return TimeLongAllReduceMember(*all, bytes, calls);
+  const std::string world =
+      env.has_value() ? StrCat("profile-", worlds_of_group[env->job_id]++) : "";
+  return InProcessOrAsMember(
+      env, world, std::nullopt, [&] { return ProfileComm(options, PrintCommProgress); },
+      [&](Communicator& all) { return ProfileCommMember(all, options, PrintCommProgress); });
 }
 
 // Where the fitted `link` prices an allreduce of `bytes` among `ranks`
@@ -239,12 +212,29 @@ Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& 
                  "allreduce loop ...\n", static_cast<long long>(io.matmul_dim),
                  static_cast<long long>(io.matmul_dim));
   }
-  LOOM_ASSIGN_OR_RETURN(InterferenceResult interference, MeasureInterferenceHere(io, env));
+  LOOM_ASSIGN_OR_RETURN(
+      InterferenceResult interference,
+      InProcessOrAsMember(
+          env, "profile-interference", std::nullopt, [&] { return MeasureInterference(io); },
+          [&](Communicator& all) { return MeasureInterferenceMember(all, io); }));
   constexpr int kLongCalls = 3;
   double long_seconds = 0;
   if (FLAGS_comm_long_bytes > 0) {
-    LOOM_ASSIGN_OR_RETURN(long_seconds, TimeLongAllReduceHere(FLAGS_comm_long_bytes, kLongCalls,
-                                                              options.ranks, io.timeout, env));
+    if (!env.has_value() || env->rank == 0) {
+      std::fprintf(stderr, "timing %d allreduces of %lld B ...\n", kLongCalls,
+                   static_cast<long long>(FLAGS_comm_long_bytes));
+    }
+    LOOM_ASSIGN_OR_RETURN(
+        long_seconds,
+        InProcessOrAsMember(
+            env, "profile-long", io.timeout,
+            [&] {
+              return TimeLongAllReduce(options.ranks, FLAGS_comm_long_bytes, kLongCalls,
+                                       io.timeout);
+            },
+            [&](Communicator& all) {
+              return TimeLongAllReduceMember(all, FLAGS_comm_long_bytes, kLongCalls);
+            }));
   }
   // How long calls wait for cores that compute (all of a launch's ranks
   // take part; its rank 0 records).

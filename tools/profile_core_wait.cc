@@ -11,6 +11,7 @@
 #include "executor/cpu/host_threads.h"
 #include "profiling/core_wait_fit.h"
 #include "profiling/core_wait_profiler.h"
+#include "profiling/launch_member.h"
 #include "tools/profile_util.h"
 
 DEFINE_int32(comm_core_wait_calls, 60,
@@ -54,18 +55,18 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
   }
   StatusOr<std::vector<CoreWaitTiming>> timings = std::vector<CoreWaitTiming>();
   const std::vector<int> cores = CoresOfThisProcess();
-  if (!env.has_value()) {
-    timings = MeasureCoreWait(options);
-  } else if (static_cast<int>(cores.size()) < env->world_size) {
+  if (env.has_value() && static_cast<int>(cores.size()) < env->world_size) {
     // The same answer on every rank of the host: all skip.
     timings = FailedPrecondition("the core-wait measurement needs a core for each of the ",
                                  env->world_size, " ranks; this process may use ", cores.size());
   } else {
-    // Rank r on core r mod cores, as loom run pins a launch's ranks.
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> world,
-                          LaunchWorld(*env, "profile-core-wait", options.timeout));
-    LOOM_ASSIGN_OR_RETURN(Communicator * all, world->Get(kDpRing));
-    timings = MeasureCoreWaitMember(*all, cores[env->rank % cores.size()], options);
+    // Under a launch, rank r on core r mod cores, as loom run pins a
+    // launch's ranks.
+    timings = InProcessOrAsMember(
+        env, "profile-core-wait", options.timeout, [&] { return MeasureCoreWait(options); },
+        [&](Communicator& all) {
+          return MeasureCoreWaitMember(all, cores[env->rank % cores.size()], options);
+        });
   }
   if (!timings.ok() && timings.status().code() == StatusCode::kFailedPrecondition) {
     if (prints) {

@@ -6,11 +6,14 @@
 #include <gflags/gflags.h>
 
 #include <cstdio>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "executor/comm/comm_world.h"
 #include "executor/cpu/host_threads.h"
+#include "runtime/launch_env.h"
 #include "tools/profile_util.h"
 
 DECLARE_int32(comm_ranks);
@@ -70,11 +73,11 @@ StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& op
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> everyone,
                         LaunchWorld(*env, "profile-shared-all", options.timeout));
   LOOM_ASSIGN_OR_RETURN(Communicator * all, everyone->Get(kDpRing));
-  LaunchEnv mine = *env;
-  mine.rank = member;
-  mine.world_size = half;
+  std::vector<int> members(half);
+  std::iota(members.begin(), members.end(), group * half);
+  const std::optional<LaunchEnv> mine = LaunchSubgroup(*env, members, StrCat("shared-", group));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CommWorld> own,
-                        LaunchWorld(mine, StrCat("profile-shared-", group), options.timeout));
+                        LaunchWorld(*mine, "profile-shared", options.timeout));
   LOOM_ASSIGN_OR_RETURN(Communicator * comm, own->Get(kDpRing));
   PinThread(pthread_self(), cores[member]);
   // The groups' compute times differ, as two ranks' on a core do.
