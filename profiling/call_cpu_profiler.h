@@ -4,10 +4,10 @@
 // accounts it) less that of a thread computing without pause on the same
 // core, over all-reduces of a few sizes back to back. Where ranks
 // outnumber cores every core computes nearly all the time, and each call's
-// CPU is taken from some rank's compute. On this project's 2-vCPU VM a
-// 4 kB all-reduce on loopback took 180-200 us of CPU a rank on idle cores
-// and 360-480 us beside compute: a waking thread must preempt the compute,
-// and finds its caches cold. FitAlphaBeta (profiling/comm_fit.h), one
+// CPU is taken from some rank's compute. Beside compute a call takes about
+// twice its CPU on idle cores (measured: docs/performance.md, "Measurements behind the code"): a
+// waking thread must preempt the compute, and finds its caches cold.
+// FitAlphaBeta (profiling/comm_fit.h), one
 // step and one byte a byte, turns the samples into the link's CallCpu.
 #ifndef LOOM_PROFILING_CALL_CPU_PROFILER_H_
 #define LOOM_PROFILING_CALL_CPU_PROFILER_H_

@@ -2,11 +2,10 @@
 // loopback, or the processes of a launch over its network), each pinned to
 // a core of its own with a thread beside it that computes in bursts of a
 // given length (same niceness, as a rank's calc thread), and all-reduces
-// timed from each rank's thread. On this 2-vCPU
-// VM a 196 kB all-reduce took 0.16 ms (median) on idle cores, 0.44 ms
-// beside 0.1 ms bursts, 2.2 ms beside 1 ms ones and 3.4 ms beside compute
-// that never paused: the waking threads wait for the op on the core or for
-// a scheduler slice. FitCoreWait (profiling/core_wait_fit.h) turns the
+// timed from each rank's thread. A call beside compute takes up to twenty
+// times its time on idle cores, more the longer the bursts
+// (docs/performance.md, "Measurements behind the code"): the waking threads wait for the op on
+// the core or for a scheduler slice. FitCoreWait (profiling/core_wait_fit.h) turns the
 // medians into the cluster's CoreWait.
 #ifndef LOOM_PROFILING_CORE_WAIT_PROFILER_H_
 #define LOOM_PROFILING_CORE_WAIT_PROFILER_H_
@@ -39,18 +38,15 @@ struct CoreWaitTiming {
   double median_seconds = 0;  // rank 0's calls
 };
 
-// One timing per burst, in the options' order. Medians: calls on this host
-// have a tail of wake-ups a VM tick late (p90 4 ms on idle cores) that the
-// calls inside training steps did not show (traced gpt-tiny mp=2 pp=2: 0.49
-// ms mean for 512 kB all-reduces beside 0.05-0.3 ms ops).
+// One timing per burst, in the options' order. Medians: calls on a VM have
+// a tail of wake-ups a tick late that the calls inside training steps did
+// not show (docs/performance.md, "Measurements behind the code").
 StatusOr<std::vector<CoreWaitTiming>> MeasureCoreWait(const CoreWaitOptions& options);
 
 // The same measurement a few calls at a time, between other work, over
 // in-process ranks connected once: loom run --interleaved_profile samples
-// it between the run's steps, as it does the ops. Measured minutes apart
-// on this host, the fit's waits moved from 1.7 to 2.9 (calls beside 0.1 ms
-// bursts: 330 to 390 us), enough to move a step of gpt-tiny mp=2 pp=2 by
-// 10%.
+// it between the run's steps, as it does the ops: measured minutes apart,
+// the fit moved enough to move a step by 10% (docs/performance.md, "Measurements behind the code").
 class CoreWaitSampler {
  public:
   // Fails (FailedPrecondition) where the ranks cannot each have a core.

@@ -32,8 +32,8 @@ double Since(Clock::time_point start) {
 }
 
 // Spins one SCHED_IDLE thread per core while alive. In a VM an idle vCPU
-// halts, and waking it for a message waits for the hypervisor (4 ms, a
-// host tick, seen on this project's machine): an idle host would measure
+// halts, and waking it for a message waits for the hypervisor (a host
+// tick, docs/performance.md, "Measurements behind the code"): an idle host would measure
 // the hypervisor, not the link. SCHED_IDLE threads run only when nothing
 // else wants the core, so they keep it awake without slowing the ranks.
 class CoreWaker {
@@ -385,8 +385,8 @@ StatusOr<InterferenceResult> MeasureInterferenceMember(Communicator& comm,
   for (int cycle = 0; cycle < cycles; ++cycle) {
     alone_means.push_back(compute(For(phase)));
     // The allreduces alone, in each cycle as the matmuls are: timed once
-    // before the cycles, the 4 MiB call varied 1.8-3.0 ms from run to run
-    // and took compute_comm_slowdown from 2.0 to 3.4 with it.
+    // before the cycles, the call's run-to-run spread moved
+    // compute_comm_slowdown by half its value (docs/performance.md, "Measurements behind the code").
     LOOM_RETURN_IF_ERROR(comm.AllReduce({&agree}, ReduceOp::kMax));
     {
       const auto start = Clock::now();

@@ -76,8 +76,7 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
     // along; beside another rank's call that ends sooner, a call pays them
     // for that part of its time and its costs apart for the rest. Paid
     // whole, a call made calls beside it longer, and those made it longer
-    // in turn (gpt-tiny mp=2 pp=2: the vocabulary-parallel loss's three
-    // small calls priced 9.8 ms against 2-2.8 measured).
+    // in turn, several times what was measured (docs/performance.md, "Measurements behind the code").
     CallStart apart = call;
     apart.beside_other_calls = false;
     const double alone = CommSeconds(g, ins, apart);
@@ -88,13 +87,11 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
   double seconds = Price(g, ins, regime, call.link_idle);
   // The wait for busy cores (CoreWait), measured on all-reduces, holds for
   // transfers too: a send's bytes move only once the receiving rank's
-  // thread gets its core (gpt-tiny pp=2 on loopback: recvs took 2.5-6 ms
-  // from the send's start, priced 0.2-0.4 ms without it). The shared
-  // cores' costs were measured beside calls, not compute. A transfer
-  // between two ranks pinned to one core waits for no other core: the
-  // sender holds it, and the receiver's thread takes it as the sender's
-  // blocks (gpt-tiny mp=2 pp=2 VPP on loopback: 0.1-0.26 ms from the
-  // last party's arrival, priced 3.4-3.6 ms with the wait).
+  // thread gets its core. The shared cores' costs were measured beside
+  // calls, not compute. A transfer between two ranks pinned to one core
+  // waits for no other core: the sender holds it, and the receiver's
+  // thread takes it as the sender's blocks. (Both measured on traced
+  // transfers: docs/performance.md, "Measurements behind the code".)
   if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
       regime != CallRegime::kSharedCores && ins.comm_calls > 0 && !OnOneCore(g, ins)) {
     const proto::CoreWait& w = cluster_.core_wait();
@@ -161,9 +158,9 @@ double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, i
   const CommCall kind = kinds_.at(ins.op_type);
   // Link.after_idle was measured with the parties arriving together, each
   // on a core of its own. Where a party waited, after_wait's costs, timed
-  // with arrivals apart, hold instead: traced gpt-tiny pp=2 recvs and the
-  // step's last all-reduce took 0.4-1.4 ms where the extra priced them at
-  // 3.2-4.6. Where each party's core is shared with another rank, that
+  // with arrivals apart, hold instead: the extra priced traced calls that
+  // waited at several times their time (docs/performance.md, "Measurements behind the code").
+  // Where each party's core is shared with another rank, that
   // rank keeps the core and link from going quiet so: under a launch of 4
   // ranks on 2 cores, traced gpt-tiny and gpt-small mp=2 pp=2 all-reduces
   // were faster after longer quiet, not slower (docs/simulator_accuracy.md).

@@ -156,9 +156,8 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
   t->executors_.resize(world);
   // Only while every rank of the host (in this process, or the processes
   // of a launch) can have a core. Oversubscribed, priorities cost more
-  // than they give: gpt-tiny mp=2 pp=2 (4 ranks on 2 cores) took 69-78 ms
-  // a step with them against 36-46 without (medians of 3 runs, loom run
-  // --steps 40). Nice 5 gives a calc thread about a third of a
+  // than they give: a step took about twice as long with them (measured:
+  // docs/performance.md, "Measurements behind the code"). Nice 5 gives a calc thread about a third of a
   // communication thread's weight.
   CpuDeviceOptions cpu_options;
   if (t->priorities_) cpu_options.low_priority_nice = 5;

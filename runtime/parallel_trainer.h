@@ -51,11 +51,10 @@ class ParallelTrainer : public Trainer {
     // 5, waiting communication threads block instead of yielding), where
     // every rank of the host can have a core. Unset: on for plans that run
     // communication under compute (an overlap schedule, or op-split), off
-    // for the others. On this 2-core host it took the emulated 1F1B-overlap
-    // run of docs/overlap_emulated.md from 4422 to 4187-4300 ms (a ready
-    // all-reduce no longer waits ~2 ms for a core) and gpt-tiny mp=2 from
-    // 25 to 18-22 ms, but dp=2 from 7.4 to 8.8 ms (waits that block pay a
-    // wakeup).
+    // for the others: a ready all-reduce no longer waits for a core, which
+    // overlapped plans gain from, while a plan whose communication runs
+    // alone pays for waits that block a wakeup each (measured:
+    // docs/performance.md, "Measurements behind the code").
     std::optional<bool> stream_priorities;
     // On the CPU, each rank's stream threads keep to one core of those the
     // process may use: rank r's to the (r mod n)th of its n cores, so that

@@ -4,8 +4,8 @@
 // OpenBLAS (built for every x86-64, as Debian builds it) picks its kernels
 // when it loads, by CPU model. A release older than the CPU falls back to
 // its SSE3 kernels ("Prescott"): Debian 12's 0.3.21 does so on Intel's
-// family 6 model 207 (Xeon, 2026), where a one-thread 1024^3 SGEMM ran at
-// 30 GFLOP/s, and at 105 with OPENBLAS_CORETYPE=SkylakeX. The variable is
+// family 6 model 207, at a third of the SkylakeX kernels' rate there
+// (measured: docs/performance.md, "Measurements behind the code"). The variable is
 // read at load time, so a process can only take it up by running again.
 #ifndef LOOM_EXECUTOR_CPU_BLAS_KERNELS_H_
 #define LOOM_EXECUTOR_CPU_BLAS_KERNELS_H_

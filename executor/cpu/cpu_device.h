@@ -21,9 +21,9 @@ struct CpuDeviceOptions {
   int low_priority_nice = 0;
   // The core every stream thread of this device keeps to (-1: any). Set
   // by the runtime so that ranks sharing a host keep to cores of their
-  // own: left to the OS, ops of a 2-rank run on this 2-core host often took
-  // a scheduler tick (4 ms) longer than alone (gpt-small pp=2: matmuls of
-  // 2.9 ms took 6.9), and pinned they did not.
+  // own: left to the OS, ops of a 2-rank run on a 2-core host often took a
+  // scheduler tick longer than alone, and pinned they did not (measured:
+  // docs/performance.md, "Measurements behind the code").
   int core = -1;
 };
 

@@ -2,9 +2,8 @@
 // size. glibc hands blocks of more than its mmap threshold back to the OS
 // on free (munmap, or a heap trim), so a runtime that frees a step's
 // activations and allocates them again next step page-faults every one of
-// them afresh: on this host a [4096, 128] matmul that costs 0.23 ms on
-// warm memory took 1.16 ms as a step's first touch, and a gpt-tiny dp=2
-// step was ~10% slower than the sum of its profiled ops. The CUDA
+// them afresh, and a step's first touch of its memory costs several times
+// the op (measured: docs/performance.md, "Measurements behind the code"). The CUDA
 // allocator keeps its blocks for another reason (cudaFree synchronizes);
 // here CPU streams run work as it is issued, so a block is reusable as
 // soon as its last reference goes.
