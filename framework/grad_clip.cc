@@ -72,7 +72,7 @@ Status AddSerialGradClip(Block& block, const GradScaling& scaling) {
   for (Op* op : block.ops()) {
     if (!IsParameterUpdate(*op)) continue;
     updates.push_back(op);
-    terms.push_back(GradNormTerm{op->Input("Grad")});
+    terms.push_back(GradNormTerm{op->Input("Grad"), {}, -1});
   }
   if (updates.empty()) return InvalidArgument("gradient clipping: the program updates nothing");
   const Op* first = updates.front();

@@ -217,7 +217,7 @@ StatusOr<bool> GradClipPass::Run(PassContext& ctx) {
       }
       if (!term.ranges.empty()) terms.push_back(std::move(term));
     } else if (count.Counts(u->Input("Param"), u->Input("Grad"))) {
-      terms.push_back(GradNormTerm{u->Input("Grad")});
+      terms.push_back(GradNormTerm{u->Input("Grad"), {}, -1});
     }
     ++counted;
   }

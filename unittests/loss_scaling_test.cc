@@ -43,7 +43,9 @@ TEST(LossScaling, Fp16ProgramsSeedTheLossGradientWithACheckpointedScale) {
       ++updates;
       unscaled += op->HasInput("GradScale");
     }
-    if (op->type() == "grad_scale") EXPECT_EQ(op->Input("LossScale"), kLossScaleVar);
+    if (op->type() == "grad_scale") {
+      EXPECT_EQ(op->Input("LossScale"), kLossScaleVar);
+    }
     scale_updates += op->type() == "update_loss_scale";
   }
   EXPECT_EQ(seeds, 1);
