@@ -115,28 +115,27 @@ StatusOr<std::vector<double>> ParseIdleGaps(const CommProfileOptions& options) {
   return gaps;
 }
 
-// Fits the link that `members` span in `cluster` (in-process ranks, or
-// the ranks of a launch that `env` makes a group of) from their calls.
-// `*link_out` is that link, or null on the members other than the first
-// (they only take part, and write nothing).
-Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& members,
-                   proto::Cluster* cluster, proto::Link** link_out) {
-  *link_out = nullptr;
-  // Its measurements pin this thread; the next level's start from all the
-  // process's cores again.
-  SavedThreadAffinity keep_cores;
+// What --comm's flags ask for, checked.
+struct CommRequest {
   CommProfileOptions options;
+  double shared_min_seconds = 0, shared_max_seconds = 0;
+  std::vector<double> idle_gaps;
+  // loom launch --net_rate shapes each rank's egress with a token bucket.
+  bool shaped = false;
+};
+
+StatusOr<CommRequest> CommRequestFromFlags(const std::optional<LaunchEnv>& env) {
+  CommRequest r;
+  CommProfileOptions& options = r.options;
   options.ranks = env.has_value() ? env->world_size : FLAGS_comm_ranks;
   LOOM_RETURN_IF_ERROR(ParseBetween("comm_between_ms", FLAGS_comm_between_ms,
                                     &options.between_calls_min_seconds,
                                     &options.between_calls_max_seconds));
-  double shared_min_seconds = 0, shared_max_seconds = 0;
   LOOM_RETURN_IF_ERROR(ParseBetween("comm_shared_between_ms", FLAGS_comm_shared_between_ms,
-                                    &shared_min_seconds, &shared_max_seconds));
-  LOOM_ASSIGN_OR_RETURN(std::vector<double> idle_gaps, ParseIdleGaps(options));
-  // loom launch --net_rate shapes each rank's egress with a token bucket.
-  const bool shaped = env.has_value() && env->net_burst_bytes > 0;
-  if (shaped && FLAGS_comm_long_bytes <= 0) {
+                                    &r.shared_min_seconds, &r.shared_max_seconds));
+  LOOM_ASSIGN_OR_RETURN(r.idle_gaps, ParseIdleGaps(options));
+  r.shaped = env.has_value() && env->net_burst_bytes > 0;
+  if (r.shaped && FLAGS_comm_long_bytes <= 0) {
     return InvalidArgument("--comm_long_bytes must be positive on a shaped link (loom launch "
                            "--net_rate): its long allreduces measure the shaper's rate");
   }
@@ -148,6 +147,14 @@ Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& 
   if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
   // In the step regime, twice: the parties arriving together, and apart.
   options.together = options.between_calls_max_seconds > 0;
+  return r;
+}
+
+// The calls in each regime the request and the host call for (Link's
+// fields: together, after_wait, awake, after_idle, shared_cores).
+StatusOr<LinkTimings> TimeRegimes(const CommRequest& request, const std::optional<LaunchEnv>& env,
+                                  const proto::Cluster& cluster) {
+  CommProfileOptions options = request.options;
   LinkTimings link_timings;
   std::vector<CommTiming>& timings = link_timings.together;
   // On a busy host the times may not grow with the bytes moved, and then
@@ -160,89 +167,109 @@ Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& 
     std::fprintf(stderr, "the times do not grow with the bytes moved (a busy host?): timing "
                  "again, %d of 3\n", attempt + 1);
   }
-  if (options.between_calls_max_seconds > 0) {
-    options.together = false;
-    LOOM_ASSIGN_OR_RETURN(link_timings.waited, TimeCollectives(options, env));
-    // And back to back with the cores kept awake, as a call finds them
-    // where they compute or other ranks share them (Link.awake). In one
-    // process only: each process of a launch would need its own wakers.
-    if (!env.has_value()) {
-      CommProfileOptions back_to_back = options;
-      back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
-      back_to_back.samples = CommProfileOptions().samples;
-      LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(back_to_back, env));
-    }
-    // And after longer compute, where measured (Link.after_idle).
-    link_timings.together_gap_seconds =
-        0.5 * (options.between_calls_min_seconds + options.between_calls_max_seconds);
-    for (double gap : idle_gaps) {
-      CommProfileOptions after = options;
-      after.together = true;
-      after.between_calls_min_seconds = 0.5 * gap;
-      after.between_calls_max_seconds = 1.5 * gap;
-      LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> calls, TimeCollectives(after, env));
-      link_timings.after_idle.emplace_back(gap, std::move(calls));
-    }
-    // And with two ranks on each core, where a plan pins more ranks than
-    // there are cores (Link.shared_cores). The parties of a tensor-parallel
-    // all-reduce arrive together.
-    if (!env.has_value() && shared_max_seconds > 0 &&
-        cluster->device().core_sharing() == proto::Device::PINNED) {
-      CommProfileOptions shared = options;
-      shared.between_calls_min_seconds = shared_min_seconds;
-      shared.between_calls_max_seconds = shared_max_seconds;
-      shared.together = true;
-      StatusOr<std::vector<CommTiming>> on_shared = TimeOnSharedCores(shared, env);
-      if (on_shared.status().code() == StatusCode::kFailedPrecondition) {
-        std::printf("shared cores: not measured (%s)\n", on_shared.status().message().c_str());
-      } else {
-        LOOM_RETURN_IF_ERROR(on_shared.status());
-        link_timings.shared_cores = std::move(*on_shared);
-      }
+  if (options.between_calls_max_seconds <= 0) return link_timings;
+  options.together = false;
+  LOOM_ASSIGN_OR_RETURN(link_timings.waited, TimeCollectives(options, env));
+  // And back to back with the cores kept awake, as a call finds them
+  // where they compute or other ranks share them (Link.awake). In one
+  // process only: each process of a launch would need its own wakers.
+  if (!env.has_value()) {
+    CommProfileOptions back_to_back = options;
+    back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
+    back_to_back.samples = CommProfileOptions().samples;
+    LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(back_to_back, env));
+  }
+  // And after longer compute, where measured (Link.after_idle).
+  link_timings.together_gap_seconds =
+      0.5 * (options.between_calls_min_seconds + options.between_calls_max_seconds);
+  for (double gap : request.idle_gaps) {
+    CommProfileOptions after = options;
+    after.together = true;
+    after.between_calls_min_seconds = 0.5 * gap;
+    after.between_calls_max_seconds = 1.5 * gap;
+    LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> calls, TimeCollectives(after, env));
+    link_timings.after_idle.emplace_back(gap, std::move(calls));
+  }
+  // And with two ranks on each core, where a plan pins more ranks than
+  // there are cores (Link.shared_cores). The parties of a tensor-parallel
+  // all-reduce arrive together.
+  if (!env.has_value() && request.shared_max_seconds > 0 &&
+      cluster.device().core_sharing() == proto::Device::PINNED) {
+    CommProfileOptions shared = options;
+    shared.between_calls_min_seconds = request.shared_min_seconds;
+    shared.between_calls_max_seconds = request.shared_max_seconds;
+    shared.together = true;
+    StatusOr<std::vector<CommTiming>> on_shared = TimeOnSharedCores(shared, env);
+    if (on_shared.status().code() == StatusCode::kFailedPrecondition) {
+      std::printf("shared cores: not measured (%s)\n", on_shared.status().message().c_str());
+    } else {
+      LOOM_RETURN_IF_ERROR(on_shared.status());
+      link_timings.shared_cores = std::move(*on_shared);
     }
   }
-  // How communication and computation slow each other on this host: every
-  // member of a launch takes part, over the launched link.
+  return link_timings;
+}
+
+// What communication does to the host beside the link's own costs.
+struct HostEffects {
   InterferenceOptions io;
-  io.ranks = options.ranks;
-  io.seconds = FLAGS_interference_seconds;
-  io.allreduce_bytes = std::min<int64_t>(FLAGS_comm_max_bytes, 4 << 20);
-  if (!env.has_value() || env->rank == 0) {
+  InterferenceResult interference;
+  static constexpr int kLongCalls = 3;
+  double long_seconds = 0;  // kLongCalls all-reduces of --comm_long_bytes
+  std::vector<CallCpuSample> call_cpu;
+};
+
+// Every member of a launch takes part, over the launched link; the wait
+// for busy cores goes into `cluster` on rank 0 (ProfileCoreWait).
+StatusOr<HostEffects> TimeHostEffects(const CommRequest& request,
+                                      const std::optional<LaunchEnv>& env,
+                                      proto::Cluster* cluster) {
+  const bool prints = !env.has_value() || env->rank == 0;
+  const int ranks = request.options.ranks;
+  HostEffects h;
+  // How communication and computation slow each other on this host.
+  h.io.ranks = ranks;
+  h.io.seconds = FLAGS_interference_seconds;
+  h.io.allreduce_bytes = std::min<int64_t>(FLAGS_comm_max_bytes, 4 << 20);
+  if (prints) {
     std::fprintf(stderr, "timing %lldx%lld matmul loops alone and beside an "
-                 "allreduce loop ...\n", static_cast<long long>(io.matmul_dim),
-                 static_cast<long long>(io.matmul_dim));
+                 "allreduce loop ...\n", static_cast<long long>(h.io.matmul_dim),
+                 static_cast<long long>(h.io.matmul_dim));
   }
   LOOM_ASSIGN_OR_RETURN(
-      InterferenceResult interference,
+      h.interference,
       InProcessOrAsMember(
-          env, "profile-interference", std::nullopt, [&] { return MeasureInterference(io); },
-          [&](Communicator& all) { return MeasureInterferenceMember(all, io); }));
-  constexpr int kLongCalls = 3;
-  double long_seconds = 0;
+          env, "profile-interference", std::nullopt, [&] { return MeasureInterference(h.io); },
+          [&](Communicator& all) { return MeasureInterferenceMember(all, h.io); }));
   if (FLAGS_comm_long_bytes > 0) {
-    if (!env.has_value() || env->rank == 0) {
-      std::fprintf(stderr, "timing %d allreduces of %lld B ...\n", kLongCalls,
-                   static_cast<long long>(FLAGS_comm_long_bytes));
+    const int64_t bytes = FLAGS_comm_long_bytes;
+    if (prints) {
+      std::fprintf(stderr, "timing %d allreduces of %lld B ...\n", HostEffects::kLongCalls,
+                   static_cast<long long>(bytes));
     }
     LOOM_ASSIGN_OR_RETURN(
-        long_seconds,
+        h.long_seconds,
         InProcessOrAsMember(
-            env, "profile-long", io.timeout,
-            [&] {
-              return TimeLongAllReduce(options.ranks, FLAGS_comm_long_bytes, kLongCalls,
-                                       io.timeout);
-            },
+            env, "profile-long", h.io.timeout,
+            [&] { return TimeLongAllReduce(ranks, bytes, HostEffects::kLongCalls, h.io.timeout); },
             [&](Communicator& all) {
-              return TimeLongAllReduceMember(all, FLAGS_comm_long_bytes, kLongCalls);
+              return TimeLongAllReduceMember(all, bytes, HostEffects::kLongCalls);
             }));
   }
   // How long calls wait for cores that compute (all of a launch's ranks
   // take part; its rank 0 records).
   LOOM_RETURN_IF_ERROR(ProfileCoreWait(cluster, env));
   // Last: a launch's member pins its thread for it.
-  LOOM_ASSIGN_OR_RETURN(std::vector<CallCpuSample> call_cpu,
-                        MeasureCallCpuHere(options.ranks, FLAGS_comm_max_bytes, env));
-  if (env.has_value() && env->rank != 0) return Status::OK();
+  LOOM_ASSIGN_OR_RETURN(h.call_cpu, MeasureCallCpuHere(ranks, FLAGS_comm_max_bytes, env));
+  return h;
+}
+
+// Fits and records into `link` (of `cluster`) what was timed, and prints
+// it; rank 0's part.
+Status RecordLink(const CommRequest& request, const LinkTimings& timings, const HostEffects& host,
+                  const std::optional<LaunchEnv>& env, const std::vector<int>& members,
+                  proto::Cluster* cluster, proto::Link* link) {
+  const CommProfileOptions& options = request.options;
   const std::string regime =
       options.between_calls_max_seconds > 0
           ? StrCat("means after ", options.between_calls_min_seconds * 1e3, "-",
@@ -253,45 +280,42 @@ Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& 
       : env->host.empty() || env->host == "127.0.0.1"
           ? "between processes on loopback"
           : StrCat("between launched ranks on an emulated network, host ", env->host);
-  proto::Link* link = CommModel(*cluster).LevelOf(members) == LinkLevel::kInterNode
-                          ? cluster->mutable_inter_node()
-                          : cluster->mutable_intra_node();
   // A shaped link is full duplex: each rank's egress is shaped on its own.
-  LOOM_RETURN_IF_ERROR(FitLink(link_timings,
+  LOOM_RETURN_IF_ERROR(FitLink(timings,
                                StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
                                       options.ranks, " ranks, ", regime,
-                                      shaped ? ", links shaped by tc tbf" : ""),
-                               shaped ? std::optional<bool>(false) : std::nullopt, link));
-  *link_out = link;
+                                      request.shaped ? ", links shaped by tc tbf" : ""),
+                               request.shaped ? std::optional<bool>(false) : std::nullopt,
+                               link));
   // A p2p step's sends return once handed to the socket (Link.send_buffer_bytes).
   link->set_send_buffer_bytes(GlooSendBufferBytes());
   std::printf("sends: up to %lld B return once in the socket's buffer (Gloo's SO_SNDBUF here)\n",
               static_cast<long long>(link->send_buffer_bytes()));
-  const InterferenceResult& r = interference;
+  const InterferenceResult& r = host.interference;
   std::printf("interference: matmul on %d threads %s alone, %s beside %lld "
               "allreduces of %lld B on %d ranks: slowdown %.2f (median of %d "
               "cycles)%s\n",
               r.compute_threads, Time(r.alone_seconds).c_str(),
-              Time(r.with_comm_seconds).c_str(),
-              static_cast<long long>(r.allreduces),
-              static_cast<long long>(io.allreduce_bytes), io.ranks, r.slowdown,
-              io.cycles,
-              r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
+              Time(r.with_comm_seconds).c_str(), static_cast<long long>(r.allreduces),
+              static_cast<long long>(host.io.allreduce_bytes), host.io.ranks, r.slowdown,
+              host.io.cycles, r.slowdown < 1 ? " (below 1 is noise; recorded as 1)" : "");
   std::printf("the other way: one allreduce %s alone, %s beside the matmuls: slowdown %.2f "
               "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
   LOOM_RETURN_IF_ERROR(RecordCallCpu(
-      call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back beside ",
-                       "compute ", where, ", ", options.ranks, " ranks, the process CPU clock"),
+      host.call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back beside ",
+                            "compute ", where, ", ", options.ranks,
+                            " ranks, the process CPU clock"),
       link));
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
   link->clear_burst_bytes();
   if (FLAGS_comm_long_bytes > 0) {
-    RecordSustainedRate(FLAGS_comm_long_bytes, long_seconds, members, shaped, cluster, link);
+    RecordSustainedRate(FLAGS_comm_long_bytes, host.long_seconds, members, request.shaped,
+                        cluster, link);
   }
-  if (shaped) {
+  if (request.shaped) {
     // The shaper's bucket is not recorded: its credit priced traced
     // all-reduces at 200 Mbit/s but not at 1 Gbit/s, where tails and long
     // calls outweigh it (configs/clusters/emulated.pbtxt), so where it
@@ -301,11 +325,31 @@ Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& 
                 static_cast<long long>(env->net_burst_bytes));
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
-  cluster->set_compute_comm_slowdown(
-      std::max(1.0, r.comm_slowdown));
+  cluster->set_compute_comm_slowdown(std::max(1.0, r.comm_slowdown));
   return Status::OK();
 }
 
+// Fits the link that `members` span in `cluster` (in-process ranks, or
+// the ranks of a launch that `env` makes a group of) from their calls.
+// `*link_out` is that link, or null on the members other than the first
+// (they only take part, and write nothing).
+Status MeasureLink(const std::optional<LaunchEnv>& env, const std::vector<int>& members,
+                   proto::Cluster* cluster, proto::Link** link_out) {
+  *link_out = nullptr;
+  // Its measurements pin this thread; the next level's start from all the
+  // process's cores again.
+  SavedThreadAffinity keep_cores;
+  LOOM_ASSIGN_OR_RETURN(const CommRequest request, CommRequestFromFlags(env));
+  LOOM_ASSIGN_OR_RETURN(const LinkTimings timings, TimeRegimes(request, env, *cluster));
+  LOOM_ASSIGN_OR_RETURN(const HostEffects host, TimeHostEffects(request, env, cluster));
+  if (env.has_value() && env->rank != 0) return Status::OK();
+  proto::Link* link = CommModel(*cluster).LevelOf(members) == LinkLevel::kInterNode
+                          ? cluster->mutable_inter_node()
+                          : cluster->mutable_intra_node();
+  LOOM_RETURN_IF_ERROR(RecordLink(request, timings, host, env, members, cluster, link));
+  *link_out = link;
+  return Status::OK();
+}
 
 }  // namespace
 
