@@ -68,6 +68,20 @@ class ShardingPass : public Pass {
 
  private:
   Status Shard(PassContext& ctx, ShardingBucket& b, std::vector<GatheredBucket>* gathered);
+  // One update of the bucket's shard in place of its members' (the last
+  // one's attributes), with state of the shard's size where the members'
+  // was parameter-sized, filled in the startup program; `*old_state` gets
+  // the members' state vars, which go.
+  StatusOr<proto::OpDesc> ShardUpdate(PassContext& ctx, const ShardingBucket& b,
+                                      const std::string& base, const std::string& p_shard,
+                                      const std::string& g_shard, int64_t shard,
+                                      std::set<std::string>* old_state);
+  // Hybrid sharding: the all-reduce that averages the gradient shard over
+  // the groups holding the same state, placed after `anchor` or after the
+  // shard's last writer; returns what the update then goes after.
+  StatusOr<Op*> AverageAcrossReplicas(PassContext& ctx, const ShardingBucket& b,
+                                      const std::string& g_shard, bool tied,
+                                      const proto::OpDesc& update, Op* anchor);
   // Makes P whole after the update of P.shard (stages 1 and 2, and a
   // tied bucket): by all-gather or all-reduce; returns the op.
   StatusOr<Op*> FetchAfterUpdate(PassContext& ctx, Op* placed, const std::string& p_buffer,
@@ -209,16 +223,75 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
     LOOM_ASSIGN_OR_RETURN(g_shard, ReduceScatterInPlace(ctx, b, {n_, ring_}, shard));
   }
 
-  // One update of the shard, in the last member update's place, with state
-  // of the shard's size where the members' state was parameter-sized.
+  std::set<std::string> old_state;
+  LOOM_ASSIGN_OR_RETURN(proto::OpDesc update,
+                        ShardUpdate(ctx, b, base, p_shard, g_shard, shard, &old_state));
+  // Writers of the members between the reduce-scatter and the update
+  // (the tied embedding's all-reduce) record an event the update waits on;
+  // the zeroing of accumulated gradients moves after the update.
+  const std::set<std::string> members(b.grads.begin(), b.grads.end());
+  std::vector<proto::OpDesc> zeroing;
+  for (Op* op : block.OpVector()) {
+    if (!op->HasRole(role::kOptimize)) continue;
+    bool writes = false;
+    for (const std::string& out : op->OutputVars()) writes = writes || members.count(out);
+    if (!writes || std::find(b.updates.begin(), b.updates.end(), op) != b.updates.end()) continue;
+    if (op->type() == "fill_constant") {
+      zeroing.push_back(op->desc());
+      block.EraseOp(op);
+      continue;
+    }
+    const std::string event = StrCat(base, ".ready.", events_++);
+    op->annotations().add_record_events(event);
+    update.add_wait_events(event);
+  }
+  Op* anchor = b.updates.back();
+  if (replicas_ > 1) {
+    LOOM_ASSIGN_OR_RETURN(anchor, AverageAcrossReplicas(ctx, b, g_shard, tied, update, anchor));
+  }
+  LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
+  Op* after = placed;
+  if (!regathered) {
+    LOOM_ASSIGN_OR_RETURN(after, FetchAfterUpdate(ctx, placed, p_buffer, p_shard, padded, dtype));
+  }
+  for (proto::OpDesc& z : zeroing) {
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
+  for (proto::OpDesc& z : after_update) {
+    z.set_pipeline_stage(placed->desc().pipeline_stage());
+    z.set_chunk(placed->desc().chunk());
+    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
+  }
+  for (Op* u : b.updates) block.EraseOp(u);
+  for (const std::string& v : gone) {
+    EraseInit(startup, v);
+    startup.RemoveVar(v);
+    block.RemoveVar(v);
+  }
+  // The members' own state is gone from both programs.
+  for (const std::string& s : old_state) {
+    EraseInit(startup, s);
+    block.RemoveVar(s);
+    startup.RemoveVar(s);
+  }
+  return Status::OK();
+}
+
+StatusOr<proto::OpDesc> ShardingPass::ShardUpdate(PassContext& ctx, const ShardingBucket& b,
+                                                 const std::string& base,
+                                                 const std::string& p_shard,
+                                                 const std::string& g_shard, int64_t shard,
+                                                 std::set<std::string>* old_state) {
+  Block& block = ctx.program().global_block();
+  Block& startup = ctx.startup().global_block();
+  const std::string where = StrCat("bucket ", b.grad_buffer);
   const Op& like = *b.updates.back();
   proto::OpDesc update = like.desc();
   update.clear_param_grads();
   update.set_creation_pass(kPassName);
-  std::set<std::string> old_state;
   for (const Op* u : b.updates) {
     for (const auto& slot : u->desc().inputs()) {
-      if (IsStateSlot(*u, slot)) old_state.insert(slot.vars(0));
+      if (IsStateSlot(*u, slot)) old_state->insert(slot.vars(0));
     }
   }
   for (auto& slot : *update.mutable_inputs()) {
@@ -260,85 +333,45 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
   for (auto& out : *update.mutable_outputs()) {
     if (out.name() == "ParamOut") out.set_vars(0, p_shard);
   }
-  // Writers of the members between the reduce-scatter and the update
-  // (the tied embedding's all-reduce) record an event the update waits on;
-  // the zeroing of accumulated gradients moves after the update.
-  const std::set<std::string> members(b.grads.begin(), b.grads.end());
-  std::vector<proto::OpDesc> zeroing;
-  for (Op* op : block.OpVector()) {
-    if (!op->HasRole(role::kOptimize)) continue;
-    bool writes = false;
-    for (const std::string& out : op->OutputVars()) writes = writes || members.count(out);
-    if (!writes || std::find(b.updates.begin(), b.updates.end(), op) != b.updates.end()) continue;
-    if (op->type() == "fill_constant") {
-      zeroing.push_back(op->desc());
-      block.EraseOp(op);
-      continue;
+  return update;
+}
+
+StatusOr<Op*> ShardingPass::AverageAcrossReplicas(PassContext& ctx, const ShardingBucket& b,
+                                                 const std::string& g_shard, bool tied,
+                                                 const proto::OpDesc& update, Op* anchor) {
+  Block& block = ctx.program().global_block();
+  const std::string where = StrCat("bucket ", b.grad_buffer);
+  // Hybrid sharding: the groups' parts, each the mean over its group,
+  // averaged across the groups once a step: in the backward, once the
+  // last micro-batch's part is in (it hides under the rest of the
+  // backward); a tied bucket's, whose members the stages' all-reduce
+  // writes after that, just before its update, waiting as the update does.
+  proto::OpDesc across = OpDescBuilder("allreduce")
+                             .Input("X", g_shard)
+                             .Output("Out", g_shard)
+                             .Attr("ring_id", static_cast<int32_t>(kDpReplicaRing))
+                             .Attr("reduce_op", std::string("avg"))
+                             .Attr(kWireDtypeAttr, b.wire_dtype)
+                             .Role(role::kComm);
+  across.set_stream(stream::kSharding);
+  across.set_creation_pass(kPassName);
+  Op* after = anchor;
+  if (tied) {
+    across.set_role(role::kOptimize | role::kComm);
+    for (const std::string& e : update.wait_events()) across.add_wait_events(e);
+  } else {
+    for (Op* op : block.Producers(g_shard)) {
+      if (after == anchor || op->index() > after->index()) after = op;
     }
-    const std::string event = StrCat(base, ".ready.", events_++);
-    op->annotations().add_record_events(event);
-    update.add_wait_events(event);
+    if (after == anchor) return Internal(where, ": nothing writes ", g_shard);
+    across.set_role(role::kBackward | role::kComm);
+    across.set_last_micro_batch_only(true);
   }
-  Op* anchor = b.updates.back();
-  if (replicas_ > 1) {
-    // Hybrid sharding: the groups' parts, each the mean over its group,
-    // averaged across the groups once a step: in the backward, once the
-    // last micro-batch's part is in (it hides under the rest of the
-    // backward); a tied bucket's, whose members the stages' all-reduce
-    // writes after that, just before its update, waiting as the update does.
-    proto::OpDesc across = OpDescBuilder("allreduce")
-                               .Input("X", g_shard)
-                               .Output("Out", g_shard)
-                               .Attr("ring_id", static_cast<int32_t>(kDpReplicaRing))
-                               .Attr("reduce_op", std::string("avg"))
-                               .Attr(kWireDtypeAttr, b.wire_dtype)
-                               .Role(role::kComm);
-    across.set_stream(stream::kSharding);
-    across.set_creation_pass(kPassName);
-    Op* after = anchor;
-    if (tied) {
-      across.set_role(role::kOptimize | role::kComm);
-      for (const std::string& e : update.wait_events()) across.add_wait_events(e);
-    } else {
-      for (Op* op : block.Producers(g_shard)) {
-        if (after == anchor || op->index() > after->index()) after = op;
-      }
-      if (after == anchor) return Internal(where, ": nothing writes ", g_shard);
-      across.set_role(role::kBackward | role::kComm);
-      across.set_last_micro_batch_only(true);
-    }
-    across.set_pipeline_stage(after->desc().pipeline_stage());
-    across.set_chunk(after->desc().chunk());
-    LOOM_ASSIGN_OR_RETURN(Op* placed_across,
-                          InsertOpAfterInferShapes(block, after, std::move(across)));
-    if (tied) anchor = placed_across;
-  }
-  LOOM_ASSIGN_OR_RETURN(Op* placed, InsertOpAfterInferShapes(block, anchor, update));
-  Op* after = placed;
-  if (!regathered) {
-    LOOM_ASSIGN_OR_RETURN(after, FetchAfterUpdate(ctx, placed, p_buffer, p_shard, padded, dtype));
-  }
-  for (proto::OpDesc& z : zeroing) {
-    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
-  }
-  for (proto::OpDesc& z : after_update) {
-    z.set_pipeline_stage(placed->desc().pipeline_stage());
-    z.set_chunk(placed->desc().chunk());
-    LOOM_ASSIGN_OR_RETURN(after, InsertOpAfterInferShapes(block, after, std::move(z)));
-  }
-  for (Op* u : b.updates) block.EraseOp(u);
-  for (const std::string& v : gone) {
-    EraseInit(startup, v);
-    startup.RemoveVar(v);
-    block.RemoveVar(v);
-  }
-  // The members' own state is gone from both programs.
-  for (const std::string& s : old_state) {
-    EraseInit(startup, s);
-    block.RemoveVar(s);
-    startup.RemoveVar(s);
-  }
-  return Status::OK();
+  across.set_pipeline_stage(after->desc().pipeline_stage());
+  across.set_chunk(after->desc().chunk());
+  LOOM_ASSIGN_OR_RETURN(Op* placed_across,
+                        InsertOpAfterInferShapes(block, after, std::move(across)));
+  return tied ? placed_across : anchor;
 }
 
 StatusOr<Op*> ShardingPass::FetchAfterUpdate(PassContext& ctx, Op* placed,
