@@ -104,6 +104,7 @@ class Search {
 StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
   SimulationOptions o;
   o.fold_data_parallel = true;
+  o.fold_tensor_parallel = true;
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
                         SimulateGpt(config_, optimizer_, c.strategy, timer_, o, plan_options_));
   const SimulationResult& r = sim.result;

@@ -135,7 +135,12 @@ class Simulation {
 
  private:
   // True when every dp replica shares its dp=0 peer's body.
-  bool CanFold() const;
+  // Whether every rank's representative (Representative) is in the graph
+  // with the same body, when dp replicas (`dp`) and mp peers (`mp`) fold.
+  bool CanFold(bool dp, bool mp) const;
+  // The rank simulated for `g`: itself, or the dp=0 replica and mp=0 peer
+  // of its stage where those fold.
+  int Representative(const RankGraph& g) const;
   Status Init();
   // Starts what the head of stream `s` of rank `r` can start at `now`.
   Status Advance(int r, int s, double now);
@@ -175,7 +180,8 @@ class Simulation {
   const ExecutionGraph& graph_;
   const SimulationOptions& options_;
   const InstructionTimer* timer_;
-  bool folded_ = false;  // only dp=0 replicas are simulated
+  bool fold_dp_ = false;  // only dp=0 replicas are simulated
+  bool fold_mp_ = false;  // only mp=0 peers are simulated
   std::vector<Pool> pools_;
   std::vector<RankState> ranks_;
   std::unordered_map<int, int> index_of_;  // global rank -> index

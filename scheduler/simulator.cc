@@ -8,11 +8,18 @@
 namespace loom {
 namespace simulator_internal {
 
-bool Simulation::CanFold() const {
+int Simulation::Representative(const RankGraph& g) const {
+  if (!fold_dp_ && !fold_mp_) return g.rank;
+  return graph_.layout.Rank(
+      RankCoords{fold_dp_ ? 0 : g.coords.dp, fold_mp_ ? 0 : g.coords.mp, g.coords.pp});
+}
+
+bool Simulation::CanFold(bool dp, bool mp) const {
   std::unordered_map<int, const RankGraph*> by_rank;
   for (const RankGraph& g : graph_.ranks) by_rank[g.rank] = &g;
   for (const RankGraph& g : graph_.ranks) {
-    auto it = by_rank.find(graph_.layout.Rank(RankCoords{0, g.coords.mp, g.coords.pp}));
+    auto it = by_rank.find(graph_.layout.Rank(
+        RankCoords{dp ? 0 : g.coords.dp, mp ? 0 : g.coords.mp, g.coords.pp}));
     if (it == by_rank.end() || it->second->body != g.body) return false;
   }
   return true;
@@ -31,10 +38,17 @@ Status Simulation::Init() {
   for (const RankGraph& g : graph_.ranks) pooled |= timer_->CorePool(g) >= 0;
   // Ranks that share cores slow each other down: replicas no longer time
   // alike.
-  folded_ = options_.fold_data_parallel && !pooled && graph_.layout.dp > 1 && CanFold();
+  const bool dp = options_.fold_data_parallel && !pooled && graph_.layout.dp > 1;
+  const bool mp = options_.fold_tensor_parallel && !pooled && graph_.layout.mp > 1;
+  if ((dp || mp) && CanFold(dp, mp)) {
+    fold_dp_ = dp;
+    fold_mp_ = mp;
+  } else if (dp && mp && CanFold(true, false)) {
+    fold_dp_ = true;  // the mp peers have bodies of their own
+  }
   for (size_t i = 0; i < graph_.ranks.size(); ++i) {
     const RankGraph& g = graph_.ranks[i];
-    if (folded_ && g.coords.dp != 0) continue;
+    if (Representative(g) != g.rank) continue;
     index_of_[g.rank] = static_cast<int>(ranks_.size());
     ranks_.emplace_back();
     RankState& st = ranks_.back();
@@ -90,9 +104,10 @@ StatusOr<RendezvousKey> Simulation::KeyOf(int r, const Instruction& ins, int* si
       return InvalidArgument(InstructionLocation(g, ins), ": rank ", g.rank, " has no ",
                              RingName(ins.ring), " group");
     }
-    if (folded_ && (ins.ring == kDpRing || ins.ring == kShardingRing ||
-                    ins.ring == kDpReplicaRing)) {
-      // The replicas not simulated arrive when this one does.
+    const bool dp_ring =
+        ins.ring == kDpRing || ins.ring == kShardingRing || ins.ring == kDpReplicaRing;
+    if ((fold_dp_ && dp_ring) || (fold_mp_ && ins.ring == kMpRing)) {
+      // The replicas or peers not simulated arrive when this one does.
       *size = 1;
       return RendezvousKey{static_cast<int>(ins.ring), g.rank, 0, ins.comm_seq};
     }
@@ -506,12 +521,11 @@ StatusOr<SimulationResult> Simulation::Run() {
       result_.exposed_comm_s[c] += m.exposed_comm_s[c] / n;
     }
   }
-  // Every rank of the graph, in its order; a folded replica reports the
-  // metrics of the one simulated.
+  // Every rank of the graph, in its order; a folded replica or peer
+  // reports the metrics of the one simulated.
   result_.ranks_simulated = static_cast<int>(ranks_.size());
   for (const RankGraph& g : graph_.ranks) {
-    const int rep = folded_ ? graph_.layout.Rank(RankCoords{0, g.coords.mp, g.coords.pp}) : g.rank;
-    RankMetrics m = ranks_[index_of_.at(rep)].metrics;
+    RankMetrics m = ranks_[index_of_.at(Representative(g))].metrics;
     m.rank = g.rank;
     result_.ranks.push_back(std::move(m));
   }

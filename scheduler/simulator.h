@@ -197,7 +197,7 @@ struct SimulationResult {
   std::vector<TraceEvent> trace;   // when asked for; times in ns from 0
   int64_t instructions = 0;        // instructions simulated, over all ranks
   int64_t rendezvous = 0;          // collective calls and transfers matched
-  int ranks_simulated = 0;         // fewer than ranks when dp was folded
+  int ranks_simulated = 0;         // fewer than ranks when dp or mp was folded
 
   // The rank with the highest peak memory (the first such); needs ranks.
   const RankMetrics& PeakRank() const;
@@ -215,6 +215,12 @@ struct SimulationOptions {
   // homogeneous cluster whose groups span the same link levels, and no
   // cores shared between ranks). Ignored when a replica's body differs.
   bool fold_data_parallel = false;
+  // The same for the tensor-parallel peers of a stage, when they share
+  // one body (PlanOptions::share_tensor_parallel_ranks plans one rank a
+  // stage for all): they run the same ops on the same link, so an mp
+  // collective starts when the peer simulated arrives. Exact under the
+  // same conditions as fold_data_parallel; ignored otherwise.
+  bool fold_tensor_parallel = false;
 };
 
 // Simulates one step of every rank of the graph. Fails (FailedPrecondition,

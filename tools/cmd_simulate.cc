@@ -31,7 +31,8 @@ DEFINE_string(compare, "",
               "type, stream and instruction, with measured communication counted from its last "
               "party's arrival");
 DEFINE_bool(fold_dp, true,
-            "simulate one data-parallel replica for all when they time alike (exact; off for "
+            "simulate one data-parallel replica for all, and without a trace one tensor-"
+            "parallel peer of each stage for all, when they time alike (exact; off for "
             "clusters whose ranks share cores)");
 DEFINE_int32(rank_rows, 16, "at most this many per-rank rows in the table");
 DEFINE_string(against, "",
@@ -202,6 +203,8 @@ Status RunSimulate(const std::vector<std::string>& args) {
   SimulationOptions options;
   options.fold_data_parallel = FLAGS_fold_dp;
   options.trace = !FLAGS_trace.empty() || !FLAGS_html.empty() || !FLAGS_compare.empty();
+  // A trace draws every peer of a stage; the figures are the same folded.
+  options.fold_tensor_parallel = FLAGS_fold_dp && !options.trace;
 
   if (FLAGS_memory_limit > 0 && !FLAGS_plan.empty()) {
     return InvalidArgument("--memory_limit chooses how a layout is planned; a --plan is fixed");

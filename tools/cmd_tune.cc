@@ -22,6 +22,9 @@ DEFINE_int32(max_vpp, 2, "the most VPP chunks a stage to try");
 DEFINE_bool(exhaustive, false,
             "simulate every candidate the space's rules let through, skipping none by the "
             "time bound or by less recomputation fitting (slow; checks the search)");
+DEFINE_bool(list_candidates, false,
+            "print every candidate the space's rules let through with its time and memory "
+            "bounds, cheapest bound first, and stop before simulating any");
 DECLARE_bool(explain);
 DECLARE_string(o);
 
@@ -97,6 +100,28 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
   }
 }
 
+// --list_candidates: the space as the search would take it.
+Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt,
+                      const proto::Cluster& cluster, const OpCostEstimator& ops,
+                      const TuneOptions& o) {
+  LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
+                        EnumerateTuneSpace(config, opt, o.base, cluster, ops, o.space,
+                                           o.memory_limit_bytes));
+  std::stable_sort(space.candidates.begin(), space.candidates.end(),
+                   [](const TuneCandidate& a, const TuneCandidate& b) {
+                     return a.time_bound_s < b.time_bound_s;
+                   });
+  std::printf("%d candidates considered, %zu let through\n", space.considered,
+              space.candidates.size());
+  for (const auto& [rule, n] : space.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
+  std::printf("%12s %12s  %s\n", "bound ms", "bound MB", "candidate");
+  for (const TuneCandidate& c : space.candidates) {
+    std::printf("%12s %12.1f  %s\n", Ms(c.time_bound_s).c_str(), c.memory_bound_bytes / 1e6,
+                c.name.c_str());
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RunTune(const std::vector<std::string>& args) {
@@ -122,6 +147,7 @@ Status RunTune(const std::vector<std::string>& args) {
   o.top_k = FLAGS_top;
   o.threads = FLAGS_tune_threads;
   o.exhaustive = FLAGS_exhaustive;
+  if (FLAGS_list_candidates) return ListCandidates(config, opt, cluster, ops, o);
   ProgressLine progress;
   o.progress = [&progress](const TuneProgress& p) { progress(p); };
   LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, cluster, ops, o));

@@ -345,6 +345,49 @@ TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
   EXPECT_EQ(folded->instructions * 4, full->instructions);
 }
 
+// Tensor-parallel peers planned as one (as the tuner and `loom simulate`
+// plan for timing) fold into one as well, with the dp replicas, and no
+// figure moves; peers planned apart keep their own timelines.
+TEST(Simulator, FoldingTensorParallelPeersPlannedAsOneKeepsEveryFigure) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 4;
+  c.batch_size = 16;
+  TrainingProgram tp = BuildGptTrainingProgram(c).value();
+  PlanOptions shared;
+  shared.share_tensor_parallel_ranks = true;
+  const proto::Strategy strategy = MakeStrategy(2, 2, 2, 4, "1F1B");
+  const ExecutionGraph graph =
+      LowerPlan(PlanRanks(tp.main, tp.startup, strategy, {}, shared).value()).value();
+  FixedTimer timer(2e-4, 3e-4);
+  SimulationOptions o;
+  o.timer = &timer;
+  auto full = Simulate(graph, o);
+  o.fold_data_parallel = true;
+  o.fold_tensor_parallel = true;
+  auto folded = Simulate(graph, o);
+  ASSERT_TRUE(full.ok() && folded.ok()) << full.status() << folded.status();
+  EXPECT_EQ(full->ranks_simulated, 8);
+  EXPECT_EQ(folded->ranks_simulated, 2);
+  EXPECT_DOUBLE_EQ(folded->step_time_s, full->step_time_s);
+  EXPECT_DOUBLE_EQ(folded->bubble_fraction, full->bubble_fraction);
+  for (int k = 0; k < kNumCommCategories; ++k) {
+    EXPECT_DOUBLE_EQ(folded->exposed_comm_s[k], full->exposed_comm_s[k]) << k;
+  }
+  ASSERT_EQ(folded->ranks.size(), full->ranks.size());
+  for (size_t r = 0; r < full->ranks.size(); ++r) {
+    EXPECT_EQ(folded->ranks[r].rank, full->ranks[r].rank);
+    EXPECT_DOUBLE_EQ(folded->ranks[r].step_time_s, full->ranks[r].step_time_s);
+    EXPECT_EQ(folded->ranks[r].peak_bytes(), full->ranks[r].peak_bytes());
+  }
+  EXPECT_EQ(folded->instructions * 4, full->instructions);
+
+  // Planned rank by rank, the peers' bodies differ: only dp folds.
+  const ExecutionGraph apart = Lower(strategy, 4, 16);
+  auto dp_only = Simulate(apart, o);
+  ASSERT_TRUE(dp_only.ok()) << dp_only.status();
+  EXPECT_EQ(dp_only->ranks_simulated, 4);
+}
+
 // The timer learns how long a call's first party waited for its last: a
 // receiver that posts early waits for its sender's forward; the tensor-
 // parallel pair, running the same ops, arrives together. And how long the
