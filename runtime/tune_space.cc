@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 
+#include "cost_model/comm_model.h"
 #include "passes/amp.h"
+#include "scheduler/layout.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -53,6 +57,112 @@ double KeptActivationBytes(const GptConfig& c, const proto::Strategy& s) {
   return elements * bytes;
 }
 
+// The most (micro-batch, chunk) forwards stage `stage` has run whose
+// backward (or B) has not started, over its job list: what it keeps at
+// once. 1 where the schedule cannot be listed without its cuts.
+int MostInFlight(const ScheduleInfo& schedule, int stage, const proto::Strategy& s) {
+  ScheduleParams params;
+  params.stage = stage;
+  params.num_stages = s.pipeline().degree();
+  params.micro_batches = s.pipeline().micro_batches();
+  params.chunks = std::max(1, s.pipeline().vpp_degree());
+  params.max_in_flight = static_cast<int>(s.pipeline().max_in_flight());
+  const StatusOr<std::vector<Job>> jobs = schedule.fn(params);
+  if (!jobs.ok()) return 1;
+  int in_flight = 0, most = 1;
+  for (const Job& job : *jobs) {
+    if (job.part != 0) continue;
+    if (job.type == JobType::kForward) most = std::max(most, ++in_flight);
+    if (job.type == JobType::kBackward || job.type == JobType::kBackwardB) --in_flight;
+  }
+  return most;
+}
+
+// MostInFlight of every stage, listed once per pipeline shape: the
+// candidates of a shape differ only in knobs the job lists ignore.
+class InFlightTable {
+ public:
+  const std::vector<int>& Of(const ScheduleInfo& schedule, const proto::Strategy& s) {
+    const Key key{schedule.name, s.pipeline().degree(), s.pipeline().micro_batches(),
+                  s.pipeline().vpp_degree(), s.pipeline().max_in_flight()};
+    auto [it, fresh] = table_.try_emplace(key);
+    if (fresh) {
+      for (int stage = 0; stage < s.pipeline().degree(); ++stage) {
+        it->second.push_back(MostInFlight(schedule, stage, s));
+      }
+    }
+    return it->second;
+  }
+
+ private:
+  using Key = std::tuple<std::string, int, int, int, int64_t>;
+  std::map<Key, std::vector<int>> table_;
+};
+
+// Layer-micro-batches the fullest rank keeps at once, at least. Each stage
+// s keeps f_s micro-batches in flight at its fullest. Under VPP every
+// chunk holds layers / (stages x chunks) layers, so the fullest keeps f_s
+// chunks' worth. Otherwise the cut gives stage s some l_s layers (the end
+// stages may take fewer); whatever they are, max_s f_s l_s is at least
+// layers / sum_s (1 / f_s), the l_s that even the stages out. Under a V,
+// whose chunks differ in size, one micro-batch of the fewest layers.
+double KeptLayerMicroBatches(const GptConfig& config, const proto::Strategy& s,
+                             InFlightTable& in_flight) {
+  const int pp = s.pipeline().degree();
+  const int vpp = std::max(1, s.pipeline().vpp_degree());
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  const double layers = static_cast<double>(config.num_layers);
+  if (!schedule.ok() || (*schedule)->v_shape) return std::floor(layers / pp);
+  const std::vector<int>& most = in_flight.Of(**schedule, s);
+  if ((*schedule)->uses_chunks) {
+    return *std::max_element(most.begin(), most.end()) *
+           std::floor(layers / (static_cast<double>(pp) * vpp));
+  }
+  double inverse_sum = 0;
+  for (int f : most) inverse_sum += 1.0 / f;
+  return layers / inverse_sum;
+}
+
+// The least a call of `kind` moving `bytes` among `group` can cost: the
+// cheapest algorithm and regime, after the longest idle, with no extra
+// for it. The simulator prices each call as one of these.
+double LeastCallSeconds(const CommModel& comm, CommCall kind, int64_t bytes,
+                        const std::vector<int>& group) {
+  double least = std::numeric_limits<double>::infinity();
+  for (CommAlgorithm algorithm :
+       {CommAlgorithm::kRing, CommAlgorithm::kTree, CommAlgorithm::kDirect}) {
+    for (CallRegime regime : {CallRegime::kTogether, CallRegime::kAfterWait,
+                              CallRegime::kAwake, CallRegime::kSharedCores}) {
+      for (double idle : {0.0, 1e9}) {
+        least = std::min(least, comm.CommSeconds(kind, algorithm, bytes, group, regime, idle,
+                                                 /*charge_after_idle=*/false));
+      }
+    }
+  }
+  return least;
+}
+
+// One layer's tensor-parallel calls for one micro-batch, at their least:
+// the forward's two (after the attention's and the MLP's row-parallel
+// GEMM), the backward's two (the input gradients of the column-parallel
+// GEMMs), and the forward's again under full recomputation. Each is an
+// all-reduce of the layer's activation, or under sequence parallelism a
+// reduce-scatter of it and an all-gather of its shard.
+double MpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
+                       const CommModel& comm) {
+  const int mp = s.mp().degree();
+  if (mp <= 1) return 0;
+  const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
+  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+  const int64_t bytes = b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2);
+  const double call = s.mp().sequence_parallel()
+                          ? LeastCallSeconds(comm, CommCall::kReduceScatter, bytes, group) +
+                                LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
+                          : LeastCallSeconds(comm, CommCall::kAllReduce, bytes, group);
+  const int calls = s.recompute().granularity() == "full" ? 6 : 4;
+  return calls * call;
+}
+
 struct Bounds {
   double time_s;
   int64_t memory_bytes;
@@ -78,20 +188,27 @@ struct PhaseCost {
 };
 struct SerialCost {
   PhaseCost forward, backward, optimizer;
-  // One transformer layer's forward and backward, work only.
+  // The transformer layers' forward and backward, work only, all layers.
+  double layers_forward = 0, layers_backward = 0;
+  // Those of an average layer.
   double layer_forward = 0, layer_backward = 0;
+  void Average(int64_t layers) {
+    layer_forward = layers_forward / std::max<int64_t>(1, layers);
+    layer_backward = layers_backward / std::max<int64_t>(1, layers);
+  }
 };
 
-StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig& optimizer,
-                                 const proto::Strategy& strategy, int64_t micro_batch,
-                                 const OpCostEstimator& ops, double launch) {
+StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig& optimizer,
+                                  const proto::Strategy& strategy, int64_t micro_batch,
+                                  const OpCostEstimator& ops, double launch) {
   GptConfig c = config;
   c.batch_size = micro_batch;
   LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(c, optimizer));
   LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
   if (amp.level > 0) LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
   SerialCost cost;
-  double layers_forward = 0, layers_backward = 0;
+  double& layers_forward = cost.layers_forward;
+  double& layers_backward = cost.layers_backward;
   const Block& block = tp.main.global_block();
   for (const Op* op : block.ops()) {
     LOOM_ASSIGN_OR_RETURN(OpCost priced, ops.EstimateOp(*op));
@@ -109,10 +226,48 @@ StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig&
       if (op->desc().layer() >= 0) layers_forward += work;
     }
   }
-  const int64_t layers = std::max<int64_t>(1, config.num_layers);
-  cost.layer_forward = layers_forward / layers;
-  cost.layer_backward = layers_backward / layers;
+  cost.Average(config.num_layers);
   return cost;
+}
+
+// `a` + `times` x (`b` - `a`), field by field.
+SerialCost Extrapolate(const SerialCost& a, const SerialCost& b, double times) {
+  auto line = [times](double x, double y) { return x + times * (y - x); };
+  auto phase = [&](const PhaseCost& x, const PhaseCost& y) {
+    PhaseCost p;
+    p.fixed = line(x.fixed, y.fixed);
+    p.work = line(x.work, y.work);
+    return p;
+  };
+  SerialCost out;
+  out.forward = phase(a.forward, b.forward);
+  out.backward = phase(a.backward, b.backward);
+  out.optimizer = phase(a.optimizer, b.optimizer);
+  out.layers_forward = line(a.layers_forward, b.layers_forward);
+  out.layers_backward = line(a.layers_backward, b.layers_backward);
+  return out;
+}
+
+// PriceProgram of the whole model, from models of one and two layers: a
+// GPT's layers are alike in ops and shapes, so each adds what the second
+// added (building a 96-layer program for each micro-batch size took most
+// of a 175B search's enumeration).
+StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig& optimizer,
+                                 const proto::Strategy& strategy, int64_t micro_batch,
+                                 const OpCostEstimator& ops, double launch) {
+  if (config.num_layers <= 2) {
+    return PriceProgram(config, optimizer, strategy, micro_batch, ops, launch);
+  }
+  GptConfig c = config;
+  c.num_layers = 1;
+  LOOM_ASSIGN_OR_RETURN(SerialCost one,
+                        PriceProgram(c, optimizer, strategy, micro_batch, ops, launch));
+  c.num_layers = 2;
+  LOOM_ASSIGN_OR_RETURN(SerialCost two,
+                        PriceProgram(c, optimizer, strategy, micro_batch, ops, launch));
+  SerialCost all = Extrapolate(one, two, static_cast<double>(config.num_layers - 1));
+  all.Average(config.num_layers);
+  return all;
 }
 
 // The cores every rank shares when the cluster runs them all on one host
@@ -136,7 +291,8 @@ int SharedCores(const proto::Cluster& cluster) {
 //    (every job of the last stage waits for that first forward);
 //  - on one host's shared cores, all ranks' work over the cores.
 Bounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
-                const proto::Strategy& s, const SerialCost& serial, int shared_cores) {
+                const proto::Strategy& s, const SerialCost& serial, int shared_cores,
+                const CommModel& comm, InFlightTable& in_flight) {
   const int dp = s.dp().degree(), mp = s.mp().degree(), pp = s.pipeline().degree();
   const int vpp = std::max(1, s.pipeline().vpp_degree());
   const int m = s.pipeline().micro_batches();
@@ -151,6 +307,11 @@ Bounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
   const double last_stage =
       (pp - 1) * fewest_in_chunk * serial.layer_forward / mp +
       m * fewest_layers * (serial.layer_forward * (full ? 2 : 1) + serial.layer_backward) / mp;
+  // The tensor-parallel calls of the average rank's layers, which run on
+  // its calc stream or its mp stream: if they outlast the compute, the two
+  // streams at best share the sum evenly.
+  const double mp_calls = m * MpCallsPerLayer(config, s, comm) * config.num_layers / pp;
+  const double with_calls = mp_calls > average ? (average + mp_calls) / 2 : average;
   double host = 0;
   if (shared_cores > 0) {
     const double all_ranks =
@@ -160,10 +321,11 @@ Bounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
     host = all_ranks / shared_cores;
   }
   Bounds b;
-  b.time_s = std::max({average, last_stage, host});
+  b.time_s = std::max({with_calls, last_stage, host});
   const double params_on_rank = static_cast<double>(config.NumParameters()) / (mp * pp);
   b.memory_bytes = static_cast<int64_t>(params_on_rank * BytesPerParameter(s, optimizer) +
-                                        KeptActivationBytes(config, s) * fewest_layers);
+                                        KeptActivationBytes(config, s) *
+                                            KeptLayerMicroBatches(config, s, in_flight));
   return b;
 }
 
@@ -239,6 +401,8 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
     pipelined.push_back(s);
   }
   TuneSpaceResult out;
+  const CommModel comm(cluster);
+  InFlightTable in_flight;
   std::map<int64_t, SerialCost> serial_costs;  // by micro-batch size
   auto prune = [&](const std::string& rule) {
     ++out.considered;
@@ -309,7 +473,7 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
                 continue;
               }
               const Bounds bounds =
-                  BoundsOf(config, optimizer, s, priced->second, SharedCores(cluster));
+                  BoundsOf(config, optimizer, s, priced->second, SharedCores(cluster), comm, in_flight);
               if (memory_limit_bytes > 0 && bounds.memory_bytes > memory_limit_bytes) {
                 prune("its memory bound exceeds the limit");
                 continue;

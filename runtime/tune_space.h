@@ -35,14 +35,15 @@ struct TuneCandidate {
   proto::Strategy strategy;
   std::string name;  // "dp2 mp2 pp1 m4 1F1B zero1 rc=none sp op-split"
   // No plan of it steps faster: its share of the serial program's ops as
-  // the cost model prices them, and the pipeline's fill before the last
-  // stage can start (BoundsOf in tune_space.cc).
+  // the cost model prices them, with its layers' tensor-parallel calls
+  // where they outlast that compute, and the pipeline's fill before the
+  // last stage can start (BoundsOf in tune_space.cc).
   double time_bound_s = 0;
   // Its fullest rank holds at least this: parameters, gradients, master
   // weights and optimizer state of an average rank, at their smallest
-  // dtypes, divided as its ZeRO stage divides them, and what one
-  // micro-batch of the fewest layers a stage holds keeps for its backward
-  // (KeptActivationBytes in tune_space.cc).
+  // dtypes, divided as its ZeRO stage divides them, and what its stages
+  // keep for their backward with as many micro-batches in flight as its
+  // schedule lets them (KeptActivationBytes, KeptLayerMicroBatches).
   int64_t memory_bound_bytes = 0;
 };
 
