@@ -22,6 +22,7 @@
 #include "cost_model/op_cost_model.h"
 #include "framework/program.h"
 #include "passes/pass_options.h"
+#include "passes/shared_analyses.h"
 #include "scheduler/plan.h"
 
 namespace loom {
@@ -142,11 +143,21 @@ class PassContext {
   }
   const std::vector<std::string>& remarks() const { return remarks_; }
 
+  // Where a pass may keep what it learns from the program read in place
+  // for the other ranks of the planning call (SharedAnalyses); null: no
+  // other rank will ask.
+  SharedAnalyses* shared_analyses() const { return shared_analyses_; }
+  void set_shared_analyses(SharedAnalyses* shared) { shared_analyses_ = shared; }
+  // The program still read in place, shared with the other ranks of the
+  // planning call, or null once this context holds a copy of its own.
+  const Program* shared_program() const { return source_program_; }
+
  private:
   void SetLayout(const ParallelLayout& layout);
 
   const OpCostEstimator* cost_model_ = nullptr;
   const CommModel* comm_model_ = nullptr;
+  SharedAnalyses* shared_analyses_ = nullptr;
   std::shared_ptr<const OpCostEstimator> local_cost_model_;
   std::shared_ptr<const CommModel> local_comm_model_;
   proto::ResolvedStrategy resolved_;

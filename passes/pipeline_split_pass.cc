@@ -164,12 +164,43 @@ class PipelineSplitPass : public Pass {
   std::set<std::string> shared_;
 };
 
+// What AssignVirtualStages finds, the same for every stage of a program:
+// kept in SharedAnalyses for the other stages' contexts.
+struct PipelinePlacement {
+  std::unordered_map<const Op*, int> vstage;
+  std::unordered_map<std::string, std::set<int>> param_stages;
+  std::set<std::string> shared;
+  std::vector<std::string> remarks;  // the cut, for --explain
+};
+
 Status PipelineSplitPass::AssignVirtualStages(PassContext& ctx,
                                               const std::vector<Op*>& ops) {
+  // Another stage of the same program may have placed its ops already.
+  SharedAnalyses* shared = ctx.shared_program() != nullptr ? ctx.shared_analyses() : nullptr;
+  const std::string key =
+      StrCat(kPassName, " stages=", stages_, " chunks=", chunks_, " v-shape=", v_shape_);
+  if (shared != nullptr) {
+    if (const auto* placed = shared->Find<PipelinePlacement>(key)) {
+      vstage_ = placed->vstage;
+      param_stages_ = placed->param_stages;
+      shared_ = placed->shared;
+      for (const std::string& remark : placed->remarks) ctx.Explain(kPassName, remark);
+      return Status::OK();
+    }
+  }
+  const size_t remarks_before = ctx.remarks().size();
   LOOM_ASSIGN_OR_RETURN(const std::vector<int> vs_of_layer, PartitionLayers(ctx, ops));
   PlaceForward(ops, vs_of_layer);
   LOOM_RETURN_IF_ERROR(PlaceBackward(ops));
   PlaceOptimizer(ops);
+  if (shared != nullptr) {
+    PipelinePlacement placed{vstage_, param_stages_, shared_, {}};
+    const std::string prefix = StrCat(kPassName, ": ");
+    for (size_t i = remarks_before; i < ctx.remarks().size(); ++i) {
+      placed.remarks.push_back(ctx.remarks()[i].substr(prefix.size()));
+    }
+    shared->Store(key, std::move(placed));
+  }
   return Status::OK();
 }
 

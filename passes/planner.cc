@@ -16,7 +16,8 @@ const char* BoolText(bool b) { return b ? "true" : "false"; }
 StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
                                    const CheckedStrategy& strategy,
                                    const PassPipeline& pipeline, int rank,
-                                   const PlanOptions& options) {
+                                   const PlanOptions& options,
+                                   SharedAnalyses* shared = nullptr) {
   const int world = strategy.layout.world_size();
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank ", rank, " is outside the ", world,
@@ -35,6 +36,7 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   PassContext ctx(strategy.layout, rank, &main, &startup);
   ctx.set_cost_model(options.cost_model);
   ctx.set_comm_model(options.comm_model);
+  ctx.set_shared_analyses(shared);
   Status s = pm.Run(ctx);
   if (!s.ok()) {
     return s.WithContext(StrCat("rank ", rank, " (", CoordsToString(ctx.coords()), ")"));
@@ -169,6 +171,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
   // jobs (dp groups are resolved from coordinates when the plan runs), so
   // each (pp, mp) position is planned once and its program set shared.
   std::map<std::pair<int, int>, size_t> planned;  // -> index in plan.ranks
+  SharedAnalyses shared;  // what one rank's passes learn for the others
   plan.ranks.reserve(todo.size());
   for (int r : todo) {
     const RankCoords c = plan.layout.Coords(r);
@@ -176,7 +179,7 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
     auto it = planned.find({c.pp, mp});
     if (it == planned.end()) {
       LOOM_ASSIGN_OR_RETURN(RankPlan rp, PlanCheckedRank(program, start, checked,
-                                                         pipeline, r, options));
+                                                         pipeline, r, options, &shared));
       if (plan.ranks.empty()) plan.resolved = rp.resolved;
       planned[{c.pp, mp}] = plan.ranks.size();
       plan.ranks.push_back(std::move(rp));

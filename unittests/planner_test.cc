@@ -52,6 +52,32 @@ TEST(Planner, EveryScheduleAtPp4With8MicroBatches) {
   }
 }
 
+// Planning every rank at once shares pipeline-split's cut and placement
+// between the stages (SharedAnalyses); each rank's programs are still
+// exactly those it gets planned alone, under each kind of cut.
+TEST(Planner, RanksPlannedTogetherGetTheProgramsTheyGetAlone) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 8;
+  const TrainingProgram tp = BuildGptTrainingProgram(c).value();
+  for (const auto& [schedule, vpp] : std::vector<std::pair<std::string, int>>{
+           {"1F1B", 1}, {"VPP", 2}, {"ZBV", 2}}) {
+    SCOPED_TRACE(schedule);
+    const proto::Strategy s = MakeStrategy(1, 2, 4, 8, schedule, vpp);
+    auto together = PlanRanks(tp.main, tp.startup, s, {});
+    ASSERT_TRUE(together.ok()) << together.status();
+    for (const RankPlan& rp : together->ranks) {
+      auto alone = PlanRank(tp.main, tp.startup, s, rp.rank);
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      ASSERT_EQ(rp.programs().size(), alone->programs().size()) << "rank " << rp.rank;
+      for (const auto& [key, program] : rp.programs()) {
+        EXPECT_EQ(program.ToProto().SerializeAsString(),
+                  alone->programs().at(key).ToProto().SerializeAsString())
+            << "rank " << rp.rank;
+      }
+    }
+  }
+}
+
 TEST(Planner, HybridLayoutsVerify) {
   TrainingProgram tp = Tiny(4);
   struct Layout { int dp, mp, pp, mb; const char* schedule; int vpp; };
