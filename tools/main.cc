@@ -220,8 +220,8 @@ const std::vector<Command>& Commands() {
        "what the winner's neighbours did; -o saves the winner's plan for\n"
        "'loom run --plan'.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags},
-               {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive", "list_candidates", "explain",
-                "o", "cluster", "cost_table"}),
+               {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
+                "list_candidates", "explain", "o", "cluster", "cost_table"}),
        RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"

@@ -1,0 +1,99 @@
+// Lower bounds on a `loom tune` candidate (runtime/tune_space.h): no plan
+// of it steps faster than its time bound, and its fullest rank holds at
+// least its memory bound. Priced on the cluster's cost model, from the
+// serial program; nothing is planned.
+#ifndef LOOM_RUNTIME_TUNE_BOUNDS_H_
+#define LOOM_RUNTIME_TUNE_BOUNDS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cost_model/comm_model.h"
+#include "cost_model/op_cost_model.h"
+#include "framework/optimizer.h"
+#include "models/gpt.h"
+#include "passes/strategy.h"
+#include "scheduler/schedule.h"
+
+namespace loom {
+
+// One micro-batch of the serial program, priced op by op on the cluster's
+// cost model in the strategy's precision. Each op's price is its fixed
+// cost (the kernel launch, which every rank holding a part of the op pays
+// whole) and its work (which tensor parallelism divides): a rank's share
+// is bounded below as long as the model prices a 1/k part of an op's work
+// at no less than 1/k of it, as the roofline does.
+struct PhaseCost {
+  double fixed = 0, work = 0;
+  void Add(double seconds, double launch) {
+    const double f = std::min(seconds, launch);
+    fixed += f;
+    work += seconds - f;
+  }
+  // One rank's share where `mp` ranks split each op and `stages` split the ops.
+  double Share(int mp, int stages) const { return (fixed + work / mp) / stages; }
+  // What all `mp` ranks of the op spend on it together.
+  double Total(int mp) const { return fixed * mp + work; }
+};
+struct SerialCost {
+  PhaseCost forward, backward, optimizer;
+  // The transformer layers' forward and backward, work only, all layers.
+  double layers_forward = 0, layers_backward = 0;
+  // Those of an average layer.
+  double layer_forward = 0, layer_backward = 0;
+  void Average(int64_t layers) {
+    layer_forward = layers_forward / std::max<int64_t>(1, layers);
+    layer_backward = layers_backward / std::max<int64_t>(1, layers);
+  }
+};
+
+
+struct CandidateBounds {
+  double time_s = 0;
+  int64_t memory_bytes = 0;
+};
+
+// The bounds of a search's candidates: the serial program's prices by
+// micro-batch size and the schedules' job lists by pipeline shape are
+// found once and kept for the candidates that share them.
+class TuneBounds {
+ public:
+  // `base` gives the precision the serial program is priced in. All must
+  // outlive this.
+  TuneBounds(const GptConfig& config, const OptimizerConfig& optimizer,
+             const proto::Strategy& base, const proto::Cluster& cluster,
+             const OpCostEstimator& ops);
+
+  // The bounds of `strategy`, a valid strategy of `base`'s precision. An
+  // error names the micro-batch whose program the cost model could not
+  // price.
+  StatusOr<CandidateBounds> Of(const proto::Strategy& strategy);
+
+  // Each stage's most micro-batches in flight (tune_bounds.cc), listed
+  // once per pipeline shape: candidates differ in knobs job lists ignore.
+  class InFlightTable {
+   public:
+    const std::vector<int>& Of(const ScheduleInfo& schedule, const proto::Strategy& s);
+
+   private:
+    using Key = std::tuple<std::string, int, int, int, int64_t>;
+    std::map<Key, std::vector<int>> table_;
+  };
+
+ private:
+  const GptConfig& config_;
+  const OptimizerConfig& optimizer_;
+  const proto::Strategy& base_;
+  const proto::Cluster& cluster_;
+  const OpCostEstimator& ops_;
+  const CommModel comm_;
+  std::map<int64_t, SerialCost> serial_costs_;  // by micro-batch size
+  InFlightTable in_flight_;
+};
+
+}  // namespace loom
+
+#endif  // LOOM_RUNTIME_TUNE_BOUNDS_H_
