@@ -211,9 +211,16 @@ StatusOr<TuneReport> Search::Run() {
     for (size_t t = 1; t < std::min(threads, round.size()); ++t) workers.emplace_back(work);
     work();
     for (std::thread& t : workers) t.join();
+    const size_t recorded = report_.simulated.size();
     for (size_t i = 0; i < round.size(); ++i) Record(*round[i], std::move(*results[i]));
     progress.simulated = static_cast<int>(report_.simulated.size());
-    progress.best_step_s = fitting_times_.empty() ? 0 : fitting_times_.front();
+    for (size_t i = recorded; i < report_.simulated.size(); ++i) {
+      const TunedPlan& p = report_.simulated[i];
+      if (p.fits && (progress.best.empty() || p.step_time_s < progress.best_step_s)) {
+        progress.best_step_s = p.step_time_s;
+        progress.best = p.candidate.name;
+      }
+    }
     if (options_.progress) options_.progress(progress);
   }
   // Best first; equal times keep the search's order, which is fixed.

@@ -25,6 +25,7 @@ struct TuneProgress {
   int candidates = 0;  // those the space let through
   int simulated = 0;
   double best_step_s = 0;  // 0: none fits yet
+  std::string best;        // that plan's name
 };
 
 struct TuneOptions {

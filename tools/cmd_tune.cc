@@ -46,9 +46,10 @@ class ProgressLine {
     const bool tty = isatty(STDERR_FILENO);
     if (!tty && now - last_ < std::chrono::seconds(10)) return;
     last_ = now;
-    std::fprintf(stderr, "%stune: %d of %d candidates, %d simulated, best %s ms%s",
+    std::fprintf(stderr, "%stune: %d of %d candidates, %d simulated, best %s%s",
                  tty ? "\r" : "", p.done, p.candidates, p.simulated,
-                 p.best_step_s > 0 ? Ms(p.best_step_s).c_str() : "-", tty ? "" : "\n");
+                 p.best.empty() ? "-" : StrCat(Ms(p.best_step_s), " ms (", p.best, ")").c_str(),
+                 tty ? "" : "\n");
     drew_ = drew_ || tty;
   }
   ~ProgressLine() {
