@@ -19,8 +19,9 @@ namespace loom {
 class SharedAnalyses {
  public:
   // The result stored under `key`, or null. `key` must name everything
-  // the result depends on besides the shared program (the pass and its
-  // options), and T must be the type stored under it.
+  // the result depends on besides the shared program and what every
+  // context of the call shares (its cost and comm models): the pass and
+  // its options. T must be the type stored under it.
   template <typename T>
   const T* Find(const std::string& key) const {
     auto it = results_.find(key);

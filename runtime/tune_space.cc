@@ -1,6 +1,7 @@
 #include "runtime/tune_space.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "runtime/tune_bounds.h"
 #include "scheduler/schedule.h"
@@ -57,6 +58,15 @@ std::vector<proto::Strategy> MemoryAndOverlapVariants(const GptConfig& config,
 }
 
 }  // namespace
+
+std::vector<size_t> CheapestBoundFirst(const std::vector<TuneCandidate>& candidates) {
+  std::vector<size_t> order(candidates.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return candidates[a].time_bound_s < candidates[b].time_bound_s;
+  });
+  return order;
+}
 
 std::string TuneCandidateName(const proto::Strategy& s) {
   std::string name = StrCat("dp", s.dp().degree(), " mp", s.mp().degree(), " pp",

@@ -68,6 +68,10 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
                                              const OpCostEstimator& ops,
                                              const TuneSpace& space, int64_t memory_limit_bytes);
 
+// The order the search takes `candidates` in: cheapest time bound first,
+// ties in the space's order (less recomputation first). Indices.
+std::vector<size_t> CheapestBoundFirst(const std::vector<TuneCandidate>& candidates);
+
 // The candidate's name for a strategy (TuneCandidate::name).
 std::string TuneCandidateName(const proto::Strategy& strategy);
 

@@ -173,13 +173,8 @@ StatusOr<TuneReport> Search::Run() {
   report_.candidates = static_cast<int>(space.candidates.size());
   report_.pruned = space.pruned;
   // Cheapest bound first: the first plans found are likely good, and the
-  // bound then skips the rest early. Ties keep the space's order, which
-  // puts less recomputation first.
-  std::vector<size_t> order(space.candidates.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return space.candidates[a].time_bound_s < space.candidates[b].time_bound_s;
-  });
+  // bound then skips the rest early.
+  const std::vector<size_t> order = CheapestBoundFirst(space.candidates);
   // Rounds of a fixed size, whatever the threads, so that the same
   // candidates are skipped on any machine.
   constexpr size_t kRound = 8;

@@ -134,7 +134,6 @@ class Simulation {
   StatusOr<SimulationResult> Run();
 
  private:
-  // True when every dp replica shares its dp=0 peer's body.
   // Whether every rank's representative (Representative) is in the graph
   // with the same body, when dp replicas (`dp`) and mp peers (`mp`) fold.
   bool CanFold(bool dp, bool mp) const;

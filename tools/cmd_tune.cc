@@ -108,15 +108,12 @@ Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt,
   LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
                         EnumerateTuneSpace(config, opt, o.base, cluster, ops, o.space,
                                            o.memory_limit_bytes));
-  std::stable_sort(space.candidates.begin(), space.candidates.end(),
-                   [](const TuneCandidate& a, const TuneCandidate& b) {
-                     return a.time_bound_s < b.time_bound_s;
-                   });
   std::printf("%d candidates considered, %zu let through\n", space.considered,
               space.candidates.size());
   for (const auto& [rule, n] : space.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
   std::printf("%12s %12s  %s\n", "bound ms", "bound MB", "candidate");
-  for (const TuneCandidate& c : space.candidates) {
+  for (size_t i : CheapestBoundFirst(space.candidates)) {
+    const TuneCandidate& c = space.candidates[i];
     std::printf("%12s %12.1f  %s\n", Ms(c.time_bound_s).c_str(), c.memory_bound_bytes / 1e6,
                 c.name.c_str());
   }

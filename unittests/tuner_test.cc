@@ -3,8 +3,10 @@
 // it rules out for memory really is over the limit, it answers the same
 // whatever its threads, and what it picks trains as serial does.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -238,6 +240,35 @@ TEST(Tuner, BadSpacesNameTheirFault) {
 
 // The command: a table of plans best first, what each rule pruned, the
 // winner's plan saved and run as it is; one-line errors.
+// --list_candidates prints the space in the order the search takes it,
+// cheapest time bound first, and simulates nothing.
+TEST(Tuner, ListCandidatesPrintsTheSearchOrderWithoutSimulating) {
+  const CliResult list = Loom("tune --preset gpt-tiny --devices 2 --list_candidates");
+  ASSERT_EQ(list.code, 0) << list.out;
+  int let_through = -1;
+  ASSERT_EQ(std::sscanf(list.out.c_str(), "%*d candidates considered, %d let through",
+                        &let_through), 1)
+      << list.out;
+  EXPECT_EQ(list.out.find("step ms"), std::string::npos) << list.out;
+  const size_t header = list.out.find("bound ms");
+  ASSERT_NE(header, std::string::npos) << list.out;
+  std::istringstream rows(list.out.substr(list.out.find('\n', header) + 1));
+  std::string row;
+  int n = 0;
+  double previous = 0;
+  while (std::getline(rows, row)) {
+    double bound_ms = 0, bound_mb = 0;
+    ASSERT_EQ(std::sscanf(row.c_str(), "%lf %lf", &bound_ms, &bound_mb), 2) << row;
+    EXPECT_GE(bound_ms, previous) << row;
+    EXPECT_GT(bound_mb, 0) << row;
+    EXPECT_NE(row.find(" dp"), std::string::npos) << row;
+    previous = bound_ms;
+    ++n;
+  }
+  EXPECT_GT(n, 20);
+  EXPECT_EQ(n, let_through);
+}
+
 TEST(Tuner, CommandPrintsSavesAndRunsTheWinner) {
   const std::string dir = MakeTempDir("tune");
   const CliResult tune = Loom("tune --preset gpt-tiny --devices 2 --top 3 --explain -o " + dir +
