@@ -318,6 +318,24 @@ TEST(Simulator, DpReplicasShareTheirInstructions) {
   }
 }
 
+// A folded simulation reports every figure the full one does, for every
+// rank of the graph, having simulated `factor` times fewer instructions.
+void ExpectFoldedLikeFull(const SimulationResult& folded, const SimulationResult& full,
+                          int factor) {
+  EXPECT_DOUBLE_EQ(folded.step_time_s, full.step_time_s);
+  EXPECT_DOUBLE_EQ(folded.bubble_fraction, full.bubble_fraction);
+  for (int c = 0; c < kNumCommCategories; ++c) {
+    EXPECT_DOUBLE_EQ(folded.exposed_comm_s[c], full.exposed_comm_s[c]) << c;
+  }
+  ASSERT_EQ(folded.ranks.size(), full.ranks.size());
+  for (size_t r = 0; r < full.ranks.size(); ++r) {
+    EXPECT_EQ(folded.ranks[r].rank, full.ranks[r].rank);
+    EXPECT_DOUBLE_EQ(folded.ranks[r].step_time_s, full.ranks[r].step_time_s);
+    EXPECT_EQ(folded.ranks[r].peak_bytes(), full.ranks[r].peak_bytes());
+  }
+  EXPECT_EQ(folded.instructions * factor, full.instructions);
+}
+
 // Folding the data-parallel replicas into one changes no figure when they
 // time alike.
 TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
@@ -331,18 +349,7 @@ TEST(Simulator, FoldingDataParallelReplicasKeepsEveryFigure) {
   ASSERT_TRUE(full.ok() && folded.ok());
   EXPECT_EQ(full->ranks_simulated, 16);
   EXPECT_EQ(folded->ranks_simulated, 4);
-  EXPECT_DOUBLE_EQ(folded->step_time_s, full->step_time_s);
-  EXPECT_DOUBLE_EQ(folded->bubble_fraction, full->bubble_fraction);
-  for (int c = 0; c < kNumCommCategories; ++c) {
-    EXPECT_DOUBLE_EQ(folded->exposed_comm_s[c], full->exposed_comm_s[c]);
-  }
-  ASSERT_EQ(folded->ranks.size(), full->ranks.size());
-  for (size_t r = 0; r < full->ranks.size(); ++r) {
-    EXPECT_EQ(folded->ranks[r].rank, full->ranks[r].rank);
-    EXPECT_DOUBLE_EQ(folded->ranks[r].step_time_s, full->ranks[r].step_time_s);
-    EXPECT_EQ(folded->ranks[r].peak_bytes(), full->ranks[r].peak_bytes());
-  }
-  EXPECT_EQ(folded->instructions * 4, full->instructions);
+  ExpectFoldedLikeFull(*folded, *full, 4);
 }
 
 // Tensor-parallel peers planned as one (as the tuner and `loom simulate`
@@ -368,18 +375,7 @@ TEST(Simulator, FoldingTensorParallelPeersPlannedAsOneKeepsEveryFigure) {
   ASSERT_TRUE(full.ok() && folded.ok()) << full.status() << folded.status();
   EXPECT_EQ(full->ranks_simulated, 8);
   EXPECT_EQ(folded->ranks_simulated, 2);
-  EXPECT_DOUBLE_EQ(folded->step_time_s, full->step_time_s);
-  EXPECT_DOUBLE_EQ(folded->bubble_fraction, full->bubble_fraction);
-  for (int k = 0; k < kNumCommCategories; ++k) {
-    EXPECT_DOUBLE_EQ(folded->exposed_comm_s[k], full->exposed_comm_s[k]) << k;
-  }
-  ASSERT_EQ(folded->ranks.size(), full->ranks.size());
-  for (size_t r = 0; r < full->ranks.size(); ++r) {
-    EXPECT_EQ(folded->ranks[r].rank, full->ranks[r].rank);
-    EXPECT_DOUBLE_EQ(folded->ranks[r].step_time_s, full->ranks[r].step_time_s);
-    EXPECT_EQ(folded->ranks[r].peak_bytes(), full->ranks[r].peak_bytes());
-  }
-  EXPECT_EQ(folded->instructions * 4, full->instructions);
+  ExpectFoldedLikeFull(*folded, *full, 4);
 
   // Planned rank by rank, the peers' bodies differ: only dp folds.
   const ExecutionGraph apart = Lower(strategy, 4, 16);
