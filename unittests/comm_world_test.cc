@@ -1,12 +1,17 @@
 // CommWorld (each rank's rings) and faults: missing, silent or departed
 // peers must give errors naming them within the timeout, never a hang.
 
+#include <sched.h>
+#include <sys/types.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +83,33 @@ TEST(CommWorldTest, GlooSendBufferIsGloosRequestCappedByTheKernel) {
   int64_t wmem_max = 0;
   if (!(in >> wmem_max)) GTEST_SKIP() << "SKIPPED: /proc/sys/net/core/wmem_max not readable";
   EXPECT_EQ(GlooSendBufferBytes(), std::min<int64_t>(wmem_max, 32 << 20));
+}
+
+// The threads of this process, by id.
+std::set<pid_t> ThreadsOfThisProcess() {
+  std::set<pid_t> tids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    tids.insert(static_cast<pid_t>(std::stol(entry.path().filename().string())));
+  }
+  return tids;
+}
+
+// Gloo's event-loop thread runs under SCHED_BATCH, so that it cannot
+// preempt a rank's thread that holds a pair's mutex and then spin for it
+// (gloo_communicator.cc says why); the thread that made the device keeps
+// its own policy.
+TEST(CommWorldTest, GloosEventLoopThreadNeverPreemptsTheRanksThreads) {
+  ASSERT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  const std::set<pid_t> before = ThreadsOfThisProcess();
+  auto device = CreateGlooTcpDevice();
+  ASSERT_TRUE(device.ok()) << device.status();
+  std::vector<pid_t> started;
+  for (pid_t tid : ThreadsOfThisProcess()) {
+    if (before.count(tid) == 0) started.push_back(tid);
+  }
+  ASSERT_EQ(started.size(), 1u) << "Gloo's device should start one thread, its event loop";
+  EXPECT_EQ(sched_getscheduler(started[0]), SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
 }
 
 TEST(CommWorldTest, EachRingHasTheRightMembers) {

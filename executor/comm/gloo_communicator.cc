@@ -1,5 +1,6 @@
 #include "executor/comm/gloo_communicator.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -82,6 +83,44 @@ void IgnoreSigpipeIfUnhandled() {
   });
 }
 
+// Gloo's TCP device starts one event-loop thread, which handles a pair's
+// socket only if it gets the pair's mutex at once; otherwise it polls the
+// socket again, which is still readable, and so spins. The rank's own
+// threads take that mutex to post each send and receive. A loop thread
+// that wakes on a message and preempts such a thread on its core therefore
+// spins until the scheduler's next tick (4 ms here) lets the holder finish:
+// gpt-tiny mp=2 all-reduces took 0.15 ms at the median and 3.8 ms at the
+// 90th percentile, and the two loop threads burnt half of both cores
+// (docs/performance.md, "Measurements behind the code"). Under SCHED_BATCH
+// a woken thread never preempts a running one (sched(7)), so the holder
+// always finishes first. The loop thread then runs when the threads of its
+// core wait (for the messages it handles, mostly), or at the next tick
+// where they compute: a call under compute can finish later than before,
+// but no call waits for a spinning thread.
+//
+// The policy is per thread and inherited by the threads it starts, so the
+// device is made while the calling thread runs under it; the caller's own
+// policy comes back at the end of the scope.
+class BatchPolicyForNewThreads {
+ public:
+  BatchPolicyForNewThreads() : policy_(sched_getscheduler(0)) {
+    if (policy_ != SCHED_OTHER) return;  // real-time or already batch: keep it
+    sched_param param{};
+    changed_ = sched_setscheduler(0, SCHED_BATCH, &param) == 0;
+  }
+  ~BatchPolicyForNewThreads() {
+    if (!changed_) return;
+    sched_param param{};
+    sched_setscheduler(0, policy_, &param);
+  }
+  BatchPolicyForNewThreads(const BatchPolicyForNewThreads&) = delete;
+  BatchPolicyForNewThreads& operator=(const BatchPolicyForNewThreads&) = delete;
+
+ private:
+  const int policy_;
+  bool changed_ = false;
+};
+
 }  // namespace
 
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
@@ -90,6 +129,7 @@ StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
   try {
+    BatchPolicyForNewThreads loop_thread_policy;
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     return Status(StatusCode::kUnavailable,

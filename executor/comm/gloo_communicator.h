@@ -67,7 +67,9 @@ class Store;
 namespace loom {
 
 // A Gloo TCP device on `host` (an address or name of this machine). One per
-// rank: its event-loop thread serves every group of the rank. Also makes the
+// rank: its event-loop thread serves every group of the rank, and runs under
+// SCHED_BATCH, so that it never preempts a thread posting a message (see
+// the .cc: Gloo's loop spins while such a thread is held off). Also makes the
 // process ignore SIGPIPE if nobody handles it (Gloo writes to sockets with
 // writev, so a peer that died would otherwise kill the writer).
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
