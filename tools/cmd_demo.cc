@@ -10,8 +10,8 @@
 // demo's own. A fresh machine has no profile, and a profile from another
 // hour prices the ops at another phase of a VM's cores. The calls' wait
 // for busy cores (core_wait) is not measured: since Gloo's loop thread no
-// longer preempts, its fit priced the demo's step 45% slow (and 0.3-4.6%
-// without it; docs/performance.md, "The demo").
+// longer preempts, its fit priced the demo's step far too slow
+// (docs/performance.md, "The demo").
 #include <algorithm>
 #include <chrono>
 #include <cmath>

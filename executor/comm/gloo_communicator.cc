@@ -88,15 +88,15 @@ void IgnoreSigpipeIfUnhandled() {
 // socket again, which is still readable, and so spins. The rank's own
 // threads take that mutex to post each send and receive. A loop thread
 // that wakes on a message and preempts such a thread on its core therefore
-// spins until the scheduler's next tick (4 ms here) lets the holder finish:
-// gpt-tiny mp=2 all-reduces took 0.15 ms at the median and 3.8 ms at the
-// 90th percentile, and the two loop threads burnt half of both cores
-// (docs/performance.md, "Measurements behind the code"). Under SCHED_BATCH
-// a woken thread never preempts a running one (sched(7)), so the holder
-// always finishes first. The loop thread then runs when the threads of its
-// core wait (for the messages it handles, mostly), or at the next tick
-// where they compute: a call under compute can finish later than before,
-// but no call waits for a spinning thread.
+// spins until the scheduler's next tick lets the holder finish: one call in
+// ten took a tick, and the loop threads burnt half of the cores
+// (docs/performance.md, "Gloo's event loop and the 4 ms stalls"). Under
+// SCHED_BATCH a woken thread never preempts a running one (sched(7)), so
+// the holder finishes first. The loop thread then runs when the threads of
+// its core wait (for the messages it handles, mostly), or at the next tick
+// where they compute: a call under compute can finish later than before.
+// It still spins where another thread (a kernel's) preempted the holder and
+// the scheduler picks the loop thread next, far more rarely.
 //
 // The policy is per thread and inherited by the threads it starts, so the
 // device is made while the calling thread runs under it; the caller's own
