@@ -1,6 +1,5 @@
 #include "executor/comm/gloo_communicator.h"
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 
 #include "executor/comm/deadline_store.h"
 #include "executor/comm/reduce_fold.h"
+#include "executor/cpu/host_threads.h"
 
 namespace loom {
 namespace {
@@ -83,6 +83,8 @@ void IgnoreSigpipeIfUnhandled() {
   });
 }
 
+}  // namespace
+
 // Gloo's TCP device starts one event-loop thread, which handles a pair's
 // socket only if it gets the pair's mutex at once; otherwise it polls the
 // socket again, which is still readable, and so spins. The rank's own
@@ -98,31 +100,8 @@ void IgnoreSigpipeIfUnhandled() {
 // It still spins where another thread (a kernel's) preempted the holder and
 // the scheduler picks the loop thread next, far more rarely.
 //
-// The policy is per thread and inherited by the threads it starts, so the
-// device is made while the calling thread runs under it; the caller's own
-// policy comes back at the end of the scope.
-class BatchPolicyForNewThreads {
- public:
-  BatchPolicyForNewThreads() : policy_(sched_getscheduler(0)) {
-    if (policy_ != SCHED_OTHER) return;  // real-time or already batch: keep it
-    sched_param param{};
-    changed_ = sched_setscheduler(0, SCHED_BATCH, &param) == 0;
-  }
-  ~BatchPolicyForNewThreads() {
-    if (!changed_) return;
-    sched_param param{};
-    sched_setscheduler(0, policy_, &param);
-  }
-  BatchPolicyForNewThreads(const BatchPolicyForNewThreads&) = delete;
-  BatchPolicyForNewThreads& operator=(const BatchPolicyForNewThreads&) = delete;
-
- private:
-  const int policy_;
-  bool changed_ = false;
-};
-
-}  // namespace
-
+// The device is made while the calling thread runs under SCHED_BATCH, which
+// the loop thread inherits (BatchPolicyForNewThreads).
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
     const std::string& host) {
   IgnoreSigpipeIfUnhandled();

@@ -38,4 +38,16 @@ SavedThreadAffinity::~SavedThreadAffinity() {
   if (saved_) pthread_setaffinity_np(pthread_self(), sizeof(cores_), &cores_);
 }
 
+BatchPolicyForNewThreads::BatchPolicyForNewThreads() : policy_(sched_getscheduler(0)) {
+  if (policy_ != SCHED_OTHER) return;
+  sched_param param{};
+  changed_ = sched_setscheduler(0, SCHED_BATCH, &param) == 0;
+}
+
+BatchPolicyForNewThreads::~BatchPolicyForNewThreads() {
+  if (!changed_) return;
+  sched_param param{};
+  sched_setscheduler(0, policy_, &param);
+}
+
 }  // namespace loom

@@ -1,5 +1,6 @@
-// Where host threads run: the cores this process may use, and pinning a
-// thread to one, so that ranks sharing a host keep to cores of their own.
+// Where and how host threads run: the cores this process may use, pinning
+// a thread to one (ranks sharing a host keep to cores of their own), and the
+// scheduling policy new threads inherit.
 #ifndef LOOM_EXECUTOR_CPU_HOST_THREADS_H_
 #define LOOM_EXECUTOR_CPU_HOST_THREADS_H_
 
@@ -31,6 +32,22 @@ class SavedThreadAffinity {
  private:
   cpu_set_t cores_;
   bool saved_;
+};
+
+// Runs the calling thread under SCHED_BATCH for the scope, so that the
+// threads it starts meanwhile inherit the policy: a batch thread that wakes
+// never preempts a running one (sched(7)). A real-time or batch caller is
+// left as it is; the caller's own policy comes back at the end.
+class BatchPolicyForNewThreads {
+ public:
+  BatchPolicyForNewThreads();
+  ~BatchPolicyForNewThreads();
+  BatchPolicyForNewThreads(const BatchPolicyForNewThreads&) = delete;
+  BatchPolicyForNewThreads& operator=(const BatchPolicyForNewThreads&) = delete;
+
+ private:
+  const int policy_;
+  bool changed_ = false;
 };
 
 }  // namespace loom
