@@ -4,6 +4,7 @@
 // the timed loop. Target: under 150 ms a rank.
 #include <benchmark/benchmark.h>
 
+#include "cost_model/cost_context.h"
 #include "models/gpt.h"
 #include "passes/planner.h"
 
@@ -25,8 +26,12 @@ void PlanOneRank(benchmark::State& state, const std::string& schedule, int vpp,
   const proto::Strategy s = Gpt3Strategy(schedule, vpp, recompute, sequence_parallel);
   const int rank = static_cast<int>(state.range(0));
   int64_t ops = 0;
+  // As `loom run` plans: the local preset's costs, the cut by FLOPs.
+  PlanOptions options;
+  options.costs = LocalPresetCosts().value();
+  options.cut_by_flops = true;
   for (auto _ : state) {
-    auto plan = PlanRank(tp->main, tp->startup, s, rank);
+    auto plan = PlanRank(tp->main, tp->startup, s, rank, options);
     CHECK(plan.ok()) << plan.status();
     ops = 0;
     for (const auto& [key, p] : plan->programs()) ops += p.global_block().num_ops();

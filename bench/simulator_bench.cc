@@ -18,13 +18,16 @@ namespace {
 void SimulateGpt3(benchmark::State& state, bool fold) {
   const GptConfig config = GptPreset("gpt3-175b").value();
   const proto::Strategy strategy = MakeStrategy(8, 8, 16, 64, "1F1B");
-  const proto::Cluster cluster = LoadCluster("h100").value();
-  TimerFactory timer = CostModelTimers(cluster, "/nonexistent/table.pbtxt");
+  const CostContext costs(LoadCluster("h100").value(), CostTable());
+  TimerFactory timer = CostModelTimers(costs);
+  PlanOptions plan_options;
+  plan_options.costs = &costs;
+  plan_options.cut_by_flops = true;
   SimulationOptions options;
   options.fold_data_parallel = fold;
   GptSimulation last;
   for (auto _ : state) {
-    auto sim = SimulateGpt(config, {}, strategy, timer, options);
+    auto sim = SimulateGpt(config, {}, strategy, timer, options, plan_options);
     CHECK(sim.ok()) << sim.status();
     last = std::move(sim).value();
   }

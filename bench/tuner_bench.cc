@@ -18,7 +18,7 @@ void TuneOn(benchmark::State& state, const std::string& preset, int64_t batch, i
   GptConfig c = GptPreset(preset).value();
   c.batch_size = batch;
   const proto::Cluster cluster = LoadCluster(cluster_name).value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   TuneOptions o;
   o.space.devices = devices;
   // bf16 O2, as the GPT-3 recipe trains.
@@ -26,7 +26,7 @@ void TuneOn(benchmark::State& state, const std::string& preset, int64_t batch, i
   o.memory_limit_bytes = DeviceMemoryLimit(cluster);
   TuneReport report;
   for (auto _ : state) {
-    auto r = Tune(c, OptimizerConfig(), cluster, ops, o);
+    auto r = Tune(c, OptimizerConfig(), costs, o);
     CHECK(r.ok()) << r.status();
     report = std::move(*r);
   }

@@ -84,7 +84,8 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     return held == proto::FP32 ? reduce_dtype_ : held;
   };
   if (bucket_bytes_ <= 0) {
-    LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
+    LOOM_ASSIGN_OR_RETURN(const CostContext* costs,
+                          ctx.CostsFor("sizing the gradient buckets (dp.bucket_size_bytes unset)"));
     int64_t total = 0;
     for (const Op* op : block.ops()) {
       for (const proto::ParamGrad& pg : op->desc().param_grads()) {
@@ -94,7 +95,7 @@ StatusOr<bool> DataParallelPass::Run(PassContext& ctx) {
     }
     LOOM_ASSIGN_OR_RETURN(
         BucketSizeChoice choice,
-        ChooseBucketBytes(*comm, CommCall::kAllReduce, CommAlgorithm::kDirect,
+        ChooseBucketBytes(costs->comm(), CommCall::kAllReduce, CommAlgorithm::kDirect,
                           RingMembers(ctx.layout(), ctx.rank(), kDpRing), total));
     bucket_bytes_ = choice.bytes;
     ctx.Explain(kPassName, choice.Explain());

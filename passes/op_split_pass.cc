@@ -366,9 +366,6 @@ std::string CollectiveName(const Op& op) {
 }
 
 StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
-  // Without a cluster the local preset prices the ops, by roofline.
-  LOOM_ASSIGN_OR_RETURN(ops_, ctx.CostModelOrLocal());
-  LOOM_ASSIGN_OR_RETURN(comm_, ctx.CommModelOrLocal());
   ctx.resolved().set_op_split(true);
   ctx.resolved().set_op_split_parts(static_cast<int32_t>(parts_));
   mp_group_ = RingMembers(ctx.layout(), ctx.rank(), kMpRing);
@@ -376,6 +373,9 @@ StatusOr<bool> OpSplitPass::Run(PassContext& ctx) {
     ctx.Explain(kPassName, "mp.degree is 1: no tensor-parallel collective to hide");
     return false;
   }
+  LOOM_ASSIGN_OR_RETURN(const CostContext* costs, ctx.CostsFor("choosing the parts of a split"));
+  ops_ = &costs->ops();
+  comm_ = &costs->comm();
   LOOM_ASSIGN_OR_RETURN(auto whole_forwards, WholeForwards(ctx, *schedule_, max_in_flight_));
   exposed_share_ = static_cast<double>(whole_forwards.first) / whole_forwards.second;
   if (whole_forwards.first < whole_forwards.second) {

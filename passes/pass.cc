@@ -1,7 +1,5 @@
 #include "passes/pass.h"
 
-#include "cost_model/cluster.h"
-
 namespace loom {
 
 PassContext::PassContext(const ParallelLayout& layout, int rank, Program program,
@@ -57,22 +55,11 @@ int PassContext::micro_batches() const {
   return resolved_.has_micro_batches() ? resolved_.micro_batches() : 1;
 }
 
-StatusOr<const OpCostEstimator*> PassContext::CostModelOrLocal() {
-  if (cost_model_ != nullptr) return cost_model_;
-  if (local_cost_model_ == nullptr) {
-    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
-    local_cost_model_ = std::make_shared<OpCostModel>(std::move(local), CostTable());
-  }
-  return local_cost_model_.get();
-}
-
-StatusOr<const CommModel*> PassContext::CommModelOrLocal() {
-  if (comm_model_ != nullptr) return comm_model_;
-  if (local_comm_model_ == nullptr) {
-    LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
-    local_comm_model_ = std::make_shared<CommModel>(std::move(local));
-  }
-  return local_comm_model_.get();
+StatusOr<const CostContext*> PassContext::CostsFor(const std::string& why) const {
+  if (costs_ != nullptr) return costs_;
+  return FailedPrecondition(why,
+                            " needs the costs of the cluster planned for, and none was "
+                            "named (--cluster; PlanOptions::costs)");
 }
 
 RankPlan PassContext::TakeRankPlan() {

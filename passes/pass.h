@@ -18,8 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cost_model/comm_model.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "framework/program.h"
 #include "passes/pass_options.h"
 #include "passes/shared_analyses.h"
@@ -85,19 +84,17 @@ class PassContext {
   int rank() const { return rank_; }
   const RankCoords& coords() const { return coords_; }
 
-  // What ops cost on the cluster the plan is for, for passes that choose
-  // by cost (pipeline-split balances its cut with it); null: passes fall
-  // back to FLOP counts. Not owned.
-  const OpCostEstimator* cost_model() const { return cost_model_; }
-  void set_cost_model(const OpCostEstimator* model) { cost_model_ = model; }
-  // What communication costs there, for passes that weigh it against
-  // compute (op-split); null: such passes price on the local preset.
-  const CommModel* comm_model() const { return comm_model_; }
-  void set_comm_model(const CommModel* model) { comm_model_ = model; }
-  // The models above, or where none was given the local preset's (ops by
-  // roofline), made once and kept by the context.
-  StatusOr<const OpCostEstimator*> CostModelOrLocal();
-  StatusOr<const CommModel*> CommModelOrLocal();
+  // What work costs on the cluster the plan is for (PlanOptions::costs);
+  // null when the caller named no cluster. Not owned.
+  const CostContext* costs() const { return costs_; }
+  void set_costs(const CostContext* costs) { costs_ = costs; }
+  // The costs, for a pass that cannot choose without them: the error says
+  // `why` it needs them (the pass manager names the pass).
+  StatusOr<const CostContext*> CostsFor(const std::string& why) const;
+  // Pipeline-split weighs layers by FLOP counts even where costs() could
+  // price them (PlanOptions::cut_by_flops).
+  bool cut_by_flops() const { return cut_by_flops_; }
+  void set_cut_by_flops(bool by_flops) { cut_by_flops_ = by_flops; }
 
   // The rank's whole program, before it is split into job programs.
   Program& program() {
@@ -155,11 +152,9 @@ class PassContext {
  private:
   void SetLayout(const ParallelLayout& layout);
 
-  const OpCostEstimator* cost_model_ = nullptr;
-  const CommModel* comm_model_ = nullptr;
+  const CostContext* costs_ = nullptr;
+  bool cut_by_flops_ = false;
   SharedAnalyses* shared_analyses_ = nullptr;
-  std::shared_ptr<const OpCostEstimator> local_cost_model_;
-  std::shared_ptr<const CommModel> local_comm_model_;
   proto::ResolvedStrategy resolved_;
   ParallelLayout layout_;
   RankCoords coords_;

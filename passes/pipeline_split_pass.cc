@@ -233,8 +233,9 @@ StatusOr<std::vector<int>> PipelineSplitPass::PartitionLayers(
   }
   // Costs: each layer's ops; unannotated forward ops count toward the end
   // they sit at, or the layer they sit in. An op's cost is its time on the
-  // cluster planned for when the context has a cost model, else its FLOPs.
-  const OpCostEstimator* costs = ctx.cost_model();
+  // cluster planned for when the context has its costs, else its FLOPs.
+  const OpCostEstimator* costs =
+      ctx.costs() != nullptr && !ctx.cut_by_flops() ? &ctx.costs()->ops() : nullptr;
   auto cost_of = [&](const Op& op) -> StatusOr<double> {
     if (costs == nullptr) return WorkOf(op).flops;
     LOOM_ASSIGN_OR_RETURN(OpCost c, costs->EstimateOp(op));

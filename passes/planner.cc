@@ -34,8 +34,8 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
     }
   }
   PassContext ctx(strategy.layout, rank, &main, &startup);
-  ctx.set_cost_model(options.cost_model);
-  ctx.set_comm_model(options.comm_model);
+  ctx.set_costs(options.costs);
+  ctx.set_cut_by_flops(options.cut_by_flops);
   ctx.set_shared_analyses(shared);
   Status s = pm.Run(ctx);
   if (!s.ok()) {

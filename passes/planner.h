@@ -36,11 +36,17 @@ struct PlanOptions {
   // on. Such a plan times like the real one but does not train correctly:
   // never run it.
   bool share_tensor_parallel_ranks = false;
-  // Op costs of the cluster planned for (PassContext::cost_model); null:
-  // FLOP counts. Not owned.
-  const OpCostEstimator* cost_model = nullptr;
-  // Communication costs there (PassContext::comm_model). Not owned.
-  const CommModel* comm_model = nullptr;
+  // What work costs on the cluster planned for (cost_model/cost_context.h):
+  // pipeline-split balances its cut by its op prices, data-parallel sizes
+  // its default bucket, sharding picks its automatic fetch mode and op-split
+  // its parts by them. Not owned. Null: no cluster named; pipeline-split
+  // counts FLOPs, and a pass that needs a price fails saying so.
+  const CostContext* costs = nullptr;
+  // Pipeline-split weighs layers by FLOP counts even with `costs`: what
+  // `loom run` does, so that a run's plan does not depend on the cost table
+  // in the user's cache (and `loom simulate` without --cluster, to plan as
+  // the run does).
+  bool cut_by_flops = false;
 };
 
 // Plans one rank of `main` and `startup`. The strategy's mixed precision

@@ -421,7 +421,9 @@ StatusOr<bool> ShardingPass::FetchByAllReduce(PassContext& ctx, const std::strin
   const std::string& mode = options_.fetch_mode;
   if (mode == "all_gather") return false;
   if (mode == "all_reduce") return true;
-  LOOM_ASSIGN_OR_RETURN(const CommModel* comm, ctx.CommModelOrLocal());
+  LOOM_ASSIGN_OR_RETURN(const CostContext* costs,
+                        ctx.CostsFor("choosing the fetch mode (sharding.fetch_mode auto)"));
+  const CommModel* comm = &costs->comm();
   const std::vector<int> group = RingMembers(ctx.layout(), ctx.rank(), ring_);
   const double gather = comm->CommSeconds(CommCall::kAllGather, CommAlgorithm::kDirect,
                                           bytes / n_, group);

@@ -6,10 +6,10 @@
 
 namespace loom {
 
-StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
-    const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
-    CommAlgorithm algorithm) {
-  std::unique_ptr<CostModelTimer> t(new CostModelTimer(cluster, algorithm));
+StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const ExecutionGraph& graph,
+                                                                 const CostContext& costs,
+                                                                 CommAlgorithm algorithm) {
+  std::unique_ptr<CostModelTimer> t(new CostModelTimer(costs, algorithm));
   std::unordered_map<int, int> pool_ranks;
   for (const RankGraph& g : graph.ranks) {
     const int pool = t->CorePool(g);
@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
   for (const auto& [pool, ranks] : pool_ranks) {
     cores_in_use += std::min<int>(ranks, static_cast<int>(t->PoolCores(pool)));
   }
-  const double compute_scale = cores_in_use >= 2 ? cluster.lockstep_slowdown() : 1.0;
+  const double compute_scale = cores_in_use >= 2 ? costs.cluster().lockstep_slowdown() : 1.0;
   t->compute_scale_ = compute_scale;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
@@ -43,7 +43,7 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
       OpWork work;
       work.flops = ins.flops;
       work.bytes = ins.bytes;
-      auto cost = ops.Estimate(ins.op_type, signature, work);
+      auto cost = costs.ops().Estimate(ins.op_type, signature, work);
       if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
       seconds[ins.signature] = cost->seconds * compute_scale;
       // (A view has no work to price by any rule.)
@@ -54,14 +54,6 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(
     }
   }
   return t;
-}
-
-StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::ForCluster(
-    const ExecutionGraph& graph, const proto::Cluster& cluster,
-    const std::string& cost_table_path) {
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(cost_table_path));
-  const OpCostModel ops(cluster, std::move(table));
-  return Create(graph, ops, cluster);
 }
 
 double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
@@ -218,6 +210,14 @@ bool CostModelTimer::OnOneCore(const RankGraph& g, const Instruction& ins) const
   if (cluster_.device().core_sharing() != proto::Device::PINNED) return false;
   const int pool = CorePoolOf(g.rank);
   return pool >= 0 && pool == CorePoolOf(g.Peer(ins));
+}
+
+const SharedCoreModel* CostModelTimer::shared_cores() const {
+  const proto::Device& d = cluster_.device();
+  if (d.kind() != proto::Device::CPU || d.core_sharing() == proto::Device::EXCLUSIVE) {
+    return nullptr;
+  }
+  return this;
 }
 
 int CostModelTimer::CorePool(const RankGraph& g) const { return CorePoolOf(g.rank); }

@@ -1,8 +1,10 @@
 // The cost model as the simulator's InstructionTimer: compute priced by the
 // op cost model (profiled table, scaled neighbour, roofline), communication
-// by the alpha-beta model over the link level its group spans, and the
-// cores ranks share taken from the cluster. Lives here, not in cost_model/,
-// so that neither the scheduler nor the cost model depends on the other.
+// by the alpha-beta model over the link level its group spans. On a CPU
+// cluster whose ranks share cores it is also the SharedCoreModel
+// (shared_cores()), the cores taken from the cluster; a GPU cluster has
+// none. Lives here, not in cost_model/, so that neither the scheduler nor
+// the cost model depends on the other.
 #ifndef LOOM_RUNTIME_COST_MODEL_TIMER_H_
 #define LOOM_RUNTIME_COST_MODEL_TIMER_H_
 
@@ -13,27 +15,20 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cost_model/comm_model.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "scheduler/simulator.h"
 
 namespace loom {
 
-class CostModelTimer : public InstructionTimer {
+class CostModelTimer : public InstructionTimer, public SharedCoreModel {
  public:
   // Prices every distinct op of `graph` up front, so that an op the model
   // cannot price fails here, naming it, and Seconds() only looks up. Where
   // the graph's ranks compute on two cores or more, compute costs the
   // cluster's lockstep_slowdown times the op's price.
   static StatusOr<std::unique_ptr<CostModelTimer>> Create(
-      const ExecutionGraph& graph, const OpCostEstimator& ops, const proto::Cluster& cluster,
+      const ExecutionGraph& graph, const CostContext& costs,
       CommAlgorithm algorithm = CommAlgorithm::kDirect);
-
-  // The cluster's op cost model over the cost table at `cost_table_path`
-  // (empty when the file does not exist yet: everything by roofline).
-  static StatusOr<std::unique_ptr<CostModelTimer>> ForCluster(
-      const ExecutionGraph& graph, const proto::Cluster& cluster,
-      const std::string& cost_table_path);
 
   double Seconds(const RankGraph& rank, const Instruction& ins) const override;
   // A call whose first party waited longer than kSleptSeconds for the last
@@ -55,6 +50,9 @@ class CostModelTimer : public InstructionTimer {
   // waits at all sleeps; parties that start a call together arrive within
   // tens of microseconds of each other. Above this wait, one slept.
   static constexpr double kSleptSeconds = 50e-6;
+  // This, where the cluster's ranks compute on CPU cores they may share
+  // (a CPU device, core sharing other than EXCLUSIVE); else null.
+  const SharedCoreModel* shared_cores() const override;
   int CorePool(const RankGraph& rank) const override;
   double PoolCores(int pool) const override;
   double CommSlowdown(int pool) const override;
@@ -83,8 +81,8 @@ class CostModelTimer : public InstructionTimer {
   const std::array<int, 3>& rule_counts() const { return rule_counts_; }
 
  private:
-  CostModelTimer(const proto::Cluster& cluster, CommAlgorithm algorithm)
-      : comm_(cluster), cluster_(cluster), algorithm_(algorithm) {}
+  CostModelTimer(const CostContext& costs, CommAlgorithm algorithm)
+      : comm_(costs.comm()), cluster_(costs.cluster()), algorithm_(algorithm) {}
 
   double Price(const RankGraph& rank, const Instruction& ins, CallRegime regime,
                double link_idle) const;

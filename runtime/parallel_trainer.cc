@@ -111,7 +111,14 @@ ParallelTrainer::~ParallelTrainer() { executors_.clear(); }
 StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::Create(
     const GptConfig& config, const OptimizerConfig& optimizer,
     const proto::Strategy& strategy, const Options& options) {
-  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, optimizer, strategy));
+  PlanOptions plan_options;
+  if (options.costs != nullptr) {
+    plan_options.costs = options.costs;
+  } else {
+    LOOM_ASSIGN_OR_RETURN(plan_options.costs, LocalPresetCosts());
+  }
+  plan_options.cut_by_flops = true;
+  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, optimizer, strategy, {}, plan_options));
   const ParallelLayout& l = plan.layout;
   std::string source = StrCat("the plan of ", config.name, " at dp=", l.dp, " mp=", l.mp,
                               " pp=", l.pp, " under ", plan.resolved.schedule_mode());

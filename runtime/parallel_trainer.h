@@ -65,6 +65,11 @@ class ParallelTrainer : public Trainer {
     // With pin_cores: rank r keeps to the ((r + pin_offset) mod n)th core
     // (the in-step profiler runs copies of one rank side by side).
     int pin_offset = 0;
+    // What the plan's passes price at (the data-parallel bucket, op-split's
+    // parts), for Create; the pipeline cut counts FLOPs whatever it is, as
+    // `loom run` plans. Not owned. Null: the checked-in local preset's,
+    // which describes the host the ranks run on (LocalPresetCosts).
+    const CostContext* costs = nullptr;
     // Where batches come from; null: the synthetic dataset.
     std::shared_ptr<const Dataset> data;
     // What checkpoints record as the model (ModelRecord); empty: the GPT

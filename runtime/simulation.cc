@@ -14,23 +14,13 @@
 
 namespace loom {
 
-TimerFactory CostModelTimers(const proto::Cluster& cluster, const OpCostEstimator& ops) {
-  return [cluster, &ops](const ExecutionGraph& graph)
-             -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::Create(graph, ops, cluster));
+TimerFactory CostModelTimers(const CostContext& costs) {
+  return [&costs](const ExecutionGraph& graph) -> StatusOr<std::unique_ptr<InstructionTimer>> {
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t, CostModelTimer::Create(graph, costs));
     return std::unique_ptr<InstructionTimer>(std::move(t));
   };
 }
 
-TimerFactory CostModelTimers(const proto::Cluster& cluster, const std::string& cost_table_path) {
-  return [cluster, cost_table_path](const ExecutionGraph& graph)
-             -> StatusOr<std::unique_ptr<InstructionTimer>> {
-    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostModelTimer> t,
-                          CostModelTimer::ForCluster(graph, cluster, cost_table_path));
-    return std::unique_ptr<InstructionTimer>(std::move(t));
-  };
-}
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

@@ -30,11 +30,10 @@ struct GptSimulation {
 using TimerFactory =
     std::function<StatusOr<std::unique_ptr<InstructionTimer>>(const ExecutionGraph&)>;
 
-// Timers that price each graph on a cluster's cost model
-// (runtime/cost_model_timer.h): over `ops`, which must outlive the
-// factory, or over the cost table at `cost_table_path`.
-TimerFactory CostModelTimers(const proto::Cluster& cluster, const OpCostEstimator& ops);
-TimerFactory CostModelTimers(const proto::Cluster& cluster, const std::string& cost_table_path);
+// Timers that price each graph at `costs` (runtime/cost_model_timer.h),
+// which must outlive the factory: the context the plan was made with
+// (PlanOptions::costs), so that it is chosen and timed at one set of prices.
+TimerFactory CostModelTimers(const CostContext& costs);
 
 // Plans one step of `config` under `strategy` for timing (one rank per
 // stage: PlanOptions::share_tensor_parallel_ranks), lowers and simulates it.

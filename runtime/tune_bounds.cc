@@ -288,30 +288,24 @@ CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimiz
 }  // namespace
 
 TuneBounds::TuneBounds(const GptConfig& config, const OptimizerConfig& optimizer,
-                       const proto::Strategy& base, const proto::Cluster& cluster,
-                       const OpCostEstimator& ops)
-    : config_(config),
-      optimizer_(optimizer),
-      base_(base),
-      cluster_(cluster),
-      ops_(ops),
-      comm_(cluster) {}
+                       const proto::Strategy& base, const CostContext& costs)
+    : config_(config), optimizer_(optimizer), base_(base), costs_(costs) {}
 
 StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
   const int64_t micro_batch =
       config_.batch_size / s.dp().degree() / s.pipeline().micro_batches();
   auto priced = serial_costs_.find(micro_batch);
   if (priced == serial_costs_.end()) {
-    StatusOr<SerialCost> cost = PriceSerial(config_, optimizer_, base_, micro_batch, ops_,
-                                            cluster_.device().kernel_launch_seconds());
+    StatusOr<SerialCost> cost = PriceSerial(config_, optimizer_, base_, micro_batch, costs_.ops(),
+                                            costs_.cluster().device().kernel_launch_seconds());
     if (!cost.ok()) {
       return cost.status().WithContext(
           StrCat("pricing a micro-batch of ", micro_batch, " sequences"));
     }
     priced = serial_costs_.emplace(micro_batch, *cost).first;
   }
-  return BoundsOf(config_, optimizer_, s, priced->second, SharedCores(cluster_), comm_,
-                  in_flight_);
+  return BoundsOf(config_, optimizer_, s, priced->second, SharedCores(costs_.cluster()),
+                  costs_.comm(), in_flight_);
 }
 
 }  // namespace loom

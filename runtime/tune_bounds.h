@@ -11,8 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cost_model/comm_model.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "framework/optimizer.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
@@ -63,9 +62,8 @@ class TuneBounds {
  public:
   // `base` gives the precision the serial program is priced in. All must
   // outlive this.
-  TuneBounds(const GptConfig& config, const OptimizerConfig& optimizer,
-             const proto::Strategy& base, const proto::Cluster& cluster,
-             const OpCostEstimator& ops);
+  TuneBounds(const GptConfig& config, const OptimizerConfig& optimizer, const proto::Strategy& base,
+             const CostContext& costs);
 
   // The bounds of `strategy`, a valid strategy of `base`'s precision. An
   // error names the micro-batch whose program the cost model could not
@@ -87,9 +85,7 @@ class TuneBounds {
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;
   const proto::Strategy& base_;
-  const proto::Cluster& cluster_;
-  const OpCostEstimator& ops_;
-  const CommModel comm_;
+  const CostContext& costs_;
   std::map<int64_t, SerialCost> serial_costs_;  // by micro-batch size
   InFlightTable in_flight_;
 };

@@ -82,9 +82,7 @@ std::string TuneCandidateName(const proto::Strategy& s) {
 
 StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
                                              const OptimizerConfig& optimizer,
-                                             const proto::Strategy& base,
-                                             const proto::Cluster& cluster,
-                                             const OpCostEstimator& ops,
+                                             const proto::Strategy& base, const CostContext& costs,
                                              const TuneSpace& space, int64_t memory_limit_bytes) {
   if (space.devices < 1 || space.devices > kMaxWorldSize) {
     return InvalidArgument("devices must be 1..", kMaxWorldSize, ", got ", space.devices);
@@ -99,7 +97,7 @@ StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
     pipelined.push_back(s);
   }
   TuneSpaceResult out;
-  TuneBounds bounds_of(config, optimizer, base, cluster, ops);
+  TuneBounds bounds_of(config, optimizer, base, costs);
   auto prune = [&](const std::string& rule) {
     ++out.considered;
     ++out.pruned[rule];

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "framework/optimizer.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
@@ -63,9 +63,7 @@ struct TuneSpaceResult {
 // cost model cannot price).
 StatusOr<TuneSpaceResult> EnumerateTuneSpace(const GptConfig& config,
                                              const OptimizerConfig& optimizer,
-                                             const proto::Strategy& base,
-                                             const proto::Cluster& cluster,
-                                             const OpCostEstimator& ops,
+                                             const proto::Strategy& base, const CostContext& costs,
                                              const TuneSpace& space, int64_t memory_limit_bytes);
 
 // The order the search takes `candidates` in: cheapest time bound first,

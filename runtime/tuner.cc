@@ -66,17 +66,14 @@ std::vector<std::pair<std::string, const char*>> CheaperSiblings(const proto::St
 
 class Search {
  public:
-  Search(const GptConfig& config, const OptimizerConfig& optimizer, const proto::Cluster& cluster,
-         const OpCostEstimator& ops, const TuneOptions& options)
+  Search(const GptConfig& config, const OptimizerConfig& optimizer, const CostContext& costs,
+         const TuneOptions& options)
       : config_(config),
         optimizer_(optimizer),
-        cluster_(cluster),
+        costs_(costs),
         options_(options),
-        ops_(ops),
-        comm_(cluster),
-        timer_(CostModelTimers(cluster, ops)) {
-    plan_options_.cost_model = &ops;
-    plan_options_.comm_model = &comm_;
+        timer_(CostModelTimers(costs)) {
+    plan_options_.costs = &costs;
     // Thousands of candidates are planned only to be timed: the program
     // verifier after every pass took 16% of a gpt3-175b candidate's time.
     // The winner is planned again, verified pass by pass, before -o saves
@@ -95,10 +92,8 @@ class Search {
 
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;
-  const proto::Cluster& cluster_;
+  const CostContext& costs_;
   const TuneOptions& options_;
-  const OpCostEstimator& ops_;
-  CommModel comm_;
   TimerFactory timer_;
   PlanOptions plan_options_;
   TuneReport report_;
@@ -126,7 +121,7 @@ StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
     p.tokens_per_s = static_cast<double>(config_.batch_size * config_.seq_len) / r.step_time_s;
     p.mfu = config_.TrainingFlopsPerStep() /
             (r.step_time_s *
-             PeakFlopsOf(cluster_, options_.space.devices, GemmDtype(c.strategy)));
+             PeakFlopsOf(costs_.cluster(), options_.space.devices, GemmDtype(c.strategy)));
   }
   return p;
 }
@@ -167,7 +162,7 @@ void Search::Record(const TuneCandidate& c, StatusOr<TunedPlan> result) {
 StatusOr<TuneReport> Search::Run() {
   const auto start = std::chrono::steady_clock::now();
   LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
-                        EnumerateTuneSpace(config_, optimizer_, options_.base, cluster_, ops_,
+                        EnumerateTuneSpace(config_, optimizer_, options_.base, costs_,
                                            options_.space, options_.memory_limit_bytes));
   report_.considered = space.considered;
   report_.candidates = static_cast<int>(space.candidates.size());
@@ -292,9 +287,8 @@ std::vector<Variant> KnobVariants(const proto::Strategy& w, const TuneOptions& o
 }  // namespace
 
 StatusOr<TuneReport> Tune(const GptConfig& config, const OptimizerConfig& optimizer,
-                          const proto::Cluster& cluster, const OpCostEstimator& ops,
-                          const TuneOptions& options) {
-  Search search(config, optimizer, cluster, ops, options);
+                          const CostContext& costs, const TuneOptions& options) {
+  Search search(config, optimizer, costs, options);
   return search.Run();
 }
 

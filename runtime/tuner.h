@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "runtime/tune_space.h"
 #include "scheduler/simulator.h"
 
@@ -80,8 +80,7 @@ struct TuneReport {
 // cannot be searched; a candidate that fails to plan is reported, not
 // fatal. The same inputs give the same report, whatever the threads.
 StatusOr<TuneReport> Tune(const GptConfig& config, const OptimizerConfig& optimizer,
-                          const proto::Cluster& cluster, const OpCostEstimator& ops,
-                          const TuneOptions& options);
+                          const CostContext& costs, const TuneOptions& options);
 
 // Why each knob of the winner: for the layout, the best plan of each other
 // layout; for every other knob, the winner with only that knob changed and

@@ -64,13 +64,13 @@ struct StreamState {
   double since = 0;
   uint32_t version = 0;
   // Of the communication running: its CPU share, the part of a core it
-  // takes from the pool's compute (InstructionTimer::CommCpuSeconds over
+  // takes from the pool's compute (SharedCoreModel::CommCpuSeconds over
   // its time; 0: its cpu_share counts in Pool::copying instead), and when
   // it ends at its present rate.
   double cpu_share = 0;
   double core_taken = 0;
   double end = 0;
-  double beside_slowdown = 1;  // InstructionTimer::BesideCallsSlowdown
+  double beside_slowdown = 1;  // SharedCoreModel::BesideCallsSlowdown
   // Where ranks share cores: (rank index, instruction) of every party of
   // the call in flight, this one included (a send that handed its bytes
   // over may have finished), one list per call.
@@ -84,7 +84,7 @@ struct Pool {
   double slowdown = 1;          // of compute, while communication runs
   double comm_slowdown = 1;     // of communication, while compute fills the cores
   double shared_slowdown = 1;   // of compute, while another rank's shares its cores
-  // The CPU shares (InstructionTimer::CommCpuShare) of the calls in flight,
+  // The CPU shares (SharedCoreModel::CommCpuShare) of the calls in flight,
   // summed.
   double copying = 0;
   // The cores the calls in flight take from compute (core_taken, summed):
@@ -129,6 +129,7 @@ class Simulation {
       : graph_(graph), options_(options) {
     static const ZeroTimer zero;
     timer_ = options.timer != nullptr ? options.timer : &zero;
+    cores_ = options.shared_cores != nullptr ? options.shared_cores : timer_->shared_cores();
   }
 
   StatusOr<SimulationResult> Run();
@@ -179,6 +180,8 @@ class Simulation {
   const ExecutionGraph& graph_;
   const SimulationOptions& options_;
   const InstructionTimer* timer_;
+  // Null: no rank shares cores, and there are no pools_.
+  const SharedCoreModel* cores_;
   bool fold_dp_ = false;  // only dp=0 replicas are simulated
   bool fold_mp_ = false;  // only mp=0 peers are simulated
   std::vector<Pool> pools_;

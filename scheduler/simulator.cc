@@ -33,9 +33,9 @@ Status Simulation::Init() {
                              " appears twice in the graph");
     }
   }
-  std::unordered_map<int, int> pool_index;  // timer's pool id -> pools_
+  std::unordered_map<int, int> pool_index;  // the model's pool id -> pools_
   bool pooled = false;
-  for (const RankGraph& g : graph_.ranks) pooled |= timer_->CorePool(g) >= 0;
+  for (const RankGraph& g : graph_.ranks) pooled |= cores_ != nullptr && cores_->CorePool(g) >= 0;
   // Ranks that share cores slow each other down: replicas no longer time
   // alike.
   const bool dp = options_.fold_data_parallel && !pooled && graph_.layout.dp > 1;
@@ -53,15 +53,15 @@ Status Simulation::Init() {
     ranks_.emplace_back();
     RankState& st = ranks_.back();
     st.graph = &g;
-    const int pool = timer_->CorePool(g);
+    const int pool = cores_ != nullptr ? cores_->CorePool(g) : -1;
     if (pool >= 0) {
       auto [it, fresh] = pool_index.emplace(pool, static_cast<int>(pools_.size()));
       if (fresh) {
         Pool p;
-        p.cores = timer_->PoolCores(pool);
-        p.slowdown = timer_->CommSlowdown(pool);
-        p.comm_slowdown = timer_->ComputeCommSlowdown(pool);
-        p.shared_slowdown = timer_->SharedCoreSlowdown(pool);
+        p.cores = cores_->PoolCores(pool);
+        p.slowdown = cores_->CommSlowdown(pool);
+        p.comm_slowdown = cores_->ComputeCommSlowdown(pool);
+        p.shared_slowdown = cores_->SharedCoreSlowdown(pool);
         if (!(p.cores > 0) || !(p.slowdown >= 1) || !(p.comm_slowdown >= 1)) {
           return InvalidArgument("simulator: core pool ", pool, " of rank ", g.rank, " has ",
                                  p.cores, " cores and slowdowns of ", p.slowdown, " and ",
@@ -148,7 +148,7 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
     seconds = priced >= 0 ? priced : timer_->CommSeconds(*st.graph, ins, call);
     st.streams[ins.stream].end = now + seconds;
     st.streams[ins.stream].beside_slowdown =
-        pools_.empty() ? 1 : timer_->BesideCallsSlowdown(*st.graph, ins, call);
+        pools_.empty() ? 1 : cores_->BesideCallsSlowdown(*st.graph, ins, call);
     ++st.link_calls;
   } else if (ins.kind != InstructionKind::kNoOp) {
     seconds = timer_->Seconds(*st.graph, ins);
@@ -176,10 +176,10 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   }
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
-    ss.cpu_share = std::clamp(timer_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
+    ss.cpu_share = std::clamp(cores_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
     // Ranks that outnumber their cores take turns on them with every call's
     // own CPU: priced as that much of a core, where the timer knows it.
-    const double cpu = pool.ranks > pool.cores ? timer_->CommCpuSeconds(*st.graph, ins) : 0.0;
+    const double cpu = pool.ranks > pool.cores ? cores_->CommCpuSeconds(*st.graph, ins) : 0.0;
     ss.core_taken = cpu > 0 && seconds > 0 ? std::min(1.0, cpu / seconds) : 0.0;
     if (ss.core_taken > 0) {
       pool.calls_cpu += ss.core_taken;
@@ -311,7 +311,7 @@ double Simulation::ComputeRunAfter(int r, int s, double horizon) const {
 }
 
 double Simulation::CoresBusyFor(const Rendezvous& rv, double now) const {
-  const double horizon = timer_->CoreRunHorizon();
+  const double horizon = cores_ != nullptr ? cores_->CoreRunHorizon() : 0;
   double longest = -1;
   for (const auto& [pr, pid] : rv.arrived) {
     const int pool = ranks_[pr].pool;

@@ -14,7 +14,7 @@
 //     communication: `timer.CommSeconds()`, told how long its first party
 //     waited for the last and how long its parties' links had been idle:
 //     a rank's link is busy while any of its communication runs), unless it
-//     computes on cores its rank shares with others (InstructionTimer::
+//     computes on cores its rank shares with others (SharedCoreModel::
 //     CorePool): then the pool's cores go to its running compute
 //     instructions in stream-priority order, equal priorities sharing
 //     equally, no instruction faster than one core, all of them slowed by
@@ -56,110 +56,12 @@
 #include <vector>
 
 #include "scheduler/execution_graph.h"
+#include "scheduler/instruction_timer.h"
+#include "scheduler/shared_core_model.h"
 #include "scheduler/timeline_metrics.h"
 #include "scheduler/trace.h"
 
 namespace loom {
-
-// What the simulator knows of a communication as it starts.
-struct CallStart {
-  // How long its first party waited for the last.
-  double waited = 0;
-  // How long its parties' links had carried nothing, the least over them:
-  // 0 when a party communicates on another stream or a call of its just
-  // ended; infinite when none has communicated yet this step.
-  double link_idle = 0;
-  // Where every party's core computes as the call starts, how long that
-  // compute goes on at its present rates (the longest op on each core, the
-  // most over the parties); -1 when a party's core idles or the ranks'
-  // cores are not modelled (InstructionTimer::CorePool).
-  double cores_busy_for = -1;
-  // Whether another rank's communication runs in a party's core pool as
-  // the call starts (InstructionTimer::CorePool; false where not modelled),
-  // and how long the longest of those goes on at its present rate
-  // (infinite: a caller that does not say is taken to mean all along).
-  bool beside_other_calls = false;
-  double other_calls_for = std::numeric_limits<double>::infinity();
-};
-
-// Prices instructions for the simulator. Implemented by the cost model;
-// tests use simple timers with named constants.
-class InstructionTimer {
- public:
-  virtual ~InstructionTimer() = default;
-  // Seconds `ins` of `rank` runs once it starts (a collective or a
-  // transfer: once every party has arrived), alone on its device.
-  virtual double Seconds(const RankGraph& rank, const Instruction& ins) const = 0;
-  // The same for a collective or transfer as it starts: a timer may price
-  // the wake-up of parties that slept, or a link's shaper whose bucket
-  // refilled while it idled. By default neither changes anything.
-  virtual double CommSeconds(const RankGraph& rank, const Instruction& ins,
-                             const CallStart& call) const {
-    return Seconds(rank, ins);
-  }
-
-  // Shared cores. Ranks whose compute draws on one pool of cores (ranks
-  // emulated on one CPU host) name the same pool; -1: the rank's streams
-  // compute side by side at full rate (a GPU's streams).
-  virtual int CorePool(const RankGraph& rank) const { return -1; }
-  virtual double PoolCores(int pool) const { return 1; }
-  // While communication of the pool's ranks runs, its compute runs up to
-  // this many times slower (>= 1): on a CPU host the communication threads
-  // take cycles from the kernels.
-  virtual double CommSlowdown(int pool) const { return 1; }
-  // The other way: while every core of the pool computes, its ranks'
-  // communication runs up to this many times slower (>= 1): its threads
-  // wait for a core.
-  virtual double ComputeCommSlowdown(int pool) const { return 1; }
-  // Compute of a rank that shares the pool's cores with another rank's
-  // compute (more tasks than cores, of two ranks or more) runs this many
-  // times slower again: the OS runs them a slice at a time, so each
-  // reaches its next meeting early or late, and its peer waits for the
-  // later one.
-  virtual double SharedCoreSlowdown(int pool) const { return 1; }
-  // The part of a call's time (0 to 1) its threads spend moving bytes on
-  // the pool's cores, as it starts (`call`); the rest is latency (wakeups, the wire), which takes
-  // no core. Both slowdowns scale with it: a call that copies for a fifth
-  // of its time slows compute by a fifth of CommSlowdown's excess, and is
-  // slowed by a fifth of ComputeCommSlowdown's.
-  virtual double CommCpuShare(const RankGraph& rank, const Instruction& ins,
-                              const CallStart& call) const {
-    return 1;
-  }
-  // The CPU seconds each party's threads spend on its core over a call
-  // (the calling thread, the transport's, the kernel's on their behalf).
-  // Where a pool's ranks outnumber its cores, a call takes that much of its
-  // party's core, evenly over its time, from the pool's compute (in place
-  // of CommSlowdown); 0: unknown, CommSlowdown prices it.
-  virtual double CommCpuSeconds(const RankGraph& rank, const Instruction& ins) const {
-    return 0;
-  }
-  // How far past the op in flight CallStart::cores_busy_for follows a
-  // core's compute stream (its next ops, until one waits for another
-  // stream): 0, the op in flight only.
-  virtual double CoreRunHorizon() const { return 0; }
-  // A send that returns once its recv is posted and its bytes are in the
-  // transport's buffers (Gloo over TCP: the receiver says it is ready, the
-  // sender writes into its socket): the seconds its stream takes from the
-  // rendezvous, while the recv takes the transfer. < 0: the send takes the
-  // transfer too, its buffer held until the bytes arrive (NCCL's).
-  virtual double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const {
-    return -1;
-  }
-  // How many times longer `ins` takes beside another rank's call on its
-  // shared cores than apart (>= 1), as it starts (`call`): a call already
-  // running is slowed so for as long as a later one overlaps it.
-  virtual double BesideCallsSlowdown(const RankGraph& rank, const Instruction& ins,
-                                     const CallStart& call) const {
-    return 1;
-  }
-};
-
-// Every instruction takes no time: the deadlock proof.
-class ZeroTimer : public InstructionTimer {
- public:
-  double Seconds(const RankGraph&, const Instruction&) const override { return 0; }
-};
 
 struct StreamMetrics {
   std::string name;
@@ -205,6 +107,10 @@ struct SimulationResult {
 
 struct SimulationOptions {
   const InstructionTimer* timer = nullptr;  // nullptr: ZeroTimer
+  // How ranks take shared cores from each other; nullptr: the timer's own
+  // (InstructionTimer::shared_cores), null for a GPU cluster's, whose
+  // streams compute side by side at full rate.
+  const SharedCoreModel* shared_cores = nullptr;
   bool trace = false;
   bool metrics = true;  // off: only deadlock freedom and counts
   // Simulate only the dp=0 replica of each (pp, mp) position when every

@@ -282,7 +282,8 @@ if [ -z "$RESIM" ]; then
 
   # The rows to measure, network|model|layout|steps, each with one plan
   # for its profile, its simulation and its runs: planned alone, each would
-  # pick its own cost-model choices (a run plans on the local preset, and
+  # pick its own cost-model choices (a run plans at --cluster's costs without
+  # the cost table, and
   # the data-parallel buckets follow the cluster's link).
   ROW_KEYS=()
   for network in ${NETWORKS//,/ }; do

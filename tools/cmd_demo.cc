@@ -210,10 +210,16 @@ Status RunDemo(const std::vector<std::string>& args) {
   // and the demo prints only the comparison it can stand behind.)
   LOOM_RETURN_IF_ERROR(WriteInterleavedProfile(*profile, profile_files));
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, LoadCluster(profile_files.cluster_out));
-  TimerFactory timer = CostModelTimers(cluster, profile_files.cost_table);
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(profile_files.cost_table));
+  const CostContext costs(std::move(cluster), std::move(table));
+  PlanOptions plan_options;  // planned as the run was: the cut by FLOPs
+  plan_options.costs = &costs;
+  plan_options.cut_by_flops = true;
   SimulationOptions sim_options;
   sim_options.trace = true;
-  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulateGpt(config, opt, strategy, timer, sim_options));
+  LOOM_ASSIGN_OR_RETURN(
+      GptSimulation sim,
+      SimulateGpt(config, opt, strategy, CostModelTimers(costs), sim_options, plan_options));
   const TimelineMetrics measured_metrics = AnalyzeTrace(measured);
   const auto& rules = static_cast<const CostModelTimer&>(*sim.timer).rule_counts();
   const double measured_ms = Median(parallel_step_ms);

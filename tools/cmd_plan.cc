@@ -33,18 +33,7 @@ Status RunPlan(const std::vector<std::string>& args) {
   }
   PlanOptions options;
   options.pass_manager.verify_each = FLAGS_verify_each;
-  // With --cluster, passes that choose by cost (the pipeline cut) use that
-  // cluster's op costs; without, FLOP counts.
-  std::unique_ptr<OpCostModel> costs;
-  std::unique_ptr<CommModel> comm;
-  if (FlagGiven("cluster")) {
-    LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-    LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
-    costs = std::make_unique<OpCostModel>(cluster, std::move(table));
-    comm = std::make_unique<CommModel>(cluster);
-    options.cost_model = costs.get();
-    options.comm_model = comm.get();
-  }
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs, PlanningCostsFromFlags(&options));
   std::string memory_note;
   LOOM_RETURN_IF_ERROR(FitToMemoryFromFlags(config, opt, &strategy, &memory_note, options));
   std::vector<std::string> remarks;

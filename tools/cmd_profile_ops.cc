@@ -62,7 +62,11 @@ Status PlanTarget(ProfileTarget* t) {
     LOOM_ASSIGN_OR_RETURN(proto::Strategy strategy, StrategyFromFlags());
     LOOM_ASSIGN_OR_RETURN(t->config, GptConfigFromFlags());
     LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
-    LOOM_ASSIGN_OR_RETURN(t->plan, PlanGpt(t->config, opt, strategy));
+    // Planned as `loom run` plans it, since the profile times its steps.
+    PlanOptions plan_options;
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs,
+                          RunPlanningCostsFromFlags(&plan_options));
+    LOOM_ASSIGN_OR_RETURN(t->plan, PlanGpt(t->config, opt, strategy, {}, plan_options));
     const Plan& p = t->plan;
     t->what = StrCat(t->config.name, " (", t->config.num_layers,
                      t->config.num_layers == 1 ? " layer" : " layers", ") at dp=", p.layout.dp,

@@ -125,7 +125,10 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeProgramTrainer(ParallelTrainer::O
   batches.seq_len = feed.seq_len;
   batches.batch_size = main.global_block().FindVar(kTokensVar)->shape(0);
   batches.seed = FLAGS_seed;
-  StatusOr<Plan> plan = PlanRanks(main, startup, strategy, {});
+  PlanOptions plan_options;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs,
+                        RunPlanningCostsFromFlags(&plan_options));
+  StatusOr<Plan> plan = PlanRanks(main, startup, strategy, {}, plan_options);
   if (!plan.ok()) return plan.status().WithContext(FLAGS_program);
   LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(feed.vocab, feed.seq_len, FLAGS_seed));
   options.model_record = ProgramRecord(main);
@@ -141,10 +144,14 @@ StatusOr<std::unique_ptr<ParallelTrainer>> MakeTrainer(ParallelTrainer::Options 
     LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
     LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
     if (launched_world > 0) LOOM_RETURN_IF_ERROR(ValidateStrategy(strategy, launched_world));
+    PlanOptions plan_options;
+    LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs,
+                          RunPlanningCostsFromFlags(&plan_options));
     std::string memory_note;
-    LOOM_RETURN_IF_ERROR(FitToMemoryFromFlags(config, opt, &strategy, &memory_note));
+    LOOM_RETURN_IF_ERROR(FitToMemoryFromFlags(config, opt, &strategy, &memory_note, plan_options));
     if (!memory_note.empty()) PrintNote(memory_note);
     LOOM_ASSIGN_OR_RETURN(options.data, DatasetFromFlags(config));
+    options.costs = costs.get();
     return ParallelTrainer::Create(config, opt, strategy, options);
   }
   LOOM_RETURN_IF_ERROR(CheckNoPlanFlags());

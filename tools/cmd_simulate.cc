@@ -187,18 +187,17 @@ void PrintSummary(const GptSimulation& sim, const std::string& what, int64_t dev
 
 Status RunSimulate(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
-  const OpCostModel ops(cluster, std::move(table));
-  TimerFactory timer = CostModelTimers(cluster, ops);
-  // Given a cluster, the pipeline cut is balanced by its costs, as `loom
-  // plan --cluster` does; without one, by FLOPs, as `loom run` plans, so
-  // that a simulation and a run of the same flags have the same plan.
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs, CostsFromFlags());
+  const proto::Cluster& cluster = costs->cluster();
+  TimerFactory timer = CostModelTimers(*costs);
+  // Planned as `loom plan` plans the same flags, and without --cluster as
+  // `loom run` does, so that a simulation and a run of the same flags have
+  // the same plan.
   PlanOptions plan_options;
-  const CommModel comm(cluster);
-  if (FlagGiven("cluster")) {
-    plan_options.cost_model = &ops;
-    plan_options.comm_model = &comm;
+  plan_options.costs = costs.get();
+  std::unique_ptr<CostContext> run_costs;
+  if (!FlagGiven("cluster")) {
+    LOOM_ASSIGN_OR_RETURN(run_costs, RunPlanningCostsFromFlags(&plan_options));
   }
   SimulationOptions options;
   options.fold_data_parallel = FLAGS_fold_dp;

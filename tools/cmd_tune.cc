@@ -102,12 +102,10 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
 }
 
 // --list_candidates: the space as the search would take it.
-Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt,
-                      const proto::Cluster& cluster, const OpCostEstimator& ops,
+Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt, const CostContext& costs,
                       const TuneOptions& o) {
-  LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
-                        EnumerateTuneSpace(config, opt, o.base, cluster, ops, o.space,
-                                           o.memory_limit_bytes));
+  LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space, EnumerateTuneSpace(config, opt, o.base, costs,
+                                                                  o.space, o.memory_limit_bytes));
   std::printf("%d candidates considered, %zu let through\n", space.considered,
               space.candidates.size());
   for (const auto& [rule, n] : space.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
@@ -132,9 +130,7 @@ Status RunTune(const std::vector<std::string>& args) {
   LOOM_ASSIGN_OR_RETURN(proto::Strategy base, StrategyFromFlags());
   LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
   LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
-  const OpCostModel ops(cluster, std::move(table));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs, CostsFromFlags());
 
   TuneOptions o;
   o.base = base;
@@ -145,12 +141,12 @@ Status RunTune(const std::vector<std::string>& args) {
   o.top_k = FLAGS_top;
   o.threads = FLAGS_tune_threads;
   o.exhaustive = FLAGS_exhaustive;
-  if (FLAGS_list_candidates) return ListCandidates(config, opt, cluster, ops, o);
+  if (FLAGS_list_candidates) return ListCandidates(config, opt, *costs, o);
   ProgressLine progress;
   o.progress = [&progress](const TuneProgress& p) { progress(p); };
-  LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, cluster, ops, o));
+  LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, *costs, o));
   o.progress = nullptr;
-  PrintReport(report, config, o, cluster.name());
+  PrintReport(report, config, o, costs->cluster().name());
   if (FLAGS_explain) {
     std::printf("\n");
     for (const std::string& line : ExplainWinner(report, o)) std::printf("%s\n", line.c_str());
@@ -159,10 +155,8 @@ Status RunTune(const std::vector<std::string>& args) {
   if (report.top.empty()) return FailedPrecondition("-o: no plan fits, nothing to write");
   // The winner as `loom plan --cluster` plans it: every rank, the pipeline
   // cut by this cluster's costs, verified.
-  const CommModel comm(cluster);
   PlanOptions plan_options;
-  plan_options.cost_model = &ops;
-  plan_options.comm_model = &comm;
+  plan_options.costs = costs.get();
   LOOM_ASSIGN_OR_RETURN(Plan plan,
                         PlanGpt(config, opt, report.top.front().candidate.strategy, {},
                                 plan_options));

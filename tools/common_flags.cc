@@ -428,6 +428,28 @@ StatusOr<proto::Cluster> ClusterFromFlags() {
 
 std::string CostTablePathFromFlags() { return CostTablePath(FLAGS_cost_table); }
 
+StatusOr<std::unique_ptr<CostContext>> CostsFromFlags() {
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  LOOM_ASSIGN_OR_RETURN(CostTable table, CostTable::LoadOrEmpty(CostTablePathFromFlags()));
+  return std::make_unique<CostContext>(std::move(cluster), std::move(table));
+}
+
+StatusOr<std::unique_ptr<CostContext>> RunPlanningCostsFromFlags(PlanOptions* options) {
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
+  auto costs = std::make_unique<CostContext>(std::move(cluster), CostTable());
+  options->costs = costs.get();
+  options->cut_by_flops = true;
+  return costs;
+}
+
+StatusOr<std::unique_ptr<CostContext>> PlanningCostsFromFlags(PlanOptions* options) {
+  if (!FlagGiven("cluster")) return RunPlanningCostsFromFlags(options);
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs, CostsFromFlags());
+  options->costs = costs.get();
+  options->cut_by_flops = false;
+  return costs;
+}
+
 StatusOr<int64_t> MemoryLimitFromFlags() {
   if (FLAGS_memory_limit < 0) return InvalidArgument("--memory_limit must be positive, or 0");
   if (FLAGS_memory_limit > 0 || FLAGS_allow_oversubscribe || !FlagGiven("cluster")) {
@@ -442,8 +464,9 @@ Status FitToMemoryFromFlags(const GptConfig& config, const OptimizerConfig& opti
                             const PlanOptions& options) {
   LOOM_ASSIGN_OR_RETURN(const int64_t limit, MemoryLimitFromFlags());
   if (limit == 0) return Status::OK();
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  const TimerFactory timer = CostModelTimers(cluster, CostTablePathFromFlags());
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> costs, CostsFromFlags());
+  const proto::Cluster& cluster = costs->cluster();
+  const TimerFactory timer = CostModelTimers(*costs);
   StatusOr<GptSimulation> fits =
       SimulateGptWithinMemory(config, optimizer, *strategy, timer, limit, note, strategy, {},
                               options);

@@ -5,20 +5,22 @@
 
 #include <gflags/gflags.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cost_model/cluster.pb.h"
+#include "cost_model/cost_context.h"
 #include "executor/stream.h"
 #include "framework/optimizer.h"
+#include "models/gpt.h"
+#include "models/synthetic_data.h"
+#include "models/token_file_dataset.h"
+#include "models/training_recipe.h"
 #include "passes/amp.h"
 #include "passes/planner.h"
 #include "passes/strategy.h"
-#include "models/gpt.h"
-#include "models/training_recipe.h"
-#include "models/synthetic_data.h"
-#include "models/token_file_dataset.h"
 #include "runtime/training_loop.h"
 
 DECLARE_string(preset);
@@ -91,19 +93,30 @@ StatusOr<DeviceType> DeviceFromFlags();
 
 // The cluster of --cluster (a preset name or a file), validated.
 StatusOr<proto::Cluster> ClusterFromFlags();
+// What work costs on --cluster: its ops priced by the cost table
+// (CostTablePathFromFlags; empty while that file does not exist).
+StatusOr<std::unique_ptr<CostContext>> CostsFromFlags();
+// The costs `loom run` plans at, into `options`: --cluster's with no
+// measured entries, and the pipeline cut by FLOPs, so that a run's plan
+// never depends on the cost table in the user's cache. Returns their owner.
+StatusOr<std::unique_ptr<CostContext>> RunPlanningCostsFromFlags(PlanOptions* options);
+// The costs `loom plan` plans at: CostsFromFlags where --cluster is given,
+// the pipeline cut by them; else as `loom run` plans.
+StatusOr<std::unique_ptr<CostContext>> PlanningCostsFromFlags(PlanOptions* options);
 // The cap on every rank's simulated peak that planning keeps under:
 // --memory_limit, else (unless --allow_oversubscribe) the memory of
 // --cluster's GPU; 0: none.
 StatusOr<int64_t> MemoryLimitFromFlags();
 // Under MemoryLimitFromFlags (when there is one) the plan of `*strategy`
-// is first simulated on --cluster: recomputation the strategy leaves open
+// is first simulated on --cluster (CostsFromFlags; planned at
+// `options`): recomputation the strategy leaves open
 // is chosen, and an overlap schedule gives up micro-batches in flight,
 // until every rank fits (SimulateGptWithinMemory); `*strategy` becomes what
 // fits and `*note` says why. A plan that cannot fit is an error naming the
 // ranks, and what they hold.
 Status FitToMemoryFromFlags(const GptConfig& config, const OptimizerConfig& optimizer,
                             proto::Strategy* strategy, std::string* note,
-                            const PlanOptions& options = {});
+                            const PlanOptions& options);
 // --cost_table, else the per-user default (cost_model/cost_table.h).
 std::string CostTablePathFromFlags();
 

@@ -6,6 +6,8 @@
 // is bit-identical to casting at each use, a restored run makes the copies
 // again, and a pipeline stage holds one copy however many micro-batches
 // are in flight.
+#include "passes/amp.h"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -14,15 +16,15 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "framework/verifier.h"
 #include "models/gpt.h"
-#include "passes/amp.h"
 #include "passes/planner.h"
 #include "runtime/serial_trainer.h"
 #include "runtime/simulation.h"
 #include "unittests/layout_sweep.h"
 #include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -189,14 +191,14 @@ TEST(Amp, PlanningAnyProgramAppliesTheStrategysPrecision) {
     }
     return low;
   };
-  auto plan = PlanRanks(tp.main, tp.startup, strategy, {});
+  auto plan = PlanRanks(tp.main, tp.startup, strategy, {}, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
-  auto one = PlanRank(tp.main, tp.startup, strategy, 1);
+  auto one = PlanRank(tp.main, tp.startup, strategy, 1, LocalPlanOptions());
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_GT(count_low_matmuls(plan->ranks[0]), 0);
   EXPECT_EQ(count_low_matmuls(*one), count_low_matmuls(plan->ranks[1]));
   strategy.mutable_amp()->set_level("O4");
-  EXPECT_EQ(PlanRanks(tp.main, tp.startup, strategy, {}).status().message(),
+  EXPECT_EQ(PlanRanks(tp.main, tp.startup, strategy, {}, LocalPlanOptions()).status().message(),
             "amp.level: AMP level 'O4' is not one of O0, O1, O2");
 }
 
@@ -389,13 +391,13 @@ TEST(LowPrecisionWeights, AStageHoldsOneCopyWhateverItsMicroBatchesInFlight) {
   c.batch_size = 8;
   c.vocab_size = 1024;  // so that the layers' weights, not the embedding's, dominate
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
-  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(costs);
   const Layout layout{1, 1, 2, "1F1B", 0, "O2"};
   auto memory = [&](int micro_batches, bool pass) {
     proto::Strategy s = layout.ToStrategy(micro_batches);
     if (!pass) s = WithoutThePass(s);
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, timer);
+    auto sim = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
     EXPECT_TRUE(sim.ok()) << sim.status();
     const RankMetrics& r = sim->result.ranks[0];
     return std::pair{r.persistent,

@@ -4,10 +4,10 @@
 // and how a call that starts on busy cores is priced.
 #include "runtime/cost_model_timer.h"
 
+#include <glog/logging.h>
 #include <limits>
 #include <utility>
 
-#include <glog/logging.h>
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
@@ -17,6 +17,7 @@
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/execution_graph.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -25,10 +26,12 @@ namespace {
 // pp=2 on `cluster`.
 std::vector<std::pair<int, double>> PoolsOf(const proto::Cluster& cluster) {
   const GptConfig config = GptPreset("gpt-tiny").value();
-  const Plan plan = PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 2, 2, "1F1B")).value();
+  const Plan plan =
+      PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 2, 2, "1F1B"), {}, LocalPlanOptions())
+          .value();
   const ExecutionGraph graph = LowerPlan(plan).value();
   const OpCostModel ops(cluster, CostTable());
-  auto timer = CostModelTimer::Create(graph, ops, cluster);
+  auto timer = CostModelTimer::Create(graph, CostContext(cluster, ops));
   EXPECT_TRUE(timer.ok()) << timer.status();
   std::vector<std::pair<int, double>> pools;
   if (!timer.ok()) return pools;
@@ -70,10 +73,12 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
   auto mp_share = [&](int batch) {
     GptConfig config = GptPreset("gpt-tiny").value();
     config.batch_size = batch;
-    const Plan plan = PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 1, 1, "1F1B")).value();
+    const Plan plan =
+        PlanGpt(config, OptimizerConfig(), MakeStrategy(1, 2, 1, 1, "1F1B"), {}, LocalPlanOptions())
+            .value();
     const ExecutionGraph graph = LowerPlan(plan).value();
     const OpCostModel ops(local, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
     const RankGraph& rank = graph.ranks[0];
     for (const Instruction& ins : rank.instructions()) {
       if (ins.op_type == "allreduce" && ins.ring == kMpRing) {
@@ -94,16 +99,18 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
 TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
   proto::Cluster local = LoadCluster("local").value();
   local.mutable_intra_node()->clear_call_cpu();
-  const Plan plan =
-      PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(), MakeStrategy(1, 2, 1, 1, "1F1B"))
-          .value();
+  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
+                            MakeStrategy(1, 2, 1, 1, "1F1B"), {}, LocalPlanOptions())
+                        .value();
   const ExecutionGraph graph = LowerPlan(plan).value();
   const RankGraph& rank = graph.ranks[0];
   const OpCostModel ops(local, CostTable());
   int calls = 0;
   for (const Instruction& ins : rank.instructions()) {
     if (!ins.communicates() || ins.comm_calls <= 0) continue;
-    EXPECT_EQ(CostModelTimer::Create(graph, ops, local).value()->CommCpuSeconds(rank, ins), 0);
+    EXPECT_EQ(
+        CostModelTimer::Create(graph, CostContext(local, ops)).value()->CommCpuSeconds(rank, ins),
+        0);
     ++calls;
     break;
   }
@@ -112,7 +119,7 @@ TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
   cpu->set_seconds_per_call(400e-6);
   cpu->set_bytes_per_second(1e9);
   const OpCostModel priced(local, CostTable());
-  auto timer = CostModelTimer::Create(graph, priced, local).value();
+  auto timer = CostModelTimer::Create(graph, CostContext(local, priced)).value();
   for (const Instruction& ins : rank.instructions()) {
     if (ins.kind == InstructionKind::kCompute) {
       EXPECT_EQ(timer->CommCpuSeconds(rank, ins), 0);
@@ -135,7 +142,8 @@ const Instruction& FirstMpAllReduce(const RankGraph& rank) {
 // gpt-tiny at `mp` over `pp` stages of `micro_batches`, 1F1B, lowered.
 ExecutionGraph TinyGraph(int mp, int pp, int micro_batches) {
   const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                            MakeStrategy(1, mp, pp, micro_batches, "1F1B")).value();
+                            MakeStrategy(1, mp, pp, micro_batches, "1F1B"), {}, LocalPlanOptions())
+                        .value();
   return LowerPlan(plan).value();
 }
 
@@ -162,7 +170,7 @@ TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   const RankGraph& rank = graph.ranks[0];
   const Instruction& call = FirstMpAllReduce(rank);
   auto price = [&](const proto::Cluster& cluster, double busy_for) {
-    auto timer = CostModelTimer::Create(graph, ops, cluster).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(cluster, ops)).value();
     CallStart start;
     start.cores_busy_for = busy_for;
     return timer->CommSeconds(rank, call, start);
@@ -201,7 +209,7 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
     cluster.set_lockstep_slowdown(lockstep);
     EXPECT_TRUE(ValidateCluster(cluster).ok());
     const OpCostModel ops(cluster, CostTable());
-    return CostModelTimer::Create(graph, ops, cluster).value()->Seconds(rank, *matmul);
+    return CostModelTimer::Create(graph, CostContext(cluster, ops)).value()->Seconds(rank, *matmul);
   };
   const proto::Cluster local = LoadCluster("local").value();
   ASSERT_GE(local.device().cores(), 2);
@@ -225,7 +233,7 @@ TEST(CostModelTimer, ComputeOnSharedCoresTakesTheSharedCoreLockstep) {
   auto slowdown = [&](const proto::Cluster& cluster) {
     EXPECT_TRUE(ValidateCluster(cluster).ok());
     const OpCostModel ops(cluster, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, cluster).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(cluster, ops)).value();
     return timer->SharedCoreSlowdown(timer->CorePool(graph.ranks[0]));
   };
   local.clear_core_wait();
@@ -250,7 +258,7 @@ TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
   auto waited = [&](int mp, int pp) {
     const ExecutionGraph graph = TinyGraph(mp, pp, 2);
     const OpCostModel ops(waiting, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, waiting).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(waiting, ops)).value();
     const RankGraph& rank = graph.ranks[0];
     const Instruction* send = nullptr;
     for (const Instruction& ins : rank.instructions()) {
@@ -279,7 +287,7 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
   auto price = [&](int pp) {
     const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
     const RankGraph& rank = graph.ranks[0];
     const Instruction& call = FirstMpAllReduce(rank);
     const double priced = timer->CommSeconds(rank, call, CallStart{});
@@ -317,7 +325,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
                    double beside_for = std::numeric_limits<double>::infinity()) {
     const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
-    auto timer = CostModelTimer::Create(graph, ops, local).value();
+    auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
     const RankGraph& rank = graph.ranks[0];
     CallStart start;
     start.beside_other_calls = beside;
@@ -351,7 +359,7 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   auto slowdown = [&](int pp, double busy_for) {
     const ExecutionGraph g = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
-    auto timer = CostModelTimer::Create(g, ops, local).value();
+    auto timer = CostModelTimer::Create(g, CostContext(local, ops)).value();
     CallStart start;
     start.cores_busy_for = busy_for;
     return timer->BesideCallsSlowdown(g.ranks[0], FirstMpAllReduce(g.ranks[0]), start);
@@ -374,7 +382,7 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
   const ExecutionGraph graph = TinyMpGraph(1, 1);
   const OpCostModel ops(local, CostTable());
-  auto timer = CostModelTimer::Create(graph, ops, local).value();
+  auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
   const RankGraph& rank = graph.ranks[0];
   const Instruction& call = FirstMpAllReduce(rank);
   auto price = [&](double link_idle, double busy_for) {
@@ -400,7 +408,7 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   // Measured with each party on a core of its own; where each shares its
   // core with another rank (pp=2: 4 ranks on 2 cores) nothing is added.
   const ExecutionGraph shared = TinyMpGraph(2, 2);
-  auto shared_timer = CostModelTimer::Create(shared, ops, local).value();
+  auto shared_timer = CostModelTimer::Create(shared, CostContext(local, ops)).value();
   auto shared_price = [&](double link_idle) {
     CallStart start;
     start.link_idle = link_idle;
@@ -427,7 +435,9 @@ TEST(CostModelTimer, ASendWithinTheSendBufferTakesItsHandOver) {
     local.mutable_intra_node()->set_send_buffer_bytes(buffer);
     EXPECT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
     const OpCostModel ops(local, CostTable());
-    return CostModelTimer::Create(graph, ops, local).value()->SendHandOverSeconds(rank, *send);
+    return CostModelTimer::Create(graph, CostContext(local, ops))
+        .value()
+        ->SendHandOverSeconds(rank, *send);
   };
   EXPECT_DOUBLE_EQ(hand_over(send->comm_bytes),
                    send->comm_bytes / local.device().memory_bandwidth());

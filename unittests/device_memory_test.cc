@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
 #include "runtime/parallel_trainer.h"
@@ -31,8 +31,8 @@ TEST(DeviceMemory, MeasuredPeakFollowsTheSimulatedPeak) {
   c.vocab_size = 512;  // so that the layers, not the logits, make the peak
   c.dropout = 0.1f;
   const proto::Cluster cluster = LoadCluster("local").value();
-  const OpCostModel ops(cluster, CostTable());
-  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(costs);
   struct Case {
     int mp, pp, micro_batches;
     const char* recompute;

@@ -13,6 +13,7 @@
 #include "runtime/parallel_trainer.h"
 #include "scheduler/execution_graph.h"
 #include "scheduler/schedule.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -115,7 +116,8 @@ TEST(FlatBuffers, BucketGradientsAreViewsOfOneBufferAndTrainAsBefore) {
 TEST(FlatBuffers, MemoryCountsEachBufferOnce) {
   const TrainingProgram tp = BuildGptTrainingProgram(Tiny()).value();
   auto persistent = [&](bool bucketing) {
-    auto plan = PlanRanks(tp.main, tp.startup, Bucketed(2, 2, 2, bucketing), {0});
+    auto plan =
+        PlanRanks(tp.main, tp.startup, Bucketed(2, 2, 2, bucketing), {0}, LocalPlanOptions());
     EXPECT_TRUE(plan.ok()) << plan.status();
     auto graph = LowerPlan(*plan);
     EXPECT_TRUE(graph.ok()) << graph.status();

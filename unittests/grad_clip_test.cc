@@ -1,16 +1,18 @@
 // Global-norm gradient clipping (framework/grad_clip.h): the ops, the
 // serial section, and the grad-clip pass on every layout, whose clipped
 // parameters must equal serial clipping's within 1e-6.
+#include "framework/grad_clip.h"
+
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-#include "framework/grad_clip.h"
 #include "framework/op_builder.h"
 #include "passes/pass_options.h"
 #include "passes/planner.h"
 #include "unittests/op_runner.h"
 #include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -260,7 +262,7 @@ TEST(GradClip, ReplicatedGradientsCountOnMpRankZeroOnly) {
   TrainingProgram tp = BuildGptTrainingProgram(c, Sgd(0.5f, 1)).value();
   const proto::Strategy strategy = MakeStrategy(1, 2, 1, 1, "1F1B");
   auto count_terms = [&](int rank) {
-    RankPlan rp = PlanRank(tp.main, tp.startup, strategy, rank).value();
+    RankPlan rp = PlanRank(tp.main, tp.startup, strategy, rank, LocalPlanOptions()).value();
     std::set<std::string> summed;
     int mp_reductions = 0, scaled_updates = 0, updates = 0;
     for (const auto& [key, program] : rp.programs()) {

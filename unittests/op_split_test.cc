@@ -9,7 +9,7 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "framework/op_view.h"
 #include "framework/op_work.h"
 #include "framework/shape_inference.h"
@@ -18,6 +18,7 @@
 #include "runtime/parallel_trainer.h"
 #include "runtime/simulation.h"
 #include "scheduler/plan_verifier.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -60,7 +61,7 @@ std::vector<std::string> SplitRemarks(const std::vector<std::string>& remarks) {
 // program carries them.
 TEST(OpSplit, SplitsEachRowParallelMatmulIntoParts) {
   TrainingProgram tp = Gpt("gpt-tiny", 2);
-  PlanOptions o;
+  PlanOptions o = LocalPlanOptions();
   o.pass_manager.verify_each = true;
   auto whole = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, 1, 2, "1F1B"), {}, o);
   auto split = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {}, o);
@@ -92,12 +93,10 @@ TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
   auto remarks_for = [](const std::string& preset, const std::string& cluster_name) {
     TrainingProgram tp = Gpt(preset, 1);
     proto::Cluster cluster = LoadCluster(cluster_name).value();
-    OpCostModel ops(cluster, CostTable());
-    CommModel comm(cluster);
+    CostContext costs(cluster, CostTable());
     std::vector<std::string> remarks;
     PlanOptions o;
-    o.cost_model = &ops;
-    o.comm_model = &comm;
+    o.costs = &costs;
     o.remarks = &remarks;
     auto plan = PlanRank(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 0), 0, o);
     EXPECT_TRUE(plan.ok()) << plan.status();
@@ -123,7 +122,7 @@ TEST(OpSplit, CostModelChoosesWhetherAndHowMuch) {
 TEST(OpSplit, OverlapScheduleCutsAfterTheLastPart) {
   TrainingProgram tp = Gpt("gpt-tiny", 2);
   auto parts = [&](const proto::Strategy& s) {
-    auto plan = PlanRanks(tp.main, tp.startup, s, {0});
+    auto plan = PlanRanks(tp.main, tp.startup, s, {0}, LocalPlanOptions());
     EXPECT_TRUE(plan.ok()) << plan.status();
     int n = 0;
     for (const Job& j : plan->ranks[0].jobs) {
@@ -250,7 +249,8 @@ namespace {
 // The concat after the parts is a join: nothing to copy either.
 TEST(OpSplit, LeadingDimSplitsAreViewsAndTheirConcatsJoins) {
   TrainingProgram tp = Gpt("gpt-tiny", 1);
-  auto plan = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {0});
+  auto plan = PlanRanks(tp.main, tp.startup, Split(MakeStrategy(1, 2, 1, 2, "1F1B"), 2), {0},
+                        LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   int views = 0, copies = 0;
   for (const Op* op : plan->ranks[0].ProgramFor({JobType::kForward, 0, 0})->global_block().ops()) {
@@ -306,12 +306,12 @@ namespace {
 // row-parallel side's reduce-scatters split as before.
 TEST(OpSplit, SequenceParallelGathersEachPartBeforeItsGemm) {
   TrainingProgram tp = Gpt("gpt-tiny", 2);
-  PlanOptions o;
+  PlanOptions o = LocalPlanOptions();
   o.pass_manager.verify_each = true;
   std::vector<std::string> remarks;
   o.remarks = &remarks;
   const proto::Strategy sp = WithSequenceParallel(MakeStrategy(1, 2, 1, 2, "1F1B"));
-  auto whole = PlanRanks(tp.main, tp.startup, sp, {});
+  auto whole = PlanRanks(tp.main, tp.startup, sp, {}, LocalPlanOptions());
   auto split = PlanRanks(tp.main, tp.startup, Split(sp, 2), {}, o);
   ASSERT_TRUE(whole.ok()) << whole.status();
   ASSERT_TRUE(split.ok()) << split.status();
@@ -360,10 +360,10 @@ double ForwardGatherShareUnderCalc(const proto::Strategy& strategy) {
   c.num_layers = 1;
   c.batch_size = 4;
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   SimulationOptions options;
   options.trace = true;
-  auto sim = SimulateGpt(c, {}, strategy, CostModelTimers(cluster, ops), options);
+  auto sim = SimulateGpt(c, {}, strategy, CostModelTimers(costs), options, PlanOptionsAt(costs));
   EXPECT_TRUE(sim.ok()) << sim.status();
   if (!sim.ok()) return -1;
   const std::vector<TraceEvent>& trace = sim->result.trace;

@@ -14,8 +14,9 @@
 #include "cost_model/cluster.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/parallel_trainer.h"
-#include "runtime/simulation.h"
 #include "runtime/serial_trainer.h"
+#include "runtime/simulation.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -254,10 +255,10 @@ GptSimulation SimulateTensorParallelStep(bool async) {
   proto::Strategy s = MakeStrategy(1, 2, 1, 2, "1F1B");
   if (!async) s.mutable_passes()->set_mp_async_allreduce_in_backward(false);
   const proto::Cluster cluster = LoadCluster("emulated").value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   SimulationOptions options;
   options.trace = true;
-  auto sim = SimulateGpt(c, {}, s, CostModelTimers(cluster, ops), options);
+  auto sim = SimulateGpt(c, {}, s, CostModelTimers(costs), options, PlanOptionsAt(costs));
   EXPECT_TRUE(sim.ok()) << sim.status();
   return sim.ok() ? std::move(*sim) : GptSimulation{};
 }

@@ -28,6 +28,7 @@
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
 #include "scheduler/simulator.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -71,11 +72,11 @@ ExecutionGraph Lower(const Layout& l, Plan* plan_out = nullptr) {
   c.batch_size = l.batch;
   const TrainingProgram tp = BuildGptTrainingProgram(c).value();
   const int mp = std::string(l.schedule) == "1F1B-overlap" ? 2 : 1;
-  Plan plan = PlanRanks(tp.main, tp.startup,
-                        MakeStrategy(1, mp, l.pp, l.micro_batches, l.schedule,
-                                     ChunksOf(l.schedule)),
-                        {})
-                  .value();
+  Plan plan =
+      PlanRanks(tp.main, tp.startup,
+                MakeStrategy(1, mp, l.pp, l.micro_batches, l.schedule, ChunksOf(l.schedule)), {},
+                LocalPlanOptions())
+          .value();
   ExecutionGraph graph = LowerPlan(plan).value();
   if (plan_out != nullptr) *plan_out = std::move(plan);
   return graph;

@@ -9,6 +9,7 @@
 #include "passes/planner.h"
 #include "scheduler/execution_graph.h"
 #include "scheduler/schedule.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -20,7 +21,8 @@ TEST(PipelineTransfers, ReceivesArePostedIndependentlyOfCalc) {
   for (const char* schedule : {"1F1B", "1F1B-overlap"}) {
     for (int pp : {2, 4}) {
       SCOPED_TRACE(StrCat(schedule, " pp=", pp));
-      auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, pp, 8, schedule), {});
+      auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, pp, 8, schedule), {},
+                            LocalPlanOptions());
       ASSERT_TRUE(plan.ok()) << plan.status();
       auto graph = LowerPlan(*plan);
       ASSERT_TRUE(graph.ok()) << graph.status();

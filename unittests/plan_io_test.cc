@@ -1,15 +1,16 @@
 // The Plan as an artifact: proto round trips, shared program sets, files,
 // and the one-line errors a bad plan gets.
+#include <google/protobuf/util/message_differencer.h>
 #include <fstream>
 #include <sstream>
 
-#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include "framework/serialization.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "scheduler/plan_verifier.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -25,7 +26,8 @@ GptConfig TinyConfig() {
 
 Plan TinyPlan(int dp, int mp, int pp, int micro_batches, const std::string& schedule,
               int vpp = 1) {
-  auto plan = PlanGpt(TinyConfig(), {}, MakeStrategy(dp, mp, pp, micro_batches, schedule, vpp));
+  auto plan = PlanGpt(TinyConfig(), {}, MakeStrategy(dp, mp, pp, micro_batches, schedule, vpp), {},
+                      LocalPlanOptions());
   CHECK(plan.ok()) << plan.status();
   return std::move(plan).value();
 }

@@ -1,15 +1,16 @@
 // The default pipeline end to end: strategies in, per-rank plans out.
+#include "passes/planner.h"
+
 #include <gtest/gtest.h>
 
 #include "cost_model/bucket_size.h"
 #include "cost_model/cluster.h"
 #include "framework/op_registry.h"
-
 #include "framework/verifier.h"
 #include "models/gpt.h"
-#include "passes/planner.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -22,7 +23,7 @@ TrainingProgram Tiny(int layers) {
 
 
 PlanOptions Verified() {
-  PlanOptions o;
+  PlanOptions o = LocalPlanOptions();
   o.pass_manager.verify_each = true;
   return o;
 }
@@ -63,10 +64,10 @@ TEST(Planner, RanksPlannedTogetherGetTheProgramsTheyGetAlone) {
            {"1F1B", 1}, {"VPP", 2}, {"ZBV", 2}}) {
     SCOPED_TRACE(schedule);
     const proto::Strategy s = MakeStrategy(1, 2, 4, 8, schedule, vpp);
-    auto together = PlanRanks(tp.main, tp.startup, s, {});
+    auto together = PlanRanks(tp.main, tp.startup, s, {}, LocalPlanOptions());
     ASSERT_TRUE(together.ok()) << together.status();
     for (const RankPlan& rp : together->ranks) {
-      auto alone = PlanRank(tp.main, tp.startup, s, rp.rank);
+      auto alone = PlanRank(tp.main, tp.startup, s, rp.rank, LocalPlanOptions());
       ASSERT_TRUE(alone.ok()) << alone.status();
       ASSERT_EQ(rp.programs().size(), alone->programs().size()) << "rank " << rp.rank;
       for (const auto& [key, program] : rp.programs()) {
@@ -101,7 +102,8 @@ TEST(Planner, HybridLayoutsVerify) {
 
 TEST(Planner, VerifierRejectsAHandBrokenPlan) {
   TrainingProgram tp = Tiny(4);
-  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "1F1B"), {});
+  auto plan =
+      PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "1F1B"), {}, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   // Stage 1 runs its first backward before the forward it needs.
   RankPlan& last = plan->ranks[1];
@@ -115,7 +117,8 @@ TEST(Planner, VerifierRejectsAHandBrokenPlan) {
 // gradient accumulators issued before the last addition into them.
 TEST(Planner, VerifierRejectsAReductionBeforeTheLastAccumulation) {
   TrainingProgram tp = Tiny(2);
-  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(2, 1, 1, 2, "FThenB"), {});
+  auto plan =
+      PlanRanks(tp.main, tp.startup, MakeStrategy(2, 1, 1, 2, "FThenB"), {}, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_TRUE(VerifyPlan(*plan).ok());
   Block& backward =
@@ -201,15 +204,18 @@ TEST(Planner, DataParallelBucketsRunInTheLastMicroBatchOnTheDpStream) {
 }
 
 // dp.bucket_size_bytes unset: the cluster's model sizes the buckets (and
-// says so); given, it wins.
+// says so), and planning without a cluster is an error, never a preset's
+// guess; given, the size wins, and needs no cluster.
 TEST(Planner, DataParallelBucketSizeComesFromTheClusterUnlessGiven) {
   TrainingProgram tp = Tiny(2);
   auto buckets_and_size = [&](const proto::Strategy& s, const char* cluster,
                               std::vector<std::string>* remarks) {
-    proto::Cluster c = LoadCluster(cluster).value();
-    CommModel comm(c);
+    std::unique_ptr<CostContext> costs;
+    if (cluster != nullptr) {
+      costs = std::make_unique<CostContext>(LoadCluster(cluster).value(), CostTable());
+    }
     PlanOptions o = Verified();
-    o.comm_model = &comm;
+    o.costs = costs.get();
     o.remarks = remarks;
     auto rp = PlanRank(tp.main, tp.startup, s, 0, o);
     EXPECT_TRUE(rp.ok()) << rp.status();
@@ -247,6 +253,16 @@ TEST(Planner, DataParallelBucketSizeComesFromTheClusterUnlessGiven) {
   auto [given_buckets, given_bytes] = buckets_and_size(given, "h100", nullptr);
   EXPECT_EQ(given_bytes, 16 * 1024);
   EXPECT_GT(given_buckets, local_buckets);
+  EXPECT_EQ(buckets_and_size(given, nullptr, nullptr), std::make_pair(given_buckets, given_bytes));
+  PlanOptions no_cluster = Verified();
+  no_cluster.costs = nullptr;
+  const Status unsized = PlanRank(tp.main, tp.startup, by_model, 0, no_cluster).status();
+  EXPECT_EQ(unsized.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(
+      unsized.message().find("data-parallel: sizing the gradient buckets (dp.bucket_size_bytes "
+                             "unset) needs the costs of the cluster planned for"),
+      std::string::npos)
+      << unsized;
   // A negative size names the field.
   proto::Strategy bad = by_model;
   bad.mutable_dp()->set_bucket_size_bytes(-5);
@@ -257,14 +273,15 @@ TEST(Planner, DataParallelBucketSizeComesFromTheClusterUnlessGiven) {
 TEST(Planner, ImpossibleStrategiesNameTheField) {
   TrainingProgram tp = Tiny(4);
   auto fail = [&](const proto::Strategy& s) {
-    auto plan = PlanRanks(tp.main, tp.startup, s, {0});
+    auto plan = PlanRanks(tp.main, tp.startup, s, {0}, LocalPlanOptions());
     EXPECT_FALSE(plan.ok());
     return plan.status().message();
   };
   EXPECT_EQ(fail(MakeStrategy(1, 1, 4, 2, "1F1B")),
             "pipeline.micro_batches (2) must be at least pipeline.degree (4) for 1F1B");
   TrainingProgram eight = Tiny(8);
-  auto vpp = PlanRanks(eight.main, eight.startup, MakeStrategy(1, 1, 2, 4, "VPP", 3), {0});
+  auto vpp = PlanRanks(eight.main, eight.startup, MakeStrategy(1, 1, 2, 4, "VPP", 3), {0},
+                       LocalPlanOptions());
   EXPECT_EQ(vpp.status().message(),
             "rank 0 (dp=0 mp=0 pp=0): pipeline-split: pipeline.vpp_degree (3) x "
             "pipeline.degree (2) = 6 does not divide the 8 layers");
@@ -436,7 +453,8 @@ TEST(Planner, SynchronousAllReduceInBackwardKeepsOneMatmulGrad) {
 
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
   TrainingProgram tp = Tiny(2);
-  auto plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "FThenB"), {});
+  auto plan =
+      PlanRanks(tp.main, tp.startup, MakeStrategy(1, 1, 2, 2, "FThenB"), {}, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   const std::string json = PlanToJson(*plan);
   EXPECT_EQ(json.rfind("{\"ranks\":[{\"rank\":0,\"coords\":{\"dp\":0,\"mp\":0,\"pp\":0},"
@@ -468,17 +486,20 @@ class SlowEmbeddingCosts : public OpCostEstimator {
   }
 };
 
-// Pipeline-split balances its cut by the context's cost model: with the
-// embedding that slow, the first stage keeps one layer; by FLOPs it keeps
-// more.
+// Pipeline-split balances its cut by the context's op costs: with the
+// embedding that slow, the first stage keeps one layer; by FLOPs (no
+// costs, or cut_by_flops as `loom run` plans) it keeps more.
 TEST(Planner, CostModelMovesThePipelineCut) {
   TrainingProgram tp = Tiny(4);
   const proto::Strategy s = MakeStrategy(1, 1, 2, 2, "1F1B");
-  auto first_stage_layers = [&](const OpCostEstimator* costs) {
+  SlowEmbeddingCosts slow;
+  const CostContext slow_costs(LoadCluster("local").value(), slow);
+  auto first_stage_layers = [&](const CostContext* costs, bool cut_by_flops = false) {
     std::vector<std::string> remarks;
     PlanOptions o;
     o.remarks = &remarks;
-    o.cost_model = costs;
+    o.costs = costs;
+    o.cut_by_flops = cut_by_flops;
     EXPECT_TRUE(PlanRank(tp.main, tp.startup, s, 0, o).ok());
     const std::string key = "virtual stage 0 (stage 0, chunk 0): layers ";
     for (const std::string& r : remarks) {
@@ -487,9 +508,9 @@ TEST(Planner, CostModelMovesThePipelineCut) {
     }
     return std::string("?");
   };
-  SlowEmbeddingCosts slow;
-  EXPECT_EQ(first_stage_layers(&slow), "0-0");
+  EXPECT_EQ(first_stage_layers(&slow_costs), "0-0");
   EXPECT_NE(first_stage_layers(nullptr), "0-0");
+  EXPECT_EQ(first_stage_layers(&slow_costs, /*cut_by_flops=*/true), first_stage_layers(nullptr));
 }
 
 }  // namespace

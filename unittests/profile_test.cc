@@ -29,6 +29,7 @@
 #include "profiling/step_profiler.h"
 #include "runtime/gpt_plan.h"
 #include "unittests/loom_cli.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -193,7 +194,9 @@ TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
   if (CoresOfThisProcess().size() < 2) GTEST_SKIP() << "needs 2 cores, this process has 1";
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 1;
-  const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(2, 1, 1, 1, "1F1B")).value();
+  const Plan plan =
+      PlanGpt(c, OptimizerConfig(), MakeStrategy(2, 1, 1, 1, "1F1B"), {}, LocalPlanOptions())
+          .value();
   auto profile = [&](int side_by_side) {
     StepProfileOptions o;
     o.warmup_steps = 1;
@@ -237,7 +240,9 @@ TEST(Profile, InStepMeasuresTheLockstepOfRanksSharingCores) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 1;
   auto profile = [&](int dp, int shared_core_steps) {
-    const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(dp, 1, 1, 1, "1F1B")).value();
+    const Plan plan =
+        PlanGpt(c, OptimizerConfig(), MakeStrategy(dp, 1, 1, 1, "1F1B"), {}, LocalPlanOptions())
+            .value();
     StepProfileOptions o;
     o.warmup_steps = 1;
     o.steps = 3;
@@ -275,7 +280,9 @@ TEST(Profile, MedianOfTimings) {
 TEST(Profile, InStepTimesThePipelineStagesInTurns) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 2;
-  const Plan plan = PlanGpt(c, OptimizerConfig(), MakeStrategy(1, 1, 2, 2, "1F1B")).value();
+  const Plan plan =
+      PlanGpt(c, OptimizerConfig(), MakeStrategy(1, 1, 2, 2, "1F1B"), {}, LocalPlanOptions())
+          .value();
   ASSERT_EQ(InStepTimedRanks(plan), (std::vector<int>{0, 1}));
   StepProfileOptions o;
   o.warmup_steps = 1;

@@ -12,15 +12,16 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
-#include "cost_model/op_cost_model.h"
+#include "cost_model/cost_context.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/parallel_trainer.h"
 #include "runtime/simulation.h"
 #include "unittests/layout_sweep.h"
-#include "unittests/parameter_compare.h"
 #include "unittests/loom_cli.h"
+#include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -56,7 +57,7 @@ Copies CopiesOf(const Plan& plan) {
 TEST(Recompute, CopiesGoIntoTheInputGradientHalfJustBeforeTheyAreRead) {
   const GptConfig c = TinyWithDropout(4, 8);
   proto::Strategy zbh1 = MakeStrategy(1, 1, 2, 4, "ZBH1");
-  auto full = PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "full"));
+  auto full = PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "full"), {}, LocalPlanOptions());
   ASSERT_TRUE(full.ok()) << full.status();
   Copies f = CopiesOf(*full);
   // Under ZBH1 every copy runs in B: W waits to fill bubbles, and a copy
@@ -69,12 +70,14 @@ TEST(Recompute, CopiesGoIntoTheInputGradientHalfJustBeforeTheyAreRead) {
       << "full recomputation makes the whole layer again";
 
   // Selective: the attention core only, QKᵀ, the softmax and its dropout.
-  auto selective = PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "selective"));
+  auto selective =
+      PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "selective"), {}, LocalPlanOptions());
   ASSERT_TRUE(selective.ok()) << selective.status();
   EXPECT_EQ(CopiesOf(*selective).types, (std::set<std::string>{"matmul", "softmax", "dropout"}));
 
   // The first layer of each stage's chunk: layer 0 on stage 0, 2 on stage 1.
-  auto first = PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "full", 1));
+  auto first =
+      PlanGpt(c, OptimizerConfig(), WithRecompute(zbh1, "full", 1), {}, LocalPlanOptions());
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(CopiesOf(*first).layers, (std::set<int>{0, 2}));
 
@@ -149,12 +152,14 @@ TEST(Recompute, SimulatedMemoryFallsAndTheStepGrows) {
   c.dropout = 0.1f;
   c.vocab_size = 1024;  // so that the layers, not the logits, make the peak
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
-  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(costs);
   const proto::Strategy s = MakeStrategy(1, 1, 1, 1, "1F1B");
-  auto none = SimulateGpt(c, OptimizerConfig(), s, timer);
-  auto selective = SimulateGpt(c, OptimizerConfig(), WithRecompute(s, "selective"), timer);
-  auto full = SimulateGpt(c, OptimizerConfig(), WithRecompute(s, "full"), timer);
+  auto none = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
+  auto selective = SimulateGpt(c, OptimizerConfig(), WithRecompute(s, "selective"), timer, {},
+                               PlanOptionsAt(costs));
+  auto full =
+      SimulateGpt(c, OptimizerConfig(), WithRecompute(s, "full"), timer, {}, PlanOptionsAt(costs));
   ASSERT_TRUE(none.ok() && selective.ok() && full.ok())
       << none.status() << selective.status() << full.status();
   const RankMetrics& a = none->result.ranks[0];
@@ -188,11 +193,14 @@ TEST(Recompute, MemoryLimitChoosesTheLeastRecomputationThatFits) {
   c.dropout = 0.1f;
   c.vocab_size = 1024;
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
-  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(costs);
   const proto::Strategy open = MakeStrategy(1, 1, 1, 1, "1F1B");
   auto peak = [&](const proto::Strategy& s) {
-    return SimulateGpt(c, OptimizerConfig(), s, timer).value().result.PeakRank().peak_bytes();
+    return SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs))
+        .value()
+        .result.PeakRank()
+        .peak_bytes();
   };
   const int64_t none = peak(open), selective = peak(WithRecompute(open, "selective")),
                 full = peak(WithRecompute(open, "full"));
@@ -202,7 +210,7 @@ TEST(Recompute, MemoryLimitChoosesTheLeastRecomputationThatFits) {
   std::string why;
   proto::Strategy chosen;
   auto sim = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, (none + selective) / 2,
-                                     &why, &chosen);
+                                     &why, &chosen, {}, PlanOptionsAt(costs));
   ASSERT_TRUE(sim.ok()) << sim.status();
   EXPECT_EQ(chosen.recompute().granularity(), "selective") << why;
   EXPECT_NE(why.find("recomputing every layer's attention core (selective) fits"),
@@ -215,7 +223,8 @@ TEST(Recompute, MemoryLimitChoosesTheLeastRecomputationThatFits) {
   const int64_t three = peak(WithRecompute(open, "full", 3));
   ASSERT_LT(three, selective);
   ASSERT_LT(three, two);
-  sim = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, three, &why, &chosen);
+  sim = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, three, &why, &chosen, {},
+                                PlanOptionsAt(costs));
   ASSERT_TRUE(sim.ok()) << sim.status();
   EXPECT_EQ(chosen.recompute().granularity(), "full") << why;
   EXPECT_EQ(chosen.recompute().num_layers(), 3) << why;
@@ -226,16 +235,18 @@ TEST(Recompute, MemoryLimitChoosesTheLeastRecomputationThatFits) {
 
   // Below full recomputation of every layer nothing fits: one line naming
   // the rank and what it holds.
-  const Status none_fits =
-      SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, full - 1, &why).status();
+  const Status none_fits = SimulateGptWithinMemory(c, OptimizerConfig(), open, timer, full - 1,
+                                                   &why, nullptr, {}, PlanOptionsAt(costs))
+                               .status();
   EXPECT_NE(none_fits.message().find("rank 0 needs"), std::string::npos) << none_fits;
   EXPECT_NE(none_fits.message().find("(4 layers, 4 recomputed)"), std::string::npos)
       << none_fits;
 
   // A strategy that says none is not recomputed.
-  const Status kept = SimulateGptWithinMemory(c, OptimizerConfig(), WithRecompute(open, "none"),
-                                              timer, (none + selective) / 2, &why)
-                          .status();
+  const Status kept =
+      SimulateGptWithinMemory(c, OptimizerConfig(), WithRecompute(open, "none"), timer,
+                              (none + selective) / 2, &why, nullptr, {}, PlanOptionsAt(costs))
+          .status();
   EXPECT_NE(kept.message().find("(4 layers, 0 recomputed)"), std::string::npos) << kept;
 }
 
@@ -285,8 +296,8 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
     bool sp = false;  // sequence parallelism
   };
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
-  const TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  const TimerFactory timer = CostModelTimers(costs);
   for (const Case& k : {Case{512, 4, 1024, 16, 1, "none"}, Case{1024, 2, 2048, 16, 1, "none"},
                         Case{1024, 2, 2048, 16, 2, "none"}, Case{2048, 1, 4096, 32, 4, "none"},
                         Case{1024, 2, 2048, 16, 2, "selective"},
@@ -312,7 +323,7 @@ TEST(Recompute, ActivationsPerLayerFollowTheFormulas) {
       proto::Strategy s = WithRecompute(MakeStrategy(1, k.t, 1, 1, "1F1B"), k.recompute);
       s.mutable_amp()->set_level("O2");
       s.mutable_mp()->set_sequence_parallel(k.sp);
-      auto sim = SimulateGpt(c, OptimizerConfig(), s, timer);
+      auto sim = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
       EXPECT_TRUE(sim.ok()) << sim.status();
       if (!sim.ok()) return 0.0;
       double bytes = 0;

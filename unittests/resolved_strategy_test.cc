@@ -6,6 +6,7 @@
 
 #include "models/gpt.h"
 #include "passes/planner.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -19,6 +20,7 @@ TEST(ResolvedStrategy, TheDefaultPipelineCarriesTheStrategy) {
   TrainingProgram tp = Tiny();
   const proto::Strategy strategy = MakeStrategy(2, 2, 2, 2, "ZBH1");
   PassContext ctx(LayoutOf(strategy), 5, tp.main.Clone(), tp.startup.Clone());
+  ctx.set_costs(LocalPresetCosts().value());
   PassManager pm;
   ASSERT_TRUE(pm.AddPipeline(DefaultPipeline(strategy).value()).ok());
   Status s = pm.Run(ctx);
@@ -34,7 +36,7 @@ TEST(ResolvedStrategy, TheDefaultPipelineCarriesTheStrategy) {
   EXPECT_EQ(strategy.dp().bucket_size_bytes(), 0);
   EXPECT_GT(r.dp_bucket_bytes(), 0);
   // The rank plan carries the record, with the pipeline the planner ran.
-  auto plan = PlanRank(tp.main, tp.startup, strategy, 5);
+  auto plan = PlanRank(tp.main, tp.startup, strategy, 5, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->resolved.schedule_mode(), "ZBH1");
   EXPECT_EQ(plan->resolved.pipeline(),
@@ -97,7 +99,7 @@ TEST(ResolvedStrategy, ThePlanRecordsShardingOpSplitAndOverlap) {
   s.mutable_passes()->set_op_split(true);
   s.mutable_passes()->set_op_split_parts(2);
   s.mutable_passes()->set_mp_async_allreduce_in_backward(false);
-  auto plan = PlanRank(tp.main, tp.startup, s, 0);
+  auto plan = PlanRank(tp.main, tp.startup, s, 0, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   const proto::ResolvedStrategy& r = plan->resolved;
   EXPECT_FALSE(r.mp_async_allreduce());

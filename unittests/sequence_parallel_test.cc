@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/shape_inference.h"
 #include "framework/op_builder.h"
+#include "framework/shape_inference.h"
 #include "models/gpt.h"
 #include "passes/planner.h"
 #include "passes/strategy.h"
@@ -17,6 +17,7 @@
 #include "runtime/parallel_trainer.h"
 #include "unittests/layout_sweep.h"
 #include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -48,8 +49,8 @@ Rank0 Rank0Of(const Plan& plan) {
 TEST(SequenceParallel, SplitsTheResidualStreamAndSwapsTheCollectives) {
   const GptConfig c = TinyWithDropout(2, 4);  // s = 32, h = 64
   const proto::Strategy tp = MakeStrategy(1, 2, 1, 1, "1F1B");
-  auto plain = PlanGpt(c, OptimizerConfig(), tp);
-  auto sp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(tp));
+  auto plain = PlanGpt(c, OptimizerConfig(), tp, {}, LocalPlanOptions());
+  auto sp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(tp), {}, LocalPlanOptions());
   ASSERT_TRUE(plain.ok()) << plain.status();
   ASSERT_TRUE(sp.ok()) << sp.status();
   const Rank0 a = Rank0Of(*plain), b = Rank0Of(*sp);
@@ -82,13 +83,16 @@ TEST(SequenceParallel, SplitsTheResidualStreamAndSwapsTheCollectives) {
 
 TEST(SequenceParallel, BadStrategiesNameTheField) {
   const GptConfig c = TinyWithDropout(2, 4);
-  auto no_mp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(MakeStrategy(2, 1, 1, 1, "1F1B")));
+  auto no_mp = PlanGpt(c, OptimizerConfig(), WithSequenceParallel(MakeStrategy(2, 1, 1, 1, "1F1B")),
+                       {}, LocalPlanOptions());
   ASSERT_FALSE(no_mp.ok());
   EXPECT_NE(no_mp.status().message().find("mp.sequence_parallel"), std::string::npos)
       << no_mp.status();
   GptConfig odd = c;
   odd.seq_len = 33;  // not divisible by mp 2
-  auto uneven = PlanGpt(odd, OptimizerConfig(), WithSequenceParallel(MakeStrategy(1, 2, 1, 1, "1F1B")));
+  auto uneven =
+      PlanGpt(odd, OptimizerConfig(), WithSequenceParallel(MakeStrategy(1, 2, 1, 1, "1F1B")), {},
+              LocalPlanOptions());
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.status().message().find("does not divide the sequence dim"), std::string::npos)
       << uneven.status();
@@ -110,8 +114,9 @@ TEST(SequenceParallel, AnOpThatNeedsTheWholeSequenceIsNamed) {
   *block.AddVar("probe") = *block.FindVar(kLossVar);
   block.FindVar("probe")->set_name("probe");
   ASSERT_NE(probe, nullptr);
-  auto plan = PlanRank(tp->main, tp->startup,
-                       WithSequenceParallel(MakeStrategy(1, 2, 1, 1, "1F1B")), 0);
+  auto plan =
+      PlanRank(tp->main, tp->startup, WithSequenceParallel(MakeStrategy(1, 2, 1, 1, "1F1B")), 0,
+               LocalPlanOptions());
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("(reduce_mean) reads layers.0.attn_residual, which "
                                          "sequence parallelism splits along dim 1"),

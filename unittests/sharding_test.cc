@@ -15,11 +15,12 @@
 
 #include "cost_model/cluster.h"
 #include "framework/op_view.h"
-#include "framework/shape_inference.h"
 #include "framework/optimizer.h"
+#include "framework/shape_inference.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/simulation.h"
 #include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -151,13 +152,21 @@ TEST(Sharding, EveryFetchModeAndBucketSizeMatchesSerialTraining) {
     }
   }
   // auto, explained: on this host's loopback an all-reduce moves twice the
-  // bytes an all-gather does, so each bucket is all-gathered.
+  // bytes an all-gather does, so each bucket is all-gathered. Without a
+  // cluster's costs there is nothing to choose by: an error, not a preset.
   const TrainingProgram tp = BuildGptTrainingProgram(Tiny()).value();
   proto::Strategy s = Sharded(kCases[0], 1);
   s.mutable_sharding()->set_fetch_mode("auto");
   std::vector<std::string> remarks;
   PlanOptions o;
   o.remarks = &remarks;
+  const Status no_costs = PlanRanks(tp.main, tp.startup, s, {0}, o).status();
+  EXPECT_EQ(no_costs.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_costs.message().find("choosing the fetch mode (sharding.fetch_mode "
+                                    "auto) needs the costs of the cluster planned for"),
+            std::string::npos)
+      << no_costs;
+  o.costs = LocalPresetCosts().value();
   ASSERT_TRUE(PlanRanks(tp.main, tp.startup, s, {0}, o).ok());
   int explained = 0;
   for (const std::string& r : remarks) {
@@ -387,7 +396,7 @@ TEST(Sharding, PlansMoveBucketsWithoutCopies) {
   for (int stage : {2, 3})
   for (const Case& k : kCases) {
     SCOPED_TRACE(StrCat(Name(k), " stage ", stage));
-    auto plan = PlanRanks(tp.main, tp.startup, Sharded(k, stage), {0});
+    auto plan = PlanRanks(tp.main, tp.startup, Sharded(k, stage), {0}, LocalPlanOptions());
     ASSERT_TRUE(plan.ok()) << plan.status();
     int scatters = 0, gathers = 0, splits = 0, regathers = 0;
     for (const auto& [key, program] : plan->ranks[0].programs()) {
@@ -439,16 +448,16 @@ TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
   c.batch_size = 8;
   c.seq_len = 128;
   const proto::Cluster cluster = LoadCluster("h100").value();
-  const OpCostModel ops(cluster, CostTable());
-  TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  TimerFactory timer = CostModelTimers(costs);
   for (int dp : {2, 4, 8}) {
     SCOPED_TRACE(StrCat("dp=", dp));
     proto::Strategy s = MakeStrategy(dp, 1, 1, 1, "1F1B");
-    auto plain = SimulateGpt(c, OptimizerConfig(), s, timer);
+    auto plain = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
     s.mutable_sharding()->set_stage(1);
-    auto sharded = SimulateGpt(c, OptimizerConfig(), s, timer);
+    auto sharded = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
     s.mutable_sharding()->set_stage(2);
-    auto stage2 = SimulateGpt(c, OptimizerConfig(), s, timer);
+    auto stage2 = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
     ASSERT_TRUE(plain.ok() && sharded.ok() && stage2.ok())
         << plain.status() << sharded.status() << stage2.status();
     const PersistentBytes& a = plain->result.ranks[0].persistent;
@@ -478,16 +487,16 @@ TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
   c.batch_size = 32;
   c.seq_len = 512;
   const proto::Cluster cluster = LoadCluster("h100").value();
-  const OpCostModel ops(cluster, CostTable());
-  TimerFactory timer = CostModelTimers(cluster, ops);
+  const CostContext costs(cluster, CostTable());
+  TimerFactory timer = CostModelTimers(costs);
   proto::Strategy s = MakeStrategy(8, 1, 1, 1, "1F1B");
   s.mutable_sharding()->set_stage(2);
-  auto stage2 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  auto stage2 = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
   s.mutable_sharding()->set_stage(3);
   s.mutable_sharding()->set_prefetch_depth(0);
-  auto depth0 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  auto depth0 = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
   s.mutable_sharding()->set_prefetch_depth(1);
-  auto depth1 = SimulateGpt(c, OptimizerConfig(), s, timer);
+  auto depth1 = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
   ASSERT_TRUE(stage2.ok() && depth0.ok() && depth1.ok())
       << stage2.status() << depth0.status() << depth1.status();
   const RankMetrics& two = stage2->result.ranks[0];
@@ -522,13 +531,15 @@ TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
   {
     proto::Strategy keep_all_once = s;
     keep_all_once.mutable_sharding()->set_keep_gathered_bytes(-1);
-    auto kept_once = SimulateGpt(c, OptimizerConfig(), keep_all_once, timer);
+    auto kept_once =
+        SimulateGpt(c, OptimizerConfig(), keep_all_once, timer, {}, PlanOptionsAt(costs));
     ASSERT_TRUE(kept_once.ok()) << kept_once.status();
     ASSERT_GT(kept_once->result.step_time_s, depth1->result.step_time_s);
     std::string why;
     proto::Strategy chosen;
     auto fit = SimulateGptWithinMemory(c, OptimizerConfig(), s, timer,
-                                       kept_once->result.PeakRank().peak_bytes(), &why, &chosen);
+                                       kept_once->result.PeakRank().peak_bytes(), &why, &chosen, {},
+                                       PlanOptionsAt(costs));
     ASSERT_TRUE(fit.ok()) << fit.status();
     EXPECT_EQ(chosen.sharding().keep_gathered_bytes(), 0) << why;
     EXPECT_DOUBLE_EQ(fit->result.step_time_s, depth1->result.step_time_s) << why;
@@ -539,11 +550,11 @@ TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
   // backward, or kept whole for the step. A limit that fits all kept keeps
   // all (faster); one that fits only the regathered plan keeps none.
   s.mutable_pipeline()->set_micro_batches(4);
-  auto regather = SimulateGpt(c, OptimizerConfig(), s, timer);
+  auto regather = SimulateGpt(c, OptimizerConfig(), s, timer, {}, PlanOptionsAt(costs));
   ASSERT_TRUE(regather.ok()) << regather.status();
   proto::Strategy keep_all = s;
   keep_all.mutable_sharding()->set_keep_gathered_bytes(-1);
-  auto kept = SimulateGpt(c, OptimizerConfig(), keep_all, timer);
+  auto kept = SimulateGpt(c, OptimizerConfig(), keep_all, timer, {}, PlanOptionsAt(costs));
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_LT(kept->result.step_time_s, regather->result.step_time_s);
   EXPECT_GT(kept->result.PeakRank().peak_bytes(), regather->result.PeakRank().peak_bytes());
@@ -553,7 +564,8 @@ TEST(Sharding, Stage3SimulatedHoldsAnNthAndHidesItsGathers) {
     SCOPED_TRACE(StrCat("memory limit ", limit));
     std::string why;
     proto::Strategy chosen;
-    auto fit = SimulateGptWithinMemory(c, OptimizerConfig(), s, timer, limit, &why, &chosen);
+    auto fit = SimulateGptWithinMemory(c, OptimizerConfig(), s, timer, limit, &why, &chosen, {},
+                                       PlanOptionsAt(costs));
     ASSERT_TRUE(fit.ok()) << fit.status();
     EXPECT_LE(fit->result.PeakRank().peak_bytes(), limit);
     EXPECT_EQ(chosen.sharding().keep_gathered_bytes(), want) << why;

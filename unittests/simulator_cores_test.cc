@@ -15,10 +15,10 @@ namespace loom {
 namespace {
 
 // FixedTimer on a host of `cores` shared by every rank.
-class SharedHostTimer : public FixedTimer {
+class SharedHostTimer : public FixedSharedCoreTimer {
  public:
   SharedHostTimer(double compute, double comm, double cores, double slowdown)
-      : FixedTimer(compute, comm), cores_(cores), slowdown_(slowdown) {}
+      : FixedSharedCoreTimer(compute, comm), cores_(cores), slowdown_(slowdown) {}
   int CorePool(const RankGraph&) const override { return 0; }
   double PoolCores(int) const override { return cores_; }
   double CommSlowdown(int) const override { return slowdown_; }
@@ -154,9 +154,9 @@ TEST(Simulator, CallsTakeTheirCpuFromComputeWhereRanksOutnumberCores) {
 }
 
 // FixedTimer with each rank pinned to a core of its own.
-class PinnedTimer : public FixedTimer {
+class PinnedTimer : public FixedSharedCoreTimer {
  public:
-  PinnedTimer(double compute, double comm) : FixedTimer(compute, comm) {}
+  PinnedTimer(double compute, double comm) : FixedSharedCoreTimer(compute, comm) {}
   int CorePool(const RankGraph& g) const override { return g.rank; }
 };
 
@@ -286,10 +286,12 @@ TEST(Simulator, CallsLearnWhetherAnotherRanksCallRunsOnTheirCores) {
 // the pool's compute (on cores it never fills) ends just the same.
 TEST(Simulator, ACallThatJoinsAnotherOnItsCoresSlowsIt) {
   constexpr double kCall = 3e-4;
-  class Timer : public FixedTimer {
+  class Timer : public FixedSharedCoreTimer {
    public:
     Timer(double beside_slowdown, double comm_slowdown)
-        : FixedTimer(1e-4, kCall), beside_(beside_slowdown), comm_slowdown_(comm_slowdown) {}
+        : FixedSharedCoreTimer(1e-4, kCall),
+          beside_(beside_slowdown),
+          comm_slowdown_(comm_slowdown) {}
     int CorePool(const RankGraph& g) const override { return g.rank % 2; }
     double PoolCores(int) const override { return 8; }
     double ComputeCommSlowdown(int) const override { return comm_slowdown_; }

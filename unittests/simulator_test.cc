@@ -360,7 +360,7 @@ TEST(Simulator, FoldingTensorParallelPeersPlannedAsOneKeepsEveryFigure) {
   c.num_layers = 4;
   c.batch_size = 16;
   TrainingProgram tp = BuildGptTrainingProgram(c).value();
-  PlanOptions shared;
+  PlanOptions shared = LocalPlanOptions();
   shared.share_tensor_parallel_ranks = true;
   const proto::Strategy strategy = MakeStrategy(2, 2, 2, 4, "1F1B");
   const ExecutionGraph graph =

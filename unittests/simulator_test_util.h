@@ -11,6 +11,7 @@
 #include "models/gpt.h"
 #include "passes/planner.h"
 #include "scheduler/simulator.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 
@@ -26,6 +27,14 @@ class FixedTimer : public InstructionTimer {
   double compute_, comm_;
 };
 
+// FixedTimer on ranks that share cores: subclasses say which (CorePool)
+// and how they slow each other.
+class FixedSharedCoreTimer : public FixedTimer, public SharedCoreModel {
+ public:
+  using FixedTimer::FixedTimer;
+  const SharedCoreModel* shared_cores() const override { return this; }
+};
+
 // gpt-tiny of `layers` layers at batch `batch`, planned for every rank of
 // `strategy` and lowered.
 inline ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int batch = 16) {
@@ -33,7 +42,7 @@ inline ExecutionGraph Lower(const proto::Strategy& strategy, int layers = 8, int
   c.num_layers = layers;
   c.batch_size = batch;
   TrainingProgram tp = BuildGptTrainingProgram(c).value();
-  Plan plan = PlanRanks(tp.main, tp.startup, strategy, {}).value();
+  Plan plan = PlanRanks(tp.main, tp.startup, strategy, {}, LocalPlanOptions()).value();
   return LowerPlan(plan).value();
 }
 

@@ -17,6 +17,7 @@
 #include "models/gpt.h"
 #include "passes/planner.h"
 #include "scheduler/simulator.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -62,7 +63,9 @@ TEST(TimelineHtml, RendersInHeadlessChromium) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 4;
   TrainingProgram tp = BuildGptTrainingProgram(c).value();
-  Plan plan = PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, 2, 4, "1F1B"), {}).value();
+  Plan plan =
+      PlanRanks(tp.main, tp.startup, MakeStrategy(1, 2, 2, 4, "1F1B"), {}, LocalPlanOptions())
+          .value();
   ExecutionGraph graph = LowerPlan(plan).value();
   FixedTimer timer;
   SimulationOptions o;

@@ -2,6 +2,8 @@
 // simulates, its skips never lose the exhaustive search's winner, a plan
 // it rules out for memory really is over the limit, it answers the same
 // whatever its threads, and what it picks trains as serial does.
+#include "runtime/tuner.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -11,13 +13,13 @@
 #include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
-#include "cost_model/op_cost_model.h"
-#include "runtime/simulation.h"
-#include "runtime/tuner.h"
-#include "scheduler/plan_verifier.h"
+#include "cost_model/cost_context.h"
 #include "runtime/gpt_plan.h"
+#include "runtime/simulation.h"
+#include "scheduler/plan_verifier.h"
 #include "unittests/loom_cli.h"
 #include "unittests/parameter_compare.h"
+#include "unittests/test_plan_options.h"
 
 namespace loom {
 namespace {
@@ -35,13 +37,13 @@ struct Tuned {
 Tuned TuneTiny(const GptConfig& c, int devices, bool exhaustive, int threads = 2,
           int64_t memory_limit = 0) {
   static const proto::Cluster cluster = LoadCluster("local").value();
-  static const OpCostModel ops(cluster, CostTable());
+  static const CostContext costs(cluster, CostTable());
   TuneOptions o;
   o.space.devices = devices;
   o.exhaustive = exhaustive;
   o.threads = threads;
   o.memory_limit_bytes = memory_limit;
-  auto r = Tune(c, OptimizerConfig(), cluster, ops, o);
+  auto r = Tune(c, OptimizerConfig(), costs, o);
   EXPECT_TRUE(r.ok()) << r.status();
   Tuned t;
   if (r.ok()) t.report = std::move(*r);
@@ -96,7 +98,7 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
   c.ffn_hidden = 4096;
   c.vocab_size = 50304;
   const proto::Cluster cluster = LoadCluster("a100").value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   proto::Strategy base;
   base.mutable_amp()->set_level("O2");
   TuneSpace space;
@@ -104,7 +106,7 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
   space.sharding = false;
   space.op_split = false;
   space.schedules = {"1F1B"};
-  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), base, cluster, ops, space, 0);
+  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), base, costs, space, 0);
   ASSERT_TRUE(listed.ok()) << listed.status();
   int checked = 0;
   for (const TuneCandidate& k : listed->candidates) {
@@ -113,7 +115,8 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
     SCOPED_TRACE(k.name);
     SimulationOptions o;
     o.fold_data_parallel = o.fold_tensor_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(cluster, ops), o);
+    auto sim =
+        SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
     ASSERT_TRUE(sim.ok()) << sim.status();
     const double step = sim->result.step_time_s;
     EXPECT_LE(k.time_bound_s, step);
@@ -199,16 +202,16 @@ TEST(Tuner, TheWinnerVerifiesAndTrainsAsSerial) {
   sgd.type = "sgd";
   sgd.learning_rate = 0.5f;
   static const proto::Cluster cluster = LoadCluster("local").value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   TuneOptions o;
   o.space.devices = 4;
   o.top_k = 1;  // only the winner: the bound skips the most
-  auto report = Tune(c, sgd, cluster, ops, o);
+  auto report = Tune(c, sgd, costs, o);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_FALSE(report->top.empty());
   const proto::Strategy& winner = report->top.front().candidate.strategy;
   SCOPED_TRACE(report->top.front().candidate.name);
-  auto plan = PlanGpt(c, sgd, winner);
+  auto plan = PlanGpt(c, sgd, winner, {}, LocalPlanOptions());
   ASSERT_TRUE(plan.ok()) << plan.status();
   Status verified = VerifyPlan(*plan);
   EXPECT_TRUE(verified.ok()) << verified;
@@ -228,13 +231,12 @@ TEST(Tuner, TheWinnerVerifiesAndTrainsAsSerial) {
 
 TEST(Tuner, BadSpacesNameTheirFault) {
   static const proto::Cluster cluster = LoadCluster("local").value();
-  const OpCostModel ops(cluster, CostTable());
+  const CostContext costs(cluster, CostTable());
   TuneOptions o;
-  EXPECT_EQ(Tune(Tiny(), {}, cluster, ops, o).status().message(),
-            "devices must be 1..1048576, got 0");
+  EXPECT_EQ(Tune(Tiny(), {}, costs, o).status().message(), "devices must be 1..1048576, got 0");
   o.space.devices = 2;
   o.space.schedules = {"1F1B", "2F2B"};
-  const std::string message = Tune(Tiny(), {}, cluster, ops, o).status().message();
+  const std::string message = Tune(Tiny(), {}, costs, o).status().message();
   EXPECT_EQ(message.rfind("unknown schedule '2F2B'", 0), 0u) << message;
 }
 
