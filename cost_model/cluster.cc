@@ -62,13 +62,6 @@ Status CheckAfterIdle(const std::string& field, const proto::Link& link) {
 }
 
 Status CheckLink(const std::string& field, const proto::Link& link) {
-  if (link.has_after_wait()) {
-    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
-  }
-  if (link.has_awake()) LOOM_RETURN_IF_ERROR(CheckWaited(field + ".awake", link.awake()));
-  if (link.has_shared_cores()) {
-    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".shared_cores", link.shared_cores()));
-  }
   LOOM_RETURN_IF_ERROR(CheckAfterIdle(field, link));
   if (!link.has_bandwidth()) return InvalidArgument(field, ".bandwidth is missing");
   LOOM_RETURN_IF_ERROR(Positive(field + ".bandwidth", link.bandwidth(), kMaxBytesPerSecond));
@@ -89,6 +82,22 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
     return InvalidArgument(field, ".send_buffer_bytes must not be negative, got ",
                            link.send_buffer_bytes());
   }
+  if (!link.has_latency_seconds()) {
+    return InvalidArgument(field, ".latency_seconds is missing");
+  }
+  LOOM_RETURN_IF_ERROR(Latency(field + ".latency_seconds", link.latency_seconds()));
+  return CheckCollectives(field, link.collective());
+}
+
+// `field`: "shared_host.intra_node", the link's costs on shared cores.
+Status CheckHostLink(const std::string& field, const proto::HostLinkCosts& link) {
+  if (link.has_after_wait()) {
+    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".after_wait", link.after_wait()));
+  }
+  if (link.has_awake()) LOOM_RETURN_IF_ERROR(CheckWaited(field + ".awake", link.awake()));
+  if (link.has_shared_cores()) {
+    LOOM_RETURN_IF_ERROR(CheckWaited(field + ".shared_cores", link.shared_cores()));
+  }
   if (link.has_call_cpu()) {
     const proto::CallCpu& c = link.call_cpu();
     // A call's own CPU: up to a second of it, and bytes it copies at some rate.
@@ -103,11 +112,7 @@ Status CheckLink(const std::string& field, const proto::Link& link) {
     LOOM_RETURN_IF_ERROR(
         Positive(field + ".call_cpu.bytes_per_second", c.bytes_per_second(), kMaxBytesPerSecond));
   }
-  if (!link.has_latency_seconds()) {
-    return InvalidArgument(field, ".latency_seconds is missing");
-  }
-  LOOM_RETURN_IF_ERROR(Latency(field + ".latency_seconds", link.latency_seconds()));
-  return CheckCollectives(field, link.collective());
+  return Status::OK();
 }
 
 Status CheckWaited(const std::string& field, const proto::WaitedCosts& w) {
@@ -164,19 +169,62 @@ Status CheckDevice(const proto::Device& d) {
   return Status::OK();
 }
 
-Status CheckCoreWait(const proto::Cluster& c) {
-  if (c.device().kind() != proto::Device::CPU ||
-      c.device().core_sharing() != proto::Device::PINNED) {
-    return InvalidArgument("core_wait is for a CPU whose ranks keep to their cores "
-                           "(device.core_sharing PINNED)");
+Status CheckCoreWait(const proto::SharedHost& h) {
+  if (h.core_sharing() != proto::SharedHost::PINNED) {
+    return InvalidArgument(
+        "shared_host.core_wait is for ranks that keep to their cores "
+        "(shared_host.core_sharing PINNED)");
   }
-  const proto::CoreWait& w = c.core_wait();
+  const proto::CoreWait& w = h.core_wait();
   if (!std::isfinite(w.waits()) || w.waits() < 0 || w.waits() > 100) {
-    return InvalidArgument("core_wait.waits must be 0 to 100, got ", w.waits());
+    return InvalidArgument("shared_host.core_wait.waits must be 0 to 100, got ", w.waits());
   }
   if (!std::isfinite(w.slice_seconds()) || w.slice_seconds() <= 0 || w.slice_seconds() > 1) {
-    return InvalidArgument("core_wait.slice_seconds must be above 0 and at most 1, got ",
-                           w.slice_seconds());
+    return InvalidArgument(
+        "shared_host.core_wait.slice_seconds must be above 0 and at most 1, got ",
+        w.slice_seconds());
+  }
+  return Status::OK();
+}
+
+// What only a CPU host has: how its ranks share its cores, and the costs of
+// that (proto::SharedHost).
+Status CheckSharedHost(const proto::Cluster& c) {
+  const proto::SharedHost& h = c.shared_host();
+  if (c.device().kind() != proto::Device::CPU) {
+    return InvalidArgument(
+        "shared_host is for clusters of CPU hosts whose ranks share cores; "
+        "this device is a GPU");
+  }
+  if (h.core_sharing() == proto::SharedHost::EXCLUSIVE &&
+      (c.ranks_per_device() == 0 || c.ranks_per_device() > c.device().cores())) {
+    return InvalidArgument("ranks_per_device (", c.ranks_per_device(), ") exceeds device.cores (",
+                           c.device().cores(), ") under shared_host.core_sharing EXCLUSIVE");
+  }
+  if (h.has_host_cores() && h.host_cores() < 1) {
+    return InvalidArgument("shared_host.host_cores must be at least 1, got ", h.host_cores());
+  }
+  if (!std::isfinite(h.compute_comm_slowdown()) || h.compute_comm_slowdown() < 1) {
+    return InvalidArgument("shared_host.compute_comm_slowdown must be at least 1, got ",
+                           h.compute_comm_slowdown());
+  }
+  if (!std::isfinite(h.lockstep_slowdown()) || h.lockstep_slowdown() < 1 ||
+      h.lockstep_slowdown() > 10) {
+    return InvalidArgument("shared_host.lockstep_slowdown must be between 1 and 10, got ",
+                           h.lockstep_slowdown());
+  }
+  if (h.has_shared_core_lockstep() &&
+      (!std::isfinite(h.shared_core_lockstep()) || h.shared_core_lockstep() < 1 ||
+       h.shared_core_lockstep() > 10)) {
+    return InvalidArgument("shared_host.shared_core_lockstep must be between 1 and 10, got ",
+                           h.shared_core_lockstep());
+  }
+  if (h.has_core_wait()) LOOM_RETURN_IF_ERROR(CheckCoreWait(h));
+  if (h.has_intra_node()) {
+    LOOM_RETURN_IF_ERROR(CheckHostLink("shared_host.intra_node", h.intra_node()));
+  }
+  if (h.has_inter_node()) {
+    LOOM_RETURN_IF_ERROR(CheckHostLink("shared_host.inter_node", h.inter_node()));
   }
   return Status::OK();
 }
@@ -192,7 +240,31 @@ std::vector<std::string> ClusterPresetNames() {
 StatusOr<proto::Cluster> ParseCluster(const std::string& text,
                                       const std::string& origin) {
   proto::Cluster c;
-  LOOM_RETURN_IF_ERROR(ParseTextProto(text, origin, &c));
+  Status parsed = ParseTextProto(text, origin, &c);
+  if (!parsed.ok()) {
+    // A file written before the shared host's costs moved out of Link,
+    // Device and Cluster names one of them where it no longer is.
+    static const char* const kMoved[] = {"after_wait",
+                                         "awake",
+                                         "shared_cores",
+                                         "call_cpu",
+                                         "core_sharing",
+                                         "host_cores",
+                                         "compute_comm_slowdown",
+                                         "core_wait",
+                                         "lockstep_slowdown",
+                                         "shared_core_lockstep"};
+    for (const char* field : kMoved) {
+      if (parsed.message().find(StrCat("no field named \"", field, "\"")) != std::string::npos) {
+        return Status(parsed.code(),
+                      StrCat(parsed.message(), " (", field,
+                             " is now under shared_host { }, "
+                             "with the per-link costs in shared_host { intra_node { } } or "
+                             "inter_node: a file from an older loom profile; run it again)"));
+      }
+    }
+    return parsed;
+  }
   Status valid = ValidateCluster(c);
   if (!valid.ok()) return valid.WithContext(origin);
   return c;
@@ -229,16 +301,7 @@ Status ValidateCluster(const proto::Cluster& c) {
                            " for a ", cpu ? "CPU" : "GPU", ", got ",
                            c.ranks_per_device());
   }
-  if (cpu && c.device().core_sharing() == proto::Device::EXCLUSIVE &&
-      (c.ranks_per_device() == 0 || c.ranks_per_device() > c.device().cores())) {
-    return InvalidArgument("ranks_per_device (", c.ranks_per_device(),
-                           ") exceeds device.cores (", c.device().cores(),
-                           ") under core_sharing EXCLUSIVE");
-  }
-  if (c.has_host_cores() && (!cpu || c.host_cores() < 1)) {
-    return InvalidArgument("host_cores must be at least 1 and is for CPU "
-                           "clusters, got ", c.host_cores());
-  }
+  if (c.has_shared_host()) LOOM_RETURN_IF_ERROR(CheckSharedHost(c));
   // Before RanksPerNode multiplies them in an int.
   if (int64_t{c.devices_per_node()} * c.ranks_per_device() > kMaxRanksPerNode) {
     return InvalidArgument("devices_per_node (", c.devices_per_node(), ") x ranks_per_device (",
@@ -264,22 +327,6 @@ Status ValidateCluster(const proto::Cluster& c) {
     return InvalidArgument("comm_compute_slowdown must be at least 1, got ",
                            c.comm_compute_slowdown());
   }
-  if (!std::isfinite(c.compute_comm_slowdown()) || c.compute_comm_slowdown() < 1) {
-    return InvalidArgument("compute_comm_slowdown must be at least 1, got ",
-                           c.compute_comm_slowdown());
-  }
-  if (!std::isfinite(c.lockstep_slowdown()) || c.lockstep_slowdown() < 1 ||
-      c.lockstep_slowdown() > 10) {
-    return InvalidArgument("lockstep_slowdown must be between 1 and 10, got ",
-                           c.lockstep_slowdown());
-  }
-  if (c.has_shared_core_lockstep() &&
-      (!std::isfinite(c.shared_core_lockstep()) || c.shared_core_lockstep() < 1 ||
-       c.shared_core_lockstep() > 10)) {
-    return InvalidArgument("shared_core_lockstep must be between 1 and 10, got ",
-                           c.shared_core_lockstep());
-  }
-  if (c.has_core_wait()) LOOM_RETURN_IF_ERROR(CheckCoreWait(c));
   return Status::OK();
 }
 

@@ -111,6 +111,11 @@ const proto::Link& CommModel::LinkAt(LinkLevel level) const {
                                         : cluster_.inter_node();
 }
 
+const proto::HostLinkCosts& CommModel::HostCostsAt(LinkLevel level) const {
+  const proto::SharedHost& host = cluster_.shared_host();
+  return level == LinkLevel::kIntraNode ? host.intra_node() : host.inter_node();
+}
+
 double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
                               int64_t bytes, const std::vector<int>& group_ranks,
                               CallRegime regime, double idle_seconds,
@@ -118,11 +123,13 @@ double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
   const int n = static_cast<int>(group_ranks.size());
   if (n <= 1) return 0;
   const CommTerms t = TermsOf(kind, algorithm, n);
-  const proto::Link& link = LinkAt(LevelOf(group_ranks));
+  const LinkLevel level = LevelOf(group_ranks);
+  const proto::Link& link = LinkAt(level);
+  const proto::HostLinkCosts& host = HostCostsAt(level);
   const proto::WaitedCosts* costs = nullptr;
-  if (regime == CallRegime::kAfterWait && link.has_after_wait()) costs = &link.after_wait();
-  if (regime == CallRegime::kAwake && link.has_awake()) costs = &link.awake();
-  if (regime == CallRegime::kSharedCores && link.has_shared_cores()) costs = &link.shared_cores();
+  if (regime == CallRegime::kAfterWait && host.has_after_wait()) costs = &host.after_wait();
+  if (regime == CallRegime::kAwake && host.has_awake()) costs = &host.awake();
+  if (regime == CallRegime::kSharedCores && host.has_shared_cores()) costs = &host.shared_cores();
   double alpha = costs != nullptr ? costs->latency_seconds() : link.latency_seconds();
   double beta = costs != nullptr ? costs->bandwidth() : link.bandwidth();
   // A recv is its send's other end.

@@ -85,12 +85,13 @@ double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 // `idle_seconds` (Link.after_idle, interpolated; 0 where absent).
 double AfterIdleSeconds(const proto::Link& link, double idle_seconds);
 
-// Which of a link's measured costs price a call.
+// Which of a link's measured costs price a call (HostLinkCosts: the
+// regimes of a CPU host's shared cores).
 enum class CallRegime {
   kTogether,     // the parties arrive together: the link's own costs
-  kAfterWait,    // a party waited for the last and slept: Link.after_wait
-  kAwake,        // the parties' cores stay awake: Link.awake
-  kSharedCores,  // beside another rank's call on shared cores: Link.shared_cores
+  kAfterWait,    // a party waited for the last and slept: after_wait
+  kAwake,        // the parties' cores stay awake: awake
+  kSharedCores,  // beside another rank's call on shared cores: shared_cores
 };
 
 class CommModel {
@@ -103,6 +104,9 @@ class CommModel {
   // Intra-node when every rank of the group is on one node.
   LinkLevel LevelOf(const std::vector<int>& group_ranks) const;
   const proto::Link& LinkAt(LinkLevel level) const;
+  // The link's costs at `level` where the ranks share a CPU host's cores
+  // (Cluster.shared_host; empty where it has none).
+  const proto::HostLinkCosts& HostCostsAt(LinkLevel level) const;
 
   // One call among `group_ranks` (global ranks; for send and recv the two
   // ends), in `regime` (the link's costs for it where it has them, else its

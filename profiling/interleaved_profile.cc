@@ -15,7 +15,8 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
     so.steps = options.steps;
     // The simulator leaves the shared cores' lockstep out where core_wait
     // prices the OS's slices (CostModelTimer::SharedCoreSlowdown).
-    if (options.core_wait_calls > 0 || options.cluster.has_core_wait()) so.shared_core_steps = 0;
+    if (options.core_wait_calls > 0 || options.cluster.shared_host().has_core_wait())
+      so.shared_core_steps = 0;
     LOOM_ASSIGN_OR_RETURN(p->profiler_,
                           InStepProfiler::Create(trainer.config(), trainer.plan(), so));
   }
@@ -25,9 +26,10 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
       return InvalidArgument("core-wait calls between steps are timed in one process only, "
                              "not under loom launch");
     }
-    if (options.cluster.device().core_sharing() != proto::Device::PINNED) {
-      return InvalidArgument("core-wait calls between steps: the cluster's ranks do not keep to "
-                             "their cores (device.core_sharing is not PINNED)");
+    if (options.cluster.shared_host().core_sharing() != proto::SharedHost::PINNED) {
+      return InvalidArgument(
+          "core-wait calls between steps: the cluster's ranks do not keep to "
+          "their cores (shared_host.core_sharing is not PINNED)");
     }
     CoreWaitOptions cw;
     cw.calls = options.core_wait_calls;

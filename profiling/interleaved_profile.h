@@ -42,7 +42,7 @@ struct InterleavedProfileOptions {
   int core_wait_calls = 0;
   int64_t core_wait_bytes = 16 << 10;
   // The cluster the measurements are for: core-wait calls need its ranks
-  // pinned (device.core_sharing PINNED), and where it prices the OS's
+  // pinned (shared_host.core_sharing PINNED), and where it prices the OS's
   // slices by a core_wait the shared cores' lockstep is not measured.
   proto::Cluster cluster;
 };

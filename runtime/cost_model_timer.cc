@@ -20,7 +20,8 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
   for (const auto& [pool, ranks] : pool_ranks) {
     cores_in_use += std::min<int>(ranks, static_cast<int>(t->PoolCores(pool)));
   }
-  const double compute_scale = cores_in_use >= 2 ? costs.cluster().lockstep_slowdown() : 1.0;
+  const double compute_scale =
+      cores_in_use >= 2 ? costs.cluster().shared_host().lockstep_slowdown() : 1.0;
   t->compute_scale_ = compute_scale;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
@@ -84,9 +85,10 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
   // waits for no other core: the sender holds it, and the receiver's
   // thread takes it as the sender's blocks. (Both measured on traced
   // transfers: docs/performance.md, "Measurements behind the code".)
-  if (cluster_.has_core_wait() && call.cores_busy_for >= 0 &&
-      regime != CallRegime::kSharedCores && ins.comm_calls > 0 && !OnOneCore(g, ins)) {
-    const proto::CoreWait& w = cluster_.core_wait();
+  const proto::SharedHost& host = cluster_.shared_host();
+  if (host.has_core_wait() && call.cores_busy_for >= 0 && regime != CallRegime::kSharedCores &&
+      ins.comm_calls > 0 && !OnOneCore(g, ins)) {
+    const proto::CoreWait& w = host.core_wait();
     seconds += w.waits() * std::min(call.cores_busy_for, w.slice_seconds());
   }
   return seconds;
@@ -95,12 +97,12 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
 CallRegime CostModelTimer::RegimeOf(const RankGraph& g, const Instruction& ins,
                                    const CallStart& call) const {
   // Beside another rank's call on a shared core, where measured so.
-  if (call.beside_other_calls && CoresShared(g, ins) && LinkOf(g, ins).has_shared_cores()) {
+  if (call.beside_other_calls && CoresShared(g, ins) && HostCostsOf(g, ins).has_shared_cores()) {
     return CallRegime::kSharedCores;
   }
   // Cores that compute, or that other ranks' threads share, do not halt;
   // a link measured only in the other regimes prices them as before.
-  if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && LinkOf(g, ins).has_awake()) {
+  if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && HostCostsOf(g, ins).has_awake()) {
     return CallRegime::kAwake;
   }
   return call.waited > kSleptSeconds ? CallRegime::kAfterWait : CallRegime::kTogether;
@@ -111,6 +113,14 @@ const proto::Link& CostModelTimer::LinkOf(const RankGraph& g, const Instruction&
     return comm_.LinkAt(comm_.LevelOf({g.rank, g.Peer(ins)}));
   }
   return comm_.LinkAt(comm_.LevelOf(g.Group(ins)));
+}
+
+const proto::HostLinkCosts& CostModelTimer::HostCostsOf(const RankGraph& g,
+                                                        const Instruction& ins) const {
+  if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+    return comm_.HostCostsAt(comm_.LevelOf({g.rank, g.Peer(ins)}));
+  }
+  return comm_.HostCostsAt(comm_.LevelOf(g.Group(ins)));
 }
 
 bool CostModelTimer::CoresShared(const RankGraph& g, const Instruction& ins) const {
@@ -175,7 +185,7 @@ double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
 
 double CostModelTimer::CommCpuSeconds(const RankGraph& g, const Instruction& ins) const {
   if (!ins.communicates() || ins.comm_calls <= 0) return 0;
-  const proto::Link& link = LinkOf(g, ins);
+  const proto::HostLinkCosts& link = HostCostsOf(g, ins);
   if (!link.has_call_cpu()) return 0;
   const proto::CallCpu& c = link.call_cpu();
   return ins.comm_calls *
@@ -202,19 +212,20 @@ double CostModelTimer::SendHandOverSeconds(const RankGraph& g, const Instruction
 }
 
 double CostModelTimer::CoreRunHorizon() const {
-  return cluster_.has_core_wait() ? cluster_.core_wait().slice_seconds() : 0;
+  const proto::SharedHost& host = cluster_.shared_host();
+  return host.has_core_wait() ? host.core_wait().slice_seconds() : 0;
 }
 
 bool CostModelTimer::OnOneCore(const RankGraph& g, const Instruction& ins) const {
   if (ins.kind != InstructionKind::kSend && ins.kind != InstructionKind::kRecv) return false;
-  if (cluster_.device().core_sharing() != proto::Device::PINNED) return false;
+  if (cluster_.shared_host().core_sharing() != proto::SharedHost::PINNED) return false;
   const int pool = CorePoolOf(g.rank);
   return pool >= 0 && pool == CorePoolOf(g.Peer(ins));
 }
 
 const SharedCoreModel* CostModelTimer::shared_cores() const {
-  const proto::Device& d = cluster_.device();
-  if (d.kind() != proto::Device::CPU || d.core_sharing() == proto::Device::EXCLUSIVE) {
+  if (cluster_.device().kind() != proto::Device::CPU ||
+      cluster_.shared_host().core_sharing() == proto::SharedHost::EXCLUSIVE) {
     return nullptr;
   }
   return this;
@@ -224,38 +235,43 @@ int CostModelTimer::CorePool(const RankGraph& g) const { return CorePoolOf(g.ran
 
 int CostModelTimer::CorePoolOf(int rank) const {
   const proto::Device& d = cluster_.device();
-  if (d.kind() != proto::Device::CPU || d.core_sharing() == proto::Device::EXCLUSIVE) return -1;
+  const proto::SharedHost& host = cluster_.shared_host();
+  if (d.kind() != proto::Device::CPU || host.core_sharing() == proto::SharedHost::EXCLUSIVE) {
+    return -1;
+  }
   const int per_device = cluster_.ranks_per_device();
-  if (d.core_sharing() == proto::Device::PINNED) {
+  if (host.core_sharing() == proto::SharedHost::PINNED) {
     // One pool per core, holding the ranks pinned to it.
-    if (cluster_.host_cores() > 0) return rank % cluster_.host_cores();
+    if (host.host_cores() > 0) return rank % host.host_cores();
     const int cores = std::max(1, d.cores());
     const int device = per_device == 0 ? 0 : rank / per_device;
     const int on_device = per_device == 0 ? rank : rank % per_device;
     return device * cores + on_device % cores;
   }
   // Nodes emulated on one host share its cores; otherwise a device's.
-  if (cluster_.host_cores() > 0) return 0;
+  if (host.host_cores() > 0) return 0;
   return per_device == 0 ? 0 : rank / per_device;
 }
 
 double CostModelTimer::PoolCores(int) const {
-  if (cluster_.device().core_sharing() == proto::Device::PINNED) return 1;
-  return cluster_.host_cores() > 0 ? cluster_.host_cores() : cluster_.device().cores();
+  const proto::SharedHost& host = cluster_.shared_host();
+  if (host.core_sharing() == proto::SharedHost::PINNED) return 1;
+  return host.host_cores() > 0 ? host.host_cores() : cluster_.device().cores();
 }
 
 double CostModelTimer::CommSlowdown(int) const { return cluster_.comm_compute_slowdown(); }
 
 double CostModelTimer::ComputeCommSlowdown(int) const {
-  return cluster_.compute_comm_slowdown();
+  return cluster_.shared_host().compute_comm_slowdown();
 }
 
 double CostModelTimer::SharedCoreSlowdown(int) const {
   // core_wait prices the same slices at the calls where ranks meet: charged
   // twice, loopback's four-rank rows ran 7.5% mean, 18.8% max long
   // (docs/simulator_accuracy.md).
-  if (cluster_.has_core_wait() || !cluster_.has_shared_core_lockstep()) return 1.0;
-  return cluster_.shared_core_lockstep() / compute_scale_;
+  const proto::SharedHost& host = cluster_.shared_host();
+  if (host.has_core_wait() || !host.has_shared_core_lockstep()) return 1.0;
+  return host.shared_core_lockstep() / compute_scale_;
 }
 
 }  // namespace loom

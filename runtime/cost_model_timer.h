@@ -93,6 +93,8 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   CallRegime RegimeOf(const RankGraph& rank, const Instruction& ins, const CallStart& call) const;
   // The link `ins` communicates over.
   const proto::Link& LinkOf(const RankGraph& rank, const Instruction& ins) const;
+  // Its costs on shared cores (Cluster.shared_host).
+  const proto::HostLinkCosts& HostCostsOf(const RankGraph& rank, const Instruction& ins) const;
   bool CoresShared(const RankGraph& rank, const Instruction& ins) const;
   // A send or recv between two ranks pinned to the same core.
   bool OnOneCore(const RankGraph& rank, const Instruction& ins) const;

@@ -230,7 +230,7 @@ StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig&
 // (a CPU cluster's ranks_per_device 0, or emulated nodes' host_cores); 0
 // when each rank has a device of its own.
 int SharedCores(const proto::Cluster& cluster) {
-  if (cluster.host_cores() > 0) return cluster.host_cores();
+  if (cluster.shared_host().host_cores() > 0) return cluster.shared_host().host_cores();
   if (cluster.ranks_per_device() == 0) return std::max(1, cluster.device().cores());
   return 0;
 }

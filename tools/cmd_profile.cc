@@ -61,6 +61,11 @@ proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster) {
   return inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
 }
 
+proto::HostLinkCosts* HostCostsOf(const proto::Link* link, proto::Cluster* cluster) {
+  proto::SharedHost* host = cluster->mutable_shared_host();
+  return link == &cluster->inter_node() ? host->mutable_inter_node() : host->mutable_intra_node();
+}
+
 void PrintCommProgress(const std::string& what) {
   std::fprintf(stderr, "timing %s ...\n", what.c_str());
 }

@@ -30,8 +30,9 @@ Status WriteCluster(const InterleavedProfile& profile, const InterleavedProfileF
   // Under a launch only the shared cores' lockstep: the two-core one put
   // the emulated two-rank rows 4.8% to 12.6% long, where without it they
   // were within 8.4% (docs/simulator_accuracy.md).
-  if (lockstep && !o.launch.has_value()) cluster.set_lockstep_slowdown(*lockstep);
-  if (shared_core_lockstep) cluster.set_shared_core_lockstep(*shared_core_lockstep);
+  proto::SharedHost* host = cluster.mutable_shared_host();
+  if (lockstep && !o.launch.has_value()) host->set_lockstep_slowdown(*lockstep);
+  if (shared_core_lockstep) host->set_shared_core_lockstep(*shared_core_lockstep);
   LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(files.cluster_out));
   LOOM_RETURN_IF_ERROR(SaveCluster(cluster, files.cluster_out));
   PrintTo(files.report, "wrote %s (use it with --cluster %s)\n", files.cluster_out.c_str(),

@@ -54,7 +54,7 @@ StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_b
 }
 
 Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::string& source,
-                     proto::Link* link) {
+                     proto::HostLinkCosts* host) {
   if (samples.empty()) return Status::OK();
   // One latency step and one byte a byte: seconds_per_call + bytes /
   // bytes_per_second, on relative error as the link's own α-β.
@@ -86,7 +86,7 @@ Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::strin
                 std::string(fit.status().message()).c_str());
     return Status::OK();
   }
-  proto::CallCpu* c = link->mutable_call_cpu();
+  proto::CallCpu* c = host->mutable_call_cpu();
   c->set_seconds_per_call(fit->latency_seconds);
   c->set_bytes_per_second(fit->bandwidth);
   c->set_source(StrCat(source, ", rms residual ",

@@ -171,7 +171,7 @@ StatusOr<LinkTimings> TimeRegimes(const CommRequest& request, const std::optiona
   options.together = false;
   LOOM_ASSIGN_OR_RETURN(link_timings.waited, TimeCollectives(options, env));
   // And back to back with the cores kept awake, as a call finds them
-  // where they compute or other ranks share them (Link.awake). In one
+  // where they compute or other ranks share them (HostLinkCosts.awake). In one
   // process only: each process of a launch would need its own wakers.
   if (!env.has_value()) {
     CommProfileOptions back_to_back = options;
@@ -191,10 +191,10 @@ StatusOr<LinkTimings> TimeRegimes(const CommRequest& request, const std::optiona
     link_timings.after_idle.emplace_back(gap, std::move(calls));
   }
   // And with two ranks on each core, where a plan pins more ranks than
-  // there are cores (Link.shared_cores). The parties of a tensor-parallel
+  // there are cores (HostLinkCosts.shared_cores). The parties of a tensor-parallel
   // all-reduce arrive together.
   if (!env.has_value() && request.shared_max_seconds > 0 &&
-      cluster.device().core_sharing() == proto::Device::PINNED) {
+      cluster.shared_host().core_sharing() == proto::SharedHost::PINNED) {
     CommProfileOptions shared = options;
     shared.between_calls_min_seconds = request.shared_min_seconds;
     shared.between_calls_max_seconds = request.shared_max_seconds;
@@ -281,12 +281,11 @@ Status RecordLink(const CommRequest& request, const LinkTimings& timings, const 
           ? "between processes on loopback"
           : StrCat("between launched ranks on an emulated network, host ", env->host);
   // A shaped link is full duplex: each rank's egress is shaped on its own.
-  LOOM_RETURN_IF_ERROR(FitLink(timings,
-                               StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ",
-                                      options.ranks, " ranks, ", regime,
-                                      request.shaped ? ", links shaped by tc tbf" : ""),
-                               request.shaped ? std::optional<bool>(false) : std::nullopt,
-                               link));
+  LOOM_RETURN_IF_ERROR(
+      FitLink(timings,
+              StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ", options.ranks,
+                     " ranks, ", regime, request.shaped ? ", links shaped by tc tbf" : ""),
+              request.shaped ? std::optional<bool>(false) : std::nullopt, cluster, link));
   // A p2p step's sends return once handed to the socket (Link.send_buffer_bytes).
   link->set_send_buffer_bytes(GlooSendBufferBytes());
   std::printf("sends: up to %lld B return once in the socket's buffer (Gloo's SO_SNDBUF here)\n",
@@ -303,11 +302,11 @@ Status RecordLink(const CommRequest& request, const LinkTimings& timings, const 
               "(median of the cycles')\n",
               Time(r.allreduce_alone_seconds).c_str(),
               Time(r.allreduce_with_compute_seconds).c_str(), r.comm_slowdown);
-  LOOM_RETURN_IF_ERROR(RecordCallCpu(
-      host.call_cpu, StrCat("loom profile --comm, ", Today(), ": allreduces back to back beside ",
-                            "compute ", where, ", ", options.ranks,
-                            " ranks, the process CPU clock"),
-      link));
+  LOOM_RETURN_IF_ERROR(
+      RecordCallCpu(host.call_cpu,
+                    StrCat("loom profile --comm, ", Today(), ": allreduces back to back beside ",
+                           "compute ", where, ", ", options.ranks, " ranks, the process CPU clock"),
+                    HostCostsOf(link, cluster)));
   // A new fit: a bound measured against an older one no longer applies.
   link->clear_sustained_bandwidth();
   link->clear_burst_bytes();
@@ -325,7 +324,7 @@ Status RecordLink(const CommRequest& request, const LinkTimings& timings, const 
                 static_cast<long long>(env->net_burst_bytes));
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));
-  cluster->set_compute_comm_slowdown(std::max(1.0, r.comm_slowdown));
+  cluster->mutable_shared_host()->set_compute_comm_slowdown(std::max(1.0, r.comm_slowdown));
   return Status::OK();
 }
 

@@ -37,8 +37,8 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
                            FLAGS_comm_core_wait_calls);
   }
   if (FLAGS_comm_core_wait_calls == 0) return Status::OK();
-  if (cluster->device().core_sharing() != proto::Device::PINNED) {
-    if (prints) std::printf("core wait: not measured (device.core_sharing is not PINNED)\n");
+  if (cluster->shared_host().core_sharing() != proto::SharedHost::PINNED) {
+    if (prints) std::printf("core wait: not measured (shared_host.core_sharing is not PINNED)\n");
     return Status::OK();
   }
   if (FLAGS_comm_core_wait_bytes < 4 || FLAGS_comm_core_wait_bytes > (int64_t{1} << 30)) {
@@ -131,7 +131,7 @@ Status RecordCoreWait(const std::vector<CoreWaitTiming>& timings, int ranks,
             100 * kMaxCoreWaitResidual);
     return Status::OK();
   }
-  proto::CoreWait* w = cluster->mutable_core_wait();
+  proto::CoreWait* w = cluster->mutable_shared_host()->mutable_core_wait();
   w->set_waits(fit.waits);
   w->set_slice_seconds(fit.slice_seconds);
   w->set_source(StrCat(source, ", rms residual ",

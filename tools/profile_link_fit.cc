@@ -137,7 +137,7 @@ StatusOr<proto::WaitedCosts> FitRegimeCosts(const std::string& title,
 }
 
 Status FitLink(const LinkTimings& timings, const std::string& source,
-               std::optional<bool> known_duplex, proto::Link* link) {
+               std::optional<bool> known_duplex, proto::Cluster* cluster, proto::Link* link) {
   std::map<std::string, std::vector<CommSample>> by_op;
   LOOM_ASSIGN_OR_RETURN(std::vector<CommSample> all, SamplesOf(timings.together, &by_op));
   // Full or half duplex: where not known, the data decide, by the smaller
@@ -167,30 +167,31 @@ Status FitLink(const LinkTimings& timings, const std::string& source,
   std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
                 100 * fit.rms_relative_residual);
   std::string note = StrCat(source, ", ", residual);
-  link->clear_after_wait();
-  link->clear_awake();
-  link->clear_shared_cores();
   // The regimes' own costs, where measured; a regime whose fit the samples
   // do not determine is left to the link's values.
+  proto::HostLinkCosts* host = HostCostsOf(link, cluster);
+  host->clear_after_wait();
+  host->clear_awake();
+  host->clear_shared_cores();
   struct Regime {
     const char* title;
     const std::vector<CommTiming>* timings;
     const char* label;
-    proto::WaitedCosts* (proto::Link::*costs)();
+    proto::WaitedCosts* (proto::HostLinkCosts::*costs)();
   };
   const Regime regimes[] = {
-      {"parties arriving apart (the first waits for the last)", &timings.waited,
-       "arriving apart", &proto::Link::mutable_after_wait},
+      {"parties arriving apart (the first waits for the last)", &timings.waited, "arriving apart",
+       &proto::HostLinkCosts::mutable_after_wait},
       {"back to back, the cores kept awake", &timings.awake, "awake",
-       &proto::Link::mutable_awake},
+       &proto::HostLinkCosts::mutable_awake},
       {"two ranks on each core, both groups calling", &timings.shared_cores, "shared cores",
-       &proto::Link::mutable_shared_cores},
+       &proto::HostLinkCosts::mutable_shared_cores},
   };
   for (const Regime& r : regimes) {
     if (r.timings->empty()) continue;
     StatusOr<proto::WaitedCosts> costs =
         FitRegimeCosts(r.title, *r.timings, r.label, half_duplex, &note);
-    if (costs.ok()) *(link->*r.costs)() = std::move(*costs);
+    if (costs.ok()) *(host->*r.costs)() = std::move(*costs);
   }
   RecordAfterIdle(timings, link, &note);
   link->set_source(note);

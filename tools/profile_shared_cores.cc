@@ -1,5 +1,5 @@
 // loom profile's shared-core calls: two groups of ranks on the same cores
-// calling at once (Link.shared_cores), as when a plan pins more ranks than
+// calling at once (HostLinkCosts.shared_cores), as when a plan pins more ranks than
 // the host has cores. In one process the groups are threads; under a
 // launch (`loom launch --nproc 4 --net_rate ...`), its two halves, so that
 // the emulated network's link gets the costs its runs see.
@@ -95,10 +95,11 @@ StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& op
 Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out) {
   *link_out = nullptr;
   LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());
-  if (cluster->device().core_sharing() != proto::Device::PINNED) {
-    return InvalidArgument("--comm_shared_only: the cluster's ranks do not keep to their cores "
-                           "(device.core_sharing is not PINNED), so no call runs beside "
-                           "another on a shared core");
+  if (cluster->shared_host().core_sharing() != proto::SharedHost::PINNED) {
+    return InvalidArgument(
+        "--comm_shared_only: the cluster's ranks do not keep to their cores "
+        "(shared_host.core_sharing is not PINNED), so no call runs beside "
+        "another on a shared core");
   }
   if (env.has_value()) LOOM_RETURN_IF_ERROR(CheckHalves(env->world_size));
   CommProfileOptions options;
@@ -139,7 +140,7 @@ Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out) {
   // Said (on a loaded host the times may not grow with the bytes), and the
   // file left as it was.
   if (!costs.ok()) return Status::OK();
-  *link->mutable_shared_cores() = std::move(*costs);
+  *HostCostsOf(link, cluster)->mutable_shared_cores() = std::move(*costs);
   link->set_source(note);
   *link_out = link;
   return Status::OK();

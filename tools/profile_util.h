@@ -66,7 +66,7 @@ struct LinkTimings {
   std::vector<CommTiming> together;      // parties arriving together
   std::vector<CommTiming> waited;        // parties arriving apart
   std::vector<CommTiming> awake;         // back to back, the cores kept awake
-  std::vector<CommTiming> shared_cores;  // two ranks on each core (Link.shared_cores)
+  std::vector<CommTiming> shared_cores;  // two ranks on each core (HostLinkCosts.shared_cores)
   // Parties arriving together after longer compute (Link.after_idle): the
   // mean gap (seconds) and the calls, and the mean gap `together` had.
   std::vector<std::pair<double, std::vector<CommTiming>>> after_idle;
@@ -78,9 +78,10 @@ struct LinkTimings {
 // `timings.together` for Loom's direct algorithms, and each other regime
 // measured to its own costs (after_wait, awake, shared_cores) and the
 // extra of calls after longer gaps (after_idle); prints the fits and
-// records them in `link` as measured, with `source` and the residuals.
+// records them in `link` as measured, with `source` and the residuals,
+// the regimes' in its costs on shared cores (HostCostsOf).
 Status FitLink(const LinkTimings& timings, const std::string& source,
-               std::optional<bool> half_duplex, proto::Link* link);
+               std::optional<bool> half_duplex, proto::Cluster* cluster, proto::Link* link);
 
 // Whether `timings` determine a link's α-β under either duplex.
 bool DeterminesLink(const std::vector<CommTiming>& timings);
@@ -95,6 +96,9 @@ StatusOr<proto::WaitedCosts> FitRegimeCosts(const std::string& title,
 // The link that ranks 0..ranks-1 span in `cluster`: intra-node for the
 // ranks of one host, inter-node for the one-rank nodes of `emulated`.
 proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster);
+// The costs on shared cores (Cluster.shared_host) of `link`, one of
+// `cluster`'s two links.
+proto::HostLinkCosts* HostCostsOf(const proto::Link* link, proto::Cluster* cluster);
 
 // loom profile --comm (profile_comm.cc): measures and fits the links the
 // ranks span into `cluster`, under a launch across nodes both levels;
@@ -103,7 +107,7 @@ proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster);
 Status MeasureComm(proto::Cluster* cluster, std::vector<proto::Link*>* measured);
 
 // Calls timed in the step regime of `options` by two groups of ranks on
-// the same cores, calling at once (Link.shared_cores): in-process groups
+// the same cores, calling at once (HostLinkCosts.shared_cores): in-process groups
 // of options.ranks (ProfileCommOnSharedCores), or under a launch (`env`)
 // its two halves, rank i of each half pinned to the process's i-th core.
 // Each call's mean over the groups, on rank 0; none elsewhere.
@@ -132,11 +136,11 @@ Status ProfileCoreWait(proto::Cluster* cluster, const std::optional<LaunchEnv>& 
 // at sizes up to `max_bytes`; none where --comm_call_cpu_seconds is 0.
 StatusOr<std::vector<CallCpuSample>> MeasureCallCpuHere(int ranks, int64_t max_bytes,
                                                         const std::optional<LaunchEnv>& env);
-// Prints `samples` beside their fit and records it as `link`'s call_cpu
+// Prints `samples` beside their fit and records it as `host`'s call_cpu
 // with `source` (its residual appended), unless they determine no rate
 // (said so; the link's kept). Nothing where `samples` is empty.
 Status RecordCallCpu(const std::vector<CallCpuSample>& samples, const std::string& source,
-                     proto::Link* link);
+                     proto::HostLinkCosts* host);
 
 // fprintf to `out`, or nothing where `out` is null.
 inline void __attribute__((format(printf, 2, 3))) PrintTo(FILE* out, const char* format, ...) {

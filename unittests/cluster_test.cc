@@ -68,6 +68,15 @@ TEST(Cluster, ParseErrorsNameFileLineAndField) {
   EXPECT_EQ(c.status().message(),
             "my.pbtxt: line 4, column 9: Message type \"loom.proto.Device\" has "
             "no field named \"coress\"");
+  // A file from before the shared host's costs had a message of their own
+  // is told where the field went.
+  auto old =
+      ParseCluster("name: \"x\"\ndevice {\n  kind: CPU\n  core_sharing: PINNED\n}\n", "old.pbtxt");
+  EXPECT_EQ(old.status().message(),
+            "old.pbtxt: line 4, column 15: Message type \"loom.proto.Device\" has no field named "
+            "\"core_sharing\" (core_sharing is now under shared_host { }, with the per-link "
+            "costs in shared_host { intra_node { } } or inter_node: a file from an older loom "
+            "profile; run it again)");
   EXPECT_EQ(LoadCluster("/nonexistent/c.pbtxt").status().message(),
             "/nonexistent/c.pbtxt: cannot open");
   EXPECT_EQ(LoadCluster("tpu").status().message(),
@@ -122,12 +131,15 @@ TEST(Cluster, ValidationNamesTheField) {
             "device.cores must be at least 1 for a CPU, got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_comm_compute_slowdown(0.5); }),
             "comm_compute_slowdown must be at least 1, got 0.5");
-  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_compute_comm_slowdown(0.9); }),
-            "compute_comm_slowdown must be at least 1, got 0.9");
-  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_lockstep_slowdown(0.97); }),
-            "lockstep_slowdown must be between 1 and 10, got 0.97");
-  EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_shared_core_lockstep(12); }),
-            "shared_core_lockstep must be between 1 and 10, got 12");
+  EXPECT_EQ(
+      Validate([](proto::Cluster& c) { c.mutable_shared_host()->set_compute_comm_slowdown(0.9); }),
+      "shared_host.compute_comm_slowdown must be at least 1, got 0.9");
+  EXPECT_EQ(
+      Validate([](proto::Cluster& c) { c.mutable_shared_host()->set_lockstep_slowdown(0.97); }),
+      "shared_host.lockstep_slowdown must be between 1 and 10, got 0.97");
+  EXPECT_EQ(
+      Validate([](proto::Cluster& c) { c.mutable_shared_host()->set_shared_core_lockstep(12); }),
+      "shared_host.shared_core_lockstep must be between 1 and 10, got 12");
   EXPECT_EQ(Validate([](proto::Cluster& c) {
               c.mutable_intra_node()->clear_collective();
               proto::CollectiveCost* k = c.mutable_intra_node()->add_collective();
@@ -137,60 +149,72 @@ TEST(Cluster, ValidationNamesTheField) {
             "intra_node.collective[0].kind 'alltoall' is not allreduce, allgather, "
             "reduce_scatter, broadcast or send");
   EXPECT_EQ(Validate([](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_after_wait()->set_bandwidth(0);
+              c.mutable_shared_host()->mutable_intra_node()->mutable_after_wait()->set_bandwidth(0);
             }),
-            "intra_node.after_wait.bandwidth must be positive, got 0");
+            "shared_host.intra_node.after_wait.bandwidth must be positive, got 0");
   // One rank per node: groups of two cross nodes, so the inter-node link
   // is needed.
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_ranks_per_device(1); }),
             "inter_node is missing (a node holds 1 rank(s), so larger groups "
             "span nodes)");
   EXPECT_EQ(Validate([](proto::Cluster& c) {
-              c.mutable_device()->set_core_sharing(proto::Device::EXCLUSIVE);
+              c.mutable_shared_host()->set_core_sharing(proto::SharedHost::EXCLUSIVE);
             }),
-            "ranks_per_device (0) exceeds device.cores (2) under core_sharing "
+            "ranks_per_device (0) exceeds device.cores (2) under shared_host.core_sharing "
             "EXCLUSIVE");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_kind(proto::Device::GPU); }),
             "device.cores is for CPUs; this device is a GPU");
+  // A GPU cluster holds only GPU facts: no shared host's.
+  proto::Cluster gpu = LoadCluster("h100").value();
+  EXPECT_FALSE(gpu.has_shared_host());
+  gpu.mutable_shared_host()->set_host_cores(2);
+  EXPECT_EQ(ValidateCluster(gpu).message(),
+            "shared_host is for clusters of CPU hosts whose ranks share cores; this device is a "
+            "GPU");
   EXPECT_EQ(Validate([](proto::Cluster& c) {
               c.mutable_device()->set_kind(proto::Device::GPU);
               c.mutable_device()->clear_cores();
             }),
             "ranks_per_device must be 1 for a GPU, got 0");
   auto core_wait = [](proto::Cluster& c, double waits, double slice) {
-    c.mutable_core_wait()->set_waits(waits);
-    c.mutable_core_wait()->set_slice_seconds(slice);
+    c.mutable_shared_host()->mutable_core_wait()->set_waits(waits);
+    c.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(slice);
   };
   EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, 2, 0); }),
-            "core_wait.slice_seconds must be above 0 and at most 1, got 0");
+            "shared_host.core_wait.slice_seconds must be above 0 and at most 1, got 0");
   EXPECT_EQ(Validate([&](proto::Cluster& c) { core_wait(c, -1, 1e-3); }),
-            "core_wait.waits must be 0 to 100, got -1");
+            "shared_host.core_wait.waits must be 0 to 100, got -1");
   EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_awake()->set_bandwidth(-1);
+              c.mutable_shared_host()->mutable_intra_node()->mutable_awake()->set_bandwidth(-1);
             }),
-            "intra_node.awake.bandwidth must be positive, got -1");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_shared_cores()->set_bandwidth(0);
-            }),
-            "intra_node.shared_cores.bandwidth must be positive, got 0");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_call_cpu()->set_seconds_per_call(-1e-4);
-            }),
-            "intra_node.call_cpu.seconds_per_call must be 0 to 1, got -0.0001");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_call_cpu()->clear_bytes_per_second();
-            }),
-            "intra_node.call_cpu.bytes_per_second is missing");
-  EXPECT_EQ(Validate([&](proto::Cluster& c) {
-              c.mutable_intra_node()->mutable_call_cpu()->set_bytes_per_second(0);
-            }),
-            "intra_node.call_cpu.bytes_per_second must be positive, got 0");
+            "shared_host.intra_node.awake.bandwidth must be positive, got -1");
+  EXPECT_EQ(
+      Validate([&](proto::Cluster& c) {
+        c.mutable_shared_host()->mutable_intra_node()->mutable_shared_cores()->set_bandwidth(0);
+      }),
+      "shared_host.intra_node.shared_cores.bandwidth must be positive, got 0");
+  EXPECT_EQ(
+      Validate([&](proto::Cluster& c) {
+        c.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu()->set_seconds_per_call(
+            -1e-4);
+      }),
+      "shared_host.intra_node.call_cpu.seconds_per_call must be 0 to 1, got -0.0001");
+  EXPECT_EQ(
+      Validate([&](proto::Cluster& c) {
+        c.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu()->clear_bytes_per_second();
+      }),
+      "shared_host.intra_node.call_cpu.bytes_per_second is missing");
+  EXPECT_EQ(
+      Validate([&](proto::Cluster& c) {
+        c.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu()->set_bytes_per_second(0);
+      }),
+      "shared_host.intra_node.call_cpu.bytes_per_second must be positive, got 0");
   EXPECT_EQ(Validate([&](proto::Cluster& c) {
               core_wait(c, 2, 1e-3);
-              c.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
+              c.mutable_shared_host()->set_core_sharing(proto::SharedHost::TIME_SLICED);
             }),
-            "core_wait is for a CPU whose ranks keep to their cores (device.core_sharing "
-            "PINNED)");
+            "shared_host.core_wait is for ranks that keep to their cores "
+            "(shared_host.core_sharing PINNED)");
 }
 
 TEST(Cluster, ValidationErrorsFromAFileNameIt) {

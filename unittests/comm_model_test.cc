@@ -30,6 +30,15 @@ proto::Cluster TestCluster() {
   return c;
 }
 
+// TestCluster on CPU hosts, whose ranks' cores the link's regimes
+// (HostLinkCosts) are about.
+proto::Cluster SharedHostTestCluster() {
+  proto::Cluster c = TestCluster();
+  c.mutable_device()->set_kind(proto::Device::CPU);
+  c.mutable_device()->set_cores(4);
+  return c;
+}
+
 constexpr CommCall kAllReduce = CommCall::kAllReduce;
 constexpr CommCall kAllGather = CommCall::kAllGather;
 constexpr CommCall kReduceScatter = CommCall::kReduceScatter;
@@ -111,17 +120,18 @@ TEST(CommModel, HalfDuplexDoublesTheBytesOfExchanges) {
 // A collective's own α-β replaces the link's; a call whose parties waited
 // uses the after_wait costs where the link has them.
 TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
-  proto::Cluster c = TestCluster();
+  proto::Cluster c = SharedHostTestCluster();
   proto::CollectiveCost* ar = c.mutable_intra_node()->add_collective();
   ar->set_kind("allreduce");
   ar->set_latency_seconds(3e-6);
   ar->set_bandwidth(50e9);
-  proto::CollectiveCost* send = c.mutable_intra_node()->mutable_after_wait()->add_collective();
+  proto::CollectiveCost* send =
+      c.mutable_shared_host()->mutable_intra_node()->mutable_after_wait()->add_collective();
   send->set_kind("send");
   send->set_latency_seconds(7e-6);
   send->set_bandwidth(20e9);
-  c.mutable_intra_node()->mutable_after_wait()->set_latency_seconds(5e-6);
-  c.mutable_intra_node()->mutable_after_wait()->set_bandwidth(25e9);
+  c.mutable_shared_host()->mutable_intra_node()->mutable_after_wait()->set_latency_seconds(5e-6);
+  c.mutable_shared_host()->mutable_intra_node()->mutable_after_wait()->set_bandwidth(25e9);
   ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
   CommModel m(c);
   const int64_t mb = 1000000;
@@ -141,9 +151,9 @@ TEST(CommModel, PerCollectiveAndAfterWaitCosts) {
 
 // On awake cores a call takes the link's awake costs, where it has them.
 TEST(CommModel, AwakeCosts) {
-  proto::Cluster c = TestCluster();
-  c.mutable_intra_node()->mutable_awake()->set_latency_seconds(2e-6);
-  c.mutable_intra_node()->mutable_awake()->set_bandwidth(100e9);
+  proto::Cluster c = SharedHostTestCluster();
+  c.mutable_shared_host()->mutable_intra_node()->mutable_awake()->set_latency_seconds(2e-6);
+  c.mutable_shared_host()->mutable_intra_node()->mutable_awake()->set_bandwidth(100e9);
   ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
   CommModel m(c);
   const int64_t mb = 1000000;
@@ -158,9 +168,9 @@ TEST(CommModel, AwakeCosts) {
 // Beside another rank's call on shared cores a call takes the link's
 // shared_cores costs, where it has them.
 TEST(CommModel, SharedCoresCosts) {
-  proto::Cluster c = TestCluster();
-  c.mutable_intra_node()->mutable_shared_cores()->set_latency_seconds(1e-3);
-  c.mutable_intra_node()->mutable_shared_cores()->set_bandwidth(1e9);
+  proto::Cluster c = SharedHostTestCluster();
+  c.mutable_shared_host()->mutable_intra_node()->mutable_shared_cores()->set_latency_seconds(1e-3);
+  c.mutable_shared_host()->mutable_intra_node()->mutable_shared_cores()->set_bandwidth(1e9);
   ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
   CommModel m(c);
   const int64_t mb = 1000000;

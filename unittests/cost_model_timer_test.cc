@@ -47,7 +47,7 @@ using Pools = std::vector<std::pair<int, double>>;
 TEST(CostModelTimer, PinnedRanksShareOnlyTheirCore) {
   // local: 2 cores, rank r on core r mod 2.
   const proto::Cluster local = LoadCluster("local").value();
-  ASSERT_EQ(local.device().core_sharing(), proto::Device::PINNED);
+  ASSERT_EQ(local.shared_host().core_sharing(), proto::SharedHost::PINNED);
   EXPECT_EQ(PoolsOf(local), (Pools{{0, 1}, {1, 1}, {0, 1}, {1, 1}}));
   // emulated: every node on the host's 2 cores, pinned the same way.
   EXPECT_EQ(PoolsOf(LoadCluster("emulated").value()), (Pools{{0, 1}, {1, 1}, {0, 1}, {1, 1}}));
@@ -59,8 +59,8 @@ TEST(CostModelTimer, PinnedRanksShareOnlyTheirCore) {
 
 TEST(CostModelTimer, TimeSlicedRanksShareTheHostsCores) {
   proto::Cluster local = LoadCluster("local").value();
-  local.mutable_device()->set_core_sharing(proto::Device::TIME_SLICED);
-  local.clear_core_wait();  // (for pinned ranks only)
+  local.mutable_shared_host()->set_core_sharing(proto::SharedHost::TIME_SLICED);
+  local.mutable_shared_host()->clear_core_wait();  // (for pinned ranks only)
   EXPECT_EQ(PoolsOf(local), (Pools{{0, 2}, {0, 2}, {0, 2}, {0, 2}}));
   // A GPU rank shares nothing.
   EXPECT_EQ(PoolsOf(LoadCluster("h100").value()), (Pools{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}}));
@@ -98,7 +98,7 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
 // bytes, and none where the link does not say.
 TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
   proto::Cluster local = LoadCluster("local").value();
-  local.mutable_intra_node()->clear_call_cpu();
+  local.mutable_shared_host()->mutable_intra_node()->clear_call_cpu();
   const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
                             MakeStrategy(1, 2, 1, 1, "1F1B"), {}, LocalPlanOptions())
                         .value();
@@ -115,7 +115,7 @@ TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
     break;
   }
   ASSERT_GT(calls, 0);
-  proto::CallCpu* cpu = local.mutable_intra_node()->mutable_call_cpu();
+  proto::CallCpu* cpu = local.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu();
   cpu->set_seconds_per_call(400e-6);
   cpu->set_bytes_per_second(1e9);
   const OpCostModel priced(local, CostTable());
@@ -153,8 +153,8 @@ ExecutionGraph TinyMpGraph(int pp, int micro_batches) { return TinyGraph(2, pp, 
 // `local` with distinct awake costs: 5 us and 8 GB/s.
 proto::Cluster LocalWithAwakeCosts() {
   proto::Cluster local = LoadCluster("local").value();
-  local.clear_core_wait();
-  proto::WaitedCosts* awake = local.mutable_intra_node()->mutable_awake();
+  local.mutable_shared_host()->clear_core_wait();
+  proto::WaitedCosts* awake = local.mutable_shared_host()->mutable_intra_node()->mutable_awake();
   awake->set_latency_seconds(5e-6);
   awake->set_bandwidth(8e9);
   return local;
@@ -185,8 +185,8 @@ TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   EXPECT_DOUBLE_EQ(price(local, -1), idle);
   EXPECT_DOUBLE_EQ(price(local, 1e-3), awake);  // no core_wait: no wait
   proto::Cluster waiting = local;
-  waiting.mutable_core_wait()->set_waits(2);
-  waiting.mutable_core_wait()->set_slice_seconds(1e-3);
+  waiting.mutable_shared_host()->mutable_core_wait()->set_waits(2);
+  waiting.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(1e-3);
   ASSERT_TRUE(ValidateCluster(waiting).ok());
   EXPECT_DOUBLE_EQ(price(waiting, -1), idle);
   EXPECT_NEAR(price(waiting, 0), awake, 1e-15);
@@ -206,7 +206,7 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
   }
   ASSERT_NE(matmul, nullptr);
   auto price = [&](proto::Cluster cluster, double lockstep) {
-    cluster.set_lockstep_slowdown(lockstep);
+    cluster.mutable_shared_host()->set_lockstep_slowdown(lockstep);
     EXPECT_TRUE(ValidateCluster(cluster).ok());
     const OpCostModel ops(cluster, CostTable());
     return CostModelTimer::Create(graph, CostContext(cluster, ops)).value()->Seconds(rank, *matmul);
@@ -218,8 +218,9 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
   proto::Cluster one_core = local;
   one_core.mutable_device()->set_cores(1);
   EXPECT_DOUBLE_EQ(price(one_core, 1.25), price(one_core, 1));
-  const proto::Cluster h100 = LoadCluster("h100").value();
-  EXPECT_DOUBLE_EQ(price(h100, 1.25), price(h100, 1));
+  // A GPU cluster has no shared host (validation refuses one), so no
+  // lockstep to slow its compute by.
+  EXPECT_FALSE(LoadCluster("h100")->has_shared_host());
 }
 
 // Compute that shares its core with another rank's meets at the shared
@@ -229,20 +230,20 @@ TEST(CostModelTimer, RanksOnTwoCoresComputeAtTheLockstepSlowdown) {
 TEST(CostModelTimer, ComputeOnSharedCoresTakesTheSharedCoreLockstep) {
   const ExecutionGraph graph = TinyMpGraph(2, 2);
   proto::Cluster local = LoadCluster("local").value();
-  local.set_lockstep_slowdown(1.05);
+  local.mutable_shared_host()->set_lockstep_slowdown(1.05);
   auto slowdown = [&](const proto::Cluster& cluster) {
     EXPECT_TRUE(ValidateCluster(cluster).ok());
     const OpCostModel ops(cluster, CostTable());
     auto timer = CostModelTimer::Create(graph, CostContext(cluster, ops)).value();
     return timer->SharedCoreSlowdown(timer->CorePool(graph.ranks[0]));
   };
-  local.clear_core_wait();
+  local.mutable_shared_host()->clear_core_wait();
   EXPECT_DOUBLE_EQ(slowdown(local), 1);
-  local.set_shared_core_lockstep(1.26);
+  local.mutable_shared_host()->set_shared_core_lockstep(1.26);
   EXPECT_DOUBLE_EQ(slowdown(local), 1.2);
   // Where core_wait prices the slices at the calls, not again here.
-  local.mutable_core_wait()->set_waits(2);
-  local.mutable_core_wait()->set_slice_seconds(3e-3);
+  local.mutable_shared_host()->mutable_core_wait()->set_waits(2);
+  local.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(3e-3);
   EXPECT_DOUBLE_EQ(slowdown(local), 1);
 }
 
@@ -251,8 +252,8 @@ TEST(CostModelTimer, ComputeOnSharedCoresTakesTheSharedCoreLockstep) {
 // receiver are pinned to one core: the sender holds it, and hands it over.
 TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
   proto::Cluster waiting = LocalWithAwakeCosts();
-  waiting.mutable_core_wait()->set_waits(2);
-  waiting.mutable_core_wait()->set_slice_seconds(1e-3);
+  waiting.mutable_shared_host()->mutable_core_wait()->set_waits(2);
+  waiting.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(1e-3);
   // The extra of compute lasting 0.4 ms on the cores as rank 0's first
   // send starts, over none.
   auto waited = [&](int mp, int pp) {
@@ -314,11 +315,12 @@ TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
 // that another joins on shared cores is slowed by the same ratio.
 TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts) {
   proto::Cluster local = LocalWithAwakeCosts();
-  proto::WaitedCosts* shared = local.mutable_intra_node()->mutable_shared_cores();
+  proto::WaitedCosts* shared =
+      local.mutable_shared_host()->mutable_intra_node()->mutable_shared_cores();
   shared->set_latency_seconds(1e-3);
   shared->set_bandwidth(1e9);
-  local.mutable_core_wait()->set_waits(2);
-  local.mutable_core_wait()->set_slice_seconds(1e-3);
+  local.mutable_shared_host()->mutable_core_wait()->set_waits(2);
+  local.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(1e-3);
   ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
   const CommModel comm(local);
   auto price = [&](int pp, bool beside, double busy_for,

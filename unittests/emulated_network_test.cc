@@ -120,14 +120,15 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   EXPECT_NE(c->inter_node().source().find("between processes on loopback"), std::string::npos)
       << c->inter_node().source();
   // (Unless a loaded host made the few samples unfit, which it says.)
-  EXPECT_TRUE(c->inter_node().has_after_wait() ||
-              r.out.find("no after_wait costs recorded") != std::string::npos) << r.out;
+  EXPECT_TRUE(c->shared_host().inter_node().has_after_wait() ||
+              r.out.find("no after_wait costs recorded") != std::string::npos)
+      << r.out;
   EXPECT_EQ(c->cost_table_device(), "local");
   // The interference between the launched processes, measured over their
   // link and recorded for the simulator.
   EXPECT_NE(r.out.find("interference: matmul on "), std::string::npos) << r.out;
-  EXPECT_TRUE(c->has_compute_comm_slowdown()) << r.out;
-  EXPECT_GE(c->compute_comm_slowdown(), 1.0);
+  EXPECT_TRUE(c->shared_host().has_compute_comm_slowdown()) << r.out;
+  EXPECT_GE(c->shared_host().compute_comm_slowdown(), 1.0);
   // What calls after 2 ms of compute add over those after 0.1-1 ms (mean
   // 0.55 ms, the point of no extra).
   EXPECT_NE(r.out.find("  after 2.000 ms   extra "), std::string::npos) << r.out;
@@ -148,10 +149,12 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   }
   EXPECT_NE(r.out.find("core wait: allreduce of 16384 B on 2 pinned ranks"), std::string::npos)
       << r.out;
-  EXPECT_NE(c->has_core_wait(), r.out.find("core wait: not recorded") != std::string::npos)
+  EXPECT_NE(c->shared_host().has_core_wait(),
+            r.out.find("core wait: not recorded") != std::string::npos)
       << r.out;
-  if (c->has_core_wait()) {
-    EXPECT_NE(c->core_wait().source().find("pinned ranks of a launch"), std::string::npos);
+  if (c->shared_host().has_core_wait()) {
+    EXPECT_NE(c->shared_host().core_wait().source().find("pinned ranks of a launch"),
+              std::string::npos);
   }
 
   // Halves of a launch that cannot split in two groups: one line, naming it.
@@ -177,10 +180,10 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
     std::printf("SKIPPED the rest: the shared-core samples did not determine a fit\n");
     return;
   }
-  ASSERT_TRUE(again->inter_node().has_shared_cores()) << shared.out;
-  EXPECT_GT(again->inter_node().shared_cores().bandwidth(), 0);
+  ASSERT_TRUE(again->shared_host().inter_node().has_shared_cores()) << shared.out;
+  EXPECT_GT(again->shared_host().inter_node().shared_cores().bandwidth(), 0);
   EXPECT_EQ(again->inter_node().bandwidth(), c->inter_node().bandwidth());
-  EXPECT_EQ(again->compute_comm_slowdown(), c->compute_comm_slowdown());
+  EXPECT_EQ(again->shared_host().compute_comm_slowdown(), c->shared_host().compute_comm_slowdown());
 }
 
 TEST(EmulatedNetwork, WithoutRootTheErrorIsOneLine) {

@@ -105,21 +105,24 @@ TEST(InterleavedProfile, InterleavedCoreWaitWritesTheRunsCluster) {
   const proto::Cluster local = LoadCluster("local").value();
   EXPECT_EQ(c->intra_node().SerializeAsString(), local.intra_node().SerializeAsString());
   // ... and the lockstep slowdown its profile's copies on the two cores gave.
-  EXPECT_TRUE(c->has_lockstep_slowdown());
+  EXPECT_TRUE(c->shared_host().has_lockstep_slowdown());
   char said[128];
   std::snprintf(said, sizeof(said),
                 "lockstep: ranks meeting after each stretch of compute on 2 cores would take "
-                "%.1f%% longer", (c->lockstep_slowdown() - 1) * 100);
+                "%.1f%% longer",
+                (c->shared_host().lockstep_slowdown() - 1) * 100);
   EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
-  EXPECT_FALSE(c->has_shared_core_lockstep());
+  EXPECT_FALSE(c->shared_host().has_shared_core_lockstep());
   EXPECT_EQ(r.out.find("lockstep on shared cores"), std::string::npos) << r.out;
   // (Unless the fit is too far from its samples, which it says.)
   if (r.out.find("core wait: not recorded") == std::string::npos) {
-    EXPECT_NE(c->core_wait().source().find("loom run --interleaved_profile"), std::string::npos)
-        << c->core_wait().source();
-    EXPECT_GT(c->core_wait().slice_seconds(), 0);
+    EXPECT_NE(c->shared_host().core_wait().source().find("loom run --interleaved_profile"),
+              std::string::npos)
+        << c->shared_host().core_wait().source();
+    EXPECT_GT(c->shared_host().core_wait().slice_seconds(), 0);
   } else {
-    EXPECT_EQ(c->core_wait().SerializeAsString(), local.core_wait().SerializeAsString());
+    EXPECT_EQ(c->shared_host().core_wait().SerializeAsString(),
+              local.shared_host().core_wait().SerializeAsString());
   }
 
   Result alone = Loom(run + "--interleaved_core_wait_calls 4");
@@ -154,18 +157,19 @@ TEST(InterleavedProfile, LaunchedRunWritesItsLockstepSlowdowns) {
   proto::Cluster expected = LoadCluster("emulated").value();
   if (CoresOfThisProcess().size() < 2) {
     std::printf("SKIPPED: one core gives no lockstep slowdown; the cluster is written as given\n");
-    EXPECT_FALSE(c->has_lockstep_slowdown());
+    EXPECT_FALSE(c->shared_host().has_lockstep_slowdown());
   } else {
-    EXPECT_FALSE(c->has_lockstep_slowdown());
-    ASSERT_TRUE(c->has_shared_core_lockstep()) << r.out;
+    EXPECT_FALSE(c->shared_host().has_lockstep_slowdown());
+    ASSERT_TRUE(c->shared_host().has_shared_core_lockstep()) << r.out;
     EXPECT_NE(r.out.find("lockstep: ranks meeting after each stretch of compute on 2 cores"),
               std::string::npos) << r.out;
     char said[128];
     std::snprintf(said, sizeof(said),
                   "lockstep on shared cores: with two ranks on each core, %.1f%% longer",
-                  (c->shared_core_lockstep() - 1) * 100);
+                  (c->shared_host().shared_core_lockstep() - 1) * 100);
     EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
-    expected.set_shared_core_lockstep(c->shared_core_lockstep());
+    expected.mutable_shared_host()->set_shared_core_lockstep(
+        c->shared_host().shared_core_lockstep());
   }
   EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
 }

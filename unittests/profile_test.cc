@@ -391,25 +391,25 @@ TEST(Profile, CommWritesAValidClusterFile) {
   // The fit of the calls' CPU, unless their CPU did not grow with the bytes
   // (a busy host), said so.
   if (r.out.find("call CPU: not recorded") == std::string::npos) {
-    ASSERT_TRUE(c->intra_node().has_call_cpu()) << r.out;
-    EXPECT_GT(c->intra_node().call_cpu().bytes_per_second(), 0);
-    EXPECT_GE(c->intra_node().call_cpu().seconds_per_call(), 0) << r.out;
+    ASSERT_TRUE(c->shared_host().intra_node().has_call_cpu()) << r.out;
+    EXPECT_GT(c->shared_host().intra_node().call_cpu().bytes_per_second(), 0);
+    EXPECT_GE(c->shared_host().intra_node().call_cpu().seconds_per_call(), 0) << r.out;
   }
   EXPECT_GT(c->intra_node().bandwidth(), 0);
   // Calls timed the way steps make them: parties arriving together, and
   // apart (after_wait), each collective with its own fit.
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
-  EXPECT_TRUE(c->intra_node().has_after_wait());
+  EXPECT_TRUE(c->shared_host().intra_node().has_after_wait());
   // And back to back on awake cores: on a loaded host the times may not
   // determine a fit, which is said, and then none is recorded.
   EXPECT_NE(r.out.find("back to back, the cores kept awake"), std::string::npos) << r.out;
-  EXPECT_NE(c->intra_node().has_awake(),
+  EXPECT_NE(c->shared_host().intra_node().has_awake(),
             r.out.find("no awake costs recorded") != std::string::npos)
       << r.out;
   // (A collective whose few samples cannot determine its own fit on a
   // loaded host keeps the link's values.)
   EXPECT_GE(c->intra_node().collective_size(), 1);
-  EXPECT_GE(c->intra_node().after_wait().collective_size(), 1);
+  EXPECT_GE(c->shared_host().intra_node().after_wait().collective_size(), 1);
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
   // A send hands its bytes to the socket up to Gloo's buffer on this host.
@@ -424,12 +424,12 @@ TEST(Profile, CommWritesAValidClusterFile) {
                 "cores\n");
     EXPECT_NE(r.out.find("core wait: not measured"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("shared cores: not measured"), std::string::npos) << r.out;
-    EXPECT_FALSE(c->intra_node().has_shared_cores());
+    EXPECT_FALSE(c->shared_host().intra_node().has_shared_cores());
     return;
   }
   EXPECT_NE(r.out.find("two ranks on each core, both groups calling"), std::string::npos)
       << r.out;
-  EXPECT_NE(c->intra_node().has_shared_cores(),
+  EXPECT_NE(c->shared_host().intra_node().has_shared_cores(),
             r.out.find("no shared cores costs recorded") != std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("  on idle cores "), std::string::npos) << r.out;
@@ -437,19 +437,20 @@ TEST(Profile, CommWritesAValidClusterFile) {
   // (Unless the fit is too far from its samples to record, which it says,
   // and the preset's is kept.)
   const bool recorded = r.out.find("core wait: not recorded") == std::string::npos;
-  EXPECT_EQ(c->core_wait().SerializeAsString() !=
-                LoadCluster("local")->core_wait().SerializeAsString(),
+  EXPECT_EQ(c->shared_host().core_wait().SerializeAsString() !=
+                LoadCluster("local")->shared_host().core_wait().SerializeAsString(),
             recorded)
       << r.out;
   if (recorded) {
-    ASSERT_TRUE(c->has_core_wait()) << r.out;
-    EXPECT_GE(c->core_wait().waits(), 0);
-    EXPECT_GT(c->core_wait().slice_seconds(), 0);
+    ASSERT_TRUE(c->shared_host().has_core_wait()) << r.out;
+    EXPECT_GE(c->shared_host().core_wait().waits(), 0);
+    EXPECT_GT(c->shared_host().core_wait().slice_seconds(), 0);
   }
 
   // --comm_shared_only measures that regime again into the file and keeps
   // the rest of the link.
   const proto::Link before = c->intra_node();
+  const proto::HostLinkCosts before_host = c->shared_host().intra_node();
   Result shared = Loom("profile --comm_shared_only --comm_max_bytes 1048576 --comm_rounds 11 "
                        "--cluster_out " + dir + "/local.cluster.pbtxt");
   ASSERT_EQ(shared.code, 0) << shared.out;
@@ -462,11 +463,11 @@ TEST(Profile, CommWritesAValidClusterFile) {
     std::printf("SKIPPED the rest: the shared-core samples did not determine a fit\n");
     return;
   }
-  ASSERT_TRUE(again->intra_node().has_shared_cores()) << shared.out;
-  EXPECT_GT(again->intra_node().shared_cores().bandwidth(), 0);
+  ASSERT_TRUE(again->shared_host().intra_node().has_shared_cores()) << shared.out;
+  EXPECT_GT(again->shared_host().intra_node().shared_cores().bandwidth(), 0);
   EXPECT_EQ(again->intra_node().bandwidth(), before.bandwidth());
-  EXPECT_EQ(again->intra_node().after_wait().SerializeAsString(),
-            before.after_wait().SerializeAsString());
+  EXPECT_EQ(again->shared_host().intra_node().after_wait().SerializeAsString(),
+            before_host.after_wait().SerializeAsString());
   // Its note replaces the earlier measurement's.
   const std::string& source = again->intra_node().source();
   EXPECT_NE(source.find("; shared cores (--comm_shared_only, "), std::string::npos) << source;
@@ -481,8 +482,8 @@ TEST(Profile, CommSharedOnlyNeedsAMeasuredLinkAndNotComm) {
                          "cluster file, and " + dir + "/c.pbtxt does not exist (run loom profile "
                          "--comm with the same --cluster_out first)\n");
   // A file whose link was never measured (here: only the device calibrated).
-  std::ofstream(dir + "/c.pbtxt") << "name: \"local\" device { kind: CPU cores: 2 "
-                                     "core_sharing: PINNED peak_fp32_flops: 1e11 "
+  std::ofstream(dir + "/c.pbtxt") << "name: \"local\" shared_host { core_sharing: PINNED } "
+                                     "device { kind: CPU cores: 2 peak_fp32_flops: 1e11 "
                                      "memory_bandwidth: 1e10 memory_bytes: 1000000000 "
                                      "kernel_launch_seconds: 1e-7 } "
                                      "devices_per_node: 1 "
