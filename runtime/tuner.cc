@@ -212,6 +212,12 @@ StatusOr<TuneReport> Search::Run() {
       }
     }
     if (options_.progress) options_.progress(progress);
+    if (options_.time_limit_s > 0 && next < order.size() &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+            options_.time_limit_s) {
+      report_.unsearched = static_cast<int>(order.size() - next);
+      break;
+    }
   }
   // Best first; equal times keep the search's order, which is fixed.
   std::vector<const TunedPlan*> fitting;

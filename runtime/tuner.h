@@ -38,6 +38,10 @@ struct TuneOptions {
   // Simulate every candidate the space lets through: no bound or
   // dominance skips (to check that they never skip a winner).
   bool exhaustive = false;
+  // Stop simulating once a round ends past this many seconds of search (0:
+  // never), and report the best plans found by then. A stopped search
+  // depends on the host's speed, so it is not repeatable.
+  double time_limit_s = 0;
   std::function<void(const TuneProgress&)> progress;  // after each round
 };
 
@@ -73,12 +77,16 @@ struct TuneReport {
   // Each candidate that reached the search, by name: what became of it
   // ("12.3 ms, fits", "skipped: ..."), for ExplainWinner.
   std::map<std::string, std::string> outcomes;
+  // Candidates neither simulated nor skipped when the search stopped at
+  // TuneOptions::time_limit_s (0: it ran to the end).
+  int unsearched = 0;
   double seconds = 0;
 };
 
 // Searches `options.space` for `config`. Errors only for a space that
 // cannot be searched; a candidate that fails to plan is reported, not
-// fatal. The same inputs give the same report, whatever the threads.
+// fatal. The same inputs give the same report, whatever the threads,
+// unless a time limit stops the search.
 StatusOr<TuneReport> Tune(const GptConfig& config, const OptimizerConfig& optimizer,
                           const CostContext& costs, const TuneOptions& options);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "cost_model/cluster.h"
@@ -22,6 +23,10 @@ DEFINE_int32(max_vpp, 2, "the most VPP chunks a stage to try");
 DEFINE_bool(exhaustive, false,
             "simulate every candidate the space's rules let through, skipping none by the "
             "time bound or by less recomputation fitting (slow; checks the search)");
+DEFINE_double(search_seconds, 0,
+              "stop simulating candidates after about this many seconds and print the best "
+              "plans found by then, with how many candidates were left unsearched (0: search "
+              "to the end)");
 DEFINE_bool(list_candidates, false,
             "print every candidate the space's rules let through with its time and memory "
             "bounds, cheapest bound first, and stop before simulating any");
@@ -70,6 +75,12 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
               config.name.c_str(), o.space.devices, cluster.c_str(), r.considered,
               r.simulated.size(), r.over_memory, pruned, r.failed.size(), r.seconds);
   for (const auto& [rule, n] : r.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
+  if (r.unsearched > 0) {
+    std::printf(
+        "  stopped at --search_seconds: %d candidates neither simulated nor skipped; "
+        "a plan among them may be faster than the ones below\n",
+        r.unsearched);
+  }
   for (const auto& [name, why] : r.failed) {
     std::printf("  failed: %s: %s\n", name.c_str(), why.c_str());
   }
@@ -127,6 +138,12 @@ Status RunTune(const std::vector<std::string>& args) {
   if (FLAGS_tune_threads < 1 || FLAGS_tune_threads > 256) {
     return InvalidArgument("--tune_threads must be 1..256, got ", FLAGS_tune_threads);
   }
+  if (!std::isfinite(FLAGS_search_seconds) || FLAGS_search_seconds < 0) {
+    return InvalidArgument(
+        "--search_seconds must be 0 (no limit) or a positive number of "
+        "seconds, got ",
+        FLAGS_search_seconds);
+  }
   LOOM_ASSIGN_OR_RETURN(proto::Strategy base, StrategyFromFlags());
   LOOM_ASSIGN_OR_RETURN(GptConfig config, GptConfigFromFlags());
   LOOM_ASSIGN_OR_RETURN(OptimizerConfig opt, OptimizerConfigFromFlags());
@@ -141,6 +158,7 @@ Status RunTune(const std::vector<std::string>& args) {
   o.top_k = FLAGS_top;
   o.threads = FLAGS_tune_threads;
   o.exhaustive = FLAGS_exhaustive;
+  o.time_limit_s = FLAGS_search_seconds;
   if (FLAGS_list_candidates) return ListCandidates(config, opt, *costs, o);
   ProgressLine progress;
   o.progress = [&progress](const TuneProgress& p) { progress(p); };

@@ -229,6 +229,38 @@ TEST(Tuner, TheWinnerVerifiesAndTrainsAsSerial) {
   EXPECT_GE(ExpectEveryParameterMatches(**t, *serial, 2e-5), 2 * 12 + 4);
 }
 
+// A time limit the first round already passes stops the search there: the
+// rest is counted as unsearched, not as pruned or simulated, and the best
+// plan found so far still leads the report.
+TEST(Tuner, TimeLimitStopsAfterTheRoundThatPassesIt) {
+  static const proto::Cluster cluster = LoadCluster("local").value();
+  const CostContext costs(cluster, CostTable());
+  TuneOptions o;
+  o.space.devices = 4;
+  o.time_limit_s = 1e-9;
+  auto stopped = Tune(Tiny(), {}, costs, o);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  const TuneReport& r = *stopped;
+  EXPECT_GT(r.unsearched, 0);
+  EXPECT_GE(r.simulated.size(), 1u);
+  EXPECT_LE(r.simulated.size(), 8u);  // one round
+  ASSERT_FALSE(r.top.empty());
+  double fastest = 1e30;
+  for (const TunedPlan& p : r.simulated) {
+    if (p.fits) fastest = std::min(fastest, p.step_time_s);
+  }
+  EXPECT_EQ(r.top.front().step_time_s, fastest);
+  int skipped = 0;
+  for (const auto& [name, outcome] : r.outcomes) skipped += outcome.rfind("skipped", 0) == 0;
+  EXPECT_EQ(static_cast<int>(r.simulated.size()) + skipped + r.unsearched, r.candidates);
+  // The same search without a limit runs to the end.
+  o.time_limit_s = 0;
+  auto whole = Tune(Tiny(), {}, costs, o);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->unsearched, 0);
+  EXPECT_GT(whole->simulated.size(), r.simulated.size());
+}
+
 TEST(Tuner, BadSpacesNameTheirFault) {
   static const proto::Cluster cluster = LoadCluster("local").value();
   const CostContext costs(cluster, CostTable());
@@ -294,6 +326,17 @@ TEST(Tuner, CommandPrintsSavesAndRunsTheWinner) {
   EXPECT_NE(schedule.code, 0);
   EXPECT_EQ(Lines(schedule.out), 1) << schedule.out;
   EXPECT_NE(schedule.out.find("unknown schedule '2F2B'"), std::string::npos) << schedule.out;
+  const CliResult limit = Loom("tune --preset gpt-tiny --devices 2 --search_seconds -1");
+  EXPECT_NE(limit.code, 0);
+  EXPECT_EQ(Lines(limit.out), 1) << limit.out;
+  EXPECT_NE(limit.out.find("--search_seconds must be 0 (no limit) or a positive number of "
+                           "seconds, got -1"),
+            std::string::npos)
+      << limit.out;
+  const CliResult stopped = Loom("tune --preset gpt-tiny --devices 2 --search_seconds 1e-9");
+  ASSERT_EQ(stopped.code, 0) << stopped.out;
+  EXPECT_NE(stopped.out.find("stopped at --search_seconds: "), std::string::npos) << stopped.out;
+  EXPECT_NE(stopped.out.find("\n  1  dp"), std::string::npos) << stopped.out;
 }
 
 }  // namespace
