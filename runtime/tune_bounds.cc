@@ -13,7 +13,9 @@ namespace {
 // Bytes a parameter costs the rank holding it at least, whatever the plan:
 // its fp32 copy (the parameter, or the master weight under O2), a gradient
 // of at least 2 bytes, a bf16 copy under O2, and the optimizer's moments,
-// each divided over dp as far as the ZeRO stage shards it.
+// each divided over dp as far as the ZeRO stage shards it. Under O2 the
+// plans keep the bf16 copy that low-precision-weights makes whole at
+// every stage: stage 3 shards the fp32 master weights, not that copy.
 double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimizer) {
   const int stage = s.sharding().stage();
   const double dp = std::max(1, s.dp().degree());
@@ -21,18 +23,26 @@ double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimi
   const double moments = optimizer.type == "adamw" ? 8 : 0;
   double bytes = moments / (stage >= 1 ? dp : 1);
   bytes += 4 / ((o2 ? stage >= 1 : stage >= 3) ? dp : 1);  // fp32 weights
-  if (o2) bytes += 2 / (stage >= 3 ? dp : 1);              // the bf16 copy
+  if (o2) {  // the bf16 copy
+    bytes += 2 / (stage >= 3 && !s.passes().low_precision_weights() ? dp : 1);
+  }
   bytes += 2 / (stage >= 2 ? dp : 1);                      // gradients
   return bytes;
 }
 
 // What one layer of one micro-batch keeps for its backward at least, on a
-// rank: under full recomputation its input (split along the sequence
-// under sequence parallelism); under selective, also the QKV product and
-// the MLP's two wide activations, which recomputing the attention core
-// reads or leaves alone; with no recomputation, also the attention's
-// probabilities (b x heads x s x s), which its context GEMM's gradient
-// reads. A micro-batch of the stage's fewest layers is always in flight.
+// rank, counting only tensors its backward reads whatever the dropout
+// (Korthikanti et al. 2022's sbh(34 + 5as/h) less the dropout masks):
+//  - under full recomputation, its input (split along the sequence under
+//    sequence parallelism);
+//  - under selective, also the two layer norms' outputs (the QKV and first
+//    MLP GEMMs' weight gradients read them) and the second's input, split
+//    likewise; and of the tensor-parallel part, Q, K, V, the attention's
+//    context (the output projection reads it) and the MLP's two wide
+//    activations;
+//  - with no recomputation, also the attention's probabilities
+//    (b x heads x s x s), which its context GEMM's gradient reads.
+// Each at 2 bytes an element unless the strategy computes in fp32.
 double KeptActivationBytes(const GptConfig& c, const proto::Strategy& s) {
   const double mp = s.mp().degree();
   const double bytes = s.amp().level() == "O0" ? 4 : 2;
@@ -40,8 +50,12 @@ double KeptActivationBytes(const GptConfig& c, const proto::Strategy& s) {
                    s.pipeline().micro_batches();
   const double tokens = b * static_cast<double>(c.seq_len);
   const std::string& rc = s.recompute().granularity();
-  double elements = tokens * c.hidden / (s.mp().sequence_parallel() ? mp : 1);
-  if (rc != "full") elements += tokens * (3.0 * c.hidden + 2.0 * c.ffn_hidden) / mp;
+  const double along_sequence = s.mp().sequence_parallel() ? mp : 1;
+  double elements = tokens * c.hidden / along_sequence;
+  if (rc != "full") {
+    elements += 3 * tokens * c.hidden / along_sequence;
+    elements += tokens * (4.0 * c.hidden + 2.0 * c.ffn_hidden) / mp;
+  }
   if (rc == "none") elements += b * c.num_heads / mp * c.seq_len * c.seq_len;
   return elements * bytes;
 }
