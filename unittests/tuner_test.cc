@@ -130,9 +130,10 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
 // The memory bound against the simulator's peak where activations weigh
 // most (bf16 O2, long sequences, with and without dropout's masks): a
 // bound at every recomputation mode and ZeRO stage, with and without
-// sequence parallelism, and within 2x of the peak where activations are kept, so
-// that the search does not simulate plans that cannot fit (the bound
-// before it counted the layer norms' tensors fell to 0.44 of the peak).
+// sequence parallelism, and within 2x of the peak where layers keep their
+// activations, so that the search does not simulate plans that cannot
+// fit (the bound before it counted the layer norms' tensors fell to 0.44
+// of the peak).
 TEST(Tuner, MemoryBoundHoldsAndComesCloseUnderBf16) {
   GptConfig c = GptPreset("gpt-small").value();
   c.num_layers = 4;
