@@ -451,6 +451,52 @@ TEST(Planner, SynchronousAllReduceInBackwardKeepsOneMatmulGrad) {
   }
 }
 
+// Under AMP a weight GEMM reads the weight's low-precision copy, whose
+// gradient it makes. Split-backward must count that gradient as a
+// weight's: else B runs every GEMM, W only casts, and a held-back W keeps
+// the whole weight gradient. Each stage's W runs the gradient GEMM of
+// every weight GEMM (all forward matmuls but the attention's two a
+// layer), at every AMP level, and B makes no gradient of a weight's copy.
+TEST(Planner, ZeroBubbleWRunsTheWeightGemmsUnderEveryAmpLevel) {
+  TrainingProgram tp = Tiny(2);
+  for (const char* level : {"O0", "O1", "O2"}) {
+    for (bool copies : {true, false}) {
+      SCOPED_TRACE(StrCat(level, copies ? " with" : " without", " low-precision copies"));
+      proto::Strategy s = MakeStrategy(1, 1, 2, 4, "ZBH1");
+      s.mutable_amp()->set_level(level);
+      s.mutable_passes()->set_low_precision_weights(copies);
+      auto plan = PlanRanks(tp.main, tp.startup, s, {}, Verified());
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      for (const RankPlan& rank : plan->ranks) {
+        SCOPED_TRACE(StrCat("stage ", rank.coords.pp));
+        const Program* forward = rank.ProgramFor({JobType::kForward, 0, 0});
+        const Program* b = rank.ProgramFor({JobType::kBackwardB, 0, 0});
+        const Program* w = rank.ProgramFor({JobType::kBackwardW, 0, 0});
+        ASSERT_NE(forward, nullptr);
+        ASSERT_NE(b, nullptr);
+        ASSERT_NE(w, nullptr);
+        auto count = [](const Program& p, const std::string& type) {
+          int n = 0;
+          for (const Op* op : p.global_block().ops()) n += op->type() == type;
+          return n;
+        };
+        const int weight_gemms = count(*forward, "matmul") - 2;  // one layer a stage
+        EXPECT_GE(weight_gemms, 4);
+        EXPECT_EQ(count(*w, "matmul_grad"), weight_gemms);
+        for (const Op* op : b->global_block().ops()) {
+          for (const std::string& out : op->OutputVars()) {
+            const std::string of = StripGradSuffix(out);
+            const proto::VarDesc* copied =
+                tp.main.global_block().FindVar(of.substr(0, of.find(".cast_")));
+            EXPECT_FALSE(IsGradVarName(out) && copied != nullptr && copied->is_parameter())
+                << "B's " << op->type() << " makes " << out;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Planner, JsonHasRanksCoordsJobsAndPrograms) {
   TrainingProgram tp = Tiny(2);
   auto plan =
