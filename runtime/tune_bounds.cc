@@ -10,12 +10,14 @@
 namespace loom {
 namespace {
 
-// Bytes a parameter costs the rank holding it at least, whatever the plan:
-// its fp32 copy (the parameter, or the master weight under O2), a gradient
-// of at least 2 bytes, a bf16 copy under O2, and the optimizer's moments,
-// each divided over dp as far as the ZeRO stage shards it. Under O2 the
-// plans keep the bf16 copy that low-precision-weights makes whole at
-// every stage: stage 3 shards the fp32 master weights, not that copy.
+using InFlight = TuneBounds::InFlight;
+
+// Bytes a parameter costs the rank holding it at least, through the whole
+// step: its fp32 copy (the parameter, or the master weight under O2), a
+// bf16 copy under O2, and the optimizer's moments, each divided over dp as
+// far as the ZeRO stage shards it. Under O2 the plans keep the bf16 copy
+// that low-precision-weights makes whole at every stage: stage 3 shards the
+// fp32 master weights, not that copy.
 double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimizer) {
   const int stage = s.sharding().stage();
   const double dp = std::max(1, s.dp().degree());
@@ -26,8 +28,16 @@ double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimi
   if (o2) {  // the bf16 copy
     bytes += 2 / (stage >= 3 && !s.passes().low_precision_weights() ? dp : 1);
   }
-  bytes += 2 / (stage >= 2 ? dp : 1);                      // gradients
   return bytes;
+}
+
+// Gradient bytes a parameter costs: a gradient takes the dtype of its
+// parameter, which stays fp32 at every AMP level, and from ZeRO stage 2 on
+// the rank keeps 1/dp of it. Over several micro-batches the gradients add
+// into accumulators that last the whole step; over one, they exist only
+// once the backward has made them.
+double GradientBytesPerParameter(const proto::Strategy& s) {
+  return 4.0 / (s.sharding().stage() >= 2 ? std::max(1, s.dp().degree()) : 1);
 }
 
 // What one layer of one micro-batch keeps for its backward at least, on a
@@ -60,10 +70,34 @@ double KeptActivationBytes(const GptConfig& c, const proto::Strategy& s) {
   return elements * bytes;
 }
 
-// The most (micro-batch, chunk) forwards stage `stage` has run whose
-// backward (or B) has not started, over its job list: what it keeps at
-// once. 1 where the schedule cannot be listed without its cuts.
-int MostInFlight(const ScheduleInfo& schedule, int stage, const proto::Strategy& s) {
+// What one layer of one micro-batch keeps between its B and its W under
+// the zero-bubble schedules, at least: each weight GEMM's input and output
+// gradient, which its weight gradient reads. The QKV GEMM's input (the
+// first layer norm's output) and output gradient (3h/mp); the output
+// projection's input (the context, h/mp) and output gradient; the first
+// MLP GEMM's input (the second layer norm's output) and output gradient
+// (ffn/mp); the second's input (ffn/mp) and output gradient. Those of h
+// wide are counted split along the sequence under sequence parallelism,
+// the least any of them is held at.
+double KeptForWeightGradientBytes(const GptConfig& c, const proto::Strategy& s) {
+  const double mp = s.mp().degree();
+  const double bytes = s.amp().level() == "O0" ? 4 : 2;
+  const double b =
+      static_cast<double>(c.batch_size) / s.dp().degree() / s.pipeline().micro_batches();
+  const double tokens = b * static_cast<double>(c.seq_len);
+  const double along_sequence = s.mp().sequence_parallel() ? mp : 1;
+  const double elements =
+      tokens * (4.0 * c.hidden / along_sequence + (4.0 * c.hidden + 2.0 * c.ffn_hidden) / mp);
+  return elements * bytes;
+}
+
+// The (micro-batch, chunk) jobs stage `stage` holds at once over its job
+// list, as (forward run, B not yet; B run, W not yet) pairs: every pair a
+// fullest moment can take (the ones no other pair dominates). Without a
+// zero-bubble schedule the second is always 0. {1, 0} where the schedule
+// cannot be listed without its cuts.
+std::vector<InFlight> MostInFlight(const ScheduleInfo& schedule, int stage,
+                                   const proto::Strategy& s) {
   ScheduleParams params;
   params.stage = stage;
   params.num_stages = s.pipeline().degree();
@@ -71,24 +105,52 @@ int MostInFlight(const ScheduleInfo& schedule, int stage, const proto::Strategy&
   params.chunks = std::max(1, s.pipeline().vpp_degree());
   params.max_in_flight = static_cast<int>(s.pipeline().max_in_flight());
   const StatusOr<std::vector<Job>> jobs = schedule.fn(params);
-  if (!jobs.ok()) return 1;
-  int in_flight = 0, most = 1;
-  for (const Job& job : *jobs) {
-    if (job.part != 0) continue;
-    if (job.type == JobType::kForward) most = std::max(most, ++in_flight);
-    if (job.type == JobType::kBackward || job.type == JobType::kBackwardB) --in_flight;
-  }
+  if (!jobs.ok()) return {{1, 0}};
   // Listed without its cuts, an overlap schedule's jobs run whole; planned,
   // a forward's parts run beside the previous backward's, which frees its
   // activations as it goes. Count one micro-batch fewer.
-  if (schedule.splits_jobs) most = std::max(1, most - 1);
-  return most;
+  const int fewer = schedule.splits_jobs ? 1 : 0;
+  std::vector<InFlight> seen;
+  InFlight now;
+  for (const Job& job : *jobs) {
+    if (job.part != 0) continue;
+    switch (job.type) {
+      case JobType::kForward:
+        ++now.before_b;
+        seen.push_back({std::max(1, now.before_b - fewer), now.before_w});
+        break;
+      case JobType::kBackward:
+        --now.before_b;
+        break;
+      case JobType::kBackwardB:
+        --now.before_b;
+        ++now.before_w;
+        seen.push_back(now);
+        break;
+      case JobType::kBackwardW:
+        --now.before_w;
+        break;
+      case JobType::kOptimizer:
+        break;
+    }
+  }
+  // Keep the pairs no other pair holds as much of both as: by B-pending
+  // count, most first, each that holds more W-pending than all before it.
+  std::sort(seen.begin(), seen.end(), [](const InFlight& x, const InFlight& y) {
+    return x.before_b != y.before_b ? x.before_b > y.before_b : x.before_w > y.before_w;
+  });
+  std::vector<InFlight> frontier;
+  for (const InFlight& x : seen) {
+    if (frontier.empty() || x.before_w > frontier.back().before_w) frontier.push_back(x);
+  }
+  if (frontier.empty()) frontier.push_back({1, 0});
+  return frontier;
 }
 
 }  // namespace
 
-const std::vector<int>& TuneBounds::InFlightTable::Of(const ScheduleInfo& schedule,
-                                                      const proto::Strategy& s) {
+const std::vector<std::vector<InFlight>>& TuneBounds::InFlightTable::Of(
+    const ScheduleInfo& schedule, const proto::Strategy& s) {
   const Key key{schedule.name, s.pipeline().degree(), s.pipeline().micro_batches(),
                 s.pipeline().vpp_degree(), s.pipeline().max_in_flight()};
   auto [it, fresh] = table_.try_emplace(key);
@@ -104,27 +166,54 @@ namespace {
 
 using InFlightTable = TuneBounds::InFlightTable;
 
-// Layer-micro-batches the fullest rank keeps at once, at least. Each stage
-// s keeps f_s micro-batches in flight at its fullest. Under VPP every
-// chunk holds layers / (stages x chunks) layers, so the fullest keeps f_s
-// chunks' worth. Otherwise the cut gives stage s some l_s layers (the end
-// stages may take fewer); whatever they are, max_s f_s l_s is at least
-// layers / sum_s (1 / f_s), the l_s that even the stages out. Under a V,
-// whose chunks differ in size, one micro-batch of the fewest layers.
-double KeptLayerMicroBatches(const GptConfig& config, const proto::Strategy& s,
+// The most stage s holds at once of the activations of a layer and
+// micro-batch, in units of one whose B has not run: one whose B ran and W
+// has not counts `after_b` of it.
+double Fullest(const std::vector<InFlight>& frontier, double after_b) {
+  double most = 0;
+  for (const InFlight& x : frontier) most = std::max(most, x.before_b + after_b * x.before_w);
+  return most;
+}
+
+// Layer-micro-batches the fullest rank keeps at once, at least, in units of
+// one whose B has not run (`after_b`: what one between its B and W keeps of
+// that). Each stage s keeps f_s of a layer's micro-batches at its fullest
+// (both chunks counted). Under VPP every chunk holds layers / (stages x
+// chunks) layers, so the fullest keeps f_s chunks' worth. Otherwise the cut
+// gives stage s some l_s layers (the end stages may take fewer); whatever
+// they are, max_s f_s l_s is at least layers / sum_s (1 / f_s), the l_s
+// that even the stages out. Under a V (VShapedPartition) the chunks differ
+// in size, and what holds whatever the layer costs is: a stage past the
+// first splits its k_s layers between its chunks as evenly as whole layers
+// allow, so each micro-batch it holds keeps at least (k_s - 1) / 2 of
+// them, and stage 0 takes at most one layer more than any other stage.
+// Then M >= f_s (k_s - 1) / 2 for s >= 1 and k_0 <= 2M / max f + 2 give
+// M >= (layers - stages - 1) / (2 (1 / max f + sum_{s>=1} 1 / f_s)); and
+// as every chunk keeps a layer, M >= f_s for every s.
+double KeptLayerMicroBatches(const GptConfig& config, const proto::Strategy& s, double after_b,
                              InFlightTable& in_flight) {
   const int pp = s.pipeline().degree();
   const int vpp = std::max(1, s.pipeline().vpp_degree());
   const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
   const double layers = static_cast<double>(config.num_layers);
-  if (!schedule.ok() || (*schedule)->v_shape) return std::floor(layers / pp);
-  const std::vector<int>& most = in_flight.Of(**schedule, s);
+  if (!schedule.ok()) return std::floor(layers / pp);
+  std::vector<double> most;
+  for (const std::vector<InFlight>& stage : in_flight.Of(**schedule, s)) {
+    most.push_back(Fullest(stage, after_b));
+  }
+  if ((*schedule)->v_shape) {
+    if (pp < 2) return std::floor(layers / pp);
+    const double fullest = *std::max_element(most.begin() + 1, most.end());
+    double inverse_sum = 1.0 / fullest;
+    for (int stage = 1; stage < pp; ++stage) inverse_sum += 1.0 / most[stage];
+    return std::max({most.front(), fullest, (layers - pp - 1) / (2 * inverse_sum)});
+  }
   if ((*schedule)->uses_chunks) {
     return *std::max_element(most.begin(), most.end()) *
            std::floor(layers / (static_cast<double>(pp) * vpp));
   }
   double inverse_sum = 0;
-  for (int f : most) inverse_sum += 1.0 / f;
+  for (double f : most) inverse_sum += 1.0 / f;
   return layers / inverse_sum;
 }
 
@@ -293,9 +382,16 @@ CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimiz
   CandidateBounds b;
   b.time_s = std::max({with_calls, last_stage, host});
   const double params_on_rank = static_cast<double>(config.NumParameters()) / (mp * pp);
-  b.memory_bytes = static_cast<int64_t>(params_on_rank * BytesPerParameter(s, optimizer) +
-                                        KeptActivationBytes(config, s) *
-                                            KeptLayerMicroBatches(config, s, in_flight));
+  const double kept = KeptActivationBytes(config, s);
+  const double activations =
+      kept *
+      KeptLayerMicroBatches(config, s, KeptForWeightGradientBytes(config, s) / kept, in_flight);
+  const double gradients = params_on_rank * GradientBytesPerParameter(s);
+  // Accumulators sit beside the activations; one micro-batch's gradients
+  // appear as its activations are freed, so either may be the peak.
+  const double transient = m > 1 ? activations + gradients : std::max(activations, gradients);
+  b.memory_bytes =
+      static_cast<int64_t>(params_on_rank * BytesPerParameter(s, optimizer) + transient);
   return b;
 }
 

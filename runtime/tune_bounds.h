@@ -70,15 +70,21 @@ class TuneBounds {
   // price.
   StatusOr<CandidateBounds> Of(const proto::Strategy& strategy);
 
-  // Each stage's most micro-batches in flight (tune_bounds.cc), listed
-  // once per pipeline shape: candidates differ in knobs job lists ignore.
+  // Micro-batches a stage holds at once: forwards whose B (or whole
+  // backward) has not run, and Bs whose W has not.
+  struct InFlight {
+    int before_b = 0, before_w = 0;
+  };
+  // Each stage's fullest moments (tune_bounds.cc), listed once per
+  // pipeline shape: candidates differ in knobs job lists ignore.
   class InFlightTable {
    public:
-    const std::vector<int>& Of(const ScheduleInfo& schedule, const proto::Strategy& s);
+    const std::vector<std::vector<InFlight>>& Of(const ScheduleInfo& schedule,
+                                                 const proto::Strategy& s);
 
    private:
     using Key = std::tuple<std::string, int, int, int, int64_t>;
-    std::map<Key, std::vector<int>> table_;
+    std::map<Key, std::vector<std::vector<InFlight>>> table_;
   };
 
  private:

@@ -173,9 +173,60 @@ TEST(Tuner, MemoryBoundHoldsAndComesCloseUnderBf16) {
     // dp4 and dp2 mp2 at ZeRO stages 0-3, mp4; sequence parallelism off
     // and on under mp; recomputation x 3.
     EXPECT_EQ(checked, 3 * (4 + 4 * 2 + 2));
-    EXPECT_GT(loosest, 0.5);
+    // One micro-batch's gradients appear as its activations are freed, so
+    // the bound counts the larger of the two, not both.
+    EXPECT_GT(loosest, 0.42);
     std::printf("dropout %.1f: the memory bound at its loosest %.3f of the peak\n", dropout,
                 loosest);
+  }
+}
+
+// Over pipelines the bound counts the gradient accumulators that last the
+// step, the micro-batches each schedule holds between a forward and its
+// B, and under the zero-bubble schedules those held between B and W (each
+// weight GEMM's input and output gradient); under a V, what the chunks'
+// uneven cut leaves at least. It holds under every schedule and
+// recomputation mode, and at its loosest stays within a fixed share of
+// the peak.
+TEST(Tuner, MemoryBoundHoldsOverPipelinesUnderBf16) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 8;
+  c.batch_size = 16;
+  c.seq_len = 1024;
+  c.vocab_size = 8192;
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const CostContext costs(cluster, CostTable());
+  proto::Strategy base;
+  base.mutable_amp()->set_level("O2");
+  TuneSpace space;
+  space.devices = 4;
+  space.op_split = false;
+  space.schedules = {"1F1B", "VPP", "ZBH1", "ZBV"};
+  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), base, costs, space, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<std::string, double> loosest;  // by schedule
+  int checked = 0;
+  for (const TuneCandidate& k : listed->candidates) {
+    const proto::Strategy& s = k.strategy;
+    if (s.pipeline().degree() == 1 || s.dp().degree() > 1 || s.mp().sequence_parallel()) continue;
+    SCOPED_TRACE(k.name);
+    auto sim =
+        SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), {}, PlanOptionsAt(costs));
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    const int64_t peak = sim->result.PeakRank().peak_bytes();
+    EXPECT_LE(k.memory_bound_bytes, peak);
+    double& ratio = loosest.try_emplace(s.pipeline().schedule_mode(), 1.0).first->second;
+    ratio = std::min(ratio, static_cast<double>(k.memory_bound_bytes) / peak);
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+  std::printf("%d pipelined plans simulated\n", checked);
+  ASSERT_EQ(loosest.size(), 4u);
+  for (const auto& [schedule, ratio] : loosest) {
+    // Counting one micro-batch in flight under a V, and nothing between B
+    // and W, the bound fell to 0.25 of the peak under ZBV, 0.11 under ZBH1.
+    EXPECT_GT(ratio, 0.27) << schedule;
+    std::printf("%s: the memory bound at its loosest %.3f of the peak\n", schedule.c_str(), ratio);
   }
 }
 
