@@ -76,18 +76,17 @@ double KeptActivationBytes(const GptConfig& c, const proto::Strategy& s) {
 // first layer norm's output) and output gradient (3h/mp); the output
 // projection's input (the context, h/mp) and output gradient; the first
 // MLP GEMM's input (the second layer norm's output) and output gradient
-// (ffn/mp); the second's input (ffn/mp) and output gradient. Those of h
-// wide are counted split along the sequence under sequence parallelism,
-// the least any of them is held at.
+// (ffn/mp); the second's input (ffn/mp) and output gradient. Those h wide
+// are whole even under sequence parallelism: the column-parallel GEMMs
+// read the gathered sequence, and the row-parallel ones' output gradients
+// are gathered before their GEMMs read them.
 double KeptForWeightGradientBytes(const GptConfig& c, const proto::Strategy& s) {
   const double mp = s.mp().degree();
   const double bytes = s.amp().level() == "O0" ? 4 : 2;
   const double b =
       static_cast<double>(c.batch_size) / s.dp().degree() / s.pipeline().micro_batches();
   const double tokens = b * static_cast<double>(c.seq_len);
-  const double along_sequence = s.mp().sequence_parallel() ? mp : 1;
-  const double elements =
-      tokens * (4.0 * c.hidden / along_sequence + (4.0 * c.hidden + 2.0 * c.ffn_hidden) / mp);
+  const double elements = tokens * (4.0 * c.hidden + (4.0 * c.hidden + 2.0 * c.ffn_hidden) / mp);
   return elements * bytes;
 }
 

@@ -208,7 +208,7 @@ TEST(Tuner, MemoryBoundHoldsOverPipelinesUnderBf16) {
   int checked = 0;
   for (const TuneCandidate& k : listed->candidates) {
     const proto::Strategy& s = k.strategy;
-    if (s.pipeline().degree() == 1 || s.dp().degree() > 1 || s.mp().sequence_parallel()) continue;
+    if (s.pipeline().degree() == 1 || s.dp().degree() > 1) continue;
     SCOPED_TRACE(k.name);
     auto sim =
         SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), {}, PlanOptionsAt(costs));
