@@ -6,19 +6,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
-#include <nlohmann/json.hpp>
-
+#include "cost_model/cluster.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/simulation.h"
-#include "cost_model/cluster.h"
 #include "scheduler/memory_fit.h"
 #include "scheduler/timeline_html.h"
 #include "scheduler/trace_compare.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/report_json.h"
 
 DECLARE_bool(json);
 DECLARE_string(plan);
@@ -72,15 +72,6 @@ std::vector<std::string> TraceFiles(const std::string& flag) {
   return files;
 }
 
-nlohmann::json ExposedJson(const std::array<double, kNumCommCategories>& exposed) {
-  nlohmann::json j;
-  for (int c = 0; c < kNumCommCategories; ++c) {
-    j[CommCategoryName(static_cast<CommCategory>(c))] = exposed[c];
-  }
-  return j;
-}
-
-
 // A rank's memory: the persistables, the peak, and what the peak holds
 // ("activations", "master weights", ...: MemoryBreakdown).
 nlohmann::json MemoryJson(const RankMetrics& m) {
@@ -104,7 +95,7 @@ nlohmann::json ResultJson(const GptSimulation& sim, int64_t device_bytes) {
   j["device_memory_bytes"] = device_bytes;
   j["step_time_s"] = r.step_time_s;
   j["bubble_fraction"] = r.bubble_fraction;
-  j["exposed_comm_s"] = ExposedJson(r.exposed_comm_s);
+  j["exposed_comm_s"] = ExposedCommJson(r.exposed_comm_s);
   nlohmann::json peaks = nlohmann::json::array();
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankMetrics& m : r.ranks) {
@@ -116,7 +107,7 @@ nlohmann::json ResultJson(const GptSimulation& sim, int64_t device_bytes) {
                      {"coords", {{"dp", c.dp}, {"mp", c.mp}, {"pp", c.pp}}},
                      {"step_time_s", m.step_time_s},
                      {"bubble_fraction", m.bubble_fraction},
-                     {"exposed_comm_s", ExposedJson(m.exposed_comm_s)},
+                     {"exposed_comm_s", ExposedCommJson(m.exposed_comm_s)},
                      {"busy_s", streams},
                      {"memory_bytes", MemoryJson(m)},
                      {"fits_device", device_bytes <= 0 || m.peak_bytes() <= device_bytes}});

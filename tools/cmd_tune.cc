@@ -5,14 +5,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
+#include "framework/file_util.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/tuner.h"
 #include "scheduler/plan_verifier.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/report_json.h"
 
 DEFINE_int32(devices, 0, "the devices (ranks) to plan for");
 DEFINE_int32(top, 5, "print this many of the fastest plans that fit");
@@ -31,6 +34,7 @@ DEFINE_bool(list_candidates, false,
             "print every candidate the space's rules let through with its time and memory "
             "bounds, cheapest bound first, and stop before simulating any");
 DECLARE_bool(explain);
+DECLARE_bool(json);
 DECLARE_string(o);
 
 namespace loom {
@@ -112,6 +116,49 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
   }
 }
 
+nlohmann::json TunedPlanJson(const TunedPlan& p) {
+  return {{"name", p.candidate.name},
+          // As `loom run --config FILE` reads it.
+          {"strategy", TextProtoToString(p.candidate.strategy)},
+          {"step_time_s", p.step_time_s},
+          {"fits", p.fits},
+          {"peak_bytes", p.peak_bytes},
+          {"peak_rank", p.peak_rank},
+          {"bubble_fraction", p.bubble_fraction},
+          {"exposed_comm_s", ExposedCommJson(p.exposed_comm_s)},
+          {"tokens_per_s", p.tokens_per_s},
+          {"mfu", p.mfu},
+          {"time_bound_s", p.candidate.time_bound_s},
+          {"memory_bound_bytes", p.candidate.memory_bound_bytes}};
+}
+
+// --json: the report as one document, every simulated plan with the
+// strategy that reproduces it (scripts/tuner_accuracy.py runs them).
+nlohmann::json ReportJson(const TuneReport& r, const GptConfig& config, const TuneOptions& o,
+                          const std::string& cluster) {
+  nlohmann::json j;
+  j["model"] = config.name;
+  j["devices"] = o.space.devices;
+  j["cluster"] = cluster;
+  j["memory_limit_bytes"] = o.memory_limit_bytes;
+  j["considered"] = r.considered;
+  j["candidates"] = r.candidates;
+  j["pruned"] = r.pruned;
+  j["over_memory"] = r.over_memory;
+  j["unsearched"] = r.unsearched;
+  j["seconds"] = r.seconds;
+  nlohmann::json failed = nlohmann::json::array();
+  for (const auto& [name, why] : r.failed) failed.push_back({{"name", name}, {"error", why}});
+  j["failed"] = failed;
+  nlohmann::json top = nlohmann::json::array();
+  for (const TunedPlan& p : r.top) top.push_back(p.candidate.name);
+  j["top"] = top;
+  nlohmann::json simulated = nlohmann::json::array();
+  for (const TunedPlan& p : r.simulated) simulated.push_back(TunedPlanJson(p));
+  j["simulated"] = simulated;
+  return j;
+}
+
 // --list_candidates: the space as the search would take it.
 Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt, const CostContext& costs,
                       const TuneOptions& o) {
@@ -164,10 +211,17 @@ Status RunTune(const std::vector<std::string>& args) {
   o.progress = [&progress](const TuneProgress& p) { progress(p); };
   LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, *costs, o));
   o.progress = nullptr;
-  PrintReport(report, config, o, costs->cluster().name());
-  if (FLAGS_explain) {
-    std::printf("\n");
-    for (const std::string& line : ExplainWinner(report, o)) std::printf("%s\n", line.c_str());
+  if (FLAGS_json) {
+    // stdout holds the document alone; -o's line goes to stderr.
+    nlohmann::json j = ReportJson(report, config, o, costs->cluster().name());
+    if (FLAGS_explain) j["explain"] = ExplainWinner(report, o);
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    PrintReport(report, config, o, costs->cluster().name());
+    if (FLAGS_explain) {
+      std::printf("\n");
+      for (const std::string& line : ExplainWinner(report, o)) std::printf("%s\n", line.c_str());
+    }
   }
   if (FLAGS_o.empty()) return Status::OK();
   if (report.top.empty()) return FailedPrecondition("-o: no plan fits, nothing to write");
@@ -180,8 +234,9 @@ Status RunTune(const std::vector<std::string>& args) {
                                 plan_options));
   LOOM_RETURN_IF_ERROR(VerifyPlan(plan).WithContext("plan verifier"));
   LOOM_RETURN_IF_ERROR(SavePlan(plan, FLAGS_o));
-  std::printf("\nwrote %s (%s); run it with: loom run --plan %s --steps N\n", FLAGS_o.c_str(),
-              report.top.front().candidate.name.c_str(), FLAGS_o.c_str());
+  std::fprintf(FLAGS_json ? stderr : stdout,
+               "\nwrote %s (%s); run it with: loom run --plan %s --steps N\n", FLAGS_o.c_str(),
+               report.top.front().candidate.name.c_str(), FLAGS_o.c_str());
   return Status::OK();
 }
 

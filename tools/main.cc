@@ -219,10 +219,12 @@ const std::vector<Command>& Commands() {
        "and how many candidates each rule pruned; --explain says, knob by knob,\n"
        "what the winner's neighbours did; -o saves the winner's plan for\n"
        "'loom run --plan'. --search_seconds stops a long search early with the\n"
-       "best plans found by then.",
+       "best plans found by then. --json prints the report as one document,\n"
+       "every simulated plan with its strategy in the text format --config reads.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
-                "list_candidates", "search_seconds", "explain", "o", "cluster", "cost_table"}),
+                "list_candidates", "search_seconds", "explain", "json", "o", "cluster",
+                "cost_table"}),
        RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"

@@ -1,0 +1,106 @@
+// `loom tune --json`: the report as one document, whose plans each carry a
+// strategy that reproduces them (scripts/tuner_accuracy.py runs them).
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "unittests/loom_cli.h"
+
+namespace loom {
+namespace {
+
+const std::string kModel = " --preset gpt-tiny --layers 2 --batch_size 8 --seq_len 32";
+
+TEST(TuneJson, EveryPlanCarriesTheStrategyThatReproducesIt) {
+  const std::string dir = MakeTempDir("loom_tune_json");
+  // A limit some plans exceed, so that both verdicts appear.
+  const int64_t limit = 1'500'000;
+  // stderr holds the progress lines; stdout the document alone.
+  const std::string out = dir + "/tune.json";
+  CliResult tune = Shell("(" + std::string(LOOM_BIN) + " tune" + kModel +
+                         " --devices 2 --exhaustive --json --memory_limit " +
+                         std::to_string(limit) + " > " + out + ")");
+  ASSERT_EQ(tune.code, 0) << tune.out;
+  const auto doc = nlohmann::json::parse(ReadWholeFile(out), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << ReadWholeFile(out);
+  EXPECT_EQ(doc["devices"], 2);
+  EXPECT_EQ(doc["memory_limit_bytes"], limit);
+  const auto& plans = doc["simulated"];
+  ASSERT_GT(plans.size(), 20u);
+
+  // The verdicts follow the limit, and the first of `top` is the fastest
+  // plan that fits.
+  int fit = 0;
+  int over = 0;
+  double fastest = 1e9;
+  std::string fastest_name;
+  for (const auto& p : plans) {
+    const int64_t peak = p["peak_bytes"];
+    if (p["fits"]) {
+      ++fit;
+      EXPECT_LE(peak, limit) << p["name"];
+      if (p["step_time_s"].get<double>() < fastest) {
+        fastest = p["step_time_s"];
+        fastest_name = p["name"];
+      }
+    } else {
+      ++over;
+      EXPECT_GT(peak, limit) << p["name"];
+    }
+  }
+  EXPECT_GT(fit, 0);
+  EXPECT_GT(over, 0);
+  EXPECT_EQ(doc["over_memory"], over);
+  ASSERT_FALSE(doc["top"].empty());
+  EXPECT_EQ(doc["top"][0], fastest_name);
+
+  // The winner's strategy and a pipelined plan's, each simulated on its
+  // own: the same step time and peak.
+  std::vector<const nlohmann::json*> picked;
+  for (const auto& p : plans) {
+    if (p["name"] == fastest_name) picked.insert(picked.begin(), &p);
+  }
+  for (const auto& p : plans) {
+    const std::string name = p["name"];
+    if (name != fastest_name && name.find(" pp2 ") != std::string::npos) {
+      picked.push_back(&p);
+      break;
+    }
+  }
+  ASSERT_EQ(picked.size(), 2u);
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const nlohmann::json& p = *picked[i];
+    const std::string name = p["name"];
+    const std::string config = dir + "/" + std::to_string(i) + ".pbtxt";
+    WriteWholeFile(config, p["strategy"]);
+    CliResult sim = Loom("simulate" + kModel + " --config " + config + " --json");
+    ASSERT_EQ(sim.code, 0) << name << ": " << sim.out;
+    const auto s = nlohmann::json::parse(sim.out, nullptr, false);
+    ASSERT_FALSE(s.is_discarded()) << sim.out;
+    EXPECT_NEAR(s["step_time_s"].get<double>(), p["step_time_s"].get<double>(),
+                1e-9 * p["step_time_s"].get<double>())
+        << name;
+    int64_t peak = 0;
+    for (const auto& r : s["peak_memory_bytes"]) peak = std::max<int64_t>(peak, r);
+    EXPECT_EQ(peak, p["peak_bytes"].get<int64_t>()) << name;
+  }
+}
+
+TEST(TuneJson, ExplainJoinsTheDocument) {
+  const std::string out = MakeTempDir("loom_tune_explain") + "/tune.json";
+  CliResult tune =
+      Shell("(" + std::string(LOOM_BIN) + " tune" + kModel + " --devices 2 --json --explain > " +
+            out + ")");
+  ASSERT_EQ(tune.code, 0) << tune.out;
+  const auto doc = nlohmann::json::parse(ReadWholeFile(out), nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << ReadWholeFile(out);
+  ASSERT_TRUE(doc["explain"].is_array());
+  EXPECT_FALSE(doc["explain"].empty());
+}
+
+}  // namespace
+}  // namespace loom
