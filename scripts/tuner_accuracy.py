@@ -171,9 +171,11 @@ def one_config(args, model, ranks, cluster, table, work):
     by_shape = {}
     for p in unlimited["simulated"]:
         by_shape.setdefault(shape_key(p), p)
-    for p in by_shape.values() if not profiled else []:
-        run(["profile"] + MODELS[model] + ["--config", strategy_file(work, p), "--cluster", cluster,
-                                           "--cost_table", table], os.path.join(work, "profile.log"))
+    if not profiled:
+        for p in by_shape.values():
+            run(["profile"] + MODELS[model] + ["--config", strategy_file(work, p),
+                                               "--cluster", cluster, "--cost_table", table],
+                os.path.join(work, "profile.log"))
     peaks = sorted(p["peak_bytes"] for p in unlimited["simulated"])
     limit = peaks[len(peaks) // 2]
     report = tune(model, ranks, cluster, table, limit, work)
@@ -182,9 +184,10 @@ def one_config(args, model, ranks, cluster, table, work):
                       key=lambda i: (plans[i]["step_time_s"], i))
     first = next(i for i in feasible if plans[i]["name"] == report["top"][0])
     chosen = spread(feasible, args.candidates, first)
-    over = [i for i, p in enumerate(plans) if not p["fits"]]
-    over = spread(sorted(over, key=lambda i: plans[i]["peak_bytes"]), args.infeasible, over[0]) \
-        if over else []
+    # Over the limit, from the least over: the likeliest to be wrongly called.
+    over = sorted((i for i, p in enumerate(plans) if not p["fits"]),
+                  key=lambda i: plans[i]["peak_bytes"])
+    over = spread(over, args.infeasible, over[0]) if over else []
     runs = {i: [] for i in chosen + over}
     for r in range(args.repeats):
         for n, i in enumerate(chosen + over):
@@ -216,7 +219,7 @@ def one_config(args, model, ranks, cluster, table, work):
     }
 
 
-def page(results, args, seconds):
+def page(results, seconds):
     lines = [BEGIN, ""]
     lines.append("Written by `scripts/tuner_accuracy.py %s` on %s (%s, %d cores), in %.0f minutes." %
                  (" ".join(sys.argv[1:]), datetime.date.today().isoformat(),
@@ -291,7 +294,7 @@ def main():
         for model, ranks in configs:
             table = os.path.join(work, "cost_table.%s%d.pbtxt" % (model, ranks))
             results.append(one_config(args, model, ranks, cluster, table, work))
-        text = page(results, args, (datetime.datetime.now() - start).total_seconds())
+        text = page(results, (datetime.datetime.now() - start).total_seconds())
         old = open(args.out).read() if os.path.exists(args.out) else ""
         if BEGIN in old and END in old:
             text = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END) + 1:]
