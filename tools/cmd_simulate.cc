@@ -6,13 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cost_model/cluster.h"
+#include <nlohmann/json.hpp>
+
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/simulation.h"
+#include "cost_model/cluster.h"
 #include "scheduler/memory_fit.h"
 #include "scheduler/timeline_html.h"
 #include "scheduler/trace_compare.h"
