@@ -312,7 +312,10 @@ TEST(EmulatedNetwork, ProfileCommFitsTheEmulatedLink) {
   // but not recorded; each rank's egress shaped on its own.
   EXPECT_NE(r.out.find("its bucket is 25000 B"), std::string::npos) << r.out;
   EXPECT_FALSE(cluster->inter_node().has_burst_bytes()) << r.out;
-  EXPECT_GT(cluster->inter_node().sustained_bandwidth(), 20e6) << r.out;
+  // Below the wire rate by TCP's overhead and the reduction's CPU time, which
+  // a sanitizer build multiplies; still well above half of it, where the two
+  // directions would share one link.
+  EXPECT_GT(cluster->inter_node().sustained_bandwidth(), 17.5e6) << r.out;
   EXPECT_LT(cluster->inter_node().sustained_bandwidth(), 25e6) << r.out;
   EXPECT_FALSE(cluster->inter_node().half_duplex()) << r.out;
 }
