@@ -69,6 +69,14 @@ class RankLowering {
   Status CollectStreams();
   const std::vector<OpFacts>& FactsOf(const Program& program);
   void RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins);
+  // ZeRO 2 and 3 reduce-scatter every micro-batch's gradient buckets on the
+  // sharding stream. Where those calls fall behind the compute, later
+  // micro-batches' buckets would pile up waiting, and the peak would depend
+  // on timing. So micro-batch k's first write of a var that such a call read
+  // in micro-batch k-1 (of the same chunk) waits for that call: one bucket
+  // filling while the last is reduced, in the executor and the simulator
+  // alike.
+  void BoundShardedBuckets(const Job& job, const OpFacts& f, std::vector<int>* deps);
   // What each temporary holds, from who touched it (RecordTouches).
   void ClassifyTemporaries();
   int VarId(const std::string& name, const proto::VarDesc* desc, const Block& block) {
@@ -113,6 +121,7 @@ class RankLowering {
   const RankPlan& plan_;
   std::shared_ptr<RankGraphBody> body_ = std::make_shared<RankGraphBody>();
   std::map<std::string, int> stream_index_;
+  int sharding_stream_ = -1;  // the stream's index, where a program uses it
   std::unordered_map<const Program*, std::vector<OpFacts>> facts_;
   std::unordered_map<std::string, int> signature_index_;
   std::unordered_map<std::string, int> var_ids_;
@@ -135,6 +144,9 @@ class RankLowering {
     kCommWritten = 8,
   };
   std::vector<char> touched_how_;
+  // Per (chunk, micro-batch): the sharding-stream collective that read each
+  // var, for BoundShardedBuckets.
+  std::map<std::pair<int, int>, std::unordered_map<int, int>> sharded_reader_;
   bool casts_parameters_ = false;
   std::set<int> layers_, recomputed_layers_;
 };
@@ -154,6 +166,8 @@ Status RankLowering::CollectStreams() {
     stream_index_[name] = static_cast<int>(body_->streams.size());
     body_->streams.push_back(StreamQueue{name, {}});
   }
+  auto sharding = stream_index_.find(stream::kSharding);
+  if (sharding != stream_index_.end()) sharding_stream_ = sharding->second;
   return Status::OK();
 }
 
@@ -344,6 +358,24 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
   }
 }
 
+void RankLowering::BoundShardedBuckets(const Job& job, const OpFacts& f,
+                                       std::vector<int>* deps) {
+  if (job.micro_batch == 0) return;
+  auto previous = sharded_reader_.find({job.chunk, job.micro_batch - 1});
+  if (previous == sharded_reader_.end()) return;
+  auto wait_for = [&](int var) {
+    if (State(job.micro_batch, {var, false}).writer >= 0) return;  // not the first write
+    auto it = previous->second.find(var);
+    if (it == previous->second.end()) return;
+    deps->push_back(it->second);
+    previous->second.erase(it);  // once, by its first writer
+  };
+  for (const auto& [out, persistable] : f.outputs) {
+    if (!persistable) wait_for(out);
+  }
+  for (const auto& [part, whole] : f.placed) wait_for(whole);
+}
+
 StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
   RankGraphBody& g = *body_;
   g.num_chunks = plan_.num_chunks;
@@ -421,6 +453,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
         }
         deps.push_back(it->second);
       }
+      BoundShardedBuckets(job, f, &deps);
       if (ins.communicates()) {
         ins.ring = f.ring;
         ins.call = f.call;
@@ -447,6 +480,12 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       }
       RecordTouches(job.micro_batch, f, &ins);
       for (const auto& in : f.inputs) State(job.micro_batch, in).readers.push_back(ins.id);
+      if (ins.kind == InstructionKind::kCollective && f.stream == sharding_stream_) {
+        auto& readers = sharded_reader_[{job.chunk, job.micro_batch}];
+        for (const auto& [in, persistable] : f.inputs) {
+          if (!persistable) readers[in] = ins.id;
+        }
+      }
       for (const auto& out : f.outputs) {
         VarState& s = State(job.micro_batch, out);
         s.writer = ins.id;
