@@ -265,12 +265,9 @@ StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig
   LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
   if (amp.level > 0) LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
   SerialCost cost;
-  double& layers_forward = cost.layers_forward;
-  double& layers_backward = cost.layers_backward;
   const Block& block = tp.main.global_block();
   for (const Op* op : block.ops()) {
     LOOM_ASSIGN_OR_RETURN(OpCost priced, ops.EstimateOp(*op));
-    const double work = std::max(0.0, priced.seconds - launch);
     if (op->HasRole(role::kOptimize)) {
       cost.optimizer.Add(priced.seconds, launch);
     } else if (op->HasRole(role::kBackward)) {
@@ -278,10 +275,12 @@ StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig
       // A backward op belongs to the layer of the forward op it
       // differentiates.
       const Op* forward = block.FindOpById(op->desc().forward_id());
-      if (forward != nullptr && forward->desc().layer() >= 0) layers_backward += work;
+      if (forward != nullptr && forward->desc().layer() >= 0) {
+        cost.layers_backward.Add(priced.seconds, launch);
+      }
     } else {
       cost.forward.Add(priced.seconds, launch);
-      if (op->desc().layer() >= 0) layers_forward += work;
+      if (op->desc().layer() >= 0) cost.layers_forward.Add(priced.seconds, launch);
     }
   }
   cost.Average(config.num_layers);
@@ -301,8 +300,8 @@ SerialCost Extrapolate(const SerialCost& a, const SerialCost& b, double times) {
   out.forward = phase(a.forward, b.forward);
   out.backward = phase(a.backward, b.backward);
   out.optimizer = phase(a.optimizer, b.optimizer);
-  out.layers_forward = line(a.layers_forward, b.layers_forward);
-  out.layers_backward = line(a.layers_backward, b.layers_backward);
+  out.layers_forward = phase(a.layers_forward, b.layers_forward);
+  out.layers_backward = phase(a.layers_backward, b.layers_backward);
   return out;
 }
 
@@ -344,9 +343,16 @@ int SharedCores(const proto::Cluster& cluster) {
 //  - the last stage: it cannot start before the first micro-batch's
 //    forward has crossed the stages before it, each chunk of them holding
 //    at least layers / (stages x chunks) layers, and then runs every
-//    forward (twice under full recomputation) and backward of its own
-//    fewest layers. This bounds any schedule's bubble, ZB's and ZBV's too
-//    (every job of the last stage waits for that first forward);
+//    forward and backward of its own fewest layers, each op's launch whole
+//    and its work over mp (the forward's work again under full
+//    recomputation). This bounds any schedule's bubble, ZB's and ZBV's too
+//    (every job of the last stage waits for that first forward). Where the
+//    backward is not split (every schedule but ZBH1 and ZBV), the last
+//    micro-batch's backward then crosses the stages back to the first, a
+//    chunk's backward on each (a recomputed forward, not all of whose ops
+//    run again, left out): the stage's last backward is its last job, after
+//    all its forwards and backwards. Split, that crossing is B's alone,
+//    whose share of the backward the serial price does not give;
 //  - on one host's shared cores, all ranks' work over the cores.
 CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
                          const proto::Strategy& s, const SerialCost& serial, int shared_cores,
@@ -362,9 +368,16 @@ CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimiz
       m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
-  const double last_stage =
-      (pp - 1) * fewest_in_chunk * serial.layer_forward / mp +
-      m * fewest_layers * (serial.layer_forward * (full ? 2 : 1) + serial.layer_backward) / mp;
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  const bool whole_backward = schedule.ok() && !(*schedule)->splits_backward;
+  const double layer_forward = serial.layer_forward.Share(mp, 1);
+  const double layer_backward = serial.layer_backward.Share(mp, 1);
+  const double recomputed = full ? serial.layer_forward.work / mp : 0;
+  const double crossing_back =
+      whole_backward ? (pp - 1) * fewest_in_chunk * layer_backward : 0;
+  const double last_stage = (pp - 1) * fewest_in_chunk * layer_forward +
+                            m * fewest_layers * (layer_forward + recomputed + layer_backward) +
+                            crossing_back;
   // The tensor-parallel calls of the average rank's layers, which run on
   // its calc stream or its mp stream: if they outlast the compute, the two
   // streams at best share the sum evenly.

@@ -39,13 +39,14 @@ struct PhaseCost {
 };
 struct SerialCost {
   PhaseCost forward, backward, optimizer;
-  // The transformer layers' forward and backward, work only, all layers.
-  double layers_forward = 0, layers_backward = 0;
+  // The transformer layers' forward and backward, all layers.
+  PhaseCost layers_forward, layers_backward;
   // Those of an average layer.
-  double layer_forward = 0, layer_backward = 0;
+  PhaseCost layer_forward, layer_backward;
   void Average(int64_t layers) {
-    layer_forward = layers_forward / std::max<int64_t>(1, layers);
-    layer_backward = layers_backward / std::max<int64_t>(1, layers);
+    const double n = static_cast<double>(std::max<int64_t>(1, layers));
+    layer_forward = {layers_forward.fixed / n, layers_forward.work / n};
+    layer_backward = {layers_backward.fixed / n, layers_backward.work / n};
   }
 };
 
