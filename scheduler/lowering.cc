@@ -3,6 +3,7 @@
 #include <tuple>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "framework/op_registry.h"
 #include "framework/op_view.h"
@@ -40,7 +41,13 @@ struct OpFacts {
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
   // A cast of a parameter: its output is a low-precision copy of it.
   bool casts_parameter = false;
+  // A sharding-stream collective that reads a temporary: a gradient
+  // bucket's reduce-scatter (BoundShardedBuckets).
+  bool reduces_on_sharding_stream = false;
 };
+
+// Gradient buckets a rank may hold unreduced under ZeRO 2 and 3.
+constexpr int kShardedBucketsInFlight = 2;
 
 int64_t BytesOf(const proto::VarDesc& v) {
   const TensorMeta m = MetaOf(v);
@@ -70,12 +77,12 @@ class RankLowering {
   const std::vector<OpFacts>& FactsOf(const Program& program);
   void RecordTouches(int micro_batch, const OpFacts& f, Instruction* ins);
   // ZeRO 2 and 3 reduce-scatter every micro-batch's gradient buckets on the
-  // sharding stream. Where those calls fall behind the compute, later
-  // micro-batches' buckets would pile up waiting, and the peak would depend
-  // on timing. So micro-batch k's first write of a var that such a call read
-  // in micro-batch k-1 (of the same chunk) waits for that call: one bucket
-  // filling while the last is reduced, in the executor and the simulator
-  // alike.
+  // sharding stream. Where those calls fall behind the backward, the
+  // buckets waiting for them would pile up, and the peak would depend on
+  // timing. So a bucket's first write (of a micro-batch) waits for the
+  // sharding call kShardedBucketsInFlight calls back: one bucket filling
+  // while the one before is reduced, as DeepSpeed's double buffer does, in
+  // the executor and the simulator alike.
   void BoundShardedBuckets(const Job& job, const OpFacts& f, std::vector<int>* deps);
   // What each temporary holds, from who touched it (RecordTouches).
   void ClassifyTemporaries();
@@ -144,9 +151,12 @@ class RankLowering {
     kCommWritten = 8,
   };
   std::vector<char> touched_how_;
-  // Per (chunk, micro-batch): the sharding-stream collective that read each
-  // var, for BoundShardedBuckets.
-  std::map<std::pair<int, int>, std::unordered_map<int, int>> sharded_reader_;
+  // For BoundShardedBuckets: the vars sharding-stream collectives reduce
+  // (by var id), the (chunk, micro-batch, var) buckets begun, and the
+  // sharding calls that reduce them, in plan order.
+  std::unordered_set<int> sharding_reduced_;
+  std::set<std::tuple<int, int, int>> buckets_begun_;
+  std::vector<int> sharding_calls_;
   bool casts_parameters_ = false;
   std::set<int> layers_, recomputed_layers_;
 };
@@ -224,6 +234,14 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     for (const std::string& out : op->OutputVars()) {
       if (std::optional<PlacedPart> at = PlacedPartOf(block, out)) {
         f.placed.emplace_back(var(out).first, var(at->whole).first);
+      }
+    }
+    // A gradient bucket: a temporary a sharding-stream collective reads.
+    if (f.comm == CommKind::kCollective && f.stream == sharding_stream_) {
+      for (const auto& [in, persistable] : f.inputs) {
+        if (persistable) continue;
+        f.reduces_on_sharding_stream = true;
+        sharding_reduced_.insert(in);
       }
     }
     f.record_events = &op->desc().record_events();
@@ -360,20 +378,18 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
 
 void RankLowering::BoundShardedBuckets(const Job& job, const OpFacts& f,
                                        std::vector<int>* deps) {
-  if (job.micro_batch == 0) return;
-  auto previous = sharded_reader_.find({job.chunk, job.micro_batch - 1});
-  if (previous == sharded_reader_.end()) return;
-  auto wait_for = [&](int var) {
-    if (State(job.micro_batch, {var, false}).writer >= 0) return;  // not the first write
-    auto it = previous->second.find(var);
-    if (it == previous->second.end()) return;
-    deps->push_back(it->second);
-    previous->second.erase(it);  // once, by its first writer
+  auto begin = [&](int var) {
+    if (sharding_reduced_.count(var) == 0) return;
+    if (!buckets_begun_.insert({job.chunk, job.micro_batch, var}).second) return;
+    const int calls = static_cast<int>(sharding_calls_.size());
+    if (calls >= kShardedBucketsInFlight) {
+      deps->push_back(sharding_calls_[calls - kShardedBucketsInFlight]);
+    }
   };
   for (const auto& [out, persistable] : f.outputs) {
-    if (!persistable) wait_for(out);
+    if (!persistable) begin(out);
   }
-  for (const auto& [part, whole] : f.placed) wait_for(whole);
+  for (const auto& [part, whole] : f.placed) begin(whole);
 }
 
 StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
@@ -480,12 +496,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       }
       RecordTouches(job.micro_batch, f, &ins);
       for (const auto& in : f.inputs) State(job.micro_batch, in).readers.push_back(ins.id);
-      if (ins.kind == InstructionKind::kCollective && f.stream == sharding_stream_) {
-        auto& readers = sharded_reader_[{job.chunk, job.micro_batch}];
-        for (const auto& [in, persistable] : f.inputs) {
-          if (!persistable) readers[in] = ins.id;
-        }
-      }
+      if (f.reduces_on_sharding_stream) sharding_calls_.push_back(ins.id);
       for (const auto& out : f.outputs) {
         VarState& s = State(job.micro_batch, out);
         s.writer = ins.id;
