@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """How well `loom tune` ranks plans it never ran, measured on this host.
 
-For each model and rank count (gpt-tiny and gpt-small on 2 and 4 ranks,
-loopback, in-process `loom run`):
+For each model and rank count (gpt-tiny and gpt-small on 2 and 4 ranks), on
+loopback (in-process `loom run`) or, with --network emulated, on the emulated
+network (one process a rank under `loom launch --net_rate`, as root):
 
 1. Profile the host once, before any run: the link and the CPU's rates
    (`loom profile --comm --calibrate_device`, without the cores' wait,
-   which docs/performance.md found to mislead), and the ops of every shape
+   which docs/performance.md found to mislead; on the emulated network the
+   CPU in-process and then the link under `loom launch`, into the `emulated`
+   preset's file), and the ops of every shape
    the candidates use (`loom profile` with one candidate of each micro-batch
    size, tensor-parallel degree, sequence parallelism and op-split), all in
    one cost table.
@@ -28,7 +31,9 @@ Not run by CI: a configuration takes 10-20 minutes and wants a quiet host.
 
   scripts/tuner_accuracy.py [--out FILE] [--configs tiny2,tiny4,small2,small4]
       [--candidates N] [--infeasible N] [--steps K] [--warmup W] [--repeats R]
-      [--keep DIR]
+      [--network loopback|emulated] [--net_rate RATE] [--keep DIR]
+
+Each network's table has its own place in the page, between its markers.
 
 LOOM (environment) names the loom binary; default build/bin/loom.
 """
@@ -53,8 +58,20 @@ MODELS = {
               "--batch_size", "8", "--seq_len", "32"],
 }
 STEPS = {"tiny": 20, "small": 12}
-BEGIN = "<!-- tuner_accuracy.py: begin -->"
-END = "<!-- tuner_accuracy.py: end -->"
+
+
+def markers(args):
+    """Where the page holds this network's table: loopback's markers are the first ones."""
+    tag = "" if args.network == "loopback" else " --network %s" % args.network
+    return ("<!-- tuner_accuracy.py%s: begin -->" % tag, "<!-- tuner_accuracy.py%s: end -->" % tag)
+
+
+def launched(args, ranks, argv):
+    """`argv` (loom's arguments) as the network runs it: as it is on loopback, else one process
+    a rank under `loom launch` on the emulated network."""
+    if args.network == "loopback":
+        return argv
+    return ["launch", "--nproc", str(ranks), "--net_rate", args.net_rate, "--", loom()] + argv
 
 
 def loom():
@@ -126,22 +143,26 @@ def step_ms(line):
     return float(words[words.index("time_ms") + 1])
 
 
-def measure(args, model, plan, work, cluster, table, steps):
+def measure(args, model, ranks, plan, work, cluster, table, steps):
     """One run of `plan`: the median step ms after the warm-up, and each rank's allocator
     high-water (bytes): the temporaries, as the device counts them."""
     argv = ["run"] + MODELS[model] + ["--config", strategy_file(work, plan), "--steps", str(steps),
                                       "--cluster", cluster, "--cost_table", table,
                                       "--allow_oversubscribe"]
-    out = run(argv, os.path.join(work, "runs.log"))
-    times = [step_ms(l) for l in out.splitlines()
-             if l.startswith("step ") and int(l.split()[1]) >= args.warmup]
-    high = []
+    out = run(launched(args, ranks, argv), os.path.join(work, "runs.log"))
+    # Under launch every rank prints its steps: a step takes its slowest rank's time.
+    by_step = {}
+    for l in out.splitlines():
+        if l.startswith("step ") and int(l.split()[1]) >= args.warmup:
+            by_step[l.split()[1]] = max(by_step.get(l.split()[1], 0), step_ms(l))
+    times = list(by_step.values())
+    high = {}  # by rank: each process prints its own under launch
     for l in out.splitlines():
         if l.startswith("device memory high-water"):
             for part in l.split(":", 1)[1].split(","):
-                value, unit = part.split()[-2:]
-                high.append(float(value) * {"kB": 1e3, "MB": 1e6, "GB": 1e9}[unit])
-    return statistics.median(times), high
+                words = part.split()
+                high[int(words[1])] = float(words[2]) * {"kB": 1e3, "MB": 1e6, "GB": 1e9}[words[3]]
+    return statistics.median(times), [high[r] for r in sorted(high)]
 
 
 def persistent_bytes(model, plan, work, cluster, table):
@@ -194,7 +215,7 @@ def one_config(args, model, ranks, cluster, table, work):
             print("\r%s on %d ranks: pass %d of %d, plan %d of %d   " %
                   (model, ranks, r + 1, args.repeats, n + 1, len(runs)), end="", file=sys.stderr,
                   flush=True)
-            runs[i].append(measure(args, model, plans[i], work, cluster, table,
+            runs[i].append(measure(args, model, ranks, plans[i], work, cluster, table,
                                    args.steps or STEPS[model]))
     print(file=sys.stderr)
     measured = {i: statistics.median(t for t, _ in runs[i]) for i in runs}
@@ -219,8 +240,9 @@ def one_config(args, model, ranks, cluster, table, work):
     }
 
 
-def page(results, seconds):
-    lines = [BEGIN, ""]
+def page(args, results, seconds):
+    begin, end = markers(args)
+    lines = [begin, ""]
     lines.append("Written by `scripts/tuner_accuracy.py %s` on %s (%s, %d cores), in %.0f minutes." %
                  (" ".join(sys.argv[1:]), datetime.date.today().isoformat(),
                   platform.processor() or platform.machine(), os.cpu_count(), seconds / 60))
@@ -255,7 +277,7 @@ def page(results, seconds):
                 p["name"], p["step_time_s"] * 1e3, r["measured"][i], p["peak_bytes"] / 1e6,
                 r["high"][i] / 1e6))
         lines.append("")
-    lines.append(END)
+    lines.append(end)
     return "\n".join(lines) + "\n"
 
 
@@ -269,6 +291,11 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="steps a run (0: the model's)")
     ap.add_argument("--warmup", type=int, default=4, help="first steps not counted")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each plan, in passes")
+    ap.add_argument("--network", default="loopback", choices=["loopback", "emulated"],
+                    help="where the ranks talk: loopback, in one process, or the emulated "
+                         "network, a process a rank under loom launch --net_rate (needs root)")
+    ap.add_argument("--net_rate", default="1gbit",
+                    help="--network emulated: each rank's link, in tc's syntax")
     ap.add_argument("--keep", default="",
                     help="keep the work directory (profiles, plans, logs) here; run again with "
                          "the same directory, the profiles are reused")
@@ -286,18 +313,38 @@ def main():
     os.makedirs(work, exist_ok=True)
     start = datetime.datetime.now()
     try:
-        cluster = os.path.join(work, "local.cluster.pbtxt")
-        if not os.path.exists(cluster):
-            run(["profile", "--comm", "--calibrate_device", "--comm_core_wait_calls", "0",
-                 "--cluster", "local", "--cluster_out", cluster], os.path.join(work, "profile.log"))
+        log = os.path.join(work, "profile.log")
+        if args.network == "loopback":
+            cluster = os.path.join(work, "local.cluster.pbtxt")
+            if not os.path.exists(cluster):
+                run(["profile", "--comm", "--calibrate_device", "--comm_core_wait_calls", "0",
+                     "--cluster", "local", "--cluster_out", cluster], log)
+        else:
+            # The CPU on its own first, then the link between two launched ranks, into one file.
+            cluster = os.path.join(work, "emulated.%s.cluster.pbtxt" % args.net_rate)
+            if not os.path.exists(cluster):
+                run(["profile", "--calibrate_device", "--cluster", "emulated", "--cluster_out",
+                     cluster + ".cpu"], log)
+                # Sizes and rounds as scripts/simulator_accuracy.sh profiles the emulated link;
+                # then the calls' costs on cores that four ranks share.
+                sizes = ["--comm_rounds", "81", "--comm_max_bytes", "1048576"]
+                run(launched(args, 2, ["profile", "--comm", "--comm_core_wait_calls", "0",
+                                       "--comm_idle_ms", "4,12", "--cluster", "emulated",
+                                       "--cluster_out", cluster + ".cpu"] + sizes), log)
+                run(launched(args, 4, ["profile", "--comm_shared_only", "--cluster", "emulated",
+                                       "--cluster_out", cluster + ".cpu"] + sizes), log)
+                os.replace(cluster + ".cpu", cluster)
         results = []
         for model, ranks in configs:
             table = os.path.join(work, "cost_table.%s%d.pbtxt" % (model, ranks))
             results.append(one_config(args, model, ranks, cluster, table, work))
-        text = page(results, (datetime.datetime.now() - start).total_seconds())
+        text = page(args, results, (datetime.datetime.now() - start).total_seconds())
+        begin, end = markers(args)
         old = open(args.out).read() if os.path.exists(args.out) else ""
-        if BEGIN in old and END in old:
-            text = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END) + 1:]
+        if begin in old and end in old:
+            text = old[:old.index(begin)] + text + old[old.index(end) + len(end) + 1:]
+        elif old:
+            text = old.rstrip("\n") + "\n\n" + text
         else:
             text = "# How well loom tune ranks plans, measured\n\n" + text
         tmp = args.out + ".tmp"

@@ -63,6 +63,17 @@ std::map<std::string, const TunedPlan*> ByName(const TuneReport& r) {
   return out;
 }
 
+// The simulated step of `s`, dp replicas and tensor-parallel peers folded.
+StatusOr<double> FoldedStepSeconds(const GptConfig& c, const proto::Strategy& s,
+                                   const CostContext& costs) {
+  SimulationOptions o;
+  o.fold_data_parallel = o.fold_tensor_parallel = true;
+  LOOM_ASSIGN_OR_RETURN(
+      auto sim,
+      SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs)));
+  return sim.result.step_time_s;
+}
+
 // Every simulated plan steps no faster than its time bound and peaks no
 // lower than its memory bound: the bounds are bounds.
 TEST(Tuner, BoundsHoldForEveryPlanSimulated) {
@@ -113,15 +124,11 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
     const proto::Strategy& s = k.strategy;
     if (s.mp().degree() != 16 || s.pipeline().micro_batches() != 1) continue;
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_data_parallel = o.fold_tensor_parallel = true;
-    auto sim =
-        SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
-    ASSERT_TRUE(sim.ok()) << sim.status();
-    const double step = sim->result.step_time_s;
-    EXPECT_LE(k.time_bound_s, step);
+    const StatusOr<double> step = FoldedStepSeconds(c, s, costs);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_LE(k.time_bound_s, *step);
     // Compute alone bounds these steps at a few % of them.
-    EXPECT_GT(k.time_bound_s, 0.3 * step);
+    EXPECT_GT(k.time_bound_s, 0.3 * *step);
     ++checked;
   }
   EXPECT_EQ(checked, 6);  // rc none, selective, full; sp off and on
@@ -171,14 +178,10 @@ TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
       continue;
     }
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_data_parallel = o.fold_tensor_parallel = true;
-    auto sim =
-        SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
-    ASSERT_TRUE(sim.ok()) << sim.status();
-    const double step = sim->result.step_time_s;
-    EXPECT_LE(k.time_bound_s, step);
-    EXPECT_GT(k.time_bound_s, 0.55 * step);
+    const StatusOr<double> step = FoldedStepSeconds(c, s, costs);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_LE(k.time_bound_s, *step);
+    EXPECT_GT(k.time_bound_s, 0.55 * *step);
     schedules.insert(s.pipeline().schedule_mode());
   }
   EXPECT_EQ(schedules.size(), 7u);
