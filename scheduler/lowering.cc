@@ -41,8 +41,8 @@ struct OpFacts {
   const google::protobuf::RepeatedPtrField<std::string>* wait_events = nullptr;
   // A cast of a parameter: its output is a low-precision copy of it.
   bool casts_parameter = false;
-  // A sharding-stream collective that reads a temporary: a gradient
-  // bucket's reduce-scatter (BoundShardedBuckets).
+  // A sharding-stream reduce-scatter of a temporary: a gradient bucket's
+  // (BoundShardedBuckets).
   bool reduces_on_sharding_stream = false;
 };
 
@@ -80,7 +80,7 @@ class RankLowering {
   // sharding stream. Where those calls fall behind the backward, the
   // buckets waiting for them would pile up, and the peak would depend on
   // timing. So a bucket's first write (of a micro-batch) waits for the
-  // sharding call kShardedBucketsInFlight calls back: one bucket filling
+  // reduce-scatter kShardedBucketsInFlight calls back: one bucket filling
   // while the one before is reduced, as DeepSpeed's double buffer does, in
   // the executor and the simulator alike.
   void BoundShardedBuckets(const Job& job, const OpFacts& f, std::vector<int>* deps);
@@ -151,9 +151,9 @@ class RankLowering {
     kCommWritten = 8,
   };
   std::vector<char> touched_how_;
-  // For BoundShardedBuckets: the vars sharding-stream collectives reduce
+  // For BoundShardedBuckets: the vars sharding-stream reduce-scatters read
   // (by var id), the (chunk, micro-batch, var) buckets begun, and the
-  // sharding calls that reduce them, in plan order.
+  // calls that reduce them, in plan order.
   std::unordered_set<int> sharding_reduced_;
   std::set<std::tuple<int, int, int>> buckets_begun_;
   std::vector<int> sharding_calls_;
@@ -236,8 +236,8 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
         f.placed.emplace_back(var(out).first, var(at->whole).first);
       }
     }
-    // A gradient bucket: a temporary a sharding-stream collective reads.
-    if (f.comm == CommKind::kCollective && f.stream == sharding_stream_) {
+    // A gradient bucket: a temporary a sharding-stream reduce-scatter reads.
+    if (f.call == CommCall::kReduceScatter && f.stream == sharding_stream_) {
       for (const auto& [in, persistable] : f.inputs) {
         if (persistable) continue;
         f.reduces_on_sharding_stream = true;
