@@ -3,9 +3,15 @@
 // as the zero-bubble schedules need: B unblocks the previous stage, W can
 // wait to fill a bubble.
 //
-// An op that writes both kinds of gradient (matmul_grad with X@GRAD and
-// Y@GRAD) becomes two copies, each with the other kind's outputs pruned;
-// kernels skip pruned outputs, so no work is done twice.
+// W holds the weight gradients' GEMMs, as the paper's W does: a
+// matmul_grad that writes both kinds of gradient (X@GRAD and Y@GRAD)
+// becomes two copies, each with the other kind's outputs pruned; kernels
+// skip pruned outputs, so no work is done twice. A weight gradient that is
+// a reduction (a bias's, a layer norm's, an embedding's scatter) stays in B
+// with its op: deferring it would save W little time, and would keep its
+// inputs, a whole activation and its gradient, from B to W for every
+// micro-batch waiting for its W. What reads a W output (the casts and sums
+// of a GEMM's weight gradient) follows it into W.
 #include <algorithm>
 #include <unordered_set>
 
@@ -62,6 +68,17 @@ StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
     if (all && reads_only_gradients(op)) reshapes_weight_grads.insert(op);
   }
   auto is_weight_grad = [&](const std::string& var) { return weight_grads.count(var) > 0; };
+  std::unordered_set<std::string> made_in_w;
+  auto reads_w = [&](const Op* op) {
+    for (const std::string& in : op->InputVars()) {
+      if (made_in_w.count(in) > 0) return true;
+    }
+    return false;
+  };
+  auto to_w = [&](Op* op) {
+    op->set_role(op->role() | role::kWeightGrad);
+    for (const std::string& out : op->OutputVars()) made_in_w.insert(out);
+  };
   int split = 0;
   for (Op* op : block.OpVector()) {
     if (!op->HasRole(role::kBackward)) continue;
@@ -69,13 +86,17 @@ StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
     for (const std::string& out : op->OutputVars()) {
       (is_weight_grad(out) ? weights : inputs) = true;
     }
-    if (!(weights && inputs)) {
-      op->set_role(op->role() | (weights ? role::kWeightGrad : role::kInputGrad));
+    const bool gemm = op->type() == "matmul_grad";
+    if (!(weights && inputs && gemm)) {
+      if ((weights && !inputs && gemm) || reads_w(op)) {
+        to_w(op);
+      } else {
+        op->set_role(op->role() | role::kInputGrad);
+      }
       continue;
     }
     proto::OpDesc w = op->desc();
     w.set_id(0);  // a new op
-    w.set_role(op->role() | role::kWeightGrad);
     for (auto& slot : *w.mutable_outputs()) {
       for (auto& v : *slot.mutable_vars()) {
         if (!is_weight_grad(v)) v.clear();
@@ -89,7 +110,7 @@ StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
     }
     op->annotations().clear_param_grads();
     op->set_role(op->role() | role::kInputGrad);
-    block.InsertOpAfter(op, std::move(w));
+    to_w(block.InsertOpAfter(op, std::move(w)));
     ++split;
   }
   ctx.Explain(kPassName, StrCat(split, " backward ops split into B and W halves"));

@@ -273,8 +273,10 @@ TEST(Tuner, MemoryBoundHoldsOverPipelinesUnderBf16) {
   ASSERT_EQ(loosest.size(), 4u);
   for (const auto& [schedule, ratio] : loosest) {
     // Counting one micro-batch in flight under a V, and nothing between B
-    // and W, the bound fell to 0.25 of the peak under ZBV, 0.11 under ZBH1.
-    EXPECT_GT(ratio, 0.27) << schedule;
+    // and W, the bound fell to 0.25 of the peak under ZBV, 0.11 under ZBH1;
+    // with W deferring biases' and layer norms' gradients too (keeping
+    // their inputs from B to W), 0.29 under ZBH1.
+    EXPECT_GT(ratio, 0.36) << schedule;
     std::printf("%s: the memory bound at its loosest %.3f of the peak\n", schedule.c_str(), ratio);
   }
 }
