@@ -63,10 +63,25 @@ EXCLUDE=(
   # timing, not memory.
   'PipelineRounds.NoSwapOfTwoTransfersShortensTheStep'
   'SimulatorAccuracyScript.KeptRunsSimulateAgainToTheSameRow'
-  # Every plan of a space simulated, against bounds: numbers, not memory.
-  # The tuner's code runs under ASan in its other tests.
+  # Every plan of a space simulated, against bounds: numbers, not memory,
+  # 50 s to 250 s each under ASan. The tuner's code runs under ASan in its
+  # other tests (the winner trained, the threads, the JSON, the command).
   'Tuner.BoundsHoldForEveryPlanSimulated'
   'Tuner.PrunedSearchFindsTheExhaustiveWinner'
+  'Tuner.MemoryBoundHoldsOverPipelinesUnderBf16'
+  'Tuner.MemoryBoundHoldsAndComesCloseUnderBf16'
+  'Tuner.TimeBoundHoldsOverDeepPipelinesOnGpus'
+  # A search against the wall clock: timing, not memory.
+  'Tuner.TimeLimitStopsAfterTheRoundThatPassesIt'
+  # Numbers over many trainings, not memory safety: every schedule on
+  # three layouts (ParameterParity's tests run every schedule on one
+  # layout each under both sanitizers), and 300 steps of bf16 O2 against fp32 (the O2
+  # rewrite and the bf16 kernels run in the other Amp tests).
+  'ParallelTraining.EveryScheduleOnEveryLayoutMatchesSerial'
+  'Amp.Bf16O2TrainingFollowsFp32'
+  # Timing: a rank slowed by a cgroup CPU quota, named by its peer. The
+  # launch and straggler code runs under ASan in the other tests.
+  'Straggler.ALaunchNamesTheRankOnASlowDevice'
   # A script's table against its page: figures, not memory. The simulations
   # it runs are those of the simulator tests.
   'MegatronTable5Script.PrintsTheDocumentedRowOfTheSmallestModel'
