@@ -15,16 +15,19 @@ using InFlight = TuneBounds::InFlight;
 // Bytes a parameter costs the rank holding it at least, through the whole
 // step: its fp32 copy (the parameter, or the master weight under O2), a
 // bf16 copy under O2, and the optimizer's moments, each divided over dp as
-// far as the ZeRO stage shards it. Under O2 the plans keep the bf16 copy
-// that low-precision-weights makes whole at every stage: stage 3 shards the
-// fp32 master weights, not that copy.
+// far as the plans' ZeRO stage shards it. Stages 1 and 2 update a shard of
+// each fp32 bucket and gather the bucket whole again, so the fp32 weights
+// are whole until stage 3, under O2 too (Megatron's distributed optimizer
+// shards the master weights with the moments; the plans do not yet). Under O2 the plans keep the
+// bf16 copy that low-precision-weights makes whole at every stage: stage 3
+// shards the fp32 master weights, not that copy.
 double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimizer) {
   const int stage = s.sharding().stage();
   const double dp = std::max(1, s.dp().degree());
   const bool o2 = s.amp().level() == "O2";
   const double moments = optimizer.type == "adamw" ? 8 : 0;
   double bytes = moments / (stage >= 1 ? dp : 1);
-  bytes += 4 / ((o2 ? stage >= 1 : stage >= 3) ? dp : 1);  // fp32 weights
+  bytes += 4 / (stage >= 3 ? dp : 1);  // fp32 weights
   if (o2) {  // the bf16 copy
     bytes += 2 / (stage >= 3 && !s.passes().low_precision_weights() ? dp : 1);
   }
