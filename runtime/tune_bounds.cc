@@ -18,9 +18,10 @@ using InFlight = TuneBounds::InFlight;
 // far as the plans' ZeRO stage shards it. Stages 1 and 2 update a shard of
 // each fp32 bucket and gather the bucket whole again, so the fp32 weights
 // are whole until stage 3, under O2 too (Megatron's distributed optimizer
-// shards the master weights with the moments; the plans do not yet). Under O2 the plans keep the
-// bf16 copy that low-precision-weights makes whole at every stage: stage 3
-// shards the fp32 master weights, not that copy.
+// shards the master weights with the moments; the plans do not yet).
+// Under O2 the plans keep the bf16 copy that low-precision-weights makes
+// whole at every stage: stage 3 shards the fp32 master weights, not that
+// copy.
 double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimizer) {
   const int stage = s.sharding().stage();
   const double dp = std::max(1, s.dp().degree());
