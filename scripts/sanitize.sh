@@ -62,6 +62,12 @@ EXCLUDE=(
   # Wall time over an emulated link and a Python script over kept runs:
   # timing, not memory.
   'PipelineRounds.NoSwapOfTwoTransfersShortensTheStep'
+  # Simulated steps against their unit-time arithmetic over schedules and
+  # depths, and 200 serial steps against a loss target: numbers, not
+  # memory (the simulator and the serial trainer run under ASan in every
+  # other test of their files).
+  'PipelineRounds.StepIsTheBusiestStreamPlusTheFill'
+  'SerialTraining.GptTinyLossHalvesIn200Steps'
   'SimulatorAccuracyScript.KeptRunsSimulateAgainToTheSameRow'
   # Every plan of a space simulated, against bounds: numbers, not memory,
   # 50 s to 250 s each under ASan. The tuner's code runs under ASan in its
