@@ -38,9 +38,8 @@ StatusOr<std::unique_ptr<Fp32Shim>> Fp32Shim::For(DeviceType device, const Op& o
   const proto::OpDesc& desc = op.desc();
   shim->inputs_ = inputs;
   for (size_t s = 0; s < inputs.size(); ++s) {
-    const SlotSpec* spec = schema->FindInput(inputs[s].name);
     // A read of the meta alone (add_grad's X) needs no copy of the data.
-    if (spec != nullptr && spec->no_buffer()) continue;
+    if (!ReadsInputData(schema, op, inputs[s].name)) continue;
     for (size_t i = 0; i < inputs[s].tensors.size(); ++i) {
       Tensor* real = inputs[s].tensors[i];
       if (real == nullptr || !IsLowPrecisionVar(block, desc.inputs(s).vars(i))) continue;

@@ -58,7 +58,7 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
     LOOM_ASSIGN_OR_RETURN(instr.shim, Fp32Shim::For(type, *op, instr.inputs, instr.outputs));
     const OpSchema* schema = ops.Find(op->type());
     for (const auto& slot : op->desc().inputs()) {
-      const SlotSpec* spec = schema->FindInput(slot.name());
+      const bool reads_data = ReadsInputData(schema, *op, slot.name());
       for (const auto& v : slot.vars()) {
         if (v.empty()) continue;
         if (!written.count(v) && !required.count(v)) {
@@ -67,7 +67,7 @@ StatusOr<std::unique_ptr<SerialExecutor>> SerialExecutor::Create(
           exec->required_.push_back(
               {v, tensors.at(v), MetaOf(*var), var->is_data()});
         }
-        if (!spec->no_buffer()) last_use[v] = index;
+        if (reads_data) last_use[v] = index;
       }
     }
     for (const std::string& v : op->OutputVars()) {

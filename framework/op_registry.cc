@@ -1,10 +1,10 @@
 #include "framework/op_registry.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
-#include <cmath>
-
-#include <algorithm>
+#include "framework/program.h"
 
 namespace loom {
 
@@ -20,6 +20,13 @@ const SlotSpec* OpSchema::FindOutput(const std::string& name) const {
     if (s.name == name) return &s;
   }
   return nullptr;
+}
+
+bool ReadsInputData(const OpSchema* schema, const Op& op, const std::string& slot) {
+  if (schema == nullptr) return true;
+  const SlotSpec* spec = schema->FindInput(slot);
+  if (spec != nullptr && spec->no_buffer()) return false;
+  return !schema->reads_data() || schema->reads_data()(op, slot);
 }
 
 const AttrSpec* OpSchema::FindAttr(const std::string& name) const {

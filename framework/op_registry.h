@@ -166,6 +166,15 @@ class OpSchema {
     doc_ = std::move(doc);
     return *this;
   }
+  // Which inputs this instance reads the data of, where that depends on
+  // the outputs it writes: split-backward's halves of matmul_grad each
+  // read one operand's data and only the other's meta. An input it does not
+  // read is then treated as kNoBuffer (ReadsInputData below).
+  using ReadsDataFn = std::function<bool(const Op& op, const std::string& slot)>;
+  OpSchema& SetReadsData(ReadsDataFn fn) {
+    reads_data_ = std::move(fn);
+    return *this;
+  }
   // The op's outputs are its input `slot`'s data: the executor makes them
   // views, which copy and allocate nothing, and the cost model prices no
   // work for them. `offsets` says where each output starts in the input
@@ -209,6 +218,7 @@ class OpSchema {
   // The input slot laid end to end into the output, or empty.
   const std::string& join_of() const { return join_of_; }
   const ViewOffsetsFn& join_offsets() const { return join_offsets_; }
+  const ReadsDataFn& reads_data() const { return reads_data_; }
 
   const SlotSpec* FindInput(const std::string& name) const;
   const SlotSpec* FindOutput(const std::string& name) const;
@@ -220,6 +230,7 @@ class OpSchema {
   ViewOffsetsFn view_offsets_;
   std::string join_of_;
   ViewOffsetsFn join_offsets_;
+  ReadsDataFn reads_data_;
   std::vector<SlotSpec> inputs_;
   std::vector<SlotSpec> outputs_;
   std::vector<AttrSpec> attrs_;
@@ -249,6 +260,11 @@ class OpRegistry {
 // Registers every built-in op once; safe to call from anywhere, any number
 // of times. Explicit, so that no linker can drop a registration.
 void RegisterAllOps();
+
+// Whether `op` reads the data of its input `slot` (not only its meta): the
+// one answer for everything that keeps a buffer alive for a reader or
+// prices the bytes it reads. True for an op without a schema.
+bool ReadsInputData(const OpSchema* schema, const Op& op, const std::string& slot);
 
 // The comm kind and call of `type`'s schema; kNone for an unknown type.
 CommKind CommKindOf(const std::string& type);

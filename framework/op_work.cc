@@ -74,8 +74,7 @@ OpWork WorkOf(const Op& op) {
   w.flops = Flops(op);
   const OpSchema* schema = OpRegistry::Global().Find(op.type());
   for (const auto& slot : op.desc().inputs()) {
-    const SlotSpec* spec = schema == nullptr ? nullptr : schema->FindInput(slot.name());
-    if (spec != nullptr && spec->no_buffer()) continue;
+    if (!ReadsInputData(schema, op, slot.name())) continue;
     for (const std::string& v : slot.vars()) w.bytes += VarBytes(op, v);
   }
   for (const std::string& v : op.OutputVars()) w.bytes += VarBytes(op, v);

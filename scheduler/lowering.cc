@@ -217,8 +217,7 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
       f.computes_around_call = schema->computes_around_call();
     }
     for (const auto& slot : op->desc().inputs()) {
-      const SlotSpec* spec = schema == nullptr ? nullptr : schema->FindInput(slot.name());
-      if (spec != nullptr && spec->no_buffer()) continue;
+      if (!ReadsInputData(schema, *op, slot.name())) continue;
       for (const std::string& v : slot.vars()) {
         if (!v.empty()) f.buffer_inputs.push_back(var(v));
       }

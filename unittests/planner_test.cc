@@ -517,6 +517,23 @@ TEST(Planner, ZeroBubbleWRunsTheWeightGemmsUnderEveryAmpLevel) {
           EXPECT_NE(op->type(), "layer_norm_grad");
           EXPECT_NE(op->type(), "elementwise_add_grad");
         }
+        // Each half reads one operand's data and the other's meta alone,
+        // so that W keeps no weight alive, nor B an input it does not use.
+        const OpSchema* gemm = OpRegistry::Global().Find("matmul_grad");
+        for (const auto& [half, program] : {std::pair{"B", b}, std::pair{"W", w}}) {
+          for (const Op* op : program->global_block().ops()) {
+            if (op->type() != "matmul_grad") continue;
+            EXPECT_EQ(ReadsInputData(gemm, *op, "X"), op->HasOutput("Y@GRAD"))
+                << half << "'s " << op->Location();
+            EXPECT_EQ(ReadsInputData(gemm, *op, "Y"), op->HasOutput("X@GRAD"))
+                << half << "'s " << op->Location();
+          }
+        }
+        int meta_only = 0;
+        for (const Op* op : w->global_block().ops()) {
+          meta_only += op->type() == "matmul_grad" && !ReadsInputData(gemm, *op, "Y");
+        }
+        EXPECT_EQ(meta_only, weight_gemms);
       }
     }
   }

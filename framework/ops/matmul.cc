@@ -97,6 +97,14 @@ void RegisterMatmulOps() {
         ctx.ShareMeta("Y", GradSlot("Y"));
         return Status::OK();
       })
+      // dX reads Y and dY reads X: a half that writes one gradient reads
+      // the other operand's meta alone, so that split-backward's W half
+      // does not keep a gathered weight alive, nor its B half an input.
+      .SetReadsData([](const Op& op, const std::string& slot) {
+        if (slot == "X") return op.HasOutput(GradSlot("Y"));
+        if (slot == "Y") return op.HasOutput(GradSlot("X"));
+        return true;
+      })
       .Doc("Gradient of matmul; a shared 2-D Y's gradient is summed over the "
            "batch in one gemm.");
   OpRegistry::Global().Register(std::move(MatmulAttrs(grad)));

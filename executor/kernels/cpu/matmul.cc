@@ -105,13 +105,15 @@ Status MatmulGradKernel(const KernelContext& ctx) {
   const bool ty = ctx.Attr<bool>("transpose_y");
   const float alpha = ctx.Attr<float>("alpha");
   const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
-  const float* px = x.data<float>();
-  const float* py = y.data<float>();
-  const float* pg = dout.data<float>();
   float* dx = ctx.HasOutput("X@GRAD") ? ctx.Output("X@GRAD")->data<float>()
                                       : nullptr;
   float* dy = ctx.HasOutput("Y@GRAD") ? ctx.Output("Y@GRAD")->data<float>()
                                       : nullptr;
+  // Only the operand a gradient needs is read (matmul_grad's SetReadsData):
+  // the other may have been freed, or left in a low precision by the shim.
+  const float* px = dy ? x.data<float>() : nullptr;
+  const float* py = dx ? y.data<float>() : nullptr;
+  const float* pg = dout.data<float>();
   if (!d.y_batched) {
     // Work on A = op(X) flattened to [batch * m, k], so that dA and dY are
     // single gemms over the whole batch (dY's sum over the batch is then

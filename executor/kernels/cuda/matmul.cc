@@ -153,8 +153,9 @@ Status MatmulGradKernel(const KernelContext& ctx) {
   const bool ty = ctx.Attr<bool>("transpose_y");
   const GemmType gt{t, ctx.Attr<float>("alpha")};
   const MatmulDims d = MatmulDimsOf(x.shape(), y.shape(), tx, ty);
-  const void* px = x.raw_data();
-  const void* py = y.raw_data();
+  // Only the operand a gradient needs is read (matmul_grad's SetReadsData).
+  const void* px = dy_t ? x.raw_data() : nullptr;
+  const void* py = dx_t ? y.raw_data() : nullptr;
   const void* pg = dout.raw_data();
   void* dx = dx_t ? dx_t->raw_data() : nullptr;
   void* dy = dy_t ? dy_t->raw_data() : nullptr;
