@@ -11,7 +11,8 @@
 // step k+1's forward would have made.
 //
 // A parameter held only in ZeRO-3 shards is gathered for each use and its
-// casts stay where they are (the gathered copy is not persistable).
+// casts stay where they are (the gathered copy is not persistable); the
+// sharding pass has the backward cast its own copy.
 #include <algorithm>
 #include <cctype>
 #include <map>

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "framework/op_builder.h"
+#include "framework/op_registry.h"
 #include "framework/shape_inference.h"
 #include "scheduler/layout.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 constexpr const char* kPassName = "sharding";
 constexpr const char* kRegathered = "@REGATHER";
+constexpr const char* kRecast = "@RECAST";
 
 // Where a phase reads a bucket: its first and last reader, as positions in
 // the phase's ops.
@@ -55,6 +57,70 @@ void DeclareMember(Block& block, const std::string& name, const proto::VarDesc& 
   v->mutable_flat()->set_buffer(buffer);
 }
 
+// Under AMP the forward computes with casts of the parameters
+// (`w.cast_bf16`), and the backward reads those casts again (matmul_grad's
+// Y). Kept from one to the other, every micro-batch in flight would hold
+// its own low-precision copy of each weight, which is what stage 3 exists
+// to avoid: the backward casts its own copy, from the parameter it gathers
+// again, before its first read (per VPP chunk). The values are the same.
+Status RecastParametersInBackward(PassContext& ctx,
+                                  const std::unordered_map<std::string, int>& bucket_of) {
+  Block& block = ctx.program().global_block();
+  std::unordered_map<std::string, const Op*> cast_of;  // a forward cast's output -> the cast
+  for (Op* op : block.OpVector()) {
+    if (op->type() == "cast" && op->HasRole(role::kForward) && !op->HasRole(role::kBackward) &&
+        bucket_of.count(op->Input("X")) > 0) {
+      cast_of[op->Output("Out")] = op;
+    }
+  }
+  if (cast_of.empty()) return Status::OK();
+  std::map<std::pair<int32_t, std::string>, std::string> recast;  // (chunk, cast) -> its copy
+  for (Op* op : block.OpVector()) {
+    if (!op->HasRole(role::kBackward)) continue;
+    const OpSchema* schema = OpRegistry::Global().Find(op->type());
+    for (const auto& slot : std::vector<proto::OpDesc::Slot>(op->desc().inputs().begin(),
+                                                             op->desc().inputs().end())) {
+      // A read of the meta alone (a bias gradient's) keeps no buffer alive.
+      if (!ReadsInputData(schema, *op, slot.name())) continue;
+      std::vector<std::string> vars(slot.vars().begin(), slot.vars().end());
+      bool renamed = false;
+      for (std::string& v : vars) {
+        auto cast = cast_of.find(v);
+        if (cast == cast_of.end()) continue;
+        auto [it, added] = recast.try_emplace({op->desc().chunk(), v});
+        if (added) {
+          it->second = StrCat(v, kRecast, op->desc().chunk() > 0 ? StrCat(".", op->desc().chunk())
+                                                                : std::string());
+          proto::VarDesc* copy = block.AddVar(it->second);
+          *copy = *block.FindVar(v);
+          copy->set_name(it->second);
+          const proto::OpDesc& forward = cast->second->desc();
+          proto::OpDesc desc = OpDescBuilder("cast")
+                                   .Input("X", cast->second->Input("X"))
+                                   .Output("Out", it->second)
+                                   .Role(role::kBackward);
+          *desc.mutable_attrs() = forward.attrs();
+          desc.set_pipeline_stage(op->desc().pipeline_stage());
+          desc.set_chunk(op->desc().chunk());
+          desc.set_layer(forward.layer());
+          desc.set_forward_id(forward.id());
+          desc.set_creation_pass(kPassName);
+          LOOM_RETURN_IF_ERROR(InsertOpInferShapes(block, op, std::move(desc)).status());
+        }
+        v = it->second;
+        renamed = true;
+      }
+      if (renamed) block.SetInputs(op, slot.name(), vars);
+    }
+  }
+  if (!recast.empty()) {
+    ctx.Explain(kPassName, StrCat("the backward casts ", recast.size(), " gathered parameters "
+                                  "again (", recast.begin()->second, ", ...) rather than keep "
+                                  "the forward's casts for it"));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
@@ -64,6 +130,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
   for (size_t i = 0; i < buckets.size(); ++i) {
     for (const std::string& p : buckets[i].params) bucket_of[p] = static_cast<int>(i);
   }
+  LOOM_RETURN_IF_ERROR(RecastParametersInBackward(ctx, bucket_of));
   std::map<std::pair<bool, int>, Phase> phases;
   for (Op* op : block.OpVector()) {
     std::vector<int> read;

@@ -32,7 +32,9 @@ struct GatheredBucket {
 // names of their own (`w@REGATHER`), so that the forward's gathered buffer
 // is freed after its last forward use and the backward gathers again;
 // only the bucket the forward reads last and the backward first stays
-// gathered from one to the other.
+// gathered from one to the other. Where AMP casts a parameter, the
+// backward casts its regathered copy again (`w.cast_bf16@RECAST`) rather
+// than keep the forward's cast from one to the other.
 //
 // A gather waits, by an event, until the phase has finished reading the
 // bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0
