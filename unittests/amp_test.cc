@@ -266,6 +266,16 @@ TEST(Amp, Bf16LayoutsFollowSerialBf16) {
   }
 }
 
+// gpt-small cut to 4 layers, with a vocabulary so small that the layers'
+// weights, not the embedding's, dominate a stage's.
+GptConfig SmallWithLayerWeightsFirst(int batch) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 4;
+  c.batch_size = batch;
+  c.vocab_size = 1024;
+  return c;
+}
+
 proto::Strategy WithoutThePass(proto::Strategy s) {
   s.mutable_passes()->set_low_precision_weights(false);
   return s;
@@ -388,10 +398,7 @@ TEST(LowPrecisionWeights, ARestoredRunMakesItsCopiesAgain) {
 // A pipeline stage keeps its micro-batches' activations until their
 // backward; its weights it keeps once, however many are in flight.
 TEST(LowPrecisionWeights, AStageHoldsOneCopyWhateverItsMicroBatchesInFlight) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 4;
-  c.batch_size = 8;
-  c.vocab_size = 1024;  // so that the layers' weights, not the embedding's, dominate
+  const GptConfig c = SmallWithLayerWeightsFirst(8);
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
   const TimerFactory timer = CostModelTimers(costs);
@@ -487,10 +494,7 @@ TEST(LowPrecisionWeights, Stage3CastsItsGatheredWeightsAgainInTheBackward) {
   // Simulated: at stage 0's peak, the copies live are a fraction of the
   // stage's weights in bf16 (stage 2's one persistent copy of them); kept
   // from forward to backward they were one set per micro-batch in flight.
-  GptConfig big = GptPreset("gpt-small").value();
-  big.num_layers = 4;
-  big.batch_size = 16;
-  big.vocab_size = 1024;  // so that the layers' weights, not the embedding's, dominate
+  const GptConfig big = SmallWithLayerWeightsFirst(16);
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
   for (const char* schedule : {"1F1B", "ZBH1"}) {
