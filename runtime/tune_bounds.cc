@@ -19,9 +19,10 @@ using InFlight = TuneBounds::InFlight;
 // each fp32 bucket and gather the bucket whole again, so the fp32 weights
 // are whole until stage 3, under O2 too (Megatron's distributed optimizer
 // shards the master weights with the moments; the plans do not yet).
-// Under O2 the plans keep the bf16 copy that low-precision-weights makes
-// whole at every stage: stage 3 shards the fp32 master weights, not that
-// copy.
+// Under O2, below stage 3, a whole bf16 copy lasts the step (the one
+// low-precision-weights makes, or each micro-batch's casts, kept until its
+// backward); stage 3 casts what it gathers where it is read, forward and
+// backward alike, so none lasts.
 double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimizer) {
   const int stage = s.sharding().stage();
   const double dp = std::max(1, s.dp().degree());
@@ -29,9 +30,7 @@ double BytesPerParameter(const proto::Strategy& s, const OptimizerConfig& optimi
   const double moments = optimizer.type == "adamw" ? 8 : 0;
   double bytes = moments / (stage >= 1 ? dp : 1);
   bytes += 4 / (stage >= 3 ? dp : 1);  // fp32 weights
-  if (o2) {  // the bf16 copy
-    bytes += 2 / (stage >= 3 && !s.passes().low_precision_weights() ? dp : 1);
-  }
+  if (o2 && stage < 3) bytes += 2;  // the bf16 copy
   return bytes;
 }
 
