@@ -5,6 +5,9 @@
 // later one (activations kept for the backward) cross jobs through the
 // micro-batch's scope.
 #include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "passes/parallel_passes.h"
 
@@ -40,6 +43,29 @@ StatusOr<bool> JobSplitPass::Run(PassContext& ctx) {
     }
   }
   plan.programs[{JobType::kOptimizer, 0}];
+  // A program that reads a ZeRO-3 shard also declares the parameters laid
+  // out in its bucket, though no op of it may read them (gathered in the
+  // compute dtype, the bucket's readers read casts): the executor fills the
+  // shard from them on first use (executor/flat_buffers.h), and
+  // checkpoints map the shard back to them (runtime/sharded_state.h).
+  std::unordered_map<std::string, std::vector<std::string>> members_of;  // temporary buffer ->
+  for (const auto& [name, var] : block.vars()) {
+    if (!var.has_flat() || var.flat().shard_ring() >= 0 || !var.is_parameter()) continue;
+    const proto::VarDesc* buffer = block.FindVar(var.flat().buffer());
+    if (buffer != nullptr && !buffer->persistable()) members_of[buffer->name()].push_back(name);
+  }
+  auto declare = [&](Block& dst, const std::string& v) {
+    proto::VarDesc* var = dst.CopyVarFrom(block, v);
+    if (var->has_flat() && var->flat().shard_ring() >= 0) {
+      auto members = members_of.find(var->flat().buffer());
+      if (members != members_of.end()) {
+        for (const std::string& m : members->second) {
+          if (!dst.HasVar(m)) dst.CopyVarFrom(block, m);
+        }
+      }
+    }
+    return var;
+  };
   for (Op* op : block.ops()) {
     JobProgramKey key;
     key.chunk = std::max(0, op->desc().chunk());
@@ -56,12 +82,12 @@ StatusOr<bool> JobSplitPass::Run(PassContext& ctx) {
     Block& dst = plan.programs[key].global_block();
     for (const std::string& v : op->InputVars()) {
       if (dst.HasVar(v)) continue;
-      proto::VarDesc* var = dst.CopyVarFrom(block, v);
+      proto::VarDesc* var = declare(dst, v);
       // Read before this program writes it: an earlier job made it.
       var->set_job_input(!var->persistable() && !var->is_data());
     }
     for (const std::string& v : op->OutputVars()) {
-      if (!dst.HasVar(v)) dst.CopyVarFrom(block, v);
+      if (!dst.HasVar(v)) declare(dst, v);
     }
     dst.AppendOp(op->desc());
   }

@@ -10,9 +10,9 @@
 // numbers do not change: the copy made after step k's update is the cast
 // step k+1's forward would have made.
 //
-// A parameter held only in ZeRO-3 shards is gathered for each use and its
-// casts stay where they are (the gathered copy is not persistable); the
-// sharding pass has the backward cast its own copy.
+// A parameter held only in ZeRO-3 shards is gathered for each use: the
+// sharding pass casts the shard before each gather, or casts what it
+// gathered where it is read; neither is persistable, and both stay.
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -66,8 +66,10 @@ StatusOr<bool> LowPrecisionWeightsPass::Run(PassContext& ctx) {
     if (op->type() != "cast") continue;
     const proto::VarDesc* x = block.FindVar(op->Input("X"));
     const proto::VarDesc* out = block.FindVar(op->Output("Out"));
+    // A ZeRO-3 shard (flat over a ring) is cast by each gather of it.
     if (x == nullptr || out == nullptr || !x->is_parameter() || !x->persistable() ||
-        out->persistable() || !IsLowPrecision(out->dtype())) {
+        (x->has_flat() && x->flat().shard_ring() >= 0) || out->persistable() ||
+        !IsLowPrecision(out->dtype())) {
       continue;
     }
     casts[{x->name(), out->dtype()}].push_back(op);

@@ -2,11 +2,19 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
+#include "framework/low_precision.h"
 #include "framework/op_builder.h"
 #include "framework/op_registry.h"
 #include "framework/shape_inference.h"
+#include "passes/amp.h"
+#include "passes/weight_gradients.h"
 #include "scheduler/layout.h"
 
 namespace loom {
@@ -32,20 +40,6 @@ struct Phase {
   std::map<int, Reads> reads;  // bucket index -> its reads
 };
 
-// An op whose every output is a weight gradient: split-backward puts it
-// in the W half, which a zero-bubble schedule runs later than the B half
-// that gathers, so a gather must not wait on it.
-bool OnlyWeightGradients(const Block& block, const Op& op) {
-  bool any = false;
-  for (const std::string& out : op.OutputVars()) {
-    if (!IsGradVarName(out)) return false;
-    const proto::VarDesc* fwd = block.FindVar(StripGradSuffix(out));
-    if (fwd == nullptr || !fwd->is_parameter()) return false;
-    any = true;
-  }
-  return any;
-}
-
 // Declares `name`, a temporary placed in `buffer` at `offset` as `like`.
 void DeclareMember(Block& block, const std::string& name, const proto::VarDesc& like,
                    const std::string& buffer) {
@@ -55,6 +49,107 @@ void DeclareMember(Block& block, const std::string& name, const proto::VarDesc& 
   v->set_persistable(false);
   v->set_is_parameter(false);
   v->mutable_flat()->set_buffer(buffer);
+}
+
+// A bucket as the gathers see it: under AMP, possibly gathered in the
+// compute dtype (see below).
+struct Gathered {
+  GatheredBucket bucket;
+  // Where the bucket is gathered in a low dtype: the rank's fp32 shard,
+  // which each gather casts into `bucket.shard` first; else empty.
+  std::string cast_from;
+};
+
+// The one low dtype every reader of `param` casts it to, reading nothing
+// else of it; nullopt where any reader reads it as it is.
+std::optional<DataType> OnlyReadCast(const Block& block, const std::string& param) {
+  const std::vector<Op*>& readers = block.Consumers(param);
+  if (readers.empty()) return std::nullopt;
+  std::optional<DataType> to;
+  for (const Op* op : readers) {
+    if (op->type() != "cast" || op->HasRole(role::kOptimize)) return std::nullopt;
+    const proto::VarDesc* out = block.FindVar(op->Output("Out"));
+    if (out == nullptr || out->persistable() || !IsLowPrecision(out->dtype()) ||
+        (to && *to != out->dtype())) {
+      return std::nullopt;
+    }
+    to = out->dtype();
+  }
+  return to;
+}
+
+// Gathers in the compute dtype each bucket whose parameters are read only
+// through casts to it: the casts go, their readers read the first cast's
+// output (`w.cast_bf16`), which becomes a member of a low-precision copy
+// of the bucket's buffer, and each gather casts the rank's shard into a
+// low-precision shard and gathers that. The member views are what the
+// casts made, so the values do not change.
+Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
+  Block& block = ctx.program().global_block();
+  int lowered = 0;
+  int64_t bytes_saved = 0;
+  std::string dtype_name;
+  for (Gathered& g : buckets) {
+    GatheredBucket& b = g.bucket;
+    std::optional<DataType> to;
+    for (const std::string& p : b.params) {
+      const std::optional<DataType> read = OnlyReadCast(block, p);
+      if (!read || (to && *to != *read)) {
+        to.reset();
+        break;
+      }
+      to = read;
+    }
+    if (!to) continue;
+    const proto::VarDesc& whole = *block.FindVar(b.buffer);
+    const proto::VarDesc& shard = *block.FindVar(b.shard);
+    const std::string suffix = StrCat(".", DataTypeName(*to));
+    GatheredBucket low;
+    low.buffer = b.buffer + suffix;
+    low.shard = b.shard + suffix;
+    low.by_all_reduce = b.by_all_reduce;
+    const std::pair<std::string, const proto::VarDesc*> declared[] = {{low.buffer, &whole},
+                                                                       {low.shard, &shard}};
+    for (const auto& [name, like] : declared) {
+      if (block.HasVar(name)) {
+        return InvalidArgument("var '", name, "' already exists; ", kPassName, " names the ",
+                               DataTypeName(*to), " copy of '", like->name(), "' so");
+      }
+      proto::VarDesc* v = block.AddVar(name);
+      SetMeta(TensorMeta{*to, MetaOf(*like).shape}, v);
+      v->set_persistable(false);
+    }
+    for (const std::string& p : b.params) {
+      std::vector<Op*> casts = block.Consumers(p);
+      std::sort(casts.begin(), casts.end(),
+                [](const Op* x, const Op* y) { return x->index() < y->index(); });
+      const std::string view = casts.front()->Output("Out");
+      for (Op* cast : casts) {
+        const std::string out = cast->Output("Out");
+        for (Op* reader : std::vector<Op*>(block.Consumers(out))) {
+          block.RenameInput(reader, out, view);
+        }
+        block.EraseOp(cast);
+        if (out != view) block.RemoveVar(out);
+      }
+      proto::VarDesc* v = block.FindVar(view);
+      v->mutable_flat()->set_buffer(low.buffer);
+      v->mutable_flat()->set_offset(block.FindVar(p)->flat().offset());
+      low.params.push_back(view);
+    }
+    ++lowered;
+    bytes_saved += NumElements(MetaOf(whole).shape) * (SizeOf(whole.dtype()) - SizeOf(*to));
+    dtype_name = DataTypeName(*to);
+    g.cast_from = b.shard;
+    b = std::move(low);
+  }
+  if (lowered > 0) {
+    ctx.Explain(kPassName, StrCat(lowered, " of ", buckets.size(), " gathered buckets are "
+                                  "gathered in ", dtype_name, ", which every reader casts them "
+                                  "to (", bytes_saved, " bytes fewer a gather of all of them); "
+                                  "the rest hold parameters read in fp32"));
+  }
+  return Status::OK();
 }
 
 // Under AMP the forward computes with casts of the parameters
@@ -123,9 +218,14 @@ Status RecastParametersInBackward(PassContext& ctx,
 
 }  // namespace
 
-Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
+Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& fp32_buckets,
                               int nranks, RingId ring, int depth) {
   Block& block = ctx.program().global_block();
+  std::vector<Gathered> gathered;
+  for (const GatheredBucket& b : fp32_buckets) gathered.push_back({b, ""});
+  LOOM_RETURN_IF_ERROR(GatherInComputeDtype(ctx, gathered));
+  std::vector<GatheredBucket> buckets;
+  for (const Gathered& g : gathered) buckets.push_back(g.bucket);
   std::unordered_map<std::string, int> bucket_of;
   for (size_t i = 0; i < buckets.size(); ++i) {
     for (const std::string& p : buckets[i].params) bucket_of[p] = static_cast<int>(i);
@@ -157,6 +257,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
     }
   }
 
+  const std::unordered_set<std::string> weight_grads = WeightGradients(block);
   int events = 0;
   std::map<int, int> last_forward;  // chunk -> the bucket its forward reads last
   // Forward phases come first (the key's false < true).
@@ -226,12 +327,27 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
       int trigger = -1;
       if (static_cast<int>(i) > depth) {
         trigger = std::min(phase.reads[order[i - 1 - depth]].last, reads.first - 1);
-        while (trigger >= 0 && OnlyWeightGradients(block, *phase.ops[trigger])) --trigger;
+        // Split-backward may put such an op in the W half, which a
+        // zero-bubble schedule runs later than the B half that gathers.
+        while (trigger >= 0 && OnlyWeightGradients(*phase.ops[trigger], weight_grads)) --trigger;
       }
       const Op* first_reader = phase.ops[reads.first];
       const int32_t phase_role = phase.backward ? role::kBackward : role::kForward;
       const std::string whole = bucket.buffer + suffix;
       std::vector<proto::OpDesc> ops;
+      std::string shard = bucket.shard;
+      if (const std::string& from = gathered[order[i]].cast_from; !from.empty()) {
+        // The low-precision shard, made for this gather.
+        shard += suffix;
+        const proto::VarDesc* low = block.FindVar(bucket.shard);
+        if (block.FindVar(shard) == nullptr) {
+          proto::VarDesc* v = block.AddVar(shard);
+          *v = *low;
+          v->set_name(shard);
+        }
+        ops.push_back(CastOp(from, shard, block.FindVar(from)->dtype(), low->dtype()));
+        ops.back().set_role(phase_role);
+      }
       if (bucket.by_all_reduce) {
         const proto::VarDesc* w = block.FindVar(bucket.buffer);
         ops.push_back(OpDescBuilder("fill_constant")
@@ -242,7 +358,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
                           .Role(phase_role));
         ops.push_back(OpDescBuilder("allreduce")
                           .Input("X", whole)
-                          .Input("Part", bucket.shard)
+                          .Input("Part", shard)
                           .Output("Out", whole)
                           .Attr("ring_id", static_cast<int32_t>(ring))
                           .Attr("reduce_op", std::string("sum"))
@@ -250,7 +366,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
                           .Role(phase_role | role::kComm));
       } else {
         ops.push_back(OpDescBuilder("allgather")
-                          .Input("X", bucket.shard)
+                          .Input("X", shard)
                           .Output("Out", whole)
                           .Attr("ring_id", static_cast<int32_t>(ring))
                           .Attr("nranks", static_cast<int32_t>(nranks))

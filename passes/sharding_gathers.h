@@ -32,9 +32,17 @@ struct GatheredBucket {
 // names of their own (`w@REGATHER`), so that the forward's gathered buffer
 // is freed after its last forward use and the backward gathers again;
 // only the bucket the forward reads last and the backward first stays
-// gathered from one to the other. Where AMP casts a parameter, the
-// backward casts its regathered copy again (`w.cast_bf16@RECAST`) rather
-// than keep the forward's cast from one to the other.
+// gathered from one to the other.
+//
+// Under AMP, a bucket whose every parameter is read only through casts to
+// one low dtype (the weight matrices at O2) is gathered in that dtype, as
+// DeepSpeed and FSDP gather bf16 weights: each gather casts the rank's
+// shard first, and the flat_split hands out the casts' outputs
+// (`w.cast_bf16`) in place of the parameters. Casting is elementwise, so
+// the values are those the casts after an fp32 gather made, at half the
+// bytes moved and held. In a bucket gathered in fp32 the backward casts
+// its regathered copy again (`w.cast_bf16@RECAST`) rather than keep the
+// forward's cast from one to the other.
 //
 // A gather waits, by an event, until the phase has finished reading the
 // bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0

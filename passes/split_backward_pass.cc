@@ -17,6 +17,7 @@
 
 #include "framework/op_builder.h"
 #include "passes/parallel_passes.h"
+#include "passes/weight_gradients.h"
 
 namespace loom {
 namespace {
@@ -30,43 +31,11 @@ class SplitBackwardPass : public Pass {
 
 StatusOr<bool> SplitBackwardPass::Run(PassContext& ctx) {
   Block& block = ctx.program().global_block();
-  // A weight gradient is the gradient of a parameter, in any of its forms
-  // (w@GRAD, w@GRAD@RENAME@1, w@GRAD@MP_PARTIAL, w@GRAD@ACCUM), or one
-  // that only reshapes into weight gradients: its readers read nothing
-  // but gradients and make only weight gradients. That is the gradient of
-  // AMP's low-precision copy of a weight (cast back to fp32), or of a
-  // transposed tied embedding. A GEMM that reads such a copy makes its
-  // gradient, and that work is W's: left in B, it would leave W only the
-  // cast, and a held-back W would keep the whole weight gradient rather
-  // than the GEMM's inputs. Readers follow their producers, so one pass
-  // from the end decides.
-  std::unordered_set<std::string> weight_grads;
-  std::unordered_set<const Op*> reshapes_weight_grads;
-  auto reads_only_gradients = [](const Op* op) {
-    const std::vector<std::string> in = op->InputVars();
-    return std::all_of(in.begin(), in.end(), IsGradVarName);
-  };
-  const std::vector<Op*> ops = block.OpVector();
-  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
-    const Op* op = *it;
-    if (!op->HasRole(role::kBackward)) continue;
-    const std::vector<std::string> outputs = op->OutputVars();
-    bool all = !outputs.empty();  // a send makes nothing, and is B's
-    for (const std::string& out : outputs) {
-      bool weight = false;
-      if (IsGradVarName(out)) {
-        const proto::VarDesc* fwd = block.FindVar(StripGradSuffix(out));
-        const std::vector<Op*>& readers = block.Consumers(out);
-        weight = (fwd != nullptr && fwd->is_parameter()) ||
-                 (!readers.empty() && std::all_of(readers.begin(), readers.end(), [&](const Op* r) {
-                   return reshapes_weight_grads.count(r) > 0;
-                 }));
-      }
-      if (weight) weight_grads.insert(out);
-      all &= weight;
-    }
-    if (all && reads_only_gradients(op)) reshapes_weight_grads.insert(op);
-  }
+  // A GEMM that reads AMP's low-precision copy of a weight makes a weight
+  // gradient (weight_gradients.h), and that work is W's: left in B, it
+  // would leave W only the cast, and a held-back W would keep the whole
+  // weight gradient rather than the GEMM's inputs.
+  const std::unordered_set<std::string> weight_grads = WeightGradients(block);
   auto is_weight_grad = [&](const std::string& var) { return weight_grads.count(var) > 0; };
   std::unordered_set<std::string> made_in_w;
   auto reads_w = [&](const Op* op) {
