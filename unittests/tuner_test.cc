@@ -152,9 +152,10 @@ proto::Strategy Bf16O2() {
 
 // Deep pipelines on GPUs (gpt-small, 16 layers, a100, bf16 O2), where the
 // bubble and the kernels' launches are most of what the average rank's work
-// leaves out: every schedule's time bound holds, and comes within 0.55 of
+// leaves out: every schedule's time bound holds, and comes within 0.5 of
 // the step (0.34 when the last stage's layers were priced by their work
-// alone and the backward's crossing back was left out).
+// alone and the backward's crossing back was left out; 0.55 while it
+// counted the per-use casts of the weights, which the plans do not make).
 TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
   GptConfig c = GptPreset("gpt-small").value();
   c.num_layers = 16;
@@ -170,6 +171,7 @@ TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
   auto listed = EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
   ASSERT_TRUE(listed.ok()) << listed.status();
   std::set<std::string> schedules;
+  double loosest = 1;
   for (const TuneCandidate& k : listed->candidates) {
     const proto::Strategy& s = k.strategy;
     const int pp = s.pipeline().degree(), m = s.pipeline().micro_batches();
@@ -181,10 +183,62 @@ TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
     const StatusOr<double> step = FoldedStepSeconds(c, s, costs);
     ASSERT_TRUE(step.ok()) << step.status();
     EXPECT_LE(k.time_bound_s, *step);
-    EXPECT_GT(k.time_bound_s, 0.55 * *step);
+    EXPECT_GT(k.time_bound_s, 0.5 * *step);
+    loosest = std::min(loosest, k.time_bound_s / *step);
     schedules.insert(s.pipeline().schedule_mode());
   }
   EXPECT_EQ(schedules.size(), 7u);
+  std::printf("loosest time bound: %.3f of the step\n", loosest);
+}
+
+// Micro-batches of one sequence in bf16 O2, on a model wide for its
+// sequence (hidden 4,096, sequences of 256), where a layer's weights take
+// longer to cast than its GEMMs take to run: AMP casts each weight where it
+// is read, every micro-batch, but the plans do not (low-precision-weights
+// casts once a step; ZeRO stage 3 casts each rank's shard before it
+// gathers). The time bound leaves those casts out, so that it stays under
+// the compute of the busiest rank's calc stream, all of which a plan must
+// run; with them it was a third over that of the stage-3 plan.
+TEST(Tuner, TimeBoundLeavesOutTheCastsThePlansDoNotMake) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 2;
+  c.batch_size = 64;
+  c.seq_len = 256;
+  c.hidden = 4096;
+  c.num_heads = 32;
+  c.ffn_hidden = 16384;
+  c.vocab_size = 8192;
+  const proto::Cluster cluster = LoadCluster("h100").value();
+  const CostContext costs(cluster, CostTable());
+  TuneSpace space;
+  space.devices = 2;
+  space.op_split = false;
+  space.schedules = {"1F1B"};
+  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  int checked = 0;
+  for (const TuneCandidate& k : listed->candidates) {
+    const proto::Strategy& s = k.strategy;
+    const int b = c.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+    if (b != 1 || s.mp().degree() != 1 || s.recompute().granularity() != "none" ||
+        (s.dp().degree() > 1 && s.sharding().stage() != 3)) {
+      continue;
+    }
+    SCOPED_TRACE(k.name);
+    SimulationOptions o;
+    o.fold_data_parallel = true;
+    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
+                           PlanOptionsAt(costs));
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    double compute = 0;
+    for (const RankMetrics& r : sim->result.ranks) compute = std::max(compute, r.calc_compute_s);
+    EXPECT_LE(k.time_bound_s, compute);
+    std::printf("%s: time bound %.1f ms, busiest calc stream computes %.1f ms of a %.1f ms step\n",
+                k.name.c_str(), k.time_bound_s * 1e3, compute * 1e3,
+                sim->result.step_time_s * 1e3);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);  // dp2 under stage 3, and pp2
 }
 
 // The memory bound against the simulator's peak where activations weigh
