@@ -1,5 +1,6 @@
 // The layouts the pass sweeps train on (recompute_test, sequence_parallel_test):
-// a tiny model with dropout, and each layout as a strategy.
+// a tiny model with dropout, and each layout as a strategy; gpt-tiny's
+// program for the planner's tests.
 #ifndef LOOM_UNITTESTS_LAYOUT_SWEEP_H_
 #define LOOM_UNITTESTS_LAYOUT_SWEEP_H_
 
@@ -10,6 +11,13 @@
 #include "passes/strategy.h"
 
 namespace loom {
+
+// gpt-tiny's training program at `layers` layers.
+inline TrainingProgram TinyProgram(int layers) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = layers;
+  return BuildGptTrainingProgram(c).value();
+}
 
 // gpt-tiny with `layers` layers, `batch` sequences and dropout 0.1, so that
 // a pass that moves or splits a dropout must draw the unsplit masks.

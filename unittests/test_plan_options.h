@@ -25,6 +25,13 @@ inline PlanOptions PlanOptionsAt(const CostContext& costs) {
   return options;
 }
 
+// LocalPlanOptions, with the program verified after every pass.
+inline PlanOptions VerifiedPlanOptions() {
+  PlanOptions options = LocalPlanOptions();
+  options.pass_manager.verify_each = true;
+  return options;
+}
+
 }  // namespace loom
 
 #endif  // LOOM_UNITTESTS_TEST_PLAN_OPTIONS_H_
