@@ -150,6 +150,17 @@ proto::Strategy Bf16O2() {
   return s;
 }
 
+// The 1F1B candidates without op-split of `c` on `devices`, in bf16 O2:
+// the space the bound tests below compare with the simulator.
+StatusOr<TuneSpaceResult> Bf16OneF1BCandidates(const GptConfig& c, const CostContext& costs,
+                                               int devices) {
+  TuneSpace space;
+  space.devices = devices;
+  space.op_split = false;
+  space.schedules = {"1F1B"};
+  return EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
+}
+
 // Deep pipelines on GPUs (gpt-small, 16 layers, a100, bf16 O2), where the
 // bubble and the kernels' launches are most of what the average rank's work
 // leaves out: every schedule's time bound holds, and comes within 0.5 of
@@ -210,11 +221,7 @@ TEST(Tuner, TimeBoundLeavesOutTheCastsThePlansDoNotMake) {
   c.vocab_size = 8192;
   const proto::Cluster cluster = LoadCluster("h100").value();
   const CostContext costs(cluster, CostTable());
-  TuneSpace space;
-  space.devices = 2;
-  space.op_split = false;
-  space.schedules = {"1F1B"};
-  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
+  auto listed = Bf16OneF1BCandidates(c, costs, 2);
   ASSERT_TRUE(listed.ok()) << listed.status();
   int checked = 0;
   for (const TuneCandidate& k : listed->candidates) {
@@ -251,14 +258,9 @@ TEST(Tuner, MemoryBoundHoldsAndComesCloseUnderBf16) {
   GptConfig c = LongSequences(4, 8);
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
-  const proto::Strategy base = Bf16O2();
-  TuneSpace space;
-  space.devices = 4;
-  space.op_split = false;
-  space.schedules = {"1F1B"};
   for (float dropout : {0.0f, 0.1f}) {
     c.dropout = dropout;
-    auto listed = EnumerateTuneSpace(c, OptimizerConfig(), base, costs, space, 0);
+    auto listed = Bf16OneF1BCandidates(c, costs, 4);
     ASSERT_TRUE(listed.ok()) << listed.status();
     int checked = 0;
     double loosest = 1;
@@ -289,8 +291,8 @@ TEST(Tuner, MemoryBoundHoldsAndComesCloseUnderBf16) {
   }
 }
 
-// Under stage 3 the plans hold no whole bf16 copy of the weights (the
-// backward casts its own from what it gathers), so the bound counts none:
+// Under stage 3 the plans hold no whole bf16 copy of the weights (each
+// forward and backward gathers what it reads), so the bound counts none:
 // with short sequences, where the weights outweigh the activations, a
 // whole copy counted would put the bound above the peak.
 TEST(Tuner, MemoryBoundHoldsUnderStage3WhereWeightsDominate) {
@@ -301,11 +303,7 @@ TEST(Tuner, MemoryBoundHoldsUnderStage3WhereWeightsDominate) {
   c.vocab_size = 1024;
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
-  TuneSpace space;
-  space.devices = 4;
-  space.op_split = false;
-  space.schedules = {"1F1B"};
-  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
+  auto listed = Bf16OneF1BCandidates(c, costs, 4);
   ASSERT_TRUE(listed.ok()) << listed.status();
   int checked = 0;
   for (const TuneCandidate& k : listed->candidates) {
