@@ -87,7 +87,7 @@ std::optional<DataType> OnlyReadCast(const Block& block, const std::string& para
 Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
   Block& block = ctx.program().global_block();
   int lowered = 0;
-  int64_t bytes_saved = 0;
+  int64_t fp32_bytes = 0, low_bytes = 0;  // of the buckets gathered low, once each
   std::string dtype_name;
   for (Gathered& g : buckets) {
     GatheredBucket& b = g.bucket;
@@ -138,7 +138,8 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
       low.params.push_back(view);
     }
     ++lowered;
-    bytes_saved += NumElements(MetaOf(whole).shape) * (SizeOf(whole.dtype()) - SizeOf(*to));
+    fp32_bytes += NumElements(MetaOf(whole).shape) * SizeOf(whole.dtype());
+    low_bytes += NumElements(MetaOf(whole).shape) * SizeOf(*to);
     dtype_name = DataTypeName(*to);
     g.cast_from = b.shard;
     b = std::move(low);
@@ -146,8 +147,10 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
   if (lowered > 0) {
     ctx.Explain(kPassName, StrCat(lowered, " of ", buckets.size(), " gathered buckets are "
                                   "gathered in ", dtype_name, ", which every reader casts them "
-                                  "to (", bytes_saved, " bytes fewer a gather of all of them); "
-                                  "the rest hold parameters read in fp32"));
+                                  "to: ", low_bytes, " bytes a gather of each instead of ",
+                                  fp32_bytes, lowered < static_cast<int>(buckets.size())
+                                                  ? "; the rest hold parameters read as they are"
+                                                  : ""));
   }
   return Status::OK();
 }
