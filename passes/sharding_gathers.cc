@@ -78,6 +78,20 @@ std::optional<DataType> OnlyReadCast(const Block& block, const std::string& para
   return to;
 }
 
+}  // namespace
+
+std::optional<DataType> LowGatherDtype(const Block& block, const std::vector<std::string>& params) {
+  std::optional<DataType> to;
+  for (const std::string& p : params) {
+    const std::optional<DataType> read = OnlyReadCast(block, p);
+    if (!read || (to && *to != *read)) return std::nullopt;
+    to = read;
+  }
+  return to;
+}
+
+namespace {
+
 // Gathers in the compute dtype each bucket whose parameters are read only
 // through casts to it: the casts go, their readers read the first cast's
 // output (`w.cast_bf16`), which becomes a member of a low-precision copy
@@ -91,15 +105,7 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
   std::string dtype_name;
   for (Gathered& g : buckets) {
     GatheredBucket& b = g.bucket;
-    std::optional<DataType> to;
-    for (const std::string& p : b.params) {
-      const std::optional<DataType> read = OnlyReadCast(block, p);
-      if (!read || (to && *to != *read)) {
-        to.reset();
-        break;
-      }
-      to = read;
-    }
+    const std::optional<DataType> to = LowGatherDtype(block, b.params);
     if (!to) continue;
     const proto::VarDesc& whole = *block.FindVar(b.buffer);
     const proto::VarDesc& shard = *block.FindVar(b.shard);

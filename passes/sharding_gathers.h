@@ -5,6 +5,7 @@
 #ifndef LOOM_PASSES_SHARDING_GATHERS_H_
 #define LOOM_PASSES_SHARDING_GATHERS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct GatheredBucket {
 // start with it. The gathers run among the `nranks` ranks of `ring`.
 // Errors name an optimizer op that reads a parameter, which
 // under stage 3 exists only while forward and backward run.
+// The low dtype a bucket of `params` is gathered in under AMP: the one
+// that every reader of each of them casts it to; nullopt where any is read
+// as it is (the bucket is then gathered in its own dtype).
+std::optional<DataType> LowGatherDtype(const Block& block, const std::vector<std::string>& params);
+
 Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& buckets,
                               int nranks, RingId ring, int depth);
 

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cost_model/comm_model.h"
@@ -206,7 +207,11 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
     p->set_persistable(false);
     block.FindVar(p_shard)->set_is_parameter(true);
     for (const std::string& param : b.params) block.FindVar(param)->set_persistable(false);
-    LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce, FetchByAllReduce(ctx, p_buffer, bytes));
+    // The fetch moves the bucket in the dtype it is gathered in.
+    const std::optional<DataType> low = LowGatherDtype(block, b.params);
+    LOOM_ASSIGN_OR_RETURN(
+        const bool by_all_reduce,
+        FetchByAllReduce(ctx, p_buffer, low ? padded * SizeOf(*low) : bytes));
     gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce});
   } else if (stage_ >= 3) {
     ctx.Explain(kPassName, StrCat(p_buffer, "'s gradients are all-reduced again before the "
