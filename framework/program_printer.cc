@@ -64,6 +64,7 @@ std::string OpToString(const Op& op) {
     os << "  @param_grad=" << pg.param() << ':' << pg.grad();
   }
   if (d.last_micro_batch_only()) os << "  @last_micro_batch_only";
+  if (d.first_micro_batch_only()) os << "  @first_micro_batch_only";
   if (!d.creation_pass().empty()) os << "  @pass=" << d.creation_pass();
   return os.str();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -60,14 +61,14 @@ struct Gathered {
   std::string cast_from;
 };
 
-// The one low dtype every reader of `param` casts it to, reading nothing
-// else of it; nullopt where any reader reads it as it is.
+// The one low dtype every forward and backward reader of `param` casts it
+// to, reading nothing else of it; nullopt where any reads it as it is. The
+// update's read does not count: the sharding pass updates the shard.
 std::optional<DataType> OnlyReadCast(const Block& block, const std::string& param) {
-  const std::vector<Op*>& readers = block.Consumers(param);
-  if (readers.empty()) return std::nullopt;
   std::optional<DataType> to;
-  for (const Op* op : readers) {
-    if (op->type() != "cast" || op->HasRole(role::kOptimize)) return std::nullopt;
+  for (const Op* op : block.Consumers(param)) {
+    if (op->HasRole(role::kOptimize)) continue;
+    if (op->type() != "cast") return std::nullopt;
     const proto::VarDesc* out = block.FindVar(op->Output("Out"));
     if (out == nullptr || out->persistable() || !IsLowPrecision(out->dtype()) ||
         (to && *to != out->dtype())) {
@@ -106,7 +107,10 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
   for (Gathered& g : buckets) {
     GatheredBucket& b = g.bucket;
     const std::optional<DataType> to = LowGatherDtype(block, b.params);
-    if (!to) continue;
+    if (!to) {
+      if (b.once) return Internal("bucket ", b.buffer, " is gathered once but read in fp32");
+      continue;
+    }
     const proto::VarDesc& whole = *block.FindVar(b.buffer);
     const proto::VarDesc& shard = *block.FindVar(b.shard);
     const std::string suffix = StrCat(".", DataTypeName(*to));
@@ -114,6 +118,7 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
     low.buffer = b.buffer + suffix;
     low.shard = b.shard + suffix;
     low.by_all_reduce = b.by_all_reduce;
+    low.once = b.once;
     const std::pair<std::string, const proto::VarDesc*> declared[] = {{low.buffer, &whole},
                                                                        {low.shard, &shard}};
     for (const auto& [name, like] : declared) {
@@ -124,6 +129,11 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
       proto::VarDesc* v = block.AddVar(name);
       SetMeta(TensorMeta{*to, MetaOf(*like).shape}, v);
       v->set_persistable(false);
+    }
+    if (b.once) {
+      proto::VarDesc* v = block.FindVar(low.buffer);
+      v->set_persistable(true);
+      v->set_cast_of(b.buffer);
     }
     for (const std::string& p : b.params) {
       std::vector<Op*> casts = block.Consumers(p);
@@ -141,6 +151,10 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
       proto::VarDesc* v = block.FindVar(view);
       v->mutable_flat()->set_buffer(low.buffer);
       v->mutable_flat()->set_offset(block.FindVar(p)->flat().offset());
+      if (b.once) {
+        v->set_persistable(true);
+        v->set_cast_of(p);
+      }
       low.params.push_back(view);
     }
     ++lowered;
@@ -225,6 +239,43 @@ Status RecastParametersInBackward(PassContext& ctx,
   return Status::OK();
 }
 
+// The flat_split that hands out a gathered bucket's parameters as views
+// of `whole`, under their names with `suffix`.
+proto::OpDesc HandOut(const Block& block, const GatheredBucket& bucket, const std::string& whole,
+                      const std::string& suffix, int32_t role) {
+  std::vector<int64_t> offsets, dims;
+  std::vector<int32_t> ranks;
+  std::vector<std::string> outs;
+  for (const std::string& p : bucket.params) {
+    const proto::VarDesc* v = block.FindVar(p);
+    offsets.push_back(v->flat().offset());
+    ranks.push_back(v->shape_size());
+    dims.insert(dims.end(), v->shape().begin(), v->shape().end());
+    outs.push_back(p + suffix);
+  }
+  return OpDescBuilder("flat_split")
+      .Input("X", whole)
+      .Output("Out", outs)
+      .Attr("offsets", offsets)
+      .Attr("dims", dims)
+      .Attr("ranks", ranks)
+      .Role(role);
+}
+
+// Has the phase's first reader of each of `bucket`'s parameters wait on
+// `event`. In the micro-batches after the first the gather does nothing,
+// and the event orders the readers after the first's.
+void WaitForTheGather(const Phase& phase, const GatheredBucket& bucket,
+                      const std::string& event) {
+  std::set<std::string> unread(bucket.params.begin(), bucket.params.end());
+  for (Op* op : phase.ops) {
+    bool reads = false;
+    for (const std::string& in : op->InputVars()) reads |= unread.erase(in) > 0;
+    if (reads) op->annotations().add_wait_events(event);
+    if (unread.empty()) return;
+  }
+}
+
 }  // namespace
 
 Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& fp32_buckets,
@@ -282,6 +333,12 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
       last_forward[phase.chunk] = *std::max_element(order.begin(), order.end(), [&](int x, int y) {
         return phase.reads[x].last < phase.reads[y].last;
       });
+    } else {
+      // A bucket gathered once a step is read where the forward gathered it.
+      order.erase(std::remove_if(order.begin(), order.end(),
+                                 [&](int b) { return buckets[b].once; }),
+                  order.end());
+      if (order.empty()) continue;
     }
     // The bucket the forward reads last and the backward first (the
     // output layer's) stays gathered from one to the other, as FSDP's
@@ -316,7 +373,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
           bool renamed = false;
           for (std::string& v : vars) {
             auto it = bucket_of.find(v);
-            if (it != bucket_of.end() && it->second != kept) {
+            if (it != bucket_of.end() && it->second != kept && !buckets[it->second].once) {
               v += suffix;
               renamed = true;
             }
@@ -334,7 +391,9 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
       const GatheredBucket& bucket = buckets[order[i]];
       const Reads& reads = phase.reads[order[i]];
       int trigger = -1;
-      if (static_cast<int>(i) > depth) {
+      // A bucket gathered once a step is held for the step anyway: its
+      // gather need not wait for memory to come free.
+      if (static_cast<int>(i) > depth && !bucket.once) {
         trigger = std::min(phase.reads[order[i - 1 - depth]].last, reads.first - 1);
         // Split-backward may put such an op in the W half, which a
         // zero-bubble schedule runs later than the B half that gathers.
@@ -381,25 +440,18 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
                           .Attr("nranks", static_cast<int32_t>(nranks))
                           .Role(phase_role | role::kComm));
       }
-      std::vector<int64_t> offsets, dims;
-      std::vector<int32_t> ranks;
-      std::vector<std::string> outs;
-      for (const std::string& p : bucket.params) {
-        const proto::VarDesc* v = block.FindVar(p);
-        offsets.push_back(v->flat().offset());
-        ranks.push_back(v->shape_size());
-        dims.insert(dims.end(), v->shape().begin(), v->shape().end());
-        outs.push_back(p + suffix);
+      if (bucket.once) {
+        // The parameters are views of the persistable buffer already
+        // (VarDesc.flat), which the gather writes in place; an event, not
+        // the data flow, orders their readers after it.
+        ops.back().add_record_events(StrCat(whole, ".gathered"));
+        WaitForTheGather(phase, bucket, StrCat(whole, ".gathered"));
+      } else {
+        ops.push_back(HandOut(block, bucket, whole, suffix, phase_role));
       }
-      ops.push_back(OpDescBuilder("flat_split")
-                        .Input("X", whole)
-                        .Output("Out", outs)
-                        .Attr("offsets", offsets)
-                        .Attr("dims", dims)
-                        .Attr("ranks", ranks)
-                        .Role(phase_role));
       for (proto::OpDesc& d : ops) {
         d.set_stream(stream::kSharding);
+        d.set_first_micro_batch_only(bucket.once);
         d.set_pipeline_stage(first_reader->desc().pipeline_stage());
         d.set_chunk(first_reader->desc().chunk());
         d.set_creation_pass(kPassName);

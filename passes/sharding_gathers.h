@@ -24,6 +24,11 @@ struct GatheredBucket {
   // Fetched by DeepSpeed's all-reduce (the buffer zeroed, the rank's part
   // written in, then summed) instead of an all-gather (sharding.fetch_mode).
   bool by_all_reduce = false;
+  // Kept whole for the step (sharding.keep_gathered_bytes) and gathered in
+  // the compute dtype: gathered once a step, in the first micro-batch's
+  // forward, into a persistable buffer that every micro-batch's forward
+  // and backward read (Megatron's overlapped parameter gather).
+  bool once = false;
 };
 
 // Inserts, per phase (forward or backward, per VPP chunk) and bucket in the
@@ -44,6 +49,11 @@ struct GatheredBucket {
 // bytes moved and held. In a bucket gathered in fp32 the backward casts
 // its regathered copy again (`w.cast_bf16@RECAST`) rather than keep the
 // forward's cast from one to the other.
+//
+// A bucket gathered `once` (it must be gathered in the compute dtype) has
+// its gather ops flagged first_micro_batch_only, and its buffer and views
+// persistable (VarDesc.cast_of: derived state, which checkpoints leave
+// out); the backward reads the forward's views.
 //
 // A gather waits, by an event, until the phase has finished reading the
 // bucket `depth` + 1 places before it (sharding.prefetch_depth): depth 0

@@ -192,14 +192,21 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
   // when they read it (sharding_gathers.h). A tied bucket, which the
   // first and last stage sum across, stays whole (stage 2).
   const int64_t bytes = padded * SizeOf(dtype);
-  const bool kept = stage_ >= 3 && !tied && bytes <= keep_left_;
+  // Under AMP a bucket whose readers all cast it is gathered in the
+  // compute dtype, whole for the step too (sharding_gathers.h).
+  const std::optional<DataType> low =
+      stage_ >= 3 && !tied ? LowGatherDtype(block, b.params) : std::nullopt;
+  const int64_t gathered_bytes = low ? padded * SizeOf(*low) : bytes;
+  const bool kept = stage_ >= 3 && !tied && gathered_bytes <= keep_left_;
   if (kept) {
-    keep_left_ -= bytes;
-    ctx.Explain(kPassName, StrCat(p_buffer, " (", bytes, " bytes) is kept whole for the step "
-                                  "(sharding.keep_gathered_bytes): gathered once, after its "
-                                  "update"));
+    keep_left_ -= gathered_bytes;
+    ctx.Explain(kPassName, StrCat(p_buffer, " (", gathered_bytes, " bytes) is kept whole for "
+                                  "the step (sharding.keep_gathered_bytes): gathered once, ",
+                                  low ? StrCat("in ", DataTypeName(*low), ", in the first "
+                                               "micro-batch's forward")
+                                      : std::string("after its update")));
   }
-  const bool regathered = stage_ >= 3 && !tied && !kept;
+  const bool regathered = stage_ >= 3 && !tied && (!kept || low);
   if (regathered) {
     proto::VarDesc* p = block.FindVar(p_buffer);
     // Still a parameter, so that split-backward puts the join of its
@@ -207,13 +214,10 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
     p->set_persistable(false);
     block.FindVar(p_shard)->set_is_parameter(true);
     for (const std::string& param : b.params) block.FindVar(param)->set_persistable(false);
-    // The fetch moves the bucket in the dtype it is gathered in.
-    const std::optional<DataType> low = LowGatherDtype(block, b.params);
-    LOOM_ASSIGN_OR_RETURN(
-        const bool by_all_reduce,
-        FetchByAllReduce(ctx, p_buffer, low ? padded * SizeOf(*low) : bytes));
-    gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce});
-  } else if (stage_ >= 3) {
+    LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce,
+                          FetchByAllReduce(ctx, p_buffer, gathered_bytes));
+    gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce, /*once=*/kept});
+  } else if (stage_ >= 3 && tied) {
     ctx.Explain(kPassName, StrCat(p_buffer, "'s gradients are all-reduced again before the "
                                             "update (a tied embedding's stages, or sequence "
                                             "parallelism's mp ranks): its parameters stay "
@@ -518,6 +522,8 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
   }
   std::vector<GatheredBucket> gathered;
   for (ShardingBucket& b : buckets) LOOM_RETURN_IF_ERROR(Shard(ctx, b, &gathered));
+  const auto once = std::count_if(gathered.begin(), gathered.end(),
+                                  [](const GatheredBucket& g) { return g.once; });
   if (!gathered.empty()) {
     LOOM_RETURN_IF_ERROR(InsertParameterGathers(ctx, gathered, n_, ring_,
                                                 static_cast<int>(s.prefetch_depth)));
@@ -527,7 +533,8 @@ StatusOr<bool> ShardingPass::Run(PassContext& ctx) {
                                 replicas_ > 1 ? StrCat(" and replicated ", replicas_, " times")
                                               : std::string(),
                                 " (each reduce-scattered and updated by shard; ",
-                                gathered.size(), " gathered before use, ",
+                                gathered.size(), " gathered before use",
+                                once > 0 ? StrCat(", ", once, " of them once a step") : "", ", ",
                                 buckets.size() - gathered.size(), " after the update)"));
   return !buckets.empty();
 }

@@ -23,6 +23,7 @@ struct OpFacts {
   int stream = 0;
   int priority = 0;
   bool last_micro_batch_only = false;
+  bool first_micro_batch_only = false;
   OpWork work;
   int signature = 0;
   RingId ring = kMpRing;
@@ -93,17 +94,19 @@ class RankLowering {
       var_bytes_.push_back(desc == nullptr ? 0 : BytesOf(*desc));
       if (desc != nullptr && desc->persistable()) {
         // A member of a flat buffer (ops name members, never the buffer)
-        // is counted as its whole buffer, once; the shard of a temporary
-        // buffer (ZeRO-3) as itself.
+        // is counted as its whole buffer, once, and as what the buffer
+        // holds (a ZeRO shard of a parameter bucket holds parameters); the
+        // shard of a temporary buffer (ZeRO-3) as itself.
         const proto::VarDesc* buffer =
             desc->has_flat() ? block.FindVar(desc->flat().buffer()) : nullptr;
         const proto::VarDesc* held = buffer != nullptr && buffer->persistable() ? buffer : desc;
         if (held != nullptr && counted_buffers_.insert(held->name()).second) {
           PersistentBytes& p = body_->persistent;
-          (desc->is_parameter()                       ? p.parameters
-           : desc->has_cast_of()                      ? weight_copy_bytes_
-           : name.find("@GRAD") != std::string::npos ? p.gradients
-                                                      : p.optimizer_state) += BytesOf(*held);
+          (held->is_parameter()                              ? p.parameters
+           : held->has_cast_of()                             ? weight_copy_bytes_
+           : held->name().find("@GRAD") != std::string::npos ? p.gradients
+                                                             : p.optimizer_state) +=
+              BytesOf(*held);
         }
       }
     }
@@ -199,6 +202,7 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     f.priority = op->desc().has_stream_priority() ? op->desc().stream_priority()
                                                   : stream::DefaultPriority(s);
     f.last_micro_batch_only = op->desc().last_micro_batch_only();
+    f.first_micro_batch_only = op->desc().first_micro_batch_only();
     f.work = WorkOf(*op);
     auto [sig, added] = signature_index_.emplace(
         OpSignature(*op), static_cast<int>(body_->signatures.size()));
@@ -445,9 +449,13 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
           ins.kind = InstructionKind::kRecv;
           break;
       }
-      // A last_micro_batch_only op outside the last micro-batch keeps its
-      // place and its dependencies but does nothing.
-      if (f.last_micro_batch_only && !last_mb) ins.kind = InstructionKind::kNoOp;
+      // A last_micro_batch_only op outside the last micro-batch (a
+      // first_micro_batch_only op outside the first) keeps its place and
+      // its dependencies but does nothing.
+      if ((f.last_micro_batch_only && !last_mb) ||
+          (f.first_micro_batch_only && job.micro_batch != 0)) {
+        ins.kind = InstructionKind::kNoOp;
+      }
 
       deps.clear();
       for (const auto& in : f.inputs) {

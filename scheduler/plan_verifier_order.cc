@@ -47,7 +47,8 @@ Status PlanVerifier::CheckReductionsFollowWrites(int r) const {
     const auto [begin, end] = OpsOf(r, j);
     for (int index = begin; index < end; ++index) {
       const Op* op = ranks_[r].jobs[j]->ops[index].op;
-      const bool runs = !op->desc().last_micro_batch_only() || runs_all;
+      const bool runs = (!op->desc().last_micro_batch_only() || runs_all) &&
+                        (!op->desc().first_micro_batch_only() || job(r, j).micro_batch == 0);
       if (runs && CommKindOf(op->type()) == CommKind::kCollective) {
         for (const std::string& in : op->InputVars()) {
           const proto::VarDesc* v = block.FindVar(in);

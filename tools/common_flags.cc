@@ -119,7 +119,8 @@ DEFINE_int32(sharding_prefetch_depth, -1,
 DEFINE_int64(sharding_keep_gathered_bytes, 0,
              "stage 3: bytes of buckets kept whole for the step instead of gathered again in "
              "every micro-batch (-1: all; 0: the config's, else none; --memory_limit keeps the "
-             "most that fits)");
+             "most that fits); under AMP a bucket of weight matrices kept whole is gathered in "
+             "bf16 in the step's first micro-batch");
 DEFINE_bool(mp_async_allreduce_in_backward, true,
             "pass switch: in the tensor-parallel backward, issue the input gradient's all-reduce "
             "before the weight gradient's GEMM so that they overlap (Paddle's flag of this name)");

@@ -554,5 +554,99 @@ TEST(LowPrecisionWeights, Stage3GathersInBf16AndKeepsNoCastForTheBackward) {
   }
 }
 
+// ZeRO stage 3 under O2 with every bucket kept whole for the step
+// (sharding.keep_gathered_bytes -1): a bucket of weight matrices is
+// gathered once a step, in bf16, in the first micro-batch's forward (its
+// gather does nothing in the others), into a persistable buffer that the
+// weights' readers view and wait on by an event; the backward gathers
+// nothing. The rank then holds the weights whole in bf16 alone, where the
+// kept fp32 bucket held them in fp32 as well. The numbers are stage 2's,
+// bit for bit.
+TEST(LowPrecisionWeights, Stage3KeepsItsWeightsInBf16ForTheStep) {
+  const GptConfig c = TinyWithDropout(2, 8);
+  OptimizerConfig adamw;
+  adamw.learning_rate = 1e-2f;
+  ParallelTrainer::Options options;
+  options.comm.timeout = std::chrono::seconds(30);
+  auto layout = [](const char* schedule, int stage) {
+    proto::Strategy s = Layout{2, 1, 2, schedule, stage, "O2"}.ToStrategy(4);
+    if (stage == 3) s.mutable_sharding()->set_keep_gathered_bytes(-1);
+    return s;
+  };
+  for (const char* schedule : {"1F1B", "ZBH1"}) {
+    SCOPED_TRACE(schedule);
+    auto t = ParallelTrainer::Create(c, adamw, layout(schedule, 3), options);
+    ASSERT_TRUE(t.ok()) << t.status();
+    int once = 0;
+    for (const RankPlan& rank : (*t)->plan().ranks) {
+      for (const auto& [key, program] : rank.programs()) {
+        const Block& block = program.global_block();
+        std::set<std::string> waited;
+        for (const Op* op : block.ops()) waited.insert(op->desc().wait_events().begin(),
+                                                       op->desc().wait_events().end());
+        for (const Op* op : block.ops()) {
+          if (op->type() != "allgather" || op->desc().stream() != stream::kSharding) continue;
+          const proto::VarDesc& out = *block.FindVar(op->Output("Out"));
+          if (out.dtype() != proto::BF16) continue;
+          EXPECT_EQ(key.type, JobType::kForward) << op->Location();
+          EXPECT_TRUE(op->desc().first_micro_batch_only()) << op->Location();
+          EXPECT_TRUE(out.persistable()) << op->Location();
+          ASSERT_EQ(op->desc().record_events_size(), 1) << op->Location();
+          EXPECT_EQ(waited.count(op->desc().record_events(0)), 1u) << op->Location();
+          ++once;
+        }
+      }
+    }
+    EXPECT_GT(once, 0);
+    auto stage2 = ParallelTrainer::Create(c, adamw, layout(schedule, 2), options);
+    ASSERT_TRUE(stage2.ok()) << stage2.status();
+    for (int step = 0; step < 3; ++step) {
+      auto a = (*t)->Step(step);
+      auto b = (*stage2)->Step(step);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+      EXPECT_EQ(*a, *b) << "step " << step;
+    }
+    const TrainingState x = (*t)->State().value(), y = (*stage2)->State().value();
+    for (const auto& [name, tensor] : y.parameters) {
+      EXPECT_EQ(tensor.ToFloatVector(), x.parameters.at(name).ToFloatVector()) << name;
+    }
+    // The bf16 buffer is derived state: a checkpoint leaves it out, and a
+    // restored run gathers it again in its first micro-batch.
+    for (const auto* held : {&x.parameters, &x.optimizer}) {
+      for (const auto& [name, tensor] : *held) {
+        EXPECT_EQ(name.find("bf16"), std::string::npos) << "the checkpoint holds " << name;
+      }
+    }
+    auto restored = ParallelTrainer::Create(c, adamw, layout(schedule, 3), options);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    ASSERT_TRUE((*restored)->SetState(x, "the first run").ok());
+    auto a = (*t)->Step(3);
+    auto b = (*restored)->Step(3);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(*a, *b);
+    ExpectSameState(**t, **restored);
+  }
+
+  // Simulated: the bf16 weights stage 2 holds whole, stage 3 holds whole
+  // too, but the fp32 weights it holds are the rank's shards (the layer
+  // norms' and the tied embedding's buckets, read in fp32, stay whole).
+  const GptConfig big = SmallWithLayerWeightsFirst(16);
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const CostContext costs(cluster, CostTable());
+  auto simulate = [&](int stage) {
+    auto sim = SimulateGpt(big, OptimizerConfig(), layout("1F1B", stage), CostModelTimers(costs),
+                           {}, PlanOptionsAt(costs));
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    return sim.ok() ? sim->result.ranks[0] : RankMetrics();
+  };
+  const RankMetrics two = simulate(2), three = simulate(3);
+  EXPECT_NEAR(three.persistent.parameters, two.persistent.parameters,
+              0.05 * two.persistent.parameters);
+  EXPECT_LT(three.persistent.master_weights, 0.7 * two.persistent.master_weights);
+  std::printf("stage 0: bf16 weights %.1f / %.1f MB, fp32 weights %.1f / %.1f MB at stage 2 / 3\n",
+              two.persistent.parameters / 1e6, three.persistent.parameters / 1e6,
+              two.persistent.master_weights / 1e6, three.persistent.master_weights / 1e6);
+}
+
 }  // namespace
 }  // namespace loom
