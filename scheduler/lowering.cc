@@ -510,7 +510,16 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
         s.readers.clear();
       }
       for (const std::string& e : *f.record_events) {
-        recorded[StrCat(job.micro_batch, "/", e)] = ins.id;
+        // A first_micro_batch_only op's events, in the micro-batches where
+        // it does nothing, stand for the first micro-batch's: what waits
+        // on them waits for the work done there, not for this no-op's
+        // place in its stream's queue.
+        auto first = recorded.end();
+        if (f.first_micro_batch_only && job.micro_batch != 0) {
+          first = recorded.find(StrCat(0, "/", e));
+        }
+        recorded[StrCat(job.micro_batch, "/", e)] =
+            first != recorded.end() ? first->second : ins.id;
       }
       g.streams[ins.stream].queue.push_back(ins.id);
       g.instructions.push_back(std::move(ins));
