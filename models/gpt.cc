@@ -304,13 +304,17 @@ Status GptBuilder::Build() {
 
 }  // namespace
 
-int64_t GptConfig::NumParameters() const {
+int64_t GptConfig::ParametersPerLayer() const {
   const int64_t h = hidden, f = ffn_hidden;
-  const int64_t per_layer = 2 * (2 * h)            // two layer norms
-                            + h * 3 * h + 3 * h    // qkv
-                            + h * h + h            // projection
-                            + h * f + f + f * h + h;  // mlp
-  int64_t total = vocab_size * h + seq_len * h + num_layers * per_layer + 2 * h;
+  return 2 * (2 * h)             // two layer norms
+         + h * 3 * h + 3 * h     // qkv
+         + h * h + h             // projection
+         + h * f + f + f * h + h;  // mlp
+}
+
+int64_t GptConfig::NumParameters() const {
+  const int64_t h = hidden;
+  int64_t total = vocab_size * h + seq_len * h + num_layers * ParametersPerLayer() + 2 * h;
   if (!tie_embeddings) total += h * vocab_size;
   return total;
 }

@@ -35,6 +35,8 @@ struct GptConfig {
   int64_t head_dim() const { return hidden / num_heads; }
   // Counted from the config, not from a built program.
   int64_t NumParameters() const;
+  // One transformer layer's: its two layer norms, attention and MLP.
+  int64_t ParametersPerLayer() const;
   // The model FLOPs of one training step (forward and backward of
   // batch_size sequences, no recomputation; multiply-add = 2): the GEMMs,
   // the attention's score and context products over the whole sequence

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
+#include "framework/op_work.h"
 #include "passes/amp.h"
+#include "passes/pipeline_partition.h"
 #include "scheduler/layout.h"
 
 namespace loom {
@@ -219,6 +222,40 @@ double KeptLayerMicroBatches(const GptConfig& config, const proto::Strategy& s, 
   return layers / inverse_sum;
 }
 
+// Layer-micro-batches a stage holds at its fullest over its `jobs`, as
+// KeptLayerMicroBatches counts them, knowing the layers of each of its
+// chunks (`chunk_layers`): each (micro-batch, chunk) keeps its chunk's
+// layers from its forward to its B, and `after_b` of them from its B to
+// its W. Under an overlap schedule a forward counts one micro-batch fewer
+// (MostInFlight).
+double HeldAtFullest(const std::vector<Job>& jobs, const std::vector<int>& chunk_layers,
+                     double after_b, bool splits_jobs) {
+  double held = 0, most = 0;
+  for (const Job& job : jobs) {
+    if (job.part != 0) continue;
+    const double layers = chunk_layers[job.chunk];
+    switch (job.type) {
+      case JobType::kForward:
+        held += layers;
+        most = std::max(most, splits_jobs ? std::max(layers, held - layers) : held);
+        break;
+      case JobType::kBackward:
+        held -= layers;
+        break;
+      case JobType::kBackwardB:
+        held -= layers * (1 - after_b);
+        most = std::max(most, held);
+        break;
+      case JobType::kBackwardW:
+        held -= layers * after_b;
+        break;
+      case JobType::kOptimizer:
+        break;
+    }
+  }
+  return most;
+}
+
 // The least a call of `kind` moving `bytes` among `group` can cost: the
 // cheapest algorithm and regime, after the longest idle, with no extra
 // for it. The simulator prices each call as one of these.
@@ -257,6 +294,71 @@ double MpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
                           : LeastCallSeconds(comm, CommCall::kAllReduce, bytes, group);
   const int calls = s.recompute().granularity() == "full" ? 6 : 4;
   return calls * call;
+}
+
+// The least a call of `kind` among `group` costs per byte of it, over
+// every algorithm and regime: each call costs at least this times its
+// bytes, so the calls of one stream, which run one at a time, take at
+// least this times their sum. 0 behind a shaper, which lends a call made
+// after idle a burst that a sum of calls does not bound.
+double LeastSecondsPerByte(const CommModel& comm, CommCall kind, const std::vector<int>& group) {
+  if (group.size() <= 1 || comm.LinkAt(comm.LevelOf(group)).has_burst_bytes()) return 0;
+  // Every price is a latency plus bytes over a bandwidth (at most a
+  // sustained one), so the slope between two sizes is its per-byte part.
+  constexpr int64_t kBytes = int64_t{1} << 30;
+  double least = std::numeric_limits<double>::infinity();
+  for (CommAlgorithm algorithm :
+       {CommAlgorithm::kRing, CommAlgorithm::kTree, CommAlgorithm::kDirect}) {
+    for (CallRegime regime : {CallRegime::kTogether, CallRegime::kAfterWait,
+                              CallRegime::kAwake, CallRegime::kSharedCores}) {
+      auto seconds = [&](int64_t bytes) {
+        return comm.CommSeconds(kind, algorithm, bytes, group, regime, /*idle_seconds=*/0,
+                                /*charge_after_idle=*/false);
+      };
+      least = std::min(least, (seconds(2 * kBytes) - seconds(kBytes)) / kBytes);
+    }
+  }
+  return std::max(0.0, least);
+}
+
+// What a rank's data-parallel stream (the dp stream, or under ZeRO the
+// sharding stream) carries in a step, at its least, counting only the
+// transformer layers' parameters (an average rank's share; the fullest
+// holds at least as many):
+//  - their gradients' reduction: one all-reduce a step without ZeRO, one
+//    reduce-scatter a step at stage 1, and one each micro-batch from
+//    stage 2 on, where the accumulated gradients are sharded;
+//  - from stage 1 on, their fetch as all-gathers of the shards (or
+//    all-reduces of whole buffers, whichever is cheaper): once a step, of
+//    the fp32 weights, at stages 1 and 2; at stage 3 in the compute dtype,
+//    once a step for buckets kept whole and otherwise in each
+//    micro-batch's forward (the backward's gathers left out: the bucket
+//    the forward reads last is not gathered again).
+// Gradients count in the dtype they are reduced in.
+double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
+                                 const CommModel& comm) {
+  const int dp = s.dp().degree();
+  if (dp <= 1) return 0;
+  const int stage = s.sharding().stage();
+  const int m = s.pipeline().micro_batches();
+  const double params = static_cast<double>(c.num_layers) * c.ParametersPerLayer() /
+                        (static_cast<double>(s.mp().degree()) * s.pipeline().degree());
+  const bool amp = s.amp().level() != "O0";
+  const double gradient_bytes = amp && s.amp().grad_reduce_dtype() != "fp32" ? 2 : 4;
+  const std::vector<int> group = RingMembers(LayoutOf(s), 0, kDpRing);
+  if (stage == 0) {
+    return params * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kAllReduce, group);
+  }
+  const int reductions = stage >= 2 ? m : 1;
+  const bool gathered_each_micro_batch = stage == 3 && s.sharding().keep_gathered_bytes() == 0;
+  const int fetches = gathered_each_micro_batch ? m : 1;
+  const double weight_bytes = stage == 3 && amp ? 2 : 4;
+  const double fetch =
+      std::min(LeastSecondsPerByte(comm, CommCall::kAllGather, group) / dp,
+               LeastSecondsPerByte(comm, CommCall::kAllReduce, group));
+  return reductions * params * gradient_bytes *
+             LeastSecondsPerByte(comm, CommCall::kReduceScatter, group) +
+         fetches * params * weight_bytes * fetch;
 }
 
 StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig& optimizer,
@@ -340,6 +442,36 @@ StatusOr<SerialCost> PriceSerial(const GptConfig& config, const OptimizerConfig&
   return all;
 }
 
+// The forward costs pipeline-split cuts `config` by, under each pricing
+// it may use (the cost model's times, or FLOPs: PlanOptions::cut_by_flops):
+// the program as the planner gets it (the whole batch, after AMP), of two
+// layers, each layer's cost repeated for all. Empty where the two layers'
+// costs differ, as then the model's layers need not cost alike.
+StatusOr<std::vector<ForwardCosts>> CutCosts(const GptConfig& config,
+                                             const OptimizerConfig& optimizer,
+                                             const proto::Strategy& strategy,
+                                             const OpCostEstimator& ops) {
+  GptConfig c = config;
+  c.num_layers = 2;
+  LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(c, optimizer));
+  LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
+  if (amp.level > 0) LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
+  const std::vector<Op*> program = tp.main.global_block().OpVector();
+  const OpCostFn by_time = [&](const Op& op) -> StatusOr<double> {
+    LOOM_ASSIGN_OR_RETURN(OpCost priced, ops.EstimateOp(op));
+    return priced.seconds;
+  };
+  const OpCostFn by_flops = [](const Op& op) -> StatusOr<double> { return WorkOf(op).flops; };
+  std::vector<ForwardCosts> out;
+  for (const OpCostFn* cost_of : {&by_time, &by_flops}) {
+    LOOM_ASSIGN_OR_RETURN(ForwardCosts two, ForwardCostsByLayer(program, *cost_of));
+    if (two.layers.size() != 2 || two.layers[0] != two.layers[1]) return std::vector<ForwardCosts>{};
+    two.layers.assign(config.num_layers, two.layers[0]);
+    out.push_back(std::move(two));
+  }
+  return out;
+}
+
 // The cores every rank shares when the cluster runs them all on one host
 // (a CPU cluster's ranks_per_device 0, or emulated nodes' host_cores); 0
 // when each rank has a device of its own.
@@ -366,10 +498,12 @@ int SharedCores(const proto::Cluster& cluster) {
 //    run again, left out): the stage's last backward is its last job, after
 //    all its forwards and backwards. Split, that crossing is B's alone,
 //    whose share of the backward the serial price does not give;
-//  - on one host's shared cores, all ranks' work over the cores.
+//  - on one host's shared cores, all ranks' work over the cores;
+//  - the calls the data-parallel stream carries (DataParallelStreamSeconds).
 CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimizer,
                          const proto::Strategy& s, const SerialCost& serial, int shared_cores,
-                         const CommModel& comm, InFlightTable& in_flight) {
+                         const CommModel& comm, InFlightTable& in_flight,
+                         const std::function<double(double after_b)>& held_by_cut) {
   const int dp = s.dp().degree(), mp = s.mp().degree(), pp = s.pipeline().degree();
   const int vpp = std::max(1, s.pipeline().vpp_degree());
   const int m = s.pipeline().micro_batches();
@@ -405,12 +539,13 @@ CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimiz
     host = all_ranks / shared_cores;
   }
   CandidateBounds b;
-  b.time_s = std::max({with_calls, last_stage, host});
+  b.compute_s = std::max({with_calls, last_stage, host});
+  b.time_s = std::max(b.compute_s, DataParallelStreamSeconds(config, s, comm));
   const double params_on_rank = static_cast<double>(config.NumParameters()) / (mp * pp);
   const double kept = KeptActivationBytes(config, s);
+  const double after_b = KeptForWeightGradientBytes(config, s) / kept;
   const double activations =
-      kept *
-      KeptLayerMicroBatches(config, s, KeptForWeightGradientBytes(config, s) / kept, in_flight);
+      kept * std::max(KeptLayerMicroBatches(config, s, after_b, in_flight), held_by_cut(after_b));
   const double gradients = params_on_rank * GradientBytesPerParameter(s);
   // Accumulators sit beside the activations; one micro-batch's gradients
   // appear as its activations are freed, so either may be the peak.
@@ -439,8 +574,77 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
     }
     priced = serial_costs_.emplace(micro_batch, *cost).first;
   }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<int>>* cuts, VirtualStageLayers(s));
+  auto held_by_cut = [&](double after_b) { return HeldByCut(s, *cuts, after_b); };
   return BoundsOf(config_, optimizer_, s, priced->second, SharedCores(costs_.cluster()),
-                  costs_.comm(), in_flight_);
+                  costs_.comm(), in_flight_, held_by_cut);
+}
+
+StatusOr<const std::vector<std::vector<int>>*> TuneBounds::VirtualStageLayers(
+    const proto::Strategy& s) {
+  static const std::vector<std::vector<int>> kNone;
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  const int pp = s.pipeline().degree();
+  const int chunks = std::max(1, s.pipeline().vpp_degree());
+  if (!schedule.ok() || pp * chunks > config_.num_layers) return &kNone;
+  const bool v_shape = (*schedule)->v_shape;
+  if (!cut_costs_) {
+    StatusOr<std::vector<ForwardCosts>> costs = CutCosts(config_, optimizer_, base_, costs_.ops());
+    if (!costs.ok()) return costs.status().WithContext("pricing the layers pipeline-split cuts");
+    cut_costs_ = std::move(*costs);
+  }
+  auto [it, fresh] = virtual_stage_layers_.try_emplace(std::make_tuple(pp, chunks, v_shape));
+  if (fresh) {
+    const int v = pp * chunks;
+    for (const ForwardCosts& costs : *cut_costs_) {
+      const std::vector<int> starts = VirtualStageStarts(costs, pp, chunks, v_shape);
+      std::vector<int> layers(v);
+      for (int g = 0; g < v; ++g) {
+        layers[g] = (g + 1 < v ? starts[g + 1] : config_.num_layers) - starts[g];
+      }
+      it->second.push_back(std::move(layers));
+    }
+  }
+  return &it->second;
+}
+
+double TuneBounds::HeldByCut(const proto::Strategy& s, const std::vector<std::vector<int>>& cuts,
+                             double after_b) {
+  if (cuts.empty()) return 0;
+  const ScheduleInfo& schedule = *FindSchedule(s.pipeline().schedule_mode()).value();
+  const proto::PipelineStrategy& p = s.pipeline();
+  const HeldKey key{schedule.name, p.degree(), p.micro_batches(), p.vpp_degree(),
+                    p.max_in_flight(), after_b};
+  auto [it, fresh] = held_.try_emplace(key);
+  if (!fresh) return it->second;
+  ScheduleParams params;
+  params.num_stages = p.degree();
+  params.micro_batches = p.micro_batches();
+  params.chunks = std::max(1, p.vpp_degree());
+  params.max_in_flight = static_cast<int>(p.max_in_flight());
+  double least = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<Job>> jobs(params.num_stages);
+  for (int stage = 0; stage < params.num_stages; ++stage) {
+    params.stage = stage;
+    StatusOr<std::vector<Job>> listed = schedule.fn(params);
+    if (!listed.ok()) return it->second = 0;
+    jobs[stage] = std::move(*listed);
+  }
+  // The pricing that leaves the fullest stage least.
+  for (const std::vector<int>& layers : cuts) {
+    double fullest = 0;
+    for (int stage = 0; stage < params.num_stages; ++stage) {
+      std::vector<int> chunk_layers(params.chunks);
+      for (int chunk = 0; chunk < params.chunks; ++chunk) {
+        chunk_layers[chunk] =
+            layers[VirtualStageOf(stage, chunk, params.num_stages, schedule.v_shape)];
+      }
+      fullest = std::max(fullest, HeldAtFullest(jobs[stage], chunk_layers, after_b,
+                                                schedule.splits_jobs));
+    }
+    least = std::min(least, fullest);
+  }
+  return it->second = least;
 }
 
 }  // namespace loom

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "cost_model/cost_context.h"
 #include "framework/optimizer.h"
 #include "models/gpt.h"
+#include "passes/pipeline_partition.h"
 #include "passes/strategy.h"
 #include "scheduler/schedule.h"
 
@@ -53,6 +55,9 @@ struct SerialCost {
 
 struct CandidateBounds {
   double time_s = 0;
+  // What the calc and mp streams need of it: time_s but for the calls the
+  // dp or sharding stream carries.
+  double compute_s = 0;
   int64_t memory_bytes = 0;
 };
 
@@ -89,12 +94,29 @@ class TuneBounds {
   };
 
  private:
+  // The layers of each virtual stage as pipeline-split cuts `s`'s
+  // pipeline, under each pricing it may cut by (the cost model's times, or
+  // FLOPs); none where the layers do not all cost alike.
+  StatusOr<const std::vector<std::vector<int>>*> VirtualStageLayers(const proto::Strategy& s);
+  // Layer-micro-batches the fullest stage holds at once under `s`'s
+  // schedule over `cuts` (in units of one whose B has not run; one whose
+  // B has and W has not counts `after_b`), under the cut that makes it
+  // least; 0 without cuts.
+  double HeldByCut(const proto::Strategy& s, const std::vector<std::vector<int>>& cuts,
+                   double after_b);
+
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;
   const proto::Strategy& base_;
   const CostContext& costs_;
   std::map<int64_t, SerialCost> serial_costs_;  // by micro-batch size
   InFlightTable in_flight_;
+  std::optional<std::vector<ForwardCosts>> cut_costs_;  // found at the first candidate
+  // By (stages, chunks, v-shape).
+  std::map<std::tuple<int, int, bool>, std::vector<std::vector<int>>> virtual_stage_layers_;
+  // By schedule, stages, micro-batches, chunks, max in flight and after_b.
+  using HeldKey = std::tuple<std::string, int, int, int, int64_t, double>;
+  std::map<HeldKey, double> held_;
 };
 
 }  // namespace loom

@@ -36,8 +36,9 @@ struct TuneCandidate {
   std::string name;  // "dp2 mp2 pp1 m4 1F1B zero1 rc=none sp op-split"
   // No plan of it steps faster: its share of the serial program's ops as
   // the cost model prices them, with its layers' tensor-parallel calls
-  // where they outlast that compute, and the pipeline's fill before the
-  // last stage can start (BoundsOf in tune_space.cc).
+  // where they outlast that compute, the pipeline's fill before the last
+  // stage can start, and the calls its data-parallel stream must carry
+  // (BoundsOf in tune_bounds.cc).
   double time_bound_s = 0;
   // Its fullest rank holds at least this: parameters, gradients, master
   // weights and optimizer state of an average rank, at their smallest
