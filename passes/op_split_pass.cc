@@ -202,7 +202,7 @@ proto::OpDesc WithRowsAndOut(proto::OpDesc d, const std::string& slot, const std
 
 struct OpSplitOptions {
   int64_t parts = 0;  // 0: by cost
-  int64_t max_parts = 16;
+  int64_t max_parts = kOpSplitMaxParts;
   // The schedule the plan runs and its cap, which say in which forwards
   // an all-reduce is exposed (the schedule pass runs later).
   const ScheduleInfo* schedule = DefaultSchedule();

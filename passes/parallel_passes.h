@@ -29,6 +29,10 @@ PassInfo LowPrecisionWeightsPassInfo();
 // The largest degree a pass option takes (the most ranks Loom plans).
 inline constexpr int64_t kMaxPassDegree = kMaxWorldSize;
 
+// The most parts op-split's cost search cuts an op into, unless its
+// `max-parts` option says otherwise (the planner's pipeline does not).
+inline constexpr int64_t kOpSplitMaxParts = 16;
+
 // Every schedule by name, for options that name one (EnumOption).
 std::vector<std::pair<std::string, const ScheduleInfo*>> ScheduleChoices();
 

@@ -93,8 +93,8 @@ std::optional<DataType> LowGatherDtype(const Block& block, const std::vector<std
 
 namespace {
 
-// Gathers in the compute dtype each bucket whose parameters are read only
-// through casts to it: the casts go, their readers read the first cast's
+// Gathers in its low dtype each bucket that has one (its parameters are
+// read only through casts to it, GatheredBucket::low_dtype): the casts go, their readers read the first cast's
 // output (`w.cast_bf16`), which becomes a member of a low-precision copy
 // of the bucket's buffer, and each gather casts the rank's shard into a
 // low-precision shard and gathers that. The member views are what the
@@ -106,7 +106,7 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
   std::string dtype_name;
   for (Gathered& g : buckets) {
     GatheredBucket& b = g.bucket;
-    const std::optional<DataType> to = LowGatherDtype(block, b.params);
+    const std::optional<DataType> to = b.low_dtype;
     if (!to) {
       if (b.once) return Internal("bucket ", b.buffer, " is gathered once but read in fp32");
       continue;
@@ -119,6 +119,7 @@ Status GatherInComputeDtype(PassContext& ctx, std::vector<Gathered>& buckets) {
     low.shard = b.shard + suffix;
     low.by_all_reduce = b.by_all_reduce;
     low.once = b.once;
+    low.low_dtype = to;
     const std::pair<std::string, const proto::VarDesc*> declared[] = {{low.buffer, &whole},
                                                                        {low.shard, &shard}};
     for (const auto& [name, like] : declared) {

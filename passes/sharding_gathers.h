@@ -29,6 +29,9 @@ struct GatheredBucket {
   // forward, into a persistable buffer that every micro-batch's forward
   // and backward read (Megatron's overlapped parameter gather).
   bool once = false;
+  // The low dtype every reader casts the parameters to (LowGatherDtype),
+  // which the bucket is gathered in; nullopt: gathered as it is.
+  std::optional<DataType> low_dtype;
 };
 
 // Inserts, per phase (forward or backward, per VPP chunk) and bucket in the

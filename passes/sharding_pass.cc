@@ -216,7 +216,7 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
     for (const std::string& param : b.params) block.FindVar(param)->set_persistable(false);
     LOOM_ASSIGN_OR_RETURN(const bool by_all_reduce,
                           FetchByAllReduce(ctx, p_buffer, gathered_bytes));
-    gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce, /*once=*/kept});
+    gathered->push_back({p_buffer, p_shard, b.params, by_all_reduce, /*once=*/kept, low});
   } else if (stage_ >= 3 && tied) {
     ctx.Explain(kPassName, StrCat(p_buffer, "'s gradients are all-reduced again before the "
                                             "update (a tied embedding's stages, or sequence "

@@ -7,6 +7,7 @@
 
 #include "framework/op_work.h"
 #include "passes/amp.h"
+#include "passes/parallel_passes.h"
 #include "passes/pipeline_partition.h"
 #include "scheduler/layout.h"
 
@@ -361,6 +362,33 @@ double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
          fetches * params * weight_bytes * fetch;
 }
 
+// The tensor-parallel calls of one layer's forward that its next op waits
+// for, at their least, where a job's ops run in order (every schedule but
+// the overlap ones, whose jobs' parts interleave): the all-reduce after the
+// attention's and the MLP's row-parallel GEMM, or under sequence
+// parallelism the reduce-scatter there and the all-gather before each
+// column-parallel GEMM. Op-split cuts such a GEMM into parts whose calls
+// run beside the other parts' compute, but the last part's reduction (the
+// first part's gather) still waits, so a call counts at 1/k of its bytes,
+// k the most parts op-split cuts into.
+double ExposedForwardMpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
+                                     const CommModel& comm) {
+  const int mp = s.mp().degree();
+  if (mp <= 1) return 0;
+  const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
+  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+  const int64_t parts = !s.passes().op_split()            ? 1
+                        : s.passes().op_split_parts() > 0 ? s.passes().op_split_parts()
+                                                          : kOpSplitMaxParts;
+  const int64_t bytes =
+      b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2) / parts;
+  const double call = s.mp().sequence_parallel()
+                          ? LeastCallSeconds(comm, CommCall::kReduceScatter, bytes, group) +
+                                LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
+                          : LeastCallSeconds(comm, CommCall::kAllReduce, bytes, group);
+  return 2 * call;
+}
+
 StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig& optimizer,
                                   const proto::Strategy& strategy, int64_t micro_batch,
                                   const OpCostEstimator& ops, double launch) {
@@ -465,7 +493,9 @@ StatusOr<std::vector<ForwardCosts>> CutCosts(const GptConfig& config,
   std::vector<ForwardCosts> out;
   for (const OpCostFn* cost_of : {&by_time, &by_flops}) {
     LOOM_ASSIGN_OR_RETURN(ForwardCosts two, ForwardCostsByLayer(program, *cost_of));
-    if (two.layers.size() != 2 || two.layers[0] != two.layers[1]) return std::vector<ForwardCosts>{};
+    if (two.layers.size() != 2 || two.layers[0] != two.layers[1]) {
+      return std::vector<ForwardCosts>{};
+    }
     two.layers.assign(config.num_layers, two.layers[0]);
     out.push_back(std::move(two));
   }
@@ -484,13 +514,17 @@ int SharedCores(const proto::Cluster& cluster) {
 // TuneCandidate's bounds. Time, the largest of:
 //  - the average rank: its share of every micro-batch's forward and
 //    backward (the forward again under full recomputation), then its share
-//    of the update (1/dp of it from ZeRO stage 1 on);
-//  - the last stage: it cannot start before the first micro-batch's
-//    forward has crossed the stages before it, each chunk of them holding
-//    at least layers / (stages x chunks) layers, and then runs every
-//    forward and backward of its own fewest layers, each op's launch whole
-//    and its work over mp (the forward's work again under full
-//    recomputation). This bounds any schedule's bubble, ZB's and ZBV's too
+//    of the update (1/dp of it from ZeRO stage 1 on), and the forward's
+//    tensor-parallel calls its calc stream waits for
+//    (ExposedForwardMpCallsPerLayer); and, with all its layers'
+//    tensor-parallel calls, half the sum: the calc and mp streams can at
+//    best share them evenly;
+//  - the last stage (each layer's forward with the calls it waits for):
+//    it cannot start before the first micro-batch's forward has crossed
+//    the stages before it, each chunk of them holding at least layers /
+//    (stages x chunks) layers, and then runs every forward and backward of
+//    its own fewest layers, each op's launch whole and its work over mp
+//    (the forward's work again under full recomputation). This bounds any schedule's bubble, ZB's and ZBV's too
 //    (every job of the last stage waits for that first forward). Where the
 //    backward is not split (every schedule but ZBH1 and ZBV), the last
 //    micro-batch's backward then crosses the stages back to the first, a
@@ -509,27 +543,31 @@ CandidateBounds BoundsOf(const GptConfig& config, const OptimizerConfig& optimiz
   const int m = s.pipeline().micro_batches();
   const bool full = s.recompute().granularity() == "full";
   const int update_shards = s.sharding().stage() >= 1 ? dp : 1;
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  // What the calc stream waits for in each layer's forward (again in its
+  // recomputation under full).
+  const double exposed =
+      schedule.ok() && !(*schedule)->splits_jobs ? ExposedForwardMpCallsPerLayer(config, s, comm)
+                                                  : 0;
   const double per_micro_batch =
       serial.forward.Share(mp, pp) * (full ? 2 : 1) + serial.backward.Share(mp, pp);
-  const double average =
-      m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
+  const double compute = m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
+  const double average = compute + m * exposed * (full ? 2 : 1) * config.num_layers / pp;
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
-  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
   const bool whole_backward = schedule.ok() && !(*schedule)->splits_backward;
-  const double layer_forward = serial.layer_forward.Share(mp, 1);
+  const double layer_forward = serial.layer_forward.Share(mp, 1) + exposed;
   const double layer_backward = serial.layer_backward.Share(mp, 1);
-  const double recomputed = full ? serial.layer_forward.work / mp : 0;
+  const double recomputed = full ? serial.layer_forward.work / mp + exposed : 0;
   const double crossing_back =
       whole_backward ? (pp - 1) * fewest_in_chunk * layer_backward : 0;
   const double last_stage = (pp - 1) * fewest_in_chunk * layer_forward +
                             m * fewest_layers * (layer_forward + recomputed + layer_backward) +
                             crossing_back;
   // The tensor-parallel calls of the average rank's layers, which run on
-  // its calc stream or its mp stream: if they outlast the compute, the two
-  // streams at best share the sum evenly.
+  // its calc stream or its mp stream: the two at best share the sum evenly.
   const double mp_calls = m * MpCallsPerLayer(config, s, comm) * config.num_layers / pp;
-  const double with_calls = mp_calls > average ? (average + mp_calls) / 2 : average;
+  const double with_calls = std::max(average, (compute + mp_calls) / 2);
   double host = 0;
   if (shared_cores > 0) {
     const double all_ranks =

@@ -162,6 +162,68 @@ StatusOr<TuneSpaceResult> Bf16OneF1BCandidates(const GptConfig& c, const CostCon
   return EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
 }
 
+// Tensor parallelism within a node (mp 8 on a100), where a layer's
+// forward waits for its calls: on every schedule that runs a job's ops in
+// order the bound counts the forward's calls (at 1/16 of their bytes
+// under op-split, the most parts it cuts into), with sequence parallelism
+// and without, and stays under the step; under 1F1B-overlap, whose
+// forwards' calls run beside the backward's compute, it leaves them out.
+// What 1F1B's bound adds over 1F1B-overlap's (the same compute) is then
+// no more than the mp communication the simulator finds exposed, and
+// without op-split at least a third of it.
+TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = 4;
+  c.batch_size = 16;
+  c.num_heads = 16;  // what mp 8 divides
+  c.hidden = 1024;
+  c.ffn_hidden = 4096;
+  c.vocab_size = 8192;
+  const proto::Cluster cluster = LoadCluster("a100").value();
+  const CostContext costs(cluster, CostTable());
+  TuneSpace space;
+  space.devices = 8;
+  space.sharding = false;
+  space.schedules = {"1F1B", "1F1B-overlap"};
+  auto listed = EnumerateTuneSpace(c, OptimizerConfig(), Bf16O2(), costs, space, 0);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<std::string, const TuneCandidate*> overlap;  // by the knobs but the schedule
+  for (const TuneCandidate& k : listed->candidates) {
+    if (k.strategy.pipeline().schedule_mode() == "1F1B-overlap") {
+      std::string knobs = k.name;
+      knobs.replace(knobs.find("1F1B-overlap"), 12, "1F1B");
+      overlap[knobs] = &k;
+    }
+  }
+  int checked = 0;
+  for (const TuneCandidate& k : listed->candidates) {
+    const proto::Strategy& s = k.strategy;
+    if (s.mp().degree() != 8 || s.recompute().granularity() != "none" ||
+        s.pipeline().micro_batches() != 2 || s.pipeline().schedule_mode() != "1F1B") {
+      continue;
+    }
+    SCOPED_TRACE(k.name);
+    ASSERT_TRUE(overlap.count(k.name));
+    SimulationOptions o;
+    o.fold_tensor_parallel = true;
+    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
+                           PlanOptionsAt(costs));
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    const double step = sim->result.step_time_s;
+    const double exposed = sim->result.exposed_comm_s[static_cast<int>(CommCategory::kMp)];
+    const double added = k.time_bound_s - overlap[k.name]->time_bound_s;
+    EXPECT_LE(k.time_bound_s, step);
+    EXPECT_LE(overlap[k.name]->time_bound_s, k.time_bound_s);
+    EXPECT_LE(added, exposed);
+    if (!s.passes().op_split()) EXPECT_GT(added, exposed / 3);
+    std::printf("%s: time bound %.3f ms of a %.3f ms step; %.3f ms over 1F1B-overlap's, of "
+                "%.3f ms of mp calls exposed\n",
+                k.name.c_str(), k.time_bound_s * 1e3, step * 1e3, added * 1e3, exposed * 1e3);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);  // sp and op-split, each on and off
+}
+
 // Deep pipelines on GPUs (gpt-small, 16 layers, a100, bf16 O2), where the
 // bubble and the kernels' launches are most of what the average rank's work
 // leaves out: every schedule's time bound holds, and comes within 0.5 of
