@@ -64,6 +64,20 @@ std::map<std::string, const TunedPlan*> ByName(const TuneReport& r) {
   return out;
 }
 
+// gpt-small made `hidden` wide with `heads` heads (the MLP four times as
+// wide), over a vocabulary of 8,192: layers wide for their sequences.
+GptConfig WideGptSmall(int layers, int batch, int seq, int hidden, int heads) {
+  GptConfig c = GptPreset("gpt-small").value();
+  c.num_layers = layers;
+  c.batch_size = batch;
+  c.seq_len = seq;
+  c.hidden = hidden;
+  c.num_heads = heads;
+  c.ffn_hidden = 4 * hidden;
+  c.vocab_size = 8192;
+  return c;
+}
+
 // The simulated step of `s`, dp replicas and tensor-parallel peers folded.
 StatusOr<double> FoldedStepSeconds(const GptConfig& c, const proto::Strategy& s,
                                    const CostContext& costs) {
@@ -172,13 +186,7 @@ StatusOr<TuneSpaceResult> Bf16OneF1BCandidates(const GptConfig& c, const CostCon
 // no more than the mp communication the simulator finds exposed, and
 // without op-split at least a third of it.
 TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 4;
-  c.batch_size = 16;
-  c.num_heads = 16;  // what mp 8 divides
-  c.hidden = 1024;
-  c.ffn_hidden = 4096;
-  c.vocab_size = 8192;
+  const GptConfig c = WideGptSmall(4, 16, 1024, 1024, 16);  // 16 heads: mp 8 divides them
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
   TuneSpace space;
@@ -215,7 +223,9 @@ TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
     EXPECT_LE(k.time_bound_s, step);
     EXPECT_LE(overlap[k.name]->time_bound_s, k.time_bound_s);
     EXPECT_LE(added, exposed);
-    if (!s.passes().op_split()) EXPECT_GT(added, exposed / 3);
+    if (!s.passes().op_split()) {
+      EXPECT_GT(added, exposed / 3);
+    }
     std::printf("%s: time bound %.3f ms of a %.3f ms step; %.3f ms over 1F1B-overlap's, of "
                 "%.3f ms of mp calls exposed\n",
                 k.name.c_str(), k.time_bound_s * 1e3, step * 1e3, added * 1e3, exposed * 1e3);
@@ -275,14 +285,7 @@ TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
 // which a plan must run; with them it was a third over that of the
 // stage-3 plan.
 TEST(Tuner, TimeBoundLeavesOutTheCastsThePlansDoNotMake) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 2;
-  c.batch_size = 64;
-  c.seq_len = 256;
-  c.hidden = 4096;
-  c.num_heads = 32;
-  c.ffn_hidden = 16384;
-  c.vocab_size = 8192;
+  const GptConfig c = WideGptSmall(2, 64, 256, 4096, 32);
   const proto::Cluster cluster = LoadCluster("h100").value();
   const CostContext costs(cluster, CostTable());
   auto listed = Bf16OneF1BCandidates(c, costs, 2);
@@ -325,14 +328,7 @@ TEST(Tuner, TimeBoundLeavesOutTheCastsThePlansDoNotMake) {
 // percent of their steps, and the search simulated them all before the
 // pipelines of 175B.
 TEST(Tuner, TimeBoundCountsTheDataParallelStream) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 2;
-  c.batch_size = 64;
-  c.seq_len = 128;
-  c.hidden = 2048;
-  c.num_heads = 16;
-  c.ffn_hidden = 8192;
-  c.vocab_size = 8192;
+  const GptConfig c = WideGptSmall(2, 64, 128, 2048, 16);
   const proto::Cluster cluster = LoadCluster("h100").value();
   const CostContext costs(cluster, CostTable());
   auto listed = Bf16OneF1BCandidates(c, costs, 16);
