@@ -76,11 +76,12 @@ std::vector<int> BalancedPartition(const std::vector<double>& layers, int parts,
 }
 
 // Stage 0 holds both ends of the model, `pre` (the embedding) and `post`
-// (the head and loss). Layers go one at a time to the stage that stays cheapest, at their
-// mean cost (a transformer's layers cost alike), so stage 0 takes fewer of
-// them for the head; then each stage's layers split between its two
-// chunks so that each chunk's cost, its end of the model included, is as
-// even as whole layers allow. Every virtual stage keeps a layer.
+// (the head and loss). Layers go one at a time to the stage that stays
+// cheapest, at their mean cost (a transformer's layers cost alike), so
+// stage 0 takes fewer of them for the head; then each stage's layers split
+// between its two chunks so that each chunk's cost, its end of the model
+// included, is as even as whole layers allow. Every virtual stage keeps a
+// layer.
 std::vector<int> VShapedPartition(const std::vector<double>& layers, int stages, double pre,
                                   double post) {
   const int n = static_cast<int>(layers.size());

@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <queue>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>

@@ -5,19 +5,15 @@
 #ifndef LOOM_RUNTIME_TUNE_BOUNDS_H_
 #define LOOM_RUNTIME_TUNE_BOUNDS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
-#include <optional>
-#include <string>
-#include <tuple>
-#include <vector>
 
 #include "cost_model/cost_context.h"
 #include "framework/optimizer.h"
 #include "models/gpt.h"
-#include "passes/pipeline_partition.h"
 #include "passes/strategy.h"
-#include "scheduler/schedule.h"
+#include "runtime/tune_memory_bound.h"
 
 namespace loom {
 
@@ -52,7 +48,6 @@ struct SerialCost {
   }
 };
 
-
 struct CandidateBounds {
   double time_s = 0;
   // What the calc and mp streams need of it: time_s but for the calls the
@@ -62,8 +57,8 @@ struct CandidateBounds {
 };
 
 // The bounds of a search's candidates: the serial program's prices by
-// micro-batch size and the schedules' job lists by pipeline shape are
-// found once and kept for the candidates that share them.
+// micro-batch size, and what the memory bound keeps (MemoryBound), are
+// found once for the candidates that share them.
 class TuneBounds {
  public:
   // `base` gives the precision the serial program is priced in. All must
@@ -76,47 +71,13 @@ class TuneBounds {
   // price.
   StatusOr<CandidateBounds> Of(const proto::Strategy& strategy);
 
-  // Micro-batches a stage holds at once: forwards whose B (or whole
-  // backward) has not run, and Bs whose W has not.
-  struct InFlight {
-    int before_b = 0, before_w = 0;
-  };
-  // Each stage's fullest moments (tune_bounds.cc), listed once per
-  // pipeline shape: candidates differ in knobs job lists ignore.
-  class InFlightTable {
-   public:
-    const std::vector<std::vector<InFlight>>& Of(const ScheduleInfo& schedule,
-                                                 const proto::Strategy& s);
-
-   private:
-    using Key = std::tuple<std::string, int, int, int, int64_t>;
-    std::map<Key, std::vector<std::vector<InFlight>>> table_;
-  };
-
  private:
-  // The layers of each virtual stage as pipeline-split cuts `s`'s
-  // pipeline, under each pricing it may cut by (the cost model's times, or
-  // FLOPs); none where the layers do not all cost alike.
-  StatusOr<const std::vector<std::vector<int>>*> VirtualStageLayers(const proto::Strategy& s);
-  // Layer-micro-batches the fullest stage holds at once under `s`'s
-  // schedule over `cuts` (in units of one whose B has not run; one whose
-  // B has and W has not counts `after_b`), under the cut that makes it
-  // least; 0 without cuts.
-  double HeldByCut(const proto::Strategy& s, const std::vector<std::vector<int>>& cuts,
-                   double after_b);
-
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;
   const proto::Strategy& base_;
   const CostContext& costs_;
   std::map<int64_t, SerialCost> serial_costs_;  // by micro-batch size
-  InFlightTable in_flight_;
-  std::optional<std::vector<ForwardCosts>> cut_costs_;  // found at the first candidate
-  // By (stages, chunks, v-shape).
-  std::map<std::tuple<int, int, bool>, std::vector<std::vector<int>>> virtual_stage_layers_;
-  // By schedule, stages, micro-batches, chunks, max in flight and after_b.
-  using HeldKey = std::tuple<std::string, int, int, int, int64_t, double>;
-  std::map<HeldKey, double> held_;
+  MemoryBound memory_;
 };
 
 }  // namespace loom

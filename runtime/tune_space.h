@@ -38,13 +38,14 @@ struct TuneCandidate {
   // the cost model prices them, with its layers' tensor-parallel calls
   // where they outlast that compute, the pipeline's fill before the last
   // stage can start, and the calls its data-parallel stream must carry
-  // (BoundsOf in tune_bounds.cc).
+  // (TimeBoundsOf in tune_bounds.cc).
   double time_bound_s = 0;
   // Its fullest rank holds at least this: parameters, gradients, master
   // weights and optimizer state of an average rank, at their smallest
   // dtypes, divided as its ZeRO stage divides them, and what its stages
   // keep for their backward with as many micro-batches in flight as its
-  // schedule lets them (KeptActivationBytes, KeptLayerMicroBatches).
+  // schedule lets them, each holding its stage's layers as
+  // pipeline-split cuts them (runtime/tune_memory_bound.h).
   int64_t memory_bound_bytes = 0;
 };
 
