@@ -21,17 +21,23 @@
 namespace loom {
 namespace {
 
-// gpt-small made `hidden` wide with `heads` heads (the MLP four times as
-// wide), over a vocabulary of 8,192: layers wide for their sequences.
-GptConfig WideGptSmall(int layers, int batch, int seq, int hidden, int heads) {
+// gpt-small at `layers`, `batch`, `seq` and `vocab`.
+GptConfig GptSmallAt(int layers, int batch, int seq, int vocab) {
   GptConfig c = GptPreset("gpt-small").value();
   c.num_layers = layers;
   c.batch_size = batch;
   c.seq_len = seq;
+  c.vocab_size = vocab;
+  return c;
+}
+
+// gpt-small made `hidden` wide with `heads` heads (the MLP four times as
+// wide), over a vocabulary of 8,192: layers wide for their sequences.
+GptConfig WideGptSmall(int layers, int batch, int seq, int hidden, int heads) {
+  GptConfig c = GptSmallAt(layers, batch, seq, 8192);
   c.hidden = hidden;
   c.num_heads = heads;
   c.ffn_hidden = 4 * hidden;
-  c.vocab_size = 8192;
   return c;
 }
 
@@ -87,14 +93,7 @@ TEST(Tuner, TimeBoundCountsTensorParallelCallsAcrossNodes) {
 }
 
 // gpt-small over sequences of 1,024, where activations weigh most.
-GptConfig LongSequences(int layers, int batch) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = layers;
-  c.batch_size = batch;
-  c.seq_len = 1024;
-  c.vocab_size = 8192;
-  return c;
-}
+GptConfig LongSequences(int layers, int batch) { return GptSmallAt(layers, batch, 1024, 8192); }
 
 proto::Strategy Bf16O2() {
   proto::Strategy s;
@@ -178,11 +177,7 @@ TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
 // alone and the backward's crossing back was left out; 0.55 while it
 // counted the per-use casts of the weights, which the plans do not make).
 TEST(Tuner, TimeBoundHoldsOverDeepPipelinesOnGpus) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 16;
-  c.batch_size = 16;
-  c.seq_len = 512;
-  c.vocab_size = 8192;
+  const GptConfig c = GptSmallAt(16, 16, 512, 8192);
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
   TuneSpace space;
@@ -349,11 +344,7 @@ TEST(Tuner, MemoryBoundHoldsAndComesCloseUnderBf16) {
 // with short sequences, where the weights outweigh the activations, a
 // whole copy counted would put the bound above the peak.
 TEST(Tuner, MemoryBoundHoldsUnderStage3WhereWeightsDominate) {
-  GptConfig c = GptPreset("gpt-small").value();
-  c.num_layers = 4;
-  c.seq_len = 16;
-  c.batch_size = 4;
-  c.vocab_size = 1024;
+  const GptConfig c = GptSmallAt(4, 4, 16, 1024);
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
   auto listed = Bf16OneF1BCandidates(c, costs, 4);
