@@ -83,44 +83,44 @@ double LeastSecondsPerByte(const CommModel& comm, CommCall kind, const std::vect
   return std::max(0.0, least);
 }
 
-// What a rank's data-parallel stream (the dp stream, or under ZeRO the
-// sharding stream) carries in a step, at its least, counting only the
-// transformer layers' parameters (an average rank's share; the fullest
-// holds at least as many):
-//  - their gradients' reduction: one all-reduce a step without ZeRO, one
-//    reduce-scatter a step at stage 1, and one each micro-batch from
-//    stage 2 on, where the accumulated gradients are sharded;
-//  - from stage 1 on, their fetch as all-gathers of the shards (or
-//    all-reduces of whole buffers, whichever is cheaper): once a step, of
-//    the fp32 weights, at stages 1 and 2; at stage 3 in the compute dtype,
-//    once a step for buckets kept whole and otherwise in each
-//    micro-batch's forward (the backward's gathers left out: the bucket
-//    the forward reads last is not gathered again).
+// What the data-parallel stream (the dp stream, or under ZeRO the sharding
+// stream) of a rank holding `layers` transformer layers carries in a
+// step, at its least, counting only those layers' weight matrices:
+//  - once a step, their gradients' reduction (an all-reduce without ZeRO,
+//    a reduce-scatter with it) and, from stage 1 on, their fetch as
+//    all-gathers of the shards or all-reduces of whole buffers, whichever
+//    is cheaper (the fp32 weights at stages 1 and 2, at stage 3 at least
+//    the compute dtype);
+//  - with `every_micro_batch`, the reduce-scatter again in each later
+//    micro-batch from stage 2 on, where the accumulated gradients are
+//    sharded, and at stage 3, unless buckets are kept whole, the fetch in
+//    each later micro-batch's forward (the backward's gathers left out: the
+//    bucket the forward reads last is not gathered again).
 // Gradients count in the dtype they are reduced in.
 double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
-                                 const CommModel& comm) {
+                                 const CommModel& comm, double layers, bool every_micro_batch) {
   const int dp = s.dp().degree();
   if (dp <= 1) return 0;
   const int stage = s.sharding().stage();
-  const int m = s.pipeline().micro_batches();
-  const double params = static_cast<double>(c.num_layers) * c.ParametersPerLayer() /
-                        (static_cast<double>(s.mp().degree()) * s.pipeline().degree());
+  const double h = static_cast<double>(c.hidden);
+  const double matrices =
+      layers * (4 * h * h + 2 * h * static_cast<double>(c.ffn_hidden)) / s.mp().degree();
   const bool amp = s.amp().level() != "O0";
   const double gradient_bytes = amp && s.amp().grad_reduce_dtype() != "fp32" ? 2 : 4;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kDpRing);
   if (stage == 0) {
-    return params * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kAllReduce, group);
+    return matrices * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kAllReduce, group);
   }
-  const int reductions = stage >= 2 ? m : 1;
-  const bool gathered_each_micro_batch = stage == 3 && s.sharding().keep_gathered_bytes() == 0;
-  const int fetches = gathered_each_micro_batch ? m : 1;
+  const int later = every_micro_batch ? s.pipeline().micro_batches() - 1 : 0;
+  const int reductions = 1 + (stage >= 2 ? later : 0);
+  const int fetches = 1 + (stage == 3 && s.sharding().keep_gathered_bytes() == 0 ? later : 0);
   const double weight_bytes = stage == 3 && amp ? 2 : 4;
   const double fetch =
       std::min(LeastSecondsPerByte(comm, CommCall::kAllGather, group) / dp,
                LeastSecondsPerByte(comm, CommCall::kAllReduce, group));
-  return reductions * params * gradient_bytes *
+  return reductions * matrices * gradient_bytes *
              LeastSecondsPerByte(comm, CommCall::kReduceScatter, group) +
-         fetches * params * weight_bytes * fetch;
+         fetches * matrices * weight_bytes * fetch;
 }
 
 // The tensor-parallel calls of one layer's forward that its next op waits
@@ -262,7 +262,8 @@ int SharedCores(const proto::Cluster& cluster) {
 //    all its forwards and backwards. Split, that crossing is B's alone,
 //    whose share of the backward the serial price does not give;
 //  - on one host's shared cores, all ranks' work over the cores;
-//  - the calls the data-parallel stream carries (DataParallelStreamSeconds).
+// and TuneBounds::DataParallelStream adds what the data-parallel stream
+// carries.
 CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
                              const SerialCost& serial, int shared_cores, const CommModel& comm) {
   const int dp = s.dp().degree(), mp = s.mp().degree(), pp = s.pipeline().degree();
@@ -305,7 +306,6 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
   }
   CandidateBounds b;
   b.compute_s = std::max({with_calls, last_stage, host});
-  b.time_s = std::max(b.compute_s, DataParallelStreamSeconds(config, s, comm));
   return b;
 }
 
@@ -334,9 +334,42 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
   }
   CandidateBounds b = TimeBoundsOf(config_, s, priced->second, SharedCores(costs_.cluster()),
                                    costs_.comm());
+  LOOM_ASSIGN_OR_RETURN(const double stream, DataParallelStream(s));
+  b.time_s = std::max(b.compute_s, stream);
   LOOM_ASSIGN_OR_RETURN(b.memory_bytes, memory_.Of(s));
   return b;
 }
 
+StatusOr<double> TuneBounds::DataParallelStream(const proto::Strategy& s) {
+  const CommModel& comm = costs_.comm();
+  const int pp = s.pipeline().degree();
+  const double average = static_cast<double>(config_.num_layers) / pp;
+  // A bucket whose gradients are all-reduced again before the update is
+  // reduced and fetched once a step at every stage (sharding_pass.cc,
+  // TiedBucket). Under sequence parallelism the layer norms' and the
+  // row-parallel biases' gradients are, and a bucket of matrices keeps
+  // apart from them only where their updates differ (AdamW decays the
+  // matrices alone).
+  const bool matrices_apart = optimizer_.type == "adamw" && optimizer_.weight_decay != 0;
+  if (s.mp().degree() > 1 && s.mp().sequence_parallel() && !matrices_apart) {
+    return DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/false);
+  }
+  // So is the tied embedding's, across the first and last stage (not under
+  // a V, which puts both ends on stage 0), and the bucket it joins may hold
+  // some of the next layer's matrices: only the stages between hold none.
+  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
+  const bool tied_across_stages =
+      config_.tie_embeddings && pp > 1 && !(schedule.ok() && (*schedule)->v_shape);
+  if (!tied_across_stages) {
+    return DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/true);
+  }
+  double most = DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/false);
+  LOOM_ASSIGN_OR_RETURN(const std::vector<int> layers, memory_.FewestLayersByStage(s));
+  for (int stage = 1; stage + 1 < static_cast<int>(layers.size()); ++stage) {
+    most = std::max(most, DataParallelStreamSeconds(config_, s, comm, layers[stage],
+                                                    /*every_micro_batch=*/true));
+  }
+  return most;
+}
 
 }  // namespace loom

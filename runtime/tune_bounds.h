@@ -72,6 +72,9 @@ class TuneBounds {
   StatusOr<CandidateBounds> Of(const proto::Strategy& strategy);
 
  private:
+  // What the data-parallel stream carries at least (tune_bounds.cc).
+  StatusOr<double> DataParallelStream(const proto::Strategy& s);
+
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;
   const proto::Strategy& base_;
