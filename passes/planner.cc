@@ -11,8 +11,9 @@ namespace {
 
 const char* BoolText(bool b) { return b ? "true" : "false"; }
 
-// One rank of a checked strategy, by its parsed pipeline: what PlanRank and
-// PlanRanks share, so that PlanRanks checks and parses once.
+// One rank of a checked strategy, by its parsed pipeline, from prepared
+// programs: what PlanRank and PlanPrepared share, so that PlanPrepared
+// checks and parses once.
 StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
                                    const CheckedStrategy& strategy,
                                    const PassPipeline& pipeline, int rank,
@@ -25,14 +26,7 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   }
   PassManager pm(options.pass_manager);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
-  // Numbered before the passes read the programs in place (PassContext),
-  // so that their reads find the numbering current and leave it as it is.
-  for (const Program* p : {&main, &startup}) {
-    for (int b = 0; b < p->num_blocks(); ++b) {
-      const Block& block = p->block(b);
-      if (!block.empty()) (void)block.OpIndex(block.front());
-    }
-  }
+  // The programs come numbered (PreparedPrograms::Prepare).
   PassContext ctx(strategy.layout, rank, &main, &startup);
   ctx.set_costs(options.costs);
   ctx.set_cut_by_flops(options.cut_by_flops);
@@ -50,41 +44,25 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   return ctx.TakeRankPlan();
 }
 
-// The serial program as the per-rank pipeline takes it, planned once for
-// every rank: the strategy's mixed precision applied (passes/amp.h), so
-// that each pass sees the casts, and the clip section taken off
-// (framework/grad_clip.h), its max_norm going to the grad-clip pass
-// through the pipeline.
-struct PreparedProgram {
+// The strategy checked and its pipeline parsed, for programs prepared
+// with `scaling`: what every rank of one plan shares.
+struct CheckedPipeline {
   CheckedStrategy checked;
-  // Null: the caller's programs as they are.
-  std::unique_ptr<Program> main, startup;
   PassPipeline pipeline;
-  const Program& MainOf(const Program& given) const { return main ? *main : given; }
-  const Program& StartupOf(const Program& given) const { return startup ? *startup : given; }
 };
 
-StatusOr<PreparedProgram> Prepare(const Program& main, const Program& startup,
-                                  const proto::Strategy& strategy) {
-  PreparedProgram out;
+StatusOr<CheckedPipeline> CheckPipeline(const PreparedPrograms& programs,
+                                        const proto::Strategy& strategy) {
+  CheckedPipeline out;
   LOOM_ASSIGN_OR_RETURN(out.checked, CheckStrategy(strategy));
-  LOOM_ASSIGN_OR_RETURN(AmpConfig amp, AmpConfigOf(strategy));
-  if (amp.level > 0) {
-    out.main = std::make_unique<Program>(main.Clone());
-    out.startup = std::make_unique<Program>(startup.Clone());
-    LOOM_RETURN_IF_ERROR(
-        ApplyAmp(*out.main, amp, out.startup.get()).WithContext("mixed precision"));
-  }
-  GradScaling scaling;
-  if (HasGradClip(out.MainOf(main))) {
-    if (!out.main) out.main = std::make_unique<Program>(main.Clone());
-    LOOM_ASSIGN_OR_RETURN(scaling, TakeGradClip(*out.main));
-    if (std::optional<float> init = InitialLossScale(out.StartupOf(startup))) {
-      scaling.init_loss_scale = *init;
-    }
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  if (!programs.IsFor(amp)) {
+    return InvalidArgument("the strategy's amp section (level ", strategy.amp().level(), ", ",
+                           strategy.amp().dtype(),
+                           ") is not the mixed precision its programs were prepared for");
   }
   LOOM_ASSIGN_OR_RETURN(out.pipeline,
-                        PassPipeline::Parse(DefaultPipeline(out.checked, scaling)));
+                        PassPipeline::Parse(DefaultPipeline(out.checked, programs.scaling())));
   return out;
 }
 
@@ -144,23 +122,78 @@ StatusOr<std::string> DefaultPipeline(const proto::Strategy& strategy) {
   return DefaultPipeline(checked);
 }
 
+StatusOr<PreparedPrograms> PreparedPrograms::Prepare(const Program& main,
+                                                     const Program& startup,
+                                                     const AmpConfig& amp) {
+  PreparedPrograms out;
+  out.amp_ = amp;
+  out.main_ = &main;
+  out.startup_ = &startup;
+  auto own = [&out] {
+    if (out.owned_main_) return;
+    out.owned_main_ = std::make_unique<Program>(out.main_->Clone());
+    out.owned_startup_ = std::make_unique<Program>(out.startup_->Clone());
+    out.main_ = out.owned_main_.get();
+    out.startup_ = out.owned_startup_.get();
+  };
+  if (amp.level > 0) {
+    own();
+    LOOM_RETURN_IF_ERROR(
+        ApplyAmp(*out.owned_main_, amp, out.owned_startup_.get()).WithContext("mixed precision"));
+  }
+  if (HasGradClip(*out.main_)) {
+    own();
+    LOOM_ASSIGN_OR_RETURN(out.scaling_, TakeGradClip(*out.owned_main_));
+    if (std::optional<float> init = InitialLossScale(*out.startup_)) {
+      out.scaling_.init_loss_scale = *init;
+    }
+  }
+  // Numbered now, so that passes reading them in place, in several
+  // threads at once, find the numbering current and leave it as it is.
+  for (const Program* p : {out.main_, out.startup_}) {
+    for (int b = 0; b < p->num_blocks(); ++b) {
+      const Block& block = p->block(b);
+      if (!block.empty()) (void)block.OpIndex(block.front());
+    }
+  }
+  return out;
+}
+
+bool PreparedPrograms::IsFor(const AmpConfig& amp) const {
+  return amp.level == amp_.level &&
+         (amp.level == 0 ||
+          (amp.dtype == amp_.dtype && amp.init_loss_scale == amp_.init_loss_scale &&
+           amp.growth_interval == amp_.growth_interval));
+}
+
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const PreparedProgram prepared, Prepare(main, startup, strategy));
-  return PlanCheckedRank(prepared.MainOf(main), prepared.StartupOf(startup), prepared.checked,
-                         prepared.pipeline, rank, options);
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(const PreparedPrograms programs,
+                        PreparedPrograms::Prepare(main, startup, amp));
+  LOOM_ASSIGN_OR_RETURN(const CheckedPipeline checked, CheckPipeline(programs, strategy));
+  return PlanCheckedRank(programs.main(), programs.startup(), checked.checked, checked.pipeline,
+                         rank, options);
 }
 
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const PreparedProgram prepared, Prepare(main, startup, strategy));
-  const CheckedStrategy& checked = prepared.checked;
-  const PassPipeline& pipeline = prepared.pipeline;
-  const Program& program = prepared.MainOf(main);
-  const Program& start = prepared.StartupOf(startup);
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(const PreparedPrograms programs,
+                        PreparedPrograms::Prepare(main, startup, amp));
+  return PlanPrepared(programs, strategy, ranks, options);
+}
+
+StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const proto::Strategy& strategy,
+                            const std::vector<int>& ranks, const PlanOptions& options) {
+  LOOM_ASSIGN_OR_RETURN(const CheckedPipeline checked_pipeline, CheckPipeline(programs, strategy));
+  const CheckedStrategy& checked = checked_pipeline.checked;
+  const PassPipeline& pipeline = checked_pipeline.pipeline;
+  const Program& program = programs.main();
+  const Program& start = programs.startup();
   Plan plan;
   plan.layout = checked.layout;
   std::vector<int> todo = ranks;

@@ -3,10 +3,12 @@
 #ifndef LOOM_PASSES_PLANNER_H_
 #define LOOM_PASSES_PLANNER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "framework/grad_clip.h"
+#include "passes/amp.h"
 #include "passes/pass_manager.h"
 #include "passes/strategy.h"
 
@@ -49,13 +51,40 @@ struct PlanOptions {
   bool cut_by_flops = false;
 };
 
-// Plans one rank of `main` and `startup`. The strategy's mixed precision
-// (amp) rewrites a copy of the program first; PlanRanks does so once for
-// all the ranks it plans. The passes read `main` in place until one edits
-// it (pipeline-split builds the stage's program from it, so the whole is
-// never copied): it must not change while a plan is made, and plans made
-// from one program in several threads at once need its op numbering
-// current first (any Block::OpIndex call).
+// The serial programs as every strategy of one mixed precision plans them:
+// rewritten for it (passes/amp.h), so that each pass sees the casts, with
+// the program's gradient clipping taken off (framework/grad_clip.h) for the
+// grad-clip pass, and their ops numbered. A search over strategies
+// prepares them once for all of its plans.
+class PreparedPrograms {
+ public:
+  // Where neither AMP nor clipping rewrites them, reads `main` and
+  // `startup` in place: they must then outlive this.
+  static StatusOr<PreparedPrograms> Prepare(const Program& main, const Program& startup,
+                                            const AmpConfig& amp);
+
+  const Program& main() const { return *main_; }
+  const Program& startup() const { return *startup_; }
+  // The program's clipping and loss scaling, for the grad-clip pass.
+  const GradScaling& scaling() const { return scaling_; }
+  // Whether a strategy of mixed precision `amp` plans from these.
+  bool IsFor(const AmpConfig& amp) const;
+
+ private:
+  PreparedPrograms() = default;
+
+  AmpConfig amp_;
+  GradScaling scaling_;
+  std::unique_ptr<Program> owned_main_, owned_startup_;  // null: the caller's
+  const Program* main_ = nullptr;
+  const Program* startup_ = nullptr;
+};
+
+// Plans one rank of `main` and `startup`, prepared for the strategy's mixed
+// precision first (PlanRanks prepares once for all the ranks it plans). The
+// passes read the programs in place until one edits them (pipeline-split
+// builds the stage's program, so the whole is never copied): they must not
+// change while a plan is made.
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options = {});
@@ -66,6 +95,12 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options = {});
+
+// PlanRanks from programs prepared for the strategy's mixed precision (an
+// error otherwise). Plans from the same programs may be made in several
+// threads at once.
+StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const proto::Strategy& strategy,
+                            const std::vector<int>& ranks, const PlanOptions& options = {});
 
 }  // namespace loom
 

@@ -2,14 +2,34 @@
 
 namespace loom {
 
+StatusOr<std::unique_ptr<GptPrograms>> GptPrograms::Build(const GptConfig& config,
+                                                          const OptimizerConfig& optimizer,
+                                                          const AmpConfig& amp) {
+  std::unique_ptr<GptPrograms> out(new GptPrograms());
+  out->name_ = config.name;
+  out->config_map_ = GptConfigToMap(config);
+  LOOM_ASSIGN_OR_RETURN(out->program_, BuildGptTrainingProgram(config, optimizer));
+  LOOM_ASSIGN_OR_RETURN(PreparedPrograms prepared,
+                        PreparedPrograms::Prepare(out->program_.main, out->program_.startup, amp));
+  out->prepared_.emplace(std::move(prepared));
+  return out;
+}
+
+StatusOr<Plan> GptPrograms::PlanOf(const proto::Strategy& strategy, const std::vector<int>& ranks,
+                                   const PlanOptions& options) const {
+  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanPrepared(*prepared_, strategy, ranks, options));
+  plan.model_name = name_;
+  plan.model_config = config_map_;
+  return plan;
+}
+
 StatusOr<Plan> PlanGpt(const GptConfig& config, const OptimizerConfig& optimizer,
                        const proto::Strategy& strategy, const std::vector<int>& ranks,
                        const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(TrainingProgram tp, BuildGptTrainingProgram(config, optimizer));
-  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanRanks(tp.main, tp.startup, strategy, ranks, options));
-  plan.model_name = config.name;
-  plan.model_config = GptConfigToMap(config);
-  return plan;
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<GptPrograms> programs,
+                        GptPrograms::Build(config, optimizer, amp));
+  return programs->PlanOf(strategy, ranks, options);
 }
 
 StatusOr<GptConfig> GptConfigOfPlan(const Plan& plan) {

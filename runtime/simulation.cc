@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <optional>
 
+#include "passes/amp.h"
 #include "passes/strategy.h"
 #include "runtime/cost_model_timer.h"
-#include "runtime/gpt_plan.h"
 #include "scheduler/memory_fit.h"
 #include "scheduler/schedule.h"
 
@@ -45,15 +45,29 @@ StatusOr<GptSimulation> SimulatePlan(Plan plan, const TimerFactory& timer,
   return sim;
 }
 
-StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConfig& optimizer,
-                                    const proto::Strategy& strategy, const TimerFactory& timer,
-                                    const SimulationOptions& options, PlanOptions plan_options) {
+StatusOr<GptSimulation> SimulateGpt(const GptPrograms& programs, const proto::Strategy& strategy,
+                                    const TimerFactory& timer, const SimulationOptions& options,
+                                    PlanOptions plan_options) {
   plan_options.share_tensor_parallel_ranks = true;
   const auto start = std::chrono::steady_clock::now();
-  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, optimizer, strategy, {}, plan_options));
+  LOOM_ASSIGN_OR_RETURN(Plan plan, programs.PlanOf(strategy, {}, plan_options));
   const double plan_seconds = SecondsSince(start);
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulatePlan(std::move(plan), timer, options));
   sim.plan_seconds = plan_seconds;
+  return sim;
+}
+
+StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConfig& optimizer,
+                                    const proto::Strategy& strategy, const TimerFactory& timer,
+                                    const SimulationOptions& options, PlanOptions plan_options) {
+  const auto start = std::chrono::steady_clock::now();
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<GptPrograms> programs,
+                        GptPrograms::Build(config, optimizer, amp));
+  const double build_seconds = SecondsSince(start);
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
+                        SimulateGpt(*programs, strategy, timer, options, std::move(plan_options)));
+  sim.plan_seconds += build_seconds;  // planning starts from the model
   return sim;
 }
 
@@ -77,8 +91,7 @@ std::string Describe(const GptSimulation& s) {
 // the update, where nothing hides it. All if they fit, else the most found
 // by halving the bytes kept, five times; then the faster of that and
 // `fitting`.
-StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
-                                           const OptimizerConfig& optimizer,
+StatusOr<GptSimulation> KeepGatheredWithin(const GptPrograms& programs,
                                            proto::Strategy* strategy, const TimerFactory& timer,
                                            int64_t limit_bytes, GptSimulation fitting,
                                            std::string* explain, const SimulationOptions& options,
@@ -87,7 +100,7 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
   proto::Strategy trial = *strategy;
   trial.mutable_sharding()->set_keep_gathered_bytes(-1);
   LOOM_ASSIGN_OR_RETURN(GptSimulation all,
-                        SimulateGpt(config, optimizer, trial, timer, options, plan_options));
+                        SimulateGpt(programs, trial, timer, options, plan_options));
   if (all.result.PeakRank().peak_bytes() <= limit_bytes) {
     // Kept whole, every bucket is gathered once after the update, where
     // nothing may be left to hide it under: it is taken only if faster.
@@ -112,7 +125,7 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
     const int64_t mid = lo + (hi - lo) / 2;
     trial.mutable_sharding()->set_keep_gathered_bytes(mid);
     LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
-                          SimulateGpt(config, optimizer, trial, timer, options, plan_options));
+                          SimulateGpt(programs, trial, timer, options, plan_options));
     if (sim.result.PeakRank().peak_bytes() <= limit_bytes) {
       lo = mid;
       best = std::move(sim);
@@ -144,8 +157,8 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptConfig& config,
 // `*strategy` to what it found; without a fit, to full recomputation of
 // every layer, for the levers after it to start from, and returns nullopt.
 StatusOr<std::optional<GptSimulation>> LeastRecomputeWithin(
-    const GptConfig& config, const OptimizerConfig& optimizer, proto::Strategy* strategy,
-    const TimerFactory& timer, int64_t limit_bytes, const GptSimulation& none,
+    const GptPrograms& programs, proto::Strategy* strategy, const TimerFactory& timer,
+    int64_t limit_bytes, const GptSimulation& none,
     std::string* explain, const SimulationOptions& options, const PlanOptions& plan_options) {
   const std::string head = StrCat("memory limit ", Megabytes(limit_bytes),
                                   ": without recomputation ", Describe(none));
@@ -156,7 +169,7 @@ StatusOr<std::optional<GptSimulation>> LeastRecomputeWithin(
     proto::Strategy trial = *strategy;
     trial.mutable_recompute()->set_granularity(granularity);
     trial.mutable_recompute()->set_num_layers(layers);
-    return SimulateGpt(config, optimizer, trial, timer, options, plan_options);
+    return SimulateGpt(programs, trial, timer, options, plan_options);
   };
   LOOM_ASSIGN_OR_RETURN(GptSimulation selective, simulate("selective", 0));
   if (fits(selective)) {
@@ -168,7 +181,7 @@ StatusOr<std::optional<GptSimulation>> LeastRecomputeWithin(
   // Layers a chunk holds: the most `num_layers` can ask for.
   const int chunks = std::max(1, strategy->pipeline().degree()) *
                      std::max(1, strategy->pipeline().vpp_degree());
-  const int per_chunk = static_cast<int>((config.num_layers + chunks - 1) / chunks);
+  const int per_chunk = static_cast<int>((programs.config().num_layers + chunks - 1) / chunks);
   LOOM_ASSIGN_OR_RETURN(GptSimulation all, simulate("full", 0));
   strategy->mutable_recompute()->set_granularity("full");
   if (!fits(all)) {
@@ -200,19 +213,18 @@ StatusOr<std::optional<GptSimulation>> LeastRecomputeWithin(
 
 // SimulateGptWithinMemory by the levers that keep the strategy's
 // recomputation: overlap given up, ZeRO-3's buckets kept.
-StatusOr<GptSimulation> WithinMemoryAsRecomputed(const GptConfig& config,
-                                                 const OptimizerConfig& optimizer,
+StatusOr<GptSimulation> WithinMemoryAsRecomputed(const GptPrograms& programs,
                                                  proto::Strategy strategy,
                                                  const TimerFactory& timer, int64_t limit_bytes,
                                                  std::string* explain, proto::Strategy* chosen,
                                                  const SimulationOptions& options,
                                                  const PlanOptions& plan_options) {
   LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
-                        SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
+                        SimulateGpt(programs, strategy, timer, options, plan_options));
   const RankMetrics& first = sim.result.PeakRank();
   if (first.peak_bytes() <= limit_bytes && strategy.sharding().stage() == 3 &&
       strategy.sharding().keep_gathered_bytes() == 0) {
-    LOOM_ASSIGN_OR_RETURN(sim, KeepGatheredWithin(config, optimizer, &strategy, timer,
+    LOOM_ASSIGN_OR_RETURN(sim, KeepGatheredWithin(programs, &strategy, timer,
                                                   limit_bytes, std::move(sim), explain, options,
                                                   plan_options));
     if (chosen != nullptr) *chosen = strategy;
@@ -244,7 +256,7 @@ StatusOr<GptSimulation> WithinMemoryAsRecomputed(const GptConfig& config,
   int64_t smallest = uncapped;
   for (int cap = deepest - 1; cap >= 2 && !capped; --cap) {
     capped_strategy.mutable_pipeline()->set_max_in_flight(cap);
-    LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(config, optimizer, capped_strategy, timer, options,
+    LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(programs, capped_strategy, timer, options,
                                            plan_options));
     smallest = std::min(smallest, sim.result.PeakRank().peak_bytes());
     if (sim.result.PeakRank().peak_bytes() <= limit_bytes) capped = std::move(sim);
@@ -254,7 +266,7 @@ StatusOr<GptSimulation> WithinMemoryAsRecomputed(const GptConfig& config,
   if (schedule->without_overlap != nullptr) {
     plain_strategy.mutable_pipeline()->set_schedule_mode(schedule->without_overlap);
     plain_strategy.mutable_pipeline()->clear_max_in_flight();
-    LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(config, optimizer, plain_strategy, timer, options,
+    LOOM_ASSIGN_OR_RETURN(sim, SimulateGpt(programs, plain_strategy, timer, options,
                                            plan_options));
     smallest = std::min(smallest, sim.result.PeakRank().peak_bytes());
     if (sim.result.PeakRank().peak_bytes() <= limit_bytes) plain = std::move(sim);
@@ -296,8 +308,11 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 std::string* explain, proto::Strategy* chosen,
                                                 const SimulationOptions& options,
                                                 PlanOptions plan_options) {
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<GptPrograms> programs,
+                        GptPrograms::Build(config, optimizer, amp));
   StatusOr<GptSimulation> as_given =
-      WithinMemoryAsRecomputed(config, optimizer, strategy, timer, limit_bytes, explain, chosen,
+      WithinMemoryAsRecomputed(*programs, strategy, timer, limit_bytes, explain, chosen,
                                options, plan_options);
   // Recomputation is chosen only where the strategy leaves it open (no
   // recompute.granularity, not even none), and only when nothing else fits:
@@ -307,10 +322,10 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
     return as_given;
   }
   LOOM_ASSIGN_OR_RETURN(GptSimulation none,
-                        SimulateGpt(config, optimizer, strategy, timer, options, plan_options));
+                        SimulateGpt(*programs, strategy, timer, options, plan_options));
   std::string note;
   LOOM_ASSIGN_OR_RETURN(std::optional<GptSimulation> recomputed,
-                        LeastRecomputeWithin(config, optimizer, &strategy, timer, limit_bytes,
+                        LeastRecomputeWithin(*programs, &strategy, timer, limit_bytes,
                                              none, &note, options, plan_options));
   if (recomputed) {
     *explain = note;
@@ -320,7 +335,7 @@ StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
   // Every layer recomputed in full does not fit by itself: with the other
   // levers, or an error that says what recomputation did.
   StatusOr<GptSimulation> full =
-      WithinMemoryAsRecomputed(config, optimizer, strategy, timer, limit_bytes, explain, chosen,
+      WithinMemoryAsRecomputed(*programs, strategy, timer, limit_bytes, explain, chosen,
                                options, plan_options);
   if (!full.ok()) {
     return FailedPrecondition(full.status().message(), " (recomputation: ", note, ")");

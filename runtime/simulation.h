@@ -12,6 +12,7 @@
 
 #include "models/gpt.h"
 #include "passes/planner.h"
+#include "runtime/gpt_plan.h"
 #include "scheduler/simulator.h"
 
 namespace loom {
@@ -42,15 +43,22 @@ StatusOr<GptSimulation> SimulateGpt(const GptConfig& config, const OptimizerConf
                                     const SimulationOptions& options = {},
                                     PlanOptions plan_options = {});
 
+// SimulateGpt from programs built once for many strategies.
+StatusOr<GptSimulation> SimulateGpt(const GptPrograms& programs, const proto::Strategy& strategy,
+                                    const TimerFactory& timer,
+                                    const SimulationOptions& options = {},
+                                    PlanOptions plan_options = {});
+
 // SimulateGpt under a hard cap on every rank's simulated peak memory. When
 // the strategy's plan peaks above `limit_bytes` and its schedule takes
 // pipeline.max_in_flight (1F1B-overlap), less overlap is tried: the most
 // micro-batches in flight that fit, and the schedule with no jobs
 // interleaved (ScheduleInfo::without_overlap); the faster that fits is
 // chosen. Under ZeRO stage 3 (with sharding.keep_gathered_bytes 0) a plan
-// that fits keeps as many buckets whole for the step as still fit. `*explain` says what was chosen and why, and `*chosen` (if given)
-// is the strategy that fits, to plan a run with. An error names the rank
-// and its peak when nothing fits.
+// that fits keeps as many buckets whole for the step as still fit.
+// `*explain` says what was chosen and why, and `*chosen` (if given) is the
+// strategy that fits, to plan a run with. An error names the rank and its
+// peak when nothing fits. The model is built once for all the plans tried.
 StatusOr<GptSimulation> SimulateGptWithinMemory(const GptConfig& config,
                                                 const OptimizerConfig& optimizer,
                                                 proto::Strategy strategy,

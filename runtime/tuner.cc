@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <numeric>
 #include <optional>
@@ -96,6 +97,9 @@ class Search {
   const TuneOptions& options_;
   TimerFactory timer_;
   PlanOptions plan_options_;
+  // The model's programs, built and prepared once: AMP is held fixed, so
+  // every candidate plans from them.
+  std::unique_ptr<GptPrograms> programs_;
   TuneReport report_;
   std::vector<double> fitting_times_;  // sorted
   std::set<std::string> fitting_names_;
@@ -105,8 +109,8 @@ StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
   SimulationOptions o;
   o.fold_data_parallel = true;
   o.fold_tensor_parallel = true;
-  LOOM_ASSIGN_OR_RETURN(GptSimulation sim,
-                        SimulateGpt(config_, optimizer_, c.strategy, timer_, o, plan_options_));
+  LOOM_ASSIGN_OR_RETURN(GptSimulation sim, SimulateGpt(*programs_, c.strategy, timer_, o,
+                                                       plan_options_));
   const SimulationResult& r = sim.result;
   TunedPlan p;
   p.candidate = c;
@@ -164,6 +168,8 @@ StatusOr<TuneReport> Search::Run() {
   LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space,
                         EnumerateTuneSpace(config_, optimizer_, options_.base, costs_,
                                            options_.space, options_.memory_limit_bytes));
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(options_.base));
+  LOOM_ASSIGN_OR_RETURN(programs_, GptPrograms::Build(config_, optimizer_, amp));
   report_.considered = space.considered;
   report_.candidates = static_cast<int>(space.candidates.size());
   report_.pruned = space.pruned;
