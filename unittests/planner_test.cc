@@ -2,6 +2,7 @@
 #include "passes/planner.h"
 
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include "framework/op_registry.h"
 #include "framework/verifier.h"
 #include "models/gpt.h"
+#include "passes/amp.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
 #include "unittests/layout_sweep.h"
@@ -68,6 +70,52 @@ TEST(Planner, RanksPlannedTogetherGetTheProgramsTheyGetAlone) {
       }
     }
   }
+}
+
+// A search plans many strategies from one prepared program, two threads at
+// once: each plan is exactly PlanRanks' of the strategy, and a strategy of
+// another mixed precision is refused rather than planned without its casts.
+TEST(Planner, PlansFromOnePreparedProgramAreThoseOfPlanRanks) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 4;
+  const TrainingProgram tp = BuildGptTrainingProgram(c).value();
+  std::vector<proto::Strategy> strategies = {MakeStrategy(1, 2, 2, 4, "1F1B"),
+                                             MakeStrategy(2, 1, 2, 4, "ZBH1"),
+                                             MakeStrategy(1, 2, 1, 2, "1F1B-overlap")};
+  for (proto::Strategy& s : strategies) s.mutable_amp()->set_level("O2");
+  const AmpConfig amp = AmpConfigOf(strategies[0]).value();
+  const StatusOr<PreparedPrograms> prepared = PreparedPrograms::Prepare(tp.main, tp.startup, amp);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  std::vector<StatusOr<Plan>> shared(strategies.size(), InvalidArgument("not planned"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      shared[i] = PlanPrepared(*prepared, strategies[i], {}, LocalPlanOptions());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    SCOPED_TRACE(strategies[i].pipeline().schedule_mode());
+    ASSERT_TRUE(shared[i].ok()) << shared[i].status();
+    auto alone = PlanRanks(tp.main, tp.startup, strategies[i], {}, LocalPlanOptions());
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    ASSERT_EQ(shared[i]->ranks.size(), alone->ranks.size());
+    for (size_t r = 0; r < alone->ranks.size(); ++r) {
+      ASSERT_EQ(shared[i]->ranks[r].programs().size(), alone->ranks[r].programs().size());
+      for (const auto& [key, program] : alone->ranks[r].programs()) {
+        EXPECT_EQ(shared[i]->ranks[r].programs().at(key).ToProto().SerializeAsString(),
+                  program.ToProto().SerializeAsString())
+            << "rank " << r;
+      }
+    }
+  }
+  proto::Strategy fp32 = strategies[0];
+  fp32.mutable_amp()->set_level("O0");
+  const StatusOr<Plan> refused = PlanPrepared(*prepared, fp32, {}, LocalPlanOptions());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("not the mixed precision its programs were prepared"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(Planner, HybridLayoutsVerify) {
