@@ -334,42 +334,24 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
   }
   CandidateBounds b = TimeBoundsOf(config_, s, priced->second, SharedCores(costs_.cluster()),
                                    costs_.comm());
-  LOOM_ASSIGN_OR_RETURN(const double stream, DataParallelStream(s));
-  b.time_s = std::max(b.compute_s, stream);
+  b.time_s = std::max(b.compute_s, DataParallelStream(s));
   LOOM_ASSIGN_OR_RETURN(b.memory_bytes, memory_.Of(s));
   return b;
 }
 
-StatusOr<double> TuneBounds::DataParallelStream(const proto::Strategy& s) {
-  const CommModel& comm = costs_.comm();
-  const int pp = s.pipeline().degree();
-  const double average = static_cast<double>(config_.num_layers) / pp;
+double TuneBounds::DataParallelStream(const proto::Strategy& s) const {
+  const double average = static_cast<double>(config_.num_layers) / s.pipeline().degree();
   // A bucket whose gradients are all-reduced again before the update is
   // reduced and fetched once a step at every stage (sharding_pass.cc,
   // TiedBucket). Under sequence parallelism the layer norms' and the
   // row-parallel biases' gradients are, and a bucket of matrices keeps
   // apart from them only where their updates differ (AdamW decays the
-  // matrices alone).
+  // matrices alone). (The tied embedding's gradient, which the first and
+  // last stage sum, has a bucket of its own under ZeRO: data_parallel_pass.cc.)
   const bool matrices_apart = optimizer_.type == "adamw" && optimizer_.weight_decay != 0;
-  if (s.mp().degree() > 1 && s.mp().sequence_parallel() && !matrices_apart) {
-    return DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/false);
-  }
-  // So is the tied embedding's, across the first and last stage (not under
-  // a V, which puts both ends on stage 0), and the bucket it joins may hold
-  // some of the next layer's matrices: only the stages between hold none.
-  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
-  const bool tied_across_stages =
-      config_.tie_embeddings && pp > 1 && !(schedule.ok() && (*schedule)->v_shape);
-  if (!tied_across_stages) {
-    return DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/true);
-  }
-  double most = DataParallelStreamSeconds(config_, s, comm, average, /*every_micro_batch=*/false);
-  LOOM_ASSIGN_OR_RETURN(const std::vector<int> layers, memory_.FewestLayersByStage(s));
-  for (int stage = 1; stage + 1 < static_cast<int>(layers.size()); ++stage) {
-    most = std::max(most, DataParallelStreamSeconds(config_, s, comm, layers[stage],
-                                                    /*every_micro_batch=*/true));
-  }
-  return most;
+  const bool tied_matrices = s.mp().degree() > 1 && s.mp().sequence_parallel() && !matrices_apart;
+  return DataParallelStreamSeconds(config_, s, costs_.comm(), average,
+                                   /*every_micro_batch=*/!tied_matrices);
 }
 
 }  // namespace loom

@@ -73,7 +73,7 @@ class TuneBounds {
 
  private:
   // What the data-parallel stream carries at least (tune_bounds.cc).
-  StatusOr<double> DataParallelStream(const proto::Strategy& s);
+  double DataParallelStream(const proto::Strategy& s) const;
 
   const GptConfig& config_;
   const OptimizerConfig& optimizer_;

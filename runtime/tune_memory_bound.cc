@@ -308,26 +308,6 @@ StatusOr<int64_t> MemoryBound::Of(const proto::Strategy& s) {
   return static_cast<int64_t>(params_on_rank * BytesPerParameter(s, optimizer_) + transient);
 }
 
-StatusOr<std::vector<int>> MemoryBound::FewestLayersByStage(const proto::Strategy& s) {
-  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<int>>* cuts, VirtualStageLayers(s));
-  const int pp = s.pipeline().degree();
-  const int chunks = std::max(1, s.pipeline().vpp_degree());
-  const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
-  const bool v_shape = schedule.ok() && (*schedule)->v_shape;
-  std::vector<int> fewest;
-  for (const std::vector<int>& layers : *cuts) {
-    if (fewest.empty()) fewest.assign(pp, std::numeric_limits<int>::max());
-    for (int stage = 0; stage < pp; ++stage) {
-      int held = 0;
-      for (int chunk = 0; chunk < chunks; ++chunk) {
-        held += layers[VirtualStageOf(stage, chunk, pp, v_shape)];
-      }
-      fewest[stage] = std::min(fewest[stage], held);
-    }
-  }
-  return fewest;
-}
-
 StatusOr<const std::vector<std::vector<int>>*> MemoryBound::VirtualStageLayers(
     const proto::Strategy& s) {
   static const std::vector<std::vector<int>> kNone;

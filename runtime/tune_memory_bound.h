@@ -37,11 +37,6 @@ class MemoryBound {
   // the layers the cut is made by.
   StatusOr<int64_t> Of(const proto::Strategy& strategy);
 
-  // The layers each pipeline stage of `strategy` holds at least, over the
-  // pricings pipeline-split may cut by; empty where the layers do not all
-  // cost alike.
-  StatusOr<std::vector<int>> FewestLayersByStage(const proto::Strategy& strategy);
-
   // Micro-batches a stage holds at once: forwards whose B (or whole
   // backward) has not run, and Bs whose W has not.
   struct InFlight {
