@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 #include "framework/op_registry.h"
@@ -43,12 +44,20 @@ proto::OpDesc::Slot* FindOrAddSlot(
 
 std::vector<std::string> UniqueVars(
     const google::protobuf::RepeatedPtrField<proto::OpDesc::Slot>& slots) {
+  int named = 0;
+  for (const auto& slot : slots) named += slot.vars_size();
   std::vector<std::string> out;
+  out.reserve(named);
+  // Most ops name a few vars, which a scan dedups fastest; a bucket's
+  // collective or update names hundreds, which a set keeps linear.
+  constexpr int kScanned = 16;
+  std::unordered_set<std::string_view> seen;
   for (const auto& slot : slots) {
     for (const auto& v : slot.vars()) {
-      if (!v.empty() && std::find(out.begin(), out.end(), v) == out.end()) {
-        out.push_back(v);
-      }
+      if (v.empty()) continue;
+      const bool fresh = named <= kScanned ? std::find(out.begin(), out.end(), v) == out.end()
+                                           : seen.insert(v).second;
+      if (fresh) out.push_back(v);
     }
   }
   return out;
