@@ -83,24 +83,23 @@ double LeastSecondsPerByte(const CommModel& comm, CommCall kind, const std::vect
   return std::max(0.0, least);
 }
 
-// What the data-parallel stream (the dp stream, or under ZeRO the sharding
-// stream) of a rank holding `layers` transformer layers carries in a
-// step, at its least, counting only those layers' weight matrices:
-//  - once a step, their gradients' reduction (an all-reduce without ZeRO,
-//    a reduce-scatter with it) and, from stage 1 on, their fetch as
-//    all-gathers of the shards or all-reduces of whole buffers, whichever
-//    is cheaper (the fp32 weights at stages 1 and 2, at stage 3 at least
-//    the compute dtype);
-//  - with `every_micro_batch`, the reduce-scatter again in each later
-//    micro-batch from stage 2 on, where the accumulated gradients are
-//    sharded, and at stage 3, unless buckets are kept whole, the fetch in
-//    each later micro-batch's forward (the backward's gathers left out: the
-//    bucket the forward reads last is not gathered again).
-// Gradients count in the dtype they are reduced in.
-double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
-                                 const CommModel& comm, double layers, bool every_micro_batch) {
+// One reduction and one fetch of `layers` transformer layers' weight
+// matrices on the data-parallel stream (the dp stream, or under ZeRO the
+// sharding stream), at their least, each byte at LeastSecondsPerByte.
+struct MatrixCalls {
+  // Their gradients' all-reduce without ZeRO, reduce-scatter with it, in
+  // the dtype they are reduced in.
+  double reduction = 0;
+  // From stage 1 on, the weights' all-gather of the shards or all-reduce
+  // of whole buffers, whichever is cheaper: fp32 at stages 1 and 2, at
+  // stage 3 at least the compute dtype.
+  double fetch = 0;
+};
+MatrixCalls DataParallelMatrixCalls(const GptConfig& c, const proto::Strategy& s,
+                                    const CommModel& comm, double layers) {
+  MatrixCalls calls;
   const int dp = s.dp().degree();
-  if (dp <= 1) return 0;
+  if (dp <= 1) return calls;
   const int stage = s.sharding().stage();
   const double h = static_cast<double>(c.hidden);
   const double matrices =
@@ -109,18 +108,36 @@ double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
   const double gradient_bytes = amp && s.amp().grad_reduce_dtype() != "fp32" ? 2 : 4;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kDpRing);
   if (stage == 0) {
-    return matrices * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kAllReduce, group);
+    calls.reduction =
+        matrices * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kAllReduce, group);
+    return calls;
   }
+  calls.reduction =
+      matrices * gradient_bytes * LeastSecondsPerByte(comm, CommCall::kReduceScatter, group);
+  const double weight_bytes = stage == 3 && amp ? 2 : 4;
+  calls.fetch = matrices * weight_bytes *
+                std::min(LeastSecondsPerByte(comm, CommCall::kAllGather, group) / dp,
+                         LeastSecondsPerByte(comm, CommCall::kAllReduce, group));
+  return calls;
+}
+
+// What the data-parallel stream of a rank holding `layers` transformer
+// layers carries in a step, at its least, counting only those layers'
+// weight matrices (DataParallelMatrixCalls):
+//  - once a step, their reduction and, from stage 1 on, their fetch;
+//  - with `every_micro_batch`, the reduce-scatter again in each later
+//    micro-batch from stage 2 on, where the accumulated gradients are
+//    sharded, and at stage 3, unless buckets are kept whole, the fetch in
+//    each later micro-batch's forward (the backward's gathers left out: the
+//    bucket the forward reads last is not gathered again).
+double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
+                                 const CommModel& comm, double layers, bool every_micro_batch) {
+  const int stage = s.sharding().stage();
+  const MatrixCalls calls = DataParallelMatrixCalls(c, s, comm, layers);
   const int later = every_micro_batch ? s.pipeline().micro_batches() - 1 : 0;
   const int reductions = 1 + (stage >= 2 ? later : 0);
   const int fetches = 1 + (stage == 3 && s.sharding().keep_gathered_bytes() == 0 ? later : 0);
-  const double weight_bytes = stage == 3 && amp ? 2 : 4;
-  const double fetch =
-      std::min(LeastSecondsPerByte(comm, CommCall::kAllGather, group) / dp,
-               LeastSecondsPerByte(comm, CommCall::kAllReduce, group));
-  return reductions * matrices * gradient_bytes *
-             LeastSecondsPerByte(comm, CommCall::kReduceScatter, group) +
-         fetches * matrices * weight_bytes * fetch;
+  return reductions * calls.reduction + fetches * calls.fetch;
 }
 
 // The tensor-parallel calls of one layer's forward that its next op waits
@@ -148,6 +165,25 @@ double ExposedForwardMpCallsPerLayer(const GptConfig& config, const proto::Strat
                                 LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
                           : LeastCallSeconds(comm, CommCall::kAllReduce, bytes, group);
   return 2 * call;
+}
+
+// Under sequence parallelism, the tensor-parallel calls of one layer's
+// backward that its next op waits for, at their least, where a job's ops
+// run in order: the all-gather of the output gradient before each
+// row-parallel GEMM's gradient (the attention's projection and the MLP's
+// second GEMM), which reads it whole (sequence_parallel_pass.cc). Op-split
+// cuts only forward GEMMs, so each waits for the whole call. (The input
+// gradients' reduce-scatters run beside the weight gradients' GEMMs, and
+// the column-parallel inputs' gathers again may be issued early: neither
+// counts.)
+double ExposedBackwardMpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
+                                      const CommModel& comm) {
+  const int mp = s.mp().degree();
+  if (mp <= 1 || !s.mp().sequence_parallel()) return 0;
+  const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
+  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+  const int64_t bytes = b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2);
+  return 2 * LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group);
 }
 
 StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig& optimizer,
@@ -243,18 +279,19 @@ int SharedCores(const proto::Cluster& cluster) {
 // A candidate's time bound (and its compute part), the largest of:
 //  - the average rank: its share of every micro-batch's forward and
 //    backward (the forward again under full recomputation), then its share
-//    of the update (1/dp of it from ZeRO stage 1 on), and the forward's
+//    of the update (1/dp of it from ZeRO stage 1 on), and the
 //    tensor-parallel calls its calc stream waits for
-//    (ExposedForwardMpCallsPerLayer); and, with all its layers'
-//    tensor-parallel calls, half the sum: the calc and mp streams can at
-//    best share them evenly;
-//  - the last stage (each layer's forward with the calls it waits for):
-//    it cannot start before the first micro-batch's forward has crossed
-//    the stages before it, each chunk of them holding at least layers /
-//    (stages x chunks) layers, and then runs every forward and backward of
-//    its own fewest layers, each op's launch whole and its work over mp
-//    (the forward's work again under full recomputation). This bounds any schedule's bubble, ZB's and ZBV's too
-//    (every job of the last stage waits for that first forward). Where the
+//    (ExposedForwardMpCallsPerLayer, ExposedBackwardMpCallsPerLayer);
+//    and, with all its layers' tensor-parallel calls, half the sum: the
+//    calc and mp streams can at best share them evenly;
+//  - the last stage (each layer's forward and backward with the calls
+//    they wait for): it cannot start before the first micro-batch's
+//    forward has crossed the stages before it, each chunk of them holding
+//    at least layers / (stages x chunks) layers, and then runs every
+//    forward and backward of its own fewest layers, each op's launch
+//    whole and its work over mp (the forward's work again under full
+//    recomputation). This bounds any schedule's bubble, ZB's and ZBV's
+//    too (every job of the last stage waits for that first forward). Where the
 //    backward is not split (every schedule but ZBH1 and ZBV), the last
 //    micro-batch's backward then crosses the stages back to the first, a
 //    chunk's backward on each (a recomputed forward, not all of whose ops
@@ -263,9 +300,13 @@ int SharedCores(const proto::Cluster& cluster) {
 //    whose share of the backward the serial price does not give;
 //  - on one host's shared cores, all ranks' work over the cores;
 // and TuneBounds::DataParallelStream adds what the data-parallel stream
-// carries.
+// carries. Where the backward is not split, `*first_stage_last_backward_s`
+// is when the first stage's last backward starts at the earliest (the
+// last stage's bound less that chunk's backward in the crossing back),
+// else 0.
 CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
-                             const SerialCost& serial, int shared_cores, const CommModel& comm) {
+                             const SerialCost& serial, int shared_cores, const CommModel& comm,
+                             double* first_stage_last_backward_s) {
   const int dp = s.dp().degree(), mp = s.mp().degree(), pp = s.pipeline().degree();
   const int vpp = std::max(1, s.pipeline().vpp_degree());
   const int m = s.pipeline().micro_batches();
@@ -274,18 +315,21 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
   const StatusOr<const ScheduleInfo*> schedule = FindSchedule(s.pipeline().schedule_mode());
   // What the calc stream waits for in each layer's forward (again in its
   // recomputation under full).
-  const double exposed =
-      schedule.ok() && !(*schedule)->splits_jobs ? ExposedForwardMpCallsPerLayer(config, s, comm)
-                                                  : 0;
+  const bool in_order = schedule.ok() && !(*schedule)->splits_jobs;
+  const double exposed = in_order ? ExposedForwardMpCallsPerLayer(config, s, comm) : 0;
+  // And in each layer's backward.
+  const double exposed_backward =
+      in_order ? ExposedBackwardMpCallsPerLayer(config, s, comm) : 0;
   const double per_micro_batch =
       serial.forward.Share(mp, pp) * (full ? 2 : 1) + serial.backward.Share(mp, pp);
   const double compute = m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
-  const double average = compute + m * exposed * (full ? 2 : 1) * config.num_layers / pp;
+  const double average = compute + m * (exposed * (full ? 2 : 1) + exposed_backward) *
+                                       config.num_layers / pp;
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
   const bool whole_backward = schedule.ok() && !(*schedule)->splits_backward;
   const double layer_forward = serial.layer_forward.Share(mp, 1) + exposed;
-  const double layer_backward = serial.layer_backward.Share(mp, 1);
+  const double layer_backward = serial.layer_backward.Share(mp, 1) + exposed_backward;
   const double recomputed = full ? serial.layer_forward.work / mp + exposed : 0;
   const double crossing_back =
       whole_backward ? (pp - 1) * fewest_in_chunk * layer_backward : 0;
@@ -304,8 +348,14 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
         static_cast<double>(dp) / update_shards * serial.optimizer.Total(mp);
     host = all_ranks / shared_cores;
   }
+  // Where the backward is not split, the first stage's last job is its
+  // first chunk's backward of the last micro-batch, which starts once the
+  // crossing back has reached it.
+  *first_stage_last_backward_s =
+      whole_backward ? last_stage - fewest_in_chunk * layer_backward : 0;
   CandidateBounds b;
   b.compute_s = std::max({with_calls, last_stage, host});
+  b.time_s = b.compute_s;
   return b;
 }
 
@@ -332,9 +382,19 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
     }
     priced = serial_costs_.emplace(micro_batch, *cost).first;
   }
+  double last_backward = 0;
   CandidateBounds b = TimeBoundsOf(config_, s, priced->second, SharedCores(costs_.cluster()),
-                                   costs_.comm());
-  b.time_s = std::max(b.compute_s, DataParallelStream(s));
+                                   costs_.comm(), &last_backward);
+  b.time_s = std::max(b.time_s, DataParallelStream(s));
+  if (last_backward > 0) {
+    // Only in that backward are its chunk's gradients final: their
+    // reduction, and at stages 1 and 2 their fetch after the update, run
+    // after it starts.
+    LOOM_ASSIGN_OR_RETURN(const int layers, memory_.FirstChunkLayers(s));
+    const MatrixCalls calls = DataParallelMatrixCalls(config_, s, costs_.comm(), layers);
+    b.time_s = std::max(b.time_s, last_backward + calls.reduction +
+                                      (s.sharding().stage() < 3 ? calls.fetch : 0));
+  }
   LOOM_ASSIGN_OR_RETURN(b.memory_bytes, memory_.Of(s));
   return b;
 }

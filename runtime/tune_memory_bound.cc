@@ -308,6 +308,15 @@ StatusOr<int64_t> MemoryBound::Of(const proto::Strategy& s) {
   return static_cast<int64_t>(params_on_rank * BytesPerParameter(s, optimizer_) + transient);
 }
 
+StatusOr<int> MemoryBound::FirstChunkLayers(const proto::Strategy& s) {
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<int>>* cuts, VirtualStageLayers(s));
+  int fewest = 0;
+  for (size_t i = 0; i < cuts->size(); ++i) {
+    fewest = i == 0 ? (*cuts)[i][0] : std::min(fewest, (*cuts)[i][0]);
+  }
+  return fewest;
+}
+
 StatusOr<const std::vector<std::vector<int>>*> MemoryBound::VirtualStageLayers(
     const proto::Strategy& s) {
   static const std::vector<std::vector<int>> kNone;

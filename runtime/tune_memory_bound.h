@@ -37,6 +37,11 @@ class MemoryBound {
   // the layers the cut is made by.
   StatusOr<int64_t> Of(const proto::Strategy& strategy);
 
+  // The layers of the first virtual stage (the first stage's first chunk)
+  // as pipeline-split cuts `strategy`'s pipeline, the fewer of its two
+  // pricings; 0 where the layers do not all cost alike.
+  StatusOr<int> FirstChunkLayers(const proto::Strategy& strategy);
+
   // Micro-batches a stage holds at once: forwards whose B (or whole
   // backward) has not run, and Bs whose W has not.
   struct InFlight {

@@ -116,12 +116,14 @@ StatusOr<TuneSpaceResult> Bf16OneF1BCandidates(const GptConfig& c, const CostCon
 // forward waits for its calls: on every schedule that runs a job's ops in
 // order the bound counts the forward's calls (at 1/16 of their bytes
 // under op-split, the most parts it cuts into), with sequence parallelism
-// and without, and stays under the step; under 1F1B-overlap, whose
-// forwards' calls run beside the backward's compute, it leaves them out.
-// What 1F1B's bound adds over 1F1B-overlap's (the same compute) is then
-// no more than the mp communication the simulator finds exposed, and
-// without op-split at least a third of it.
-TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
+// and without, and under sequence parallelism the all-gathers each
+// layer's backward waits for before its row-parallel GEMMs' gradients
+// (op-split does not cut those); it stays under the step. Under
+// 1F1B-overlap, whose jobs' parts interleave, it leaves them out. What
+// 1F1B's bound adds over 1F1B-overlap's (the same compute) is then no
+// more than the mp communication the simulator finds exposed, and at
+// least a third of it without op-split, or with sequence parallelism.
+TEST(Tuner, TimeBoundCountsTheCallsTheComputeWaitsFor) {
   const GptConfig c = WideGptSmall(4, 16, 1024, 1024, 16);  // 16 heads: mp 8 divides them
   const proto::Cluster cluster = LoadCluster("a100").value();
   const CostContext costs(cluster, CostTable());
@@ -159,7 +161,7 @@ TEST(Tuner, TimeBoundCountsTheForwardCallsTheComputeWaitsFor) {
     EXPECT_LE(k.time_bound_s, step);
     EXPECT_LE(overlap[k.name]->time_bound_s, k.time_bound_s);
     EXPECT_LE(added, exposed);
-    if (!s.passes().op_split()) {
+    if (!s.passes().op_split() || s.mp().sequence_parallel()) {
       EXPECT_GT(added, exposed / 3);
     }
     std::printf("%s: time bound %.3f ms of a %.3f ms step; %.3f ms over 1F1B-overlap's, of "
@@ -287,6 +289,12 @@ TEST(Tuner, TimeBoundCountsTheDataParallelStream) {
     // skips.
     const double least = s.sharding().stage() == 3 ? 0.5 : 0.8;
     EXPECT_GT(k.time_bound_s, least * stream);
+    // Below stage 2 the stream's calls are the last micro-batch's, which
+    // wait for its backward: the bound counts the micro-batches before
+    // it as well (0.85 of the stream at m 2 and 4 without them).
+    if (s.sharding().stage() < 2 && s.pipeline().micro_batches() > 1) {
+      EXPECT_GT(k.time_bound_s, 0.9 * stream);
+    }
     std::printf("%s: time bound %.2f ms, the dp or sharding stream busy %.2f ms of a %.2f ms "
                 "step\n",
                 k.name.c_str(), k.time_bound_s * 1e3, stream * 1e3,
