@@ -52,6 +52,25 @@ StatusOr<double> FoldedStepSeconds(const GptConfig& c, const proto::Strategy& s,
   return sim.result.step_time_s;
 }
 
+// `s` simulated with its dp replicas folded.
+StatusOr<GptSimulation> SimulateFoldingDp(const GptConfig& c, const proto::Strategy& s,
+                                          const CostContext& costs) {
+  SimulationOptions o;
+  o.fold_data_parallel = true;
+  return SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
+}
+
+// The longest any rank's stream of one of `names` is busy in a step.
+double BusiestStream(const SimulationResult& r, const std::set<std::string>& names) {
+  double busiest = 0;
+  for (const RankMetrics& rank : r.ranks) {
+    for (const StreamMetrics& m : rank.streams) {
+      if (names.count(m.name) > 0) busiest = std::max(busiest, m.busy_s);
+    }
+  }
+  return busiest;
+}
+
 // On GPUs whose tensor-parallel group spans two nodes (gpt-small made
 // 1024 wide with 16 heads, mp 16
 // over a100 nodes of 8), the layers' all-reduces cross InfiniBand and
@@ -233,10 +252,7 @@ TEST(Tuner, TimeBoundLeavesOutTheCastsThePlansDoNotMake) {
       continue;
     }
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_data_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
-                           PlanOptionsAt(costs));
+    auto sim = SimulateFoldingDp(c, s, costs);
     ASSERT_TRUE(sim.ok()) << sim.status();
     double compute = 0;
     for (const RankMetrics& r : sim->result.ranks) compute = std::max(compute, r.calc_compute_s);
@@ -272,17 +288,9 @@ TEST(Tuner, TimeBoundCountsTheDataParallelStream) {
     const proto::Strategy& s = k.strategy;
     if (s.dp().degree() != 16 || s.recompute().granularity() != "none") continue;
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_data_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
-                           PlanOptionsAt(costs));
+    auto sim = SimulateFoldingDp(c, s, costs);
     ASSERT_TRUE(sim.ok()) << sim.status();
-    double stream = 0;
-    for (const RankMetrics& r : sim->result.ranks) {
-      for (const StreamMetrics& m : r.streams) {
-        if (m.name == "dp" || m.name == "sharding") stream = std::max(stream, m.busy_s);
-      }
-    }
+    const double stream = BusiestStream(sim->result, {"dp", "sharding"});
     EXPECT_LE(k.time_bound_s, sim->result.step_time_s);
     // Most of what the stream carries: the weight matrices' calls, less
     // stage 3's backward gathers, which a bucket kept from the forward
@@ -365,17 +373,9 @@ TEST(Tuner, TimeBoundCountsEveryMicroBatchBesideATiedEmbedding) {
       continue;
     }
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_data_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
-                           PlanOptionsAt(costs));
+    auto sim = SimulateFoldingDp(c, s, costs);
     ASSERT_TRUE(sim.ok()) << sim.status();
-    double stream = 0;
-    for (const RankMetrics& r : sim->result.ranks) {
-      for (const StreamMetrics& m : r.streams) {
-        if (m.name == "sharding") stream = std::max(stream, m.busy_s);
-      }
-    }
+    const double stream = BusiestStream(sim->result, {"sharding"});
     EXPECT_LE(k.time_bound_s, sim->result.step_time_s);
     EXPECT_GT(k.time_bound_s, (s.sharding().stage() == 3 ? 0.5 : 0.8) * stream);
     std::printf("%s: time bound %.2f ms, the sharding stream busy %.2f ms of a %.2f ms step\n",
