@@ -409,6 +409,15 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
   last_on_ring.fill(-1);
   std::map<std::tuple<int, int, bool>, int64_t> p2p_calls;  // (ring, peer, send?) -> calls
   std::vector<int> deps;
+  // One instruction per op of each job's part: deep pipelines lower
+  // hundreds of thousands, which growing the vector would copy again.
+  size_t instructions = 0;
+  for (const Job& job : plan_.jobs) {
+    const int size = static_cast<int>(plan_.ProgramFor(job)->global_block().num_ops());
+    const int end = job.op_end < 0 ? size : std::min(job.op_end, size);
+    instructions += static_cast<size_t>(std::max(0, end - job.op_begin));
+  }
+  g.instructions.reserve(instructions);
 
   for (int ji = 0; ji < static_cast<int>(plan_.jobs.size()); ++ji) {
     const Job& job = plan_.jobs[ji];
