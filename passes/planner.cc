@@ -57,9 +57,8 @@ StatusOr<CheckedPipeline> CheckPipeline(const PreparedPrograms& programs,
   LOOM_ASSIGN_OR_RETURN(out.checked, CheckStrategy(strategy));
   LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
   if (!programs.IsFor(amp)) {
-    return InvalidArgument("the strategy's amp section (level ", strategy.amp().level(), ", ",
-                           strategy.amp().dtype(),
-                           ") is not the mixed precision its programs were prepared for");
+    return InvalidArgument("the strategy's amp section {", strategy.amp().ShortDebugString(),
+                           "} is not the mixed precision its programs were prepared for");
   }
   LOOM_ASSIGN_OR_RETURN(out.pipeline,
                         PassPipeline::Parse(DefaultPipeline(out.checked, programs.scaling())));
