@@ -42,6 +42,13 @@ double LeastCallSeconds(const CommModel& comm, CommCall kind, int64_t bytes,
   });
 }
 
+// One micro-batch's activation between layers on a rank, [b, s, h], in
+// the compute dtype: what each tensor-parallel call of a layer moves whole.
+int64_t MicroBatchActivationBytes(const GptConfig& config, const proto::Strategy& s) {
+  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+  return b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2);
+}
+
 // One layer's tensor-parallel calls for one micro-batch, at their least:
 // the forward's two (after the attention's and the MLP's row-parallel
 // GEMM), the backward's two (the input gradients of the column-parallel
@@ -53,8 +60,7 @@ double MpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
   const int mp = s.mp().degree();
   if (mp <= 1) return 0;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
-  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
-  const int64_t bytes = b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2);
+  const int64_t bytes = MicroBatchActivationBytes(config, s);
   const double call = s.mp().sequence_parallel()
                           ? LeastCallSeconds(comm, CommCall::kReduceScatter, bytes, group) +
                                 LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
@@ -154,12 +160,10 @@ double ExposedForwardMpCallsPerLayer(const GptConfig& config, const proto::Strat
   const int mp = s.mp().degree();
   if (mp <= 1) return 0;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
-  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
   const int64_t parts = !s.passes().op_split()            ? 1
                         : s.passes().op_split_parts() > 0 ? s.passes().op_split_parts()
                                                           : kOpSplitMaxParts;
-  const int64_t bytes =
-      b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2) / parts;
+  const int64_t bytes = MicroBatchActivationBytes(config, s) / parts;
   const double call = s.mp().sequence_parallel()
                           ? LeastCallSeconds(comm, CommCall::kReduceScatter, bytes, group) +
                                 LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
@@ -181,8 +185,7 @@ double ExposedBackwardMpCallsPerLayer(const GptConfig& config, const proto::Stra
   const int mp = s.mp().degree();
   if (mp <= 1 || !s.mp().sequence_parallel()) return 0;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
-  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
-  const int64_t bytes = b * config.seq_len * config.hidden * (s.amp().level() == "O0" ? 4 : 2);
+  const int64_t bytes = MicroBatchActivationBytes(config, s);
   return 2 * LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group);
 }
 
