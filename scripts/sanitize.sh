@@ -103,11 +103,12 @@ exclude_regex() {
 }
 
 # configure DIR FLAGS...: a clang build, without the benchmarks, at -O1 -g
-# (no NDEBUG, so library asserts stay on).
+# (no NDEBUG, so library asserts stay on), with the sanitizer's own
+# allocator in place of jemalloc.
 configure() {
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER=clang++ -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF \
+    -DCMAKE_CXX_COMPILER=clang++ -DLOOM_BUILD_BENCH=OFF -DLOOM_CUDA=OFF -DLOOM_JEMALLOC=OFF \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g -fno-omit-frame-pointer $*" \
     -DCMAKE_EXE_LINKER_FLAGS="$*" -DCMAKE_SHARED_LINKER_FLAGS="$*" > /dev/null
 }

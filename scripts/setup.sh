@@ -13,6 +13,7 @@ PACKAGES=(
   libhiredis-dev redis-server  # Gloo's RedisStore: the rendezvous of launches across machines
   slurmctld slurmd slurm-client munge  # srun; a one-node Slurm of its own for slurm_test
   nlohmann-json3-dev zlib1g-dev iproute2
+  libjemalloc-dev  # the programs' allocator: planning makes millions of small allocations
   chromium
   clang libclang-rt-dev
   python3-torch python3-venv
