@@ -183,20 +183,40 @@ StatusOr<TuneReport> Search::Run() {
   TuneProgress progress;
   progress.candidates = report_.candidates;
   size_t next = 0;
-  while (next < order.size()) {
+  // Candidates held back from the last round because a cheaper sibling of
+  // theirs was in it: they come first in the next, once the sibling's
+  // outcome can skip them.
+  std::vector<const TuneCandidate*> deferred;
+  while (next < order.size() || !deferred.empty()) {
     // A round: the next kRound candidates not skipped. Skips are
     // decided between rounds only, so the threads' timing changes nothing.
     std::vector<const TuneCandidate*> round;
-    while (round.size() < kRound && next < order.size()) {
-      const TuneCandidate& c = space.candidates[order[next++]];
-      ++progress.done;
+    std::set<std::string> in_round;
+    std::vector<const TuneCandidate*> held = std::move(deferred);
+    deferred.clear();
+    size_t next_held = 0;
+    while (round.size() < kRound && (next_held < held.size() || next < order.size())) {
+      const bool was_held = next_held < held.size();
+      const TuneCandidate& c = was_held ? *held[next_held++] : space.candidates[order[next++]];
+      if (!was_held) ++progress.done;
       if (std::optional<std::string> why = SkipReason(c)) {
         ++report_.pruned[*why];
         report_.outcomes[c.name] = "skipped: " + *why;
         continue;
       }
+      const std::vector<std::pair<std::string, const char*>> siblings =
+          CheaperSiblings(c.strategy);
+      if (!was_held && std::any_of(siblings.begin(), siblings.end(), [&](const auto& sibling) {
+            return in_round.count(sibling.first) > 0;
+          })) {
+        deferred.push_back(&c);
+        continue;
+      }
       round.push_back(&c);
+      in_round.insert(c.name);
     }
+    // Held candidates the round had no room for wait for the next.
+    deferred.insert(deferred.begin(), held.begin() + next_held, held.end());
     // The round's candidates, taken in turn by the threads.
     std::vector<std::optional<StatusOr<TunedPlan>>> results(round.size());
     std::atomic<size_t> taken{0};
@@ -218,10 +238,10 @@ StatusOr<TuneReport> Search::Run() {
       }
     }
     if (options_.progress) options_.progress(progress);
-    if (options_.time_limit_s > 0 && next < order.size() &&
+    if (options_.time_limit_s > 0 && (next < order.size() || !deferred.empty()) &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
             options_.time_limit_s) {
-      report_.unsearched = static_cast<int>(order.size() - next);
+      report_.unsearched = static_cast<int>(order.size() - next + deferred.size());
       break;
     }
   }

@@ -108,6 +108,24 @@ TEST(Tuner, PrunedSearchFindsTheExhaustiveWinner) {
     ASSERT_NE(best, nullptr);
     EXPECT_EQ(pruned.report.top.front().step_time_s, best->step_time_s)
         << pruned.report.top.front().candidate.name << " against " << best->candidate.name;
+    // No plan with recomputation is simulated beside its sibling without,
+    // when that fits: the search holds it back until the sibling's outcome
+    // can skip it, even where both fall in one round.
+    const auto simulated = ByName(pruned.report);
+    int held_back = 0;
+    for (const auto& [name, plan] : simulated) {
+      if (plan->candidate.strategy.recompute().granularity() == "none") continue;
+      proto::Strategy without = plan->candidate.strategy;
+      without.mutable_recompute()->set_granularity("none");
+      auto sibling = simulated.find(TuneCandidateName(without));
+      if (sibling != simulated.end()) {
+        EXPECT_FALSE(sibling->second->fits) << name << " was simulated beside " << sibling->first;
+      }
+    }
+    for (const auto& [name, outcome] : pruned.report.outcomes) {
+      held_back += outcome == "skipped: the same plan without recomputation fits";
+    }
+    EXPECT_GT(held_back, 0);
     if (limit == 0) {
       // 394 of 684 measured.
       EXPECT_LT(pruned.report.simulated.size(), all.report.simulated.size() * 2 / 3);
