@@ -146,6 +146,28 @@ double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
   return reductions * calls.reduction + fetches * calls.fetch;
 }
 
+// The largest divisor of `dim` no greater than `most`.
+int64_t LargestDivisorUpTo(int64_t dim, int64_t most) {
+  for (int64_t k = std::min(dim, most); k > 1; --k) {
+    if (dim % k == 0) return k;
+  }
+  return 1;
+}
+
+// The most parts op-split can cut a tensor-parallel GEMM of `s` into: its
+// parts option, or the largest part count dividing a row dim of the
+// GEMM's input, up to kOpSplitMaxParts (op_split_pass.cc, Choose). Under
+// sequence parallelism the sequence is the collective's own dim, so only
+// the micro-batch's sequences are cut: a micro-batch of one is not split.
+int64_t MostOpSplitParts(const GptConfig& config, const proto::Strategy& s) {
+  if (!s.passes().op_split()) return 1;
+  if (s.passes().op_split_parts() > 0) return s.passes().op_split_parts();
+  const int64_t b = config.batch_size / s.dp().degree() / s.pipeline().micro_batches();
+  const int64_t by_batch = LargestDivisorUpTo(b, kOpSplitMaxParts);
+  if (s.mp().sequence_parallel()) return by_batch;
+  return std::max(by_batch, LargestDivisorUpTo(config.seq_len, kOpSplitMaxParts));
+}
+
 // The tensor-parallel calls of one layer's forward that its next op waits
 // for, at their least, where a job's ops run in order (every schedule but
 // the overlap ones, whose jobs' parts interleave): the all-reduce after the
@@ -154,16 +176,13 @@ double DataParallelStreamSeconds(const GptConfig& c, const proto::Strategy& s,
 // column-parallel GEMM. Op-split cuts such a GEMM into parts whose calls
 // run beside the other parts' compute, but the last part's reduction (the
 // first part's gather) still waits, so a call counts at 1/k of its bytes,
-// k the most parts op-split cuts into.
+// k the most parts op-split can cut it into (MostOpSplitParts).
 double ExposedForwardMpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
                                      const CommModel& comm) {
   const int mp = s.mp().degree();
   if (mp <= 1) return 0;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
-  const int64_t parts = !s.passes().op_split()            ? 1
-                        : s.passes().op_split_parts() > 0 ? s.passes().op_split_parts()
-                                                          : kOpSplitMaxParts;
-  const int64_t bytes = MicroBatchActivationBytes(config, s) / parts;
+  const int64_t bytes = MicroBatchActivationBytes(config, s) / MostOpSplitParts(config, s);
   const double call = s.mp().sequence_parallel()
                           ? LeastCallSeconds(comm, CommCall::kReduceScatter, bytes, group) +
                                 LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group)
@@ -171,22 +190,32 @@ double ExposedForwardMpCallsPerLayer(const GptConfig& config, const proto::Strat
   return 2 * call;
 }
 
-// Under sequence parallelism, the tensor-parallel calls of one layer's
-// backward that its next op waits for, at their least, where a job's ops
-// run in order: the all-gather of the output gradient before each
-// row-parallel GEMM's gradient (the attention's projection and the MLP's
-// second GEMM), which reads it whole (sequence_parallel_pass.cc). Op-split
-// cuts only forward GEMMs, so each waits for the whole call. (The input
-// gradients' reduce-scatters run beside the weight gradients' GEMMs, and
-// the column-parallel inputs' gathers again may be issued early: neither
-// counts.)
+// The tensor-parallel calls of one layer's backward that its next op waits
+// for, at their least, where a job's ops run in order. Op-split cuts only
+// forward GEMMs, so each waits for the whole call:
+//  - under sequence parallelism, the all-gather of the output gradient
+//    before each row-parallel GEMM's gradient (the attention's projection
+//    and the MLP's second GEMM), which reads it whole
+//    (sequence_parallel_pass.cc);
+//  - where the backward is split (`split_backward`: ZBH1, ZBV), the
+//    reduction of each column-parallel GEMM's input gradient (the QKV's and
+//    the MLP's first), which the layer norm's gradient reads next. Whole,
+//    the backward runs it beside the weight gradient's GEMM; B has none.
+// (The column-parallel inputs' gathers again may be issued early: they do
+// not count.)
 double ExposedBackwardMpCallsPerLayer(const GptConfig& config, const proto::Strategy& s,
-                                      const CommModel& comm) {
+                                      const CommModel& comm, bool split_backward) {
   const int mp = s.mp().degree();
-  if (mp <= 1 || !s.mp().sequence_parallel()) return 0;
+  if (mp <= 1) return 0;
   const std::vector<int> group = RingMembers(LayoutOf(s), 0, kMpRing);
   const int64_t bytes = MicroBatchActivationBytes(config, s);
-  return 2 * LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group);
+  const bool sp = s.mp().sequence_parallel();
+  double exposed = sp ? 2 * LeastCallSeconds(comm, CommCall::kAllGather, bytes / mp, group) : 0;
+  if (split_backward) {
+    exposed += 2 * LeastCallSeconds(comm, sp ? CommCall::kReduceScatter : CommCall::kAllReduce,
+                                    bytes, group);
+  }
+  return exposed;
 }
 
 StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig& optimizer,
@@ -319,10 +348,11 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
   // What the calc stream waits for in each layer's forward (again in its
   // recomputation under full).
   const bool in_order = schedule.ok() && !(*schedule)->splits_jobs;
+  const bool whole_backward = schedule.ok() && !(*schedule)->splits_backward;
   const double exposed = in_order ? ExposedForwardMpCallsPerLayer(config, s, comm) : 0;
   // And in each layer's backward.
   const double exposed_backward =
-      in_order ? ExposedBackwardMpCallsPerLayer(config, s, comm) : 0;
+      in_order ? ExposedBackwardMpCallsPerLayer(config, s, comm, !whole_backward) : 0;
   const double per_micro_batch =
       serial.forward.Share(mp, pp) * (full ? 2 : 1) + serial.backward.Share(mp, pp);
   const double compute = m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
@@ -330,7 +360,6 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
                                        config.num_layers / pp;
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
-  const bool whole_backward = schedule.ok() && !(*schedule)->splits_backward;
   const double layer_forward = serial.layer_forward.Share(mp, 1) + exposed;
   const double layer_backward = serial.layer_backward.Share(mp, 1) + exposed_backward;
   const double recomputed = full ? serial.layer_forward.work / mp + exposed : 0;
