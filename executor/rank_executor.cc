@@ -211,8 +211,8 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     for (int i = 0; i < ins.touches_count; ++i) {
       const int t = body.touches[ins.touches_begin + i];
       const Temporary& temp = body.temporaries[t];
-      bool kept = keep.count(temp.var) > 0;
-      for (const std::string& v : temp.views) kept |= keep.count(v) > 0;
+      bool kept = keep.count(body.var_names[temp.var]) > 0;
+      for (int v : temp.views) kept |= keep.count(body.var_names[v]) > 0;
       if (!kept) b.touches.push_back(t);
     }
     bound_.push_back(std::move(b));
@@ -221,9 +221,9 @@ Status RankExecutor::Bind(const RankPlan& plan) {
   uses_.reset(new Use[num_uses_]);
   for (size_t i = 0; i < num_uses_; ++i) {
     const Temporary& t = body.temporaries[i];
-    uses_[i].tensor = micro_scopes_.at(t.micro_batch)->Var(t.var);
-    for (const std::string& v : t.views) {
-      uses_[i].views.push_back(micro_scopes_.at(t.micro_batch)->Var(v));
+    uses_[i].tensor = micro_scopes_.at(t.micro_batch)->Var(body.var_names[t.var]);
+    for (int v : t.views) {
+      uses_[i].views.push_back(micro_scopes_.at(t.micro_batch)->Var(body.var_names[v]));
     }
     uses_[i].total = t.touched_by;
     uses_[i].left.store(t.touched_by);

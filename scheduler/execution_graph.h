@@ -107,10 +107,11 @@ enum class MemoryKind : uint8_t {
 };
 inline constexpr int kNumMemoryKinds = 5;
 
-// A non-persistable var of one micro-batch's scope.
+// A non-persistable var of one micro-batch's scope. Vars are named by
+// index into RankGraphBody::var_names: every micro-batch has the same.
 struct Temporary {
   int micro_batch = 0;
-  std::string var;
+  int var = 0;
   int64_t bytes = 0;
   int touched_by = 0;  // instructions that touch it in a step
   // Read before any instruction writes it: fed before the step (data).
@@ -118,7 +119,7 @@ struct Temporary {
   // Vars of the micro-batch that view this one's data (outputs of view ops,
   // OpSchema::ViewOf): they share its buffer, so it lives until the last
   // toucher of any of them, and they are freed with it.
-  std::vector<std::string> views = {};
+  std::vector<int> views = {};
   MemoryKind kind = MemoryKind::kWorkspace;
 };
 
@@ -140,6 +141,7 @@ struct RankGraphBody {
   std::vector<Instruction> instructions;  // issue order
   std::vector<StreamQueue> streams;            // sorted by name
   std::vector<std::string> signatures;
+  std::vector<std::string> var_names;  // what Temporary::var and views index
   std::vector<Temporary> temporaries;
   std::vector<int> touches;  // temporary ids, by instruction (see there)
   PersistentBytes persistent;

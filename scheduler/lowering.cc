@@ -113,12 +113,12 @@ class RankLowering {
     return it->second;
   }
   // The temporary of (micro_batch, var), made on first use.
-  int TemporaryOf(int micro_batch, int var, const std::string& name, int64_t bytes) {
+  int TemporaryOf(int micro_batch, int var, int64_t bytes) {
     std::vector<int>& ids = temp_ids_[micro_batch];
     if (static_cast<int>(ids.size()) <= var) ids.resize(var_ids_.size(), -1);
     if (ids[var] < 0) {
       ids[var] = static_cast<int>(body_->temporaries.size());
-      body_->temporaries.push_back(Temporary{micro_batch, name, bytes, 0});
+      body_->temporaries.push_back(Temporary{micro_batch, var, bytes, 0});
     }
     return ids[var];
   }
@@ -270,9 +270,10 @@ void RankLowering::ClassifyTemporaries() {
   for (size_t t = 0; t < g.temporaries.size(); ++t) {
     Temporary& temp = g.temporaries[t];
     const char how = touched_how_[t];
+    const bool gradient = var_names_[temp.var].find("@GRAD") != std::string::npos;
     temp.kind = (how & kCastOfParameter) ? MemoryKind::kParameterCopy
                 : (how & kForwardTouch) && (how & kBackwardTouch) ? MemoryKind::kActivation
-                : temp.var.find("@GRAD") != std::string::npos     ? MemoryKind::kGradient
+                : gradient                                        ? MemoryKind::kGradient
                 : (how & kCommWritten)                            ? MemoryKind::kCommBuffer
                                                                   : MemoryKind::kWorkspace;
   }
@@ -292,8 +293,7 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
   ins->touches_begin = static_cast<int>(touches.size());
   auto add = [&](const std::pair<int, bool>& var) {
     if (var.second) return;  // persistable
-    const int t = TemporaryOf(micro_batch, var.first, var_names_[var.first],
-                              var_bytes_[var.first]);
+    const int t = TemporaryOf(micro_batch, var.first, var_bytes_[var.first]);
     for (int i = ins->touches_begin; i < static_cast<int>(touches.size()); ++i) {
       if (touches[i] == t) return;
     }
@@ -305,28 +305,27 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
   if (f.view) {
     for (const auto& [out, persistable] : f.outputs) {
       if (f.viewed.second) {
-        TemporaryOf(micro_batch, out, var_names_[out], 0);
+        TemporaryOf(micro_batch, out, 0);
         continue;
       }
-      const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_names_[f.viewed.first],
-                                     var_bytes_[f.viewed.first]);
+      const int viewed = TemporaryOf(micro_batch, f.viewed.first, var_bytes_[f.viewed.first]);
       std::vector<int>& ids = temp_ids_[micro_batch];
       if (static_cast<int>(ids.size()) <= out) ids.resize(var_ids_.size(), -1);
       if (ids[out] < 0) {
         ids[out] = viewed;
-        body_->temporaries[viewed].views.push_back(var_names_[out]);
+        body_->temporaries[viewed].views.push_back(out);
       }
     }
   }
   // A part written into a join's output shares that temporary too; the
   // first part written allocates it, and the join allocates nothing.
   for (const auto& [part, whole] : f.placed) {
-    const int t = TemporaryOf(micro_batch, whole, var_names_[whole], var_bytes_[whole]);
+    const int t = TemporaryOf(micro_batch, whole, var_bytes_[whole]);
     std::vector<int>& ids = temp_ids_[micro_batch];
     if (static_cast<int>(ids.size()) <= part) ids.resize(var_ids_.size(), -1);
     if (ids[part] < 0) {
       ids[part] = t;
-      body_->temporaries[t].views.push_back(var_names_[part]);
+      body_->temporaries[t].views.push_back(part);
     }
     if (static_cast<int>(join_buffer_.size()) <= t) join_buffer_.resize(t + 1, kNotJoined);
     if (join_buffer_[t] == kNotJoined) join_buffer_[t] = kUnallocated;
@@ -337,8 +336,7 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
     bool first = !f.view && !out.second && State(micro_batch, out).writer < 0 &&
                  State(micro_batch, out).readers.empty();
     if (!out.second) {
-      const int t = TemporaryOf(micro_batch, out.first, var_names_[out.first],
-                                var_bytes_[out.first]);
+      const int t = TemporaryOf(micro_batch, out.first, var_bytes_[out.first]);
       if (t < static_cast<int>(join_buffer_.size()) && join_buffer_[t] != kNotJoined) {
         first = join_buffer_[t] == kUnallocated;
         join_buffer_[t] = kAllocated;
@@ -535,6 +533,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
     }
   }
   ClassifyTemporaries();
+  g.var_names = std::move(var_names_);
   return body_;
 }
 

@@ -95,8 +95,10 @@ TEST(Simulator, TensorParallelInputsEnterThroughViews) {
     EXPECT_EQ(copies, 0) << "rank " << g.rank;
     int shared = 0;
     for (const Temporary& t : g.body->temporaries) {
-      for (const std::string& v : t.views) {
-        EXPECT_NE(v.find("@MP_IN"), std::string::npos) << v << " views " << t.var;
+      for (int view : t.views) {
+        const std::string& v = g.body->var_names[view];
+        EXPECT_NE(v.find("@MP_IN"), std::string::npos) << v << " views "
+                                                       << g.body->var_names[t.var];
         ++shared;
       }
     }
