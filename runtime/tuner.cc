@@ -217,11 +217,22 @@ StatusOr<TuneReport> Search::Run() {
     }
     // Held candidates the round had no room for wait for the next.
     deferred.insert(deferred.begin(), held.begin() + next_held, held.end());
-    // The round's candidates, taken in turn by the threads.
+    // The round's candidates, taken in turn by the threads, the most
+    // micro-batches first: a plan's instructions grow with them (each
+    // micro-batch runs every layer once), and so does the time to lower
+    // and simulate it, so no thread starts a long one as the others end.
+    std::vector<size_t> longest_first(round.size());
+    std::iota(longest_first.begin(), longest_first.end(), 0);
+    std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
+      return round[a]->strategy.pipeline().micro_batches() >
+             round[b]->strategy.pipeline().micro_batches();
+    });
     std::vector<std::optional<StatusOr<TunedPlan>>> results(round.size());
     std::atomic<size_t> taken{0};
     auto work = [&] {
-      for (size_t i = taken++; i < round.size(); i = taken++) results[i] = Simulate(*round[i]);
+      for (size_t i = taken++; i < round.size(); i = taken++) {
+        results[longest_first[i]] = Simulate(*round[longest_first[i]]);
+      }
     };
     std::vector<std::thread> workers;
     for (size_t t = 1; t < std::min(threads, round.size()); ++t) workers.emplace_back(work);
