@@ -60,6 +60,14 @@ StatusOr<GptSimulation> SimulateFoldingDp(const GptConfig& c, const proto::Strat
   return SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
 }
 
+// `s` simulated with its tensor-parallel peers folded.
+StatusOr<GptSimulation> SimulateFoldingMp(const GptConfig& c, const proto::Strategy& s,
+                                          const CostContext& costs) {
+  SimulationOptions o;
+  o.fold_tensor_parallel = true;
+  return SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o, PlanOptionsAt(costs));
+}
+
 // The longest any rank's stream of one of `names` is busy in a step.
 double BusiestStream(const SimulationResult& r, const std::set<std::string>& names) {
   double busiest = 0;
@@ -169,10 +177,7 @@ TEST(Tuner, TimeBoundCountsTheCallsTheComputeWaitsFor) {
     }
     SCOPED_TRACE(k.name);
     ASSERT_TRUE(overlap.count(k.name));
-    SimulationOptions o;
-    o.fold_tensor_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
-                           PlanOptionsAt(costs));
+    auto sim = SimulateFoldingMp(c, s, costs);
     ASSERT_TRUE(sim.ok()) << sim.status();
     const double step = sim->result.step_time_s;
     const double exposed = sim->result.exposed_comm_s[static_cast<int>(CommCategory::kMp)];
@@ -220,10 +225,7 @@ TEST(Tuner, TimeBoundCountsTheCallsBWaitsForAndTheSplitsThatCannotBe) {
     if (s.mp().degree() != 8 || s.pipeline().degree() != 2 || (m != 4 && m != 32)) continue;
     bound[k.name] = k.time_bound_s;
     SCOPED_TRACE(k.name);
-    SimulationOptions o;
-    o.fold_tensor_parallel = true;
-    auto sim = SimulateGpt(c, OptimizerConfig(), s, CostModelTimers(costs), o,
-                           PlanOptionsAt(costs));
+    auto sim = SimulateFoldingMp(c, s, costs);
     ASSERT_TRUE(sim.ok()) << sim.status();
     const double step = sim->result.step_time_s;
     const double exposed = sim->result.exposed_comm_s[static_cast<int>(CommCategory::kMp)];
