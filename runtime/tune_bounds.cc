@@ -228,6 +228,22 @@ StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig
   if (amp.level > 0) LOOM_RETURN_IF_ERROR(ApplyAmp(tp.main, amp, &tp.startup));
   SerialCost cost;
   const Block& block = tp.main.global_block();
+  // The first and the last forward op of a layer, by index: the forward
+  // ops outside the layers before the one are the embedding's, after the
+  // other the head's (ForwardCostsByLayer cuts them alike).
+  int first_layered = -1, last_layered = -1;
+  for (const Op* op : block.ops()) {
+    if (!op->HasRole(role::kForward) || op->desc().layer() < 0) continue;
+    if (first_layered < 0) first_layered = op->index();
+    last_layered = op->index();
+  }
+  // The embedding's or the head's part for a forward op outside the layers.
+  auto ends = [&](const Op& forward) -> PhaseCost* {
+    if (forward.desc().layer() >= 0 || first_layered < 0) return nullptr;
+    if (forward.index() < first_layered) return &cost.pre;
+    if (forward.index() > last_layered) return &cost.post;
+    return nullptr;
+  };
   for (const Op* op : block.ops()) {
     // AMP casts each parameter where it is read, once a micro-batch, but
     // the plans do not: low-precision-weights casts once a step, and ZeRO
@@ -250,9 +266,13 @@ StatusOr<SerialCost> PriceProgram(const GptConfig& config, const OptimizerConfig
       if (forward != nullptr && forward->desc().layer() >= 0) {
         cost.layers_backward.Add(priced.seconds, launch);
       }
+      if (PhaseCost* end = forward != nullptr ? ends(*forward) : nullptr) {
+        end->Add(priced.seconds, launch);
+      }
     } else {
       cost.forward.Add(priced.seconds, launch);
       if (op->desc().layer() >= 0) cost.layers_forward.Add(priced.seconds, launch);
+      if (PhaseCost* end = ends(*op)) end->Add(priced.seconds, launch);
     }
   }
   cost.Average(config.num_layers);
@@ -274,6 +294,8 @@ SerialCost Extrapolate(const SerialCost& a, const SerialCost& b, double times) {
   out.optimizer = phase(a.optimizer, b.optimizer);
   out.layers_forward = phase(a.layers_forward, b.layers_forward);
   out.layers_backward = phase(a.layers_backward, b.layers_backward);
+  out.pre = phase(a.pre, b.pre);
+  out.post = phase(a.post, b.post);
   return out;
 }
 
@@ -331,13 +353,24 @@ int SharedCores(const proto::Cluster& cluster) {
 //    all its forwards and backwards. Split, that crossing is B's alone,
 //    whose share of the backward the serial price does not give;
 //  - on one host's shared cores, all ranks' work over the cores;
+//  - the busiest stage, as pipeline-split cuts the layers (`cuts`, each
+//    virtual stage's layers under each pricing it may cut by; the fewer
+//    the layers, the less is counted): every micro-batch's forward and
+//    backward of its layers, with the calls they wait for, and of the
+//    embedding on the first virtual stage and the head and loss on the
+//    last. A stage runs its jobs one at a time, whatever the schedule; the
+//    last stage's term above counts its own layers so too, and the head's
+//    jobs where it holds them (every schedule but ZBV, which puts the head
+//    on stage 0);
 // and TuneBounds::DataParallelStream adds what the data-parallel stream
 // carries. Where the backward is not split, `*first_stage_last_backward_s`
 // is when the first stage's last backward starts at the earliest (the
 // last stage's bound less that chunk's backward in the crossing back),
 // else 0.
 CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
-                             const SerialCost& serial, int shared_cores, const CommModel& comm,
+                             const SerialCost& serial, const RankLayerPrice& rank_layer,
+                             const std::vector<std::vector<int>>& cuts,
+                             int shared_cores, const CommModel& comm,
                              double* first_stage_last_backward_s) {
   const int dp = s.dp().degree(), mp = s.mp().degree(), pp = s.pipeline().degree();
   const int vpp = std::max(1, s.pipeline().vpp_degree());
@@ -353,21 +386,55 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
   // And in each layer's backward.
   const double exposed_backward =
       in_order ? ExposedBackwardMpCallsPerLayer(config, s, comm, !whole_backward) : 0;
+  // Each layer as a rank of the group runs it (RankLayerPrices), at least,
+  // with the sums of its weight gradients into the step's where a plan
+  // accumulates them whole.
+  const double accumulate = m > 1 && s.sharding().stage() < 2 ? rank_layer.accumulate : 0;
+  const double rank_layers =
+      config.num_layers * (rank_layer.forward + rank_layer.backward + accumulate) +
+      serial.pre.Share(mp, 1) + serial.post.Share(mp, 1);
   const double per_micro_batch =
-      serial.forward.Share(mp, pp) * (full ? 2 : 1) + serial.backward.Share(mp, pp);
+      std::max(serial.forward.Share(mp, pp) * (full ? 2 : 1) + serial.backward.Share(mp, pp),
+               rank_layers / pp);
   const double compute = m * per_micro_batch + serial.optimizer.Share(mp, pp * update_shards);
   const double average = compute + m * (exposed * (full ? 2 : 1) + exposed_backward) *
                                        config.num_layers / pp;
   const int64_t fewest_layers = config.num_layers / pp;
   const int64_t fewest_in_chunk = config.num_layers / (static_cast<int64_t>(pp) * vpp);
-  const double layer_forward = serial.layer_forward.Share(mp, 1) + exposed;
-  const double layer_backward = serial.layer_backward.Share(mp, 1) + exposed_backward;
-  const double recomputed = full ? serial.layer_forward.work / mp + exposed : 0;
+  const double layer_forward =
+      std::max(serial.layer_forward.Share(mp, 1), rank_layer.forward) + exposed;
+  // A layer's backward without what it recomputes, which need not wait for
+  // the gradient (the crossing back).
+  const double layer_backward =
+      std::max(serial.layer_backward.Share(mp, 1), rank_layer.unrecomputed_backward) +
+      exposed_backward;
+  // And with it, on its stage's calc stream.
+  const double recomputed = full ? serial.layer_forward.work / mp : 0;
+  const double per_layer =
+      layer_forward +
+      std::max(serial.layer_backward.Share(mp, 1) + recomputed, rank_layer.backward + accumulate) +
+      exposed_backward + (full ? exposed : 0);
+  // A micro-batch's jobs on each stage, under the cut that makes the
+  // busiest one least, and under the one that makes the last one least.
+  double busiest_stage = 0;
+  double last_stage_jobs = fewest_layers * per_layer;
+  const bool v_shape = schedule.ok() && (*schedule)->v_shape;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    std::vector<double> stage(pp, 0);
+    const int v = static_cast<int>(cuts[i].size());
+    for (int g = 0; g < v; ++g) {
+      stage[PlaceVirtualStage(g, pp, v_shape).stage] +=
+          cuts[i][g] * per_layer + (g == 0 ? serial.pre.Share(mp, 1) : 0) +
+          (g == v - 1 ? serial.post.Share(mp, 1) : 0);
+    }
+    const double busiest = *std::max_element(stage.begin(), stage.end());
+    busiest_stage = i == 0 ? busiest : std::min(busiest_stage, busiest);
+    last_stage_jobs = i == 0 ? stage[pp - 1] : std::min(last_stage_jobs, stage[pp - 1]);
+  }
   const double crossing_back =
       whole_backward ? (pp - 1) * fewest_in_chunk * layer_backward : 0;
-  const double last_stage = (pp - 1) * fewest_in_chunk * layer_forward +
-                            m * fewest_layers * (layer_forward + recomputed + layer_backward) +
-                            crossing_back;
+  const double last_stage =
+      (pp - 1) * fewest_in_chunk * layer_forward + m * last_stage_jobs + crossing_back;
   // The tensor-parallel calls of the average rank's layers, which run on
   // its calc stream or its mp stream: the two at best share the sum evenly.
   const double mp_calls = m * MpCallsPerLayer(config, s, comm) * config.num_layers / pp;
@@ -386,7 +453,7 @@ CandidateBounds TimeBoundsOf(const GptConfig& config, const proto::Strategy& s,
   *first_stage_last_backward_s =
       whole_backward ? last_stage - fewest_in_chunk * layer_backward : 0;
   CandidateBounds b;
-  b.compute_s = std::max({with_calls, last_stage, host});
+  b.compute_s = std::max({with_calls, last_stage, host, m * busiest_stage});
   b.time_s = b.compute_s;
   return b;
 }
@@ -399,6 +466,7 @@ TuneBounds::TuneBounds(const GptConfig& config, const OptimizerConfig& optimizer
       optimizer_(optimizer),
       base_(base),
       costs_(costs),
+      layer_prices_(config, optimizer, base, costs),
       memory_(config, optimizer, base, costs) {}
 
 StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
@@ -414,9 +482,12 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
     }
     priced = serial_costs_.emplace(micro_batch, *cost).first;
   }
+  LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<int>>* cuts,
+                        memory_.VirtualStageLayers(s));
+  LOOM_ASSIGN_OR_RETURN(const RankLayerPrice rank_layer, layer_prices_.Of(s));
   double last_backward = 0;
-  CandidateBounds b = TimeBoundsOf(config_, s, priced->second, SharedCores(costs_.cluster()),
-                                   costs_.comm(), &last_backward);
+  CandidateBounds b = TimeBoundsOf(config_, s, priced->second, rank_layer, *cuts,
+                                   SharedCores(costs_.cluster()), costs_.comm(), &last_backward);
   b.time_s = std::max(b.time_s, DataParallelStream(s));
   if (last_backward > 0) {
     // Only in that backward are its chunk's gradients final: their

@@ -13,6 +13,7 @@
 #include "framework/optimizer.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
+#include "runtime/tune_layer_prices.h"
 #include "runtime/tune_memory_bound.h"
 
 namespace loom {
@@ -41,6 +42,11 @@ struct SerialCost {
   PhaseCost layers_forward, layers_backward;
   // Those of an average layer.
   PhaseCost layer_forward, layer_backward;
+  // The ops outside the layers, forward and backward: before the first
+  // layer (the embedding) and after the last (the final norm, the head and
+  // the loss). Pipeline-split puts them on the first and the last virtual
+  // stage.
+  PhaseCost pre, post;
   void Average(int64_t layers) {
     const double n = static_cast<double>(std::max<int64_t>(1, layers));
     layer_forward = {layers_forward.fixed / n, layers_forward.work / n};
@@ -80,6 +86,7 @@ class TuneBounds {
   const proto::Strategy& base_;
   const CostContext& costs_;
   std::map<int64_t, SerialCost> serial_costs_;  // by micro-batch size
+  RankLayerPrices layer_prices_;
   MemoryBound memory_;
 };
 

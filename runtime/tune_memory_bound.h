@@ -42,6 +42,12 @@ class MemoryBound {
   // pricings; 0 where the layers do not all cost alike.
   StatusOr<int> FirstChunkLayers(const proto::Strategy& strategy);
 
+  // The layers of each virtual stage as pipeline-split cuts `strategy`'s
+  // pipeline, under each pricing it may cut by (the cost model's times, or
+  // FLOPs); none where the layers do not all cost alike.
+  StatusOr<const std::vector<std::vector<int>>*> VirtualStageLayers(
+      const proto::Strategy& strategy);
+
   // Micro-batches a stage holds at once: forwards whose B (or whole
   // backward) has not run, and Bs whose W has not.
   struct InFlight {
@@ -60,10 +66,6 @@ class MemoryBound {
   };
 
  private:
-  // The layers of each virtual stage as pipeline-split cuts `s`'s
-  // pipeline, under each pricing it may cut by (the cost model's times, or
-  // FLOPs); none where the layers do not all cost alike.
-  StatusOr<const std::vector<std::vector<int>>*> VirtualStageLayers(const proto::Strategy& s);
   // Layer-micro-batches the fullest stage holds at once under `s`'s
   // schedule over `cuts` (in units of one whose B has not run; one whose
   // B has and W has not counts `after_b`), under the cut that makes it
