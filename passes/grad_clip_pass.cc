@@ -80,17 +80,27 @@ class NormCounting {
   std::set<std::string> shared_grads_;  // all-reduced across the tied stages
 };
 
-// The members of flat buffer `buffer` (persistable vars viewing it whole,
-// not parts), by offset.
-std::map<int64_t, const proto::VarDesc*> MembersOf(const Block& block, const std::string& buffer) {
-  std::map<int64_t, const proto::VarDesc*> members;
-  for (const auto& [name, var] : block.vars()) {
-    if (var.has_flat() && var.flat().buffer() == buffer && var.flat().shard_ring() < 0) {
-      members[var.flat().offset()] = &var;
+// The members of each flat buffer (persistable vars viewing it whole, not
+// parts), by offset, found in one pass over the block's vars: updates ask
+// for their buffers' members one by one.
+class BufferMembers {
+ public:
+  explicit BufferMembers(const Block& block) {
+    for (const auto& [name, var] : block.vars()) {
+      if (var.has_flat() && var.flat().shard_ring() < 0) {
+        members_[var.flat().buffer()][var.flat().offset()] = &var;
+      }
     }
   }
-  return members;
-}
+  const std::map<int64_t, const proto::VarDesc*>& Of(const std::string& buffer) const {
+    static const std::map<int64_t, const proto::VarDesc*> kNone;
+    auto it = members_.find(buffer);
+    return it == members_.end() ? kNone : it->second;
+  }
+
+ private:
+  std::map<std::string, std::map<int64_t, const proto::VarDesc*>> members_;
+};
 
 // Whether `update` updates a ZeRO part: its parameter is the rank's part of
 // a flat buffer (sharding_pass.cc); its gradient is then the same part of
@@ -103,9 +113,10 @@ bool UpdatesAPart(const Block& block, const Op& update) {
 // The norm term of an update of a ZeRO part: the ranges of the bucket, in
 // buffer coordinates, whose members this rank counts. The gradient buffer
 // is laid out as the parameter buffer, whose members say what lies where.
-StatusOr<GradNormTerm> PartTerm(const Block& block, const Op& update, const NormCounting& count) {
+StatusOr<GradNormTerm> PartTerm(const Block& block, const BufferMembers& members,
+                                const Op& update, const NormCounting& count) {
   const proto::VarDesc* param = block.FindVar(update.Input("Param"));
-  const auto params = MembersOf(block, param->flat().buffer());
+  const auto& params = members.Of(param->flat().buffer());
   if (params.empty()) {
     return Internal(kPassName, ": ZeRO part ", param->name(), " of buffer ",
                     param->flat().buffer(), " has no member parameters to count by");
@@ -113,9 +124,10 @@ StatusOr<GradNormTerm> PartTerm(const Block& block, const Op& update, const Norm
   // The gradients, by offset, for the tied embedding's: members of the
   // gradient buffer (stage 1) or of the accumulators' (none under stage 2,
   // which does not shard a tied bucket's gradients).
-  std::map<int64_t, const proto::VarDesc*> grads;
+  static const std::map<int64_t, const proto::VarDesc*> kNoGrads;
   const proto::VarDesc* grad = block.FindVar(update.Input("Grad"));
-  if (grad != nullptr && grad->has_flat()) grads = MembersOf(block, grad->flat().buffer());
+  const auto& grads =
+      grad != nullptr && grad->has_flat() ? members.Of(grad->flat().buffer()) : kNoGrads;
   GradNormTerm term{update.Input("Grad"), {}, param->flat().shard_ring()};
   bool all = true;
   for (const auto& [offset, p] : params) {
@@ -140,7 +152,8 @@ StatusOr<GradNormTerm> PartTerm(const Block& block, const Op& update, const Norm
 // Moves the ops that write an update's gradient, but sit after `first`
 // and before that update, to just before `first`: the norm must see every
 // gradient final. They read gradients only, which are final by then.
-Status HoistGradWriters(Block& block, Op* first, const std::vector<Op*>& updates) {
+Status HoistGradWriters(Block& block, const BufferMembers& members, Op* first,
+                        const std::vector<Op*>& updates) {
   std::map<std::string, int> read_by;  // gradient-side var -> its update's index
   for (const Op* u : updates) {
     const std::string& g = u->Input("Grad");
@@ -150,7 +163,7 @@ Status HoistGradWriters(Block& block, Op* first, const std::vector<Op*>& updates
     const proto::VarDesc* v = block.FindVar(g);
     if (v == nullptr || !v->has_flat() || v->flat().shard_ring() < 0) continue;
     read_by[v->flat().buffer()] = std::max(read_by[v->flat().buffer()], u->index());
-    for (const auto& [offset, m] : MembersOf(block, v->flat().buffer())) {
+    for (const auto& [offset, m] : members.Of(v->flat().buffer())) {
       read_by[m->name()] = std::max(read_by[m->name()], u->index());
     }
   }
@@ -168,10 +181,11 @@ Status HoistGradWriters(Block& block, Op* first, const std::vector<Op*>& updates
       }
     }
   }
+  const std::set<const Op*> hoisted(hoist.begin(), hoist.end());
   std::set<std::string> written_after;  // by ops that stay between
   for (Op* op : block.OpVector()) {
     if (op->index() < first->index()) continue;
-    if (std::find(hoist.begin(), hoist.end(), op) != hoist.end()) {
+    if (hoisted.count(op) > 0) {
       for (const std::string& in : op->InputVars()) {
         if (written_after.count(in)) {
           return Internal(kPassName, ": ", op->type(), " (op ", op->index(), ") writes gradient ",
@@ -206,12 +220,13 @@ StatusOr<bool> GradClipPass::Run(PassContext& ctx) {
     if (IsParameterUpdate(*op)) updates.push_back(op);
   }
   const NormCounting count(block, ctx.layout(), ctx.coords());
+  const BufferMembers members(block);
   std::vector<GradNormTerm> terms;
   std::vector<int> part_rings;
   int counted = 0;
   for (const Op* u : updates) {
     if (UpdatesAPart(block, *u)) {
-      LOOM_ASSIGN_OR_RETURN(GradNormTerm term, PartTerm(block, *u, count));
+      LOOM_ASSIGN_OR_RETURN(GradNormTerm term, PartTerm(block, members, *u, count));
       if (std::find(part_rings.begin(), part_rings.end(), term.part_ring) == part_rings.end()) {
         part_rings.push_back(term.part_ring);
       }
@@ -243,7 +258,7 @@ StatusOr<bool> GradClipPass::Run(PassContext& ctx) {
   }
   for (proto::OpDesc& d : GradScaleOps(scaling_)) section.push_back(std::move(d));
   Op* first = updates.empty() ? nullptr : updates.front();
-  if (first != nullptr) LOOM_RETURN_IF_ERROR(HoistGradWriters(block, first, updates));
+  if (first != nullptr) LOOM_RETURN_IF_ERROR(HoistGradWriters(block, members, first, updates));
   for (proto::OpDesc& d : section) {
     d.set_creation_pass(kPassName);
     if (first != nullptr) {
