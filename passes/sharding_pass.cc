@@ -238,13 +238,22 @@ Status ShardingPass::Shard(PassContext& ctx, ShardingBucket& b, std::vector<Gath
   // Writers of the members between the reduce-scatter and the update
   // (the tied embedding's all-reduce) record an event the update waits on;
   // the zeroing of accumulated gradients moves after the update.
-  const std::set<std::string> members(b.grads.begin(), b.grads.end());
+  // Found through the block's use-def index, in block order: a scan of the
+  // whole block for each bucket made the pass quadratic.
+  std::vector<Op*> writers;
+  for (const std::string& grad : b.grads) {
+    for (Op* op : block.Producers(grad)) {
+      if (op->HasRole(role::kOptimize) &&
+          std::find(b.updates.begin(), b.updates.end(), op) == b.updates.end()) {
+        writers.push_back(op);
+      }
+    }
+  }
+  std::sort(writers.begin(), writers.end(),
+            [](const Op* x, const Op* y) { return x->index() < y->index(); });
+  writers.erase(std::unique(writers.begin(), writers.end()), writers.end());
   std::vector<proto::OpDesc> zeroing;
-  for (Op* op : block.OpVector()) {
-    if (!op->HasRole(role::kOptimize)) continue;
-    bool writes = false;
-    for (const std::string& out : op->OutputVars()) writes = writes || members.count(out);
-    if (!writes || std::find(b.updates.begin(), b.updates.end(), op) != b.updates.end()) continue;
+  for (Op* op : writers) {
     if (op->type() == "fill_constant") {
       zeroing.push_back(op->desc());
       block.EraseOp(op);
