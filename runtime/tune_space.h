@@ -24,7 +24,7 @@ struct TuneSpace {
   // Schedules to try where pp > 1 (empty: every one); with pp = 1 only
   // 1F1B, and 1F1B-overlap under tensor parallelism, differ.
   std::vector<std::string> schedules;
-  int max_vpp = 2;  // VPP's chunks a stage: 2..max_vpp
+  int max_vpp = 3;  // VPP's chunks a stage: 2..max_vpp
   bool sharding = true;           // ZeRO stages 0-3 where dp > 1
   bool recompute = true;          // none, selective, full
   bool sequence_parallel = true;  // off and on where mp > 1

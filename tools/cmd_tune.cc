@@ -22,7 +22,7 @@ DEFINE_int32(top, 5, "print this many of the fastest plans that fit");
 DEFINE_int32(tune_threads, 2, "simulate this many candidates at once");
 DEFINE_string(schedules, "",
               "comma-separated pipeline schedules to try (default: every one)");
-DEFINE_int32(max_vpp, 2, "the most VPP chunks a stage to try");
+DEFINE_int32(max_vpp, loom::TuneSpace().max_vpp, "the most VPP chunks a stage to try");
 DEFINE_bool(exhaustive, false,
             "simulate every candidate the space's rules let through, skipping none by the "
             "time bound or by less recomputation fitting (slow; checks the search)");
