@@ -484,7 +484,7 @@ StatusOr<CandidateBounds> TuneBounds::Of(const proto::Strategy& s) {
   }
   LOOM_ASSIGN_OR_RETURN(const std::vector<std::vector<int>>* cuts,
                         memory_.VirtualStageLayers(s));
-  LOOM_ASSIGN_OR_RETURN(const RankLayerPrice rank_layer, layer_prices_.Of(s));
+  const RankLayerPrice rank_layer = layer_prices_.Of(s);
   double last_backward = 0;
   CandidateBounds b = TimeBoundsOf(config_, s, priced->second, rank_layer, *cuts,
                                    SharedCores(costs_.cluster()), costs_.comm(), &last_backward);

@@ -58,7 +58,26 @@ StatusOr<RankLayerPrice> RankLayerPrices::PriceModel(int64_t micro_batch, int la
   return price;
 }
 
-StatusOr<RankLayerPrice> RankLayerPrices::Of(const proto::Strategy& s) {
+StatusOr<RankLayerPrice> RankLayerPrices::PriceLayer(int64_t micro_batch, int mp, bool sp,
+                                                     const std::string& recompute) {
+  proto::Strategy one_stage = base_;
+  one_stage.MergeFrom(MakeStrategy(/*dp=*/1, mp, /*pp=*/1, /*micro_batches=*/2, "1F1B", 1));
+  one_stage.mutable_mp()->set_sequence_parallel(sp);
+  one_stage.mutable_recompute()->set_granularity(recompute);
+  one_stage.mutable_recompute()->set_num_layers(0);
+  one_stage.mutable_sharding()->set_stage(0);
+  one_stage.mutable_passes()->set_op_split(false);
+  LOOM_ASSIGN_OR_RETURN(const RankLayerPrice one, PriceModel(micro_batch, 1, one_stage));
+  LOOM_ASSIGN_OR_RETURN(const RankLayerPrice two, PriceModel(micro_batch, 2, one_stage));
+  RankLayerPrice layer;
+  layer.forward = std::max(0.0, two.forward - one.forward);
+  layer.backward = std::max(0.0, two.backward - one.backward);
+  layer.accumulate = std::max(0.0, two.accumulate - one.accumulate);
+  layer.unrecomputed_backward = layer.backward;
+  return layer;
+}
+
+RankLayerPrice RankLayerPrices::Of(const proto::Strategy& s) {
   const int64_t micro_batch =
       config_.batch_size / s.dp().degree() / s.pipeline().micro_batches();
   const int mp = s.mp().degree();
@@ -67,40 +86,18 @@ StatusOr<RankLayerPrice> RankLayerPrices::Of(const proto::Strategy& s) {
   // layer costs at least.
   const std::string recompute =
       s.recompute().num_layers() > 0 ? "none" : s.recompute().granularity();
-  auto [it, fresh] = prices_.try_emplace(std::make_tuple(micro_batch, mp, sp, recompute));
-  if (!fresh) return it->second;
-  proto::Strategy one_stage = base_;
-  one_stage.MergeFrom(MakeStrategy(/*dp=*/1, mp, /*pp=*/1, /*micro_batches=*/2, "1F1B", 1));
-  one_stage.mutable_mp()->set_sequence_parallel(sp);
-  one_stage.mutable_recompute()->set_granularity(recompute);
-  one_stage.mutable_recompute()->set_num_layers(0);
-  one_stage.mutable_sharding()->set_stage(0);
-  one_stage.mutable_passes()->set_op_split(false);
-  StatusOr<RankLayerPrice> one = PriceModel(micro_batch, 1, one_stage);
-  StatusOr<RankLayerPrice> two = one.ok() ? PriceModel(micro_batch, 2, one_stage) : one;
-  if (!two.ok()) {
-    prices_.erase(it);
-    return two.status().WithContext(StrCat("pricing a layer on one rank of mp ", mp,
-                                           sp ? " with sequence parallelism" : "",
-                                           ", recompute ", recompute, ", micro-batches of ",
-                                           micro_batch));
-  }
-  it->second.forward = std::max(0.0, two->forward - one->forward);
-  it->second.backward = std::max(0.0, two->backward - one->backward);
-  it->second.accumulate = std::max(0.0, two->accumulate - one->accumulate);
-  it->second.unrecomputed_backward = it->second.backward;
-  if (recompute != "none") {
+  const auto key = std::make_tuple(micro_batch, mp, sp, recompute);
+  if (auto it = prices_.find(key); it != prices_.end()) return it->second;
+  const StatusOr<RankLayerPrice> priced = PriceLayer(micro_batch, mp, sp, recompute);
+  RankLayerPrice price = priced.ok() ? *priced : RankLayerPrice{};
+  if (priced.ok() && recompute != "none") {
     proto::Strategy none = s;
     none.mutable_recompute()->set_granularity("none");
     none.mutable_recompute()->set_num_layers(0);
-    StatusOr<RankLayerPrice> without = Of(none);
-    if (!without.ok()) {
-      prices_.erase(it);
-      return without.status();
-    }
-    it->second.unrecomputed_backward = without->backward;
+    price.unrecomputed_backward = Of(none).unrecomputed_backward;
   }
-  return it->second;
+  prices_.emplace(key, price);
+  return price;
 }
 
 }  // namespace loom

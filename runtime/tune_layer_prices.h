@@ -46,11 +46,16 @@ class RankLayerPrices {
 
   // The price for `strategy`'s micro-batch size, mp degree, sequence
   // parallelism and recomputation, found once for every strategy sharing
-  // them: one and two layers of the model are planned on one stage, and
-  // their difference is the layer's. An error names the plan that failed.
-  StatusOr<RankLayerPrice> Of(const proto::Strategy& strategy);
+  // them. All zeros where the planner rejects the one-stage plan: the
+  // bound then rests on the serial program's prices, and the candidate's
+  // own plan, which fails alike, reports why.
+  RankLayerPrice Of(const proto::Strategy& strategy);
 
  private:
+  // One and two layers of the model planned on one stage: their
+  // difference is the layer's.
+  StatusOr<RankLayerPrice> PriceLayer(int64_t micro_batch, int mp, bool sp,
+                                      const std::string& recompute);
   // The price of the model with `layers` layers, in a plan of two
   // micro-batches (so that it accumulates gradients).
   StatusOr<RankLayerPrice> PriceModel(int64_t micro_batch, int layers,
