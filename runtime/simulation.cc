@@ -118,7 +118,9 @@ StatusOr<GptSimulation> KeepGatheredWithin(const GptPrograms& programs,
   // The buckets' bytes: the rank holds 1/N of them, N the ranks sharing.
   const ParallelLayout layout = LayoutOf(*strategy);
   int64_t lo = 0;
-  int64_t hi = fitting.result.PeakRank().persistent.parameters *
+  // (Under AMP the master weights are the sharded parameters.)
+  const PersistentBytes& held = fitting.result.PeakRank().persistent;
+  int64_t hi = (held.parameters + held.master_weights) *
                std::max(1, layout.sharding > 0 ? layout.sharding : layout.dp);
   std::optional<GptSimulation> best;
   for (int round = 0; round < 5; ++round) {

@@ -57,6 +57,15 @@ std::vector<proto::Strategy> MemoryAndOverlapVariants(const GptConfig& config,
   return out;
 }
 
+// Bytes in a candidate's name, to three digits or more: exact below 100
+// kB, where the refinement's halvings of a small model's buckets differ by
+// a few hundred bytes.
+std::string ShortBytes(int64_t bytes) {
+  if (bytes < 100000) return StrCat(bytes, "B");
+  if (bytes < 100000000) return StrCat((bytes + 500) / 1000, "kB");
+  return StrCat((bytes + 500000) / 1000000, "MB");
+}
+
 }  // namespace
 
 std::vector<size_t> CheapestBoundFirst(const std::vector<TuneCandidate>& candidates) {
@@ -74,9 +83,28 @@ std::string TuneCandidateName(const proto::Strategy& s) {
                             s.pipeline().schedule_mode());
   if (s.pipeline().vpp_degree() > 1) name += StrCat("x", s.pipeline().vpp_degree());
   if (s.sharding().stage() > 0) name += StrCat(" zero", s.sharding().stage());
-  if (s.recompute().granularity() != "none") name += " rc=" + s.recompute().granularity();
+  if (s.recompute().granularity() != "none") {
+    name += " rc=" + s.recompute().granularity();
+    // The first this many layers of each chunk (tune_refine.h).
+    if (s.recompute().num_layers() > 0) name += StrCat(":", s.recompute().num_layers());
+  }
   if (s.mp().sequence_parallel()) name += " sp";
   if (s.passes().op_split()) name += " op-split";
+  // The refinement's knobs, where they are not the defaults.
+  if (s.dp().bucket_size_bytes() > 0) {
+    name += " bucket=" + ShortBytes(s.dp().bucket_size_bytes());
+  }
+  if (s.sharding().stage() > 0 && s.sharding().fetch_mode() != "all_gather") {
+    name += " fetch=" + s.sharding().fetch_mode();
+  }
+  if (s.sharding().stage() == 3) {
+    if (s.sharding().prefetch_depth() != 1) {
+      name += StrCat(" prefetch=", s.sharding().prefetch_depth());
+    }
+    const int64_t keep = s.sharding().keep_gathered_bytes();
+    if (keep < 0) name += " keep=all";
+    if (keep > 0) name += " keep=" + ShortBytes(keep);
+  }
   return name;
 }
 

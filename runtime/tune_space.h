@@ -29,6 +29,10 @@ struct TuneSpace {
   bool recompute = true;          // none, selective, full
   bool sequence_parallel = true;  // off and on where mp > 1
   bool op_split = true;           // off and on where mp > 1
+  // After the search, the winner's recomputed layers, bucket size and ZeRO
+  // fetching, one at a time (runtime/tune_refine.h); not after a search
+  // stopped at its time limit.
+  bool refine = true;
 };
 
 struct TuneCandidate {

@@ -87,6 +87,16 @@ class Search {
  private:
   // Simulates one candidate: a plan, or the planner's error.
   StatusOr<TunedPlan> Simulate(const TuneCandidate& c) const;
+  // Simulates `candidates` in the threads, the most micro-batches first
+  // (a plan's instructions grow with them, and so does the time to lower
+  // and simulate it, so no thread starts a long one as the others end),
+  // and records each in the report; the results in order.
+  std::vector<StatusOr<TunedPlan>> SimulateAndRecord(
+      const std::vector<const TuneCandidate*>& candidates);
+  // The best plan that fits, of those simulated so far; null if none.
+  const TunedPlan* Best() const;
+  // Reports the search's state to options_.progress.
+  void UpdateProgress(TuneProgress& progress) const;
   // Why the search would skip `c` now, or nothing.
   std::optional<std::string> SkipReason(const TuneCandidate& c) const;
   void Record(const TuneCandidate& c, StatusOr<TunedPlan> result);
@@ -103,6 +113,7 @@ class Search {
   TuneReport report_;
   std::vector<double> fitting_times_;  // sorted
   std::set<std::string> fitting_names_;
+  int best_ = -1;  // in report_.simulated: the first of the fastest that fit
 };
 
 StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
@@ -120,6 +131,8 @@ StatusOr<TunedPlan> Search::Simulate(const TuneCandidate& c) const {
   const RankMetrics& peak = r.PeakRank();
   p.peak_bytes = peak.peak_bytes();
   p.peak_rank = peak.rank;
+  p.peak_rank_parameter_bytes = peak.persistent.parameters + peak.persistent.master_weights;
+  p.bucket_bytes = sim.plan.resolved.dp_bucket_bytes();
   p.fits = options_.memory_limit_bytes <= 0 || p.peak_bytes <= options_.memory_limit_bytes;
   if (r.step_time_s > 0) {
     p.tokens_per_s = static_cast<double>(config_.batch_size * config_.seq_len) / r.step_time_s;
@@ -160,8 +173,56 @@ void Search::Record(const TuneCandidate& c, StatusOr<TunedPlan> result) {
     ++report_.over_memory;
   }
   if (p.fits) fitting_names_.insert(c.name);
+  if (p.fits && (best_ < 0 || p.step_time_s < report_.simulated[best_].step_time_s)) {
+    best_ = static_cast<int>(report_.simulated.size());
+  }
   report_.simulated.push_back(p);
 }
+
+std::vector<StatusOr<TunedPlan>> Search::SimulateAndRecord(
+    const std::vector<const TuneCandidate*>& candidates) {
+  std::vector<size_t> longest_first(candidates.size());
+  std::iota(longest_first.begin(), longest_first.end(), 0);
+  std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
+    return candidates[a]->strategy.pipeline().micro_batches() >
+           candidates[b]->strategy.pipeline().micro_batches();
+  });
+  std::vector<std::optional<StatusOr<TunedPlan>>> results(candidates.size());
+  std::atomic<size_t> taken{0};
+  auto work = [&] {
+    for (size_t i = taken++; i < candidates.size(); i = taken++) {
+      results[longest_first[i]] = Simulate(*candidates[longest_first[i]]);
+    }
+  };
+  const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < std::min(threads, candidates.size()); ++t) workers.emplace_back(work);
+  work();
+  for (std::thread& t : workers) t.join();
+  std::vector<StatusOr<TunedPlan>> out;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Record(*candidates[i], *results[i]);
+    out.push_back(std::move(*results[i]));
+  }
+  return out;
+}
+
+void Search::UpdateProgress(TuneProgress& progress) const {
+  progress.simulated = static_cast<int>(report_.simulated.size());
+  if (const TunedPlan* best = Best(); best != nullptr) {
+    progress.best_step_s = best->step_time_s;
+    progress.best = best->candidate.name;
+  }
+  if (options_.progress) options_.progress(progress);
+}
+
+const TunedPlan* Search::Best() const {
+  return best_ < 0 ? nullptr : &report_.simulated[best_];
+}
+
+// Values a round of the refinement tries, whatever the threads, so that
+// they do not change the report.
+constexpr int kRefineProbes = 2;
 
 StatusOr<TuneReport> Search::Run() {
   const auto start = std::chrono::steady_clock::now();
@@ -179,7 +240,6 @@ StatusOr<TuneReport> Search::Run() {
   // Rounds of a fixed size, whatever the threads, so that the same
   // candidates are skipped on any machine.
   constexpr size_t kRound = 8;
-  const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
   TuneProgress progress;
   progress.candidates = report_.candidates;
   size_t next = 0;
@@ -217,38 +277,8 @@ StatusOr<TuneReport> Search::Run() {
     }
     // Held candidates the round had no room for wait for the next.
     deferred.insert(deferred.begin(), held.begin() + next_held, held.end());
-    // The round's candidates, taken in turn by the threads, the most
-    // micro-batches first: a plan's instructions grow with them (each
-    // micro-batch runs every layer once), and so does the time to lower
-    // and simulate it, so no thread starts a long one as the others end.
-    std::vector<size_t> longest_first(round.size());
-    std::iota(longest_first.begin(), longest_first.end(), 0);
-    std::stable_sort(longest_first.begin(), longest_first.end(), [&](size_t a, size_t b) {
-      return round[a]->strategy.pipeline().micro_batches() >
-             round[b]->strategy.pipeline().micro_batches();
-    });
-    std::vector<std::optional<StatusOr<TunedPlan>>> results(round.size());
-    std::atomic<size_t> taken{0};
-    auto work = [&] {
-      for (size_t i = taken++; i < round.size(); i = taken++) {
-        results[longest_first[i]] = Simulate(*round[longest_first[i]]);
-      }
-    };
-    std::vector<std::thread> workers;
-    for (size_t t = 1; t < std::min(threads, round.size()); ++t) workers.emplace_back(work);
-    work();
-    for (std::thread& t : workers) t.join();
-    const size_t recorded = report_.simulated.size();
-    for (size_t i = 0; i < round.size(); ++i) Record(*round[i], std::move(*results[i]));
-    progress.simulated = static_cast<int>(report_.simulated.size());
-    for (size_t i = recorded; i < report_.simulated.size(); ++i) {
-      const TunedPlan& p = report_.simulated[i];
-      if (p.fits && (progress.best.empty() || p.step_time_s < progress.best_step_s)) {
-        progress.best_step_s = p.step_time_s;
-        progress.best = p.candidate.name;
-      }
-    }
-    if (options_.progress) options_.progress(progress);
+    SimulateAndRecord(round);
+    UpdateProgress(progress);
     if (options_.time_limit_s > 0 && (next < order.size() || !deferred.empty()) &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
             options_.time_limit_s) {
@@ -256,10 +286,28 @@ StatusOr<TuneReport> Search::Run() {
       break;
     }
   }
+  if (const TunedPlan* best = Best(); best != nullptr) {
+    report_.search_best = best->candidate.name;
+    // A search stopped at its time limit reports what it found by then.
+    if (options_.space.refine && report_.unsearched == 0) {
+      const TunedPlan winner = *best;  // Record moves report_.simulated
+      Refinement refinement = RefineWinner(
+          winner, config_, kRefineProbes,
+          [&](const std::vector<TuneCandidate>& probes) {
+            std::vector<const TuneCandidate*> batch;
+            for (const TuneCandidate& c : probes) batch.push_back(&c);
+            std::vector<StatusOr<TunedPlan>> plans = SimulateAndRecord(batch);
+            UpdateProgress(progress);
+            return plans;
+          });
+      report_.refined = std::move(refinement.knobs);
+      report_.declined = std::move(refinement.declined);
+    }
+  }
   // Best first; equal times keep the search's order, which is fixed.
   std::vector<const TunedPlan*> fitting;
   for (const TunedPlan& p : report_.simulated) {
-    if (p.fits) fitting.push_back(&p);
+    if (p.fits && report_.declined.count(p.candidate.name) == 0) fitting.push_back(&p);
   }
   std::stable_sort(fitting.begin(), fitting.end(), [](const TunedPlan* a, const TunedPlan* b) {
     return a->step_time_s < b->step_time_s;
@@ -358,7 +406,17 @@ std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptio
                                            : StrCat("best ", best->candidate.name, ", ",
                                                     Ms(best->step_time_s))));
   }
-  for (const Variant& v : KnobVariants(w.candidate.strategy, options)) {
+  // The search's knobs, against the plan the search found (the refinement
+  // then started from it).
+  const proto::Strategy* searched = &w.candidate.strategy;
+  for (const TunedPlan& p : report.simulated) {
+    if (p.candidate.name == report.search_best) searched = &p.candidate.strategy;
+  }
+  if (report.search_best != w.candidate.name) {
+    lines.push_back(StrCat("  the search's best, refined below: ", report.search_best, ": ",
+                           report.outcomes.at(report.search_best)));
+  }
+  for (const Variant& v : KnobVariants(*searched, options)) {
     const std::string name = TuneCandidateName(v.strategy);
     auto it = report.outcomes.find(name);
     std::string outcome;
@@ -370,6 +428,9 @@ std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptio
       outcome = "ruled out before the search (see the pruned rules)";
     }
     lines.push_back(StrCat("  ", v.knob, ": ", name, ": ", outcome));
+  }
+  for (const RefinedKnob& k : report.refined) {
+    lines.push_back(StrCat("  refined ", k.knob, ": ", k.outcome));
   }
   return lines;
 }

@@ -4,19 +4,22 @@
 // bounds rule out, and simulates the rest on the cluster's cost model,
 // cheapest bound first and in parallel threads, skipping a candidate once
 // its time bound cannot beat the k-th best plan found, or once the same
-// plan with less recomputation fits.
+// plan with less recomputation fits. Then it turns the winner's finer
+// knobs one at a time (runtime/tune_refine.h).
 #ifndef LOOM_RUNTIME_TUNER_H_
 #define LOOM_RUNTIME_TUNER_H_
 
 #include <array>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cost_model/cost_context.h"
+#include "runtime/tune_refine.h"
 #include "runtime/tune_space.h"
-#include "scheduler/simulator.h"
+#include "runtime/tuned_plan.h"
 
 namespace loom {
 
@@ -45,24 +48,6 @@ struct TuneOptions {
   std::function<void(const TuneProgress&)> progress;  // after each round
 };
 
-struct TunedPlan {
-  TuneCandidate candidate;
-  double step_time_s = 0;
-  double bubble_fraction = 0;
-  std::array<double, kNumCommCategories> exposed_comm_s{};
-  int64_t peak_bytes = 0;
-  int peak_rank = 0;
-  bool fits = true;
-  double tokens_per_s = 0;
-  // Model FLOPs (GptConfig::TrainingFlopsPerStep) over the step, against
-  // the devices' peak in the compute dtype.
-  double mfu = 0;
-  // Other candidates the simulator timed exactly alike (a knob that
-  // changed nothing: op-split declining every op, say), folded into this
-  // one in TuneReport::top.
-  std::vector<std::string> equivalents;
-};
-
 struct TuneReport {
   // The fastest that fit, best first, each with its equivalents folded in.
   std::vector<TunedPlan> top;
@@ -77,6 +62,13 @@ struct TuneReport {
   // Each candidate that reached the search, by name: what became of it
   // ("12.3 ms, fits", "skipped: ..."), for ExplainWinner.
   std::map<std::string, std::string> outcomes;
+  // The search's best plan before the refinement (its name), and what the
+  // refinement did with each knob (runtime/tune_refine.h); top.front() is
+  // the refined winner.
+  std::string search_best;
+  std::vector<RefinedKnob> refined;
+  // Plans the refinement tried and did not take; simulated, not in top.
+  std::set<std::string> declined;
   // Candidates neither simulated nor skipped when the search stopped at
   // TuneOptions::time_limit_s (0: it ran to the end).
   int unsearched = 0;

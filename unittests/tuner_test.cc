@@ -34,8 +34,9 @@ struct Tuned {
   TuneReport report;
 };
 
+// The search alone unless `refine` (runtime/tune_refine.h).
 Tuned TuneTiny(const GptConfig& c, int devices, bool exhaustive, int threads = 2,
-          int64_t memory_limit = 0) {
+               int64_t memory_limit = 0, bool refine = false) {
   static const proto::Cluster cluster = LoadCluster("local").value();
   static const CostContext costs(cluster, CostTable());
   TuneOptions o;
@@ -43,6 +44,7 @@ Tuned TuneTiny(const GptConfig& c, int devices, bool exhaustive, int threads = 2
   o.exhaustive = exhaustive;
   o.threads = threads;
   o.memory_limit_bytes = memory_limit;
+  o.space.refine = refine;
   auto r = Tune(c, OptimizerConfig(), costs, o);
   EXPECT_TRUE(r.ok()) << r.status();
   Tuned t;
@@ -154,8 +156,8 @@ TEST(Tuner, PrunedSearchFindsTheExhaustiveWinner) {
 // Skips are decided between rounds of a fixed size, so one thread or three
 // give the same report. (On 2 ranks: a smaller space, still many rounds.)
 TEST(Tuner, SameAnswerWhateverTheThreads) {
-  Tuned one = TuneTiny(Tiny(), 2, false, 1);
-  const Tuned two = TuneTiny(Tiny(), 2, false, 3);
+  Tuned one = TuneTiny(Tiny(), 2, false, 1, 0, /*refine=*/true);
+  const Tuned two = TuneTiny(Tiny(), 2, false, 3, 0, /*refine=*/true);
   EXPECT_GT(one.report.simulated.size(), 3u * 8);
   // Skips that depend on what earlier rounds found happened.
   EXPECT_GT(one.report.pruned["the same plan without recomputation fits"], 0);
