@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 namespace loom {
 namespace {
@@ -34,6 +35,12 @@ struct Probe {
   proto::Strategy strategy;
 };
 
+// What its plan did.
+struct Outcome {
+  bool fits = false;  // false for a plan that failed
+  double step_s = std::numeric_limits<double>::infinity();
+};
+
 class Refiner {
  public:
   Refiner(const TunedPlan& winner, int probes, const SimulateCandidates& simulate)
@@ -58,12 +65,15 @@ class Refiner {
   // Says what became of the knob.
   void End();
   // Simulates the probes together and takes the fastest that fits, if it
-  // beats the best plan; whether each fits (false for a failed plan).
-  std::vector<bool> Try(const std::vector<Probe>& probes);
+  // beats the best plan; what each did.
+  std::vector<Outcome> Try(const std::vector<Probe>& probes);
+  // Whether a step this long would replace the best plan.
+  bool Gains(double step_s) const { return step_s < best_.step_time_s * (1 - kMinGain); }
   // The knob's fullest value that fits, where its plans take more memory
   // (and less time) as the value grows from `fit` (which fits) to `over`
   // (taken not to), in at most `max_rounds` rounds of `probes_` values
-  // each, narrowing (fit, over) to what they showed.
+  // each, narrowing (fit, over) to what they showed. None if the fullest
+  // value, which should step fastest, gains nothing.
   void FullestThatFits(int64_t fit, int64_t over, int max_rounds,
                        const std::function<Probe(int64_t)>& probe_of);
 
@@ -92,7 +102,7 @@ void Refiner::End() {
                                         first_label_, ")", tried)});
 }
 
-std::vector<bool> Refiner::Try(const std::vector<Probe>& probes) {
+std::vector<Outcome> Refiner::Try(const std::vector<Probe>& probes) {
   std::vector<TuneCandidate> candidates;
   for (const Probe& p : probes) {
     TuneCandidate c = best_.candidate;  // its bounds still bound these
@@ -102,7 +112,7 @@ std::vector<bool> Refiner::Try(const std::vector<Probe>& probes) {
   }
   const std::vector<StatusOr<TunedPlan>> plans = simulate_(candidates);
   for (const TuneCandidate& c : candidates) tried_names_.insert(c.name);
-  std::vector<bool> fits(probes.size(), false);
+  std::vector<Outcome> outcomes(probes.size());
   int faster = -1;
   for (size_t i = 0; i < probes.size(); ++i) {
     if (!plans[i].ok()) {
@@ -110,19 +120,20 @@ std::vector<bool> Refiner::Try(const std::vector<Probe>& probes) {
       continue;
     }
     const TunedPlan& p = *plans[i];
-    fits[i] = p.fits;
+    outcomes[i] = {p.fits, p.step_time_s};
     tried_.push_back(StrCat(probes[i].label, ": ", Ms(p.step_time_s),
                             p.fits ? "" : ", over the memory limit"));
-    const double to_beat =
-        faster < 0 ? best_.step_time_s * (1 - kMinGain) : plans[faster]->step_time_s;
-    if (p.fits && p.step_time_s < to_beat) faster = static_cast<int>(i);
+    if (p.fits && Gains(p.step_time_s) &&
+        (faster < 0 || p.step_time_s < plans[faster]->step_time_s)) {
+      faster = static_cast<int>(i);
+    }
   }
   if (faster >= 0) {
     best_ = *plans[faster];
     label_ = probes[faster].label;
     taken_.insert(best_.candidate.name);
   }
-  return fits;
+  return outcomes;
 }
 
 void Refiner::FullestThatFits(int64_t fit, int64_t over, int max_rounds,
@@ -141,12 +152,15 @@ void Refiner::FullestThatFits(int64_t fit, int64_t over, int max_rounds,
     }
     std::vector<Probe> probes;
     for (int64_t v : values) probes.push_back(probe_of(v));
-    const std::vector<bool> fits = Try(probes);
+    const std::vector<Outcome> tried = Try(probes);
+    // The fullest value is the fastest the knob can give: if even it gains
+    // nothing, fitting less of it cannot either.
+    if (round == 0 && !Gains(tried[0].step_s)) return;
     for (size_t i = 0; i < values.size(); ++i) {
-      if (fits[i]) fit = std::max(fit, values[i]);
+      if (tried[i].fits) fit = std::max(fit, values[i]);
     }
     for (size_t i = 0; i < values.size(); ++i) {
-      if (!fits[i] && values[i] > fit) over = std::min(over, values[i]);
+      if (!tried[i].fits && values[i] > fit) over = std::min(over, values[i]);
     }
   }
 }
