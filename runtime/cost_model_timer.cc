@@ -102,10 +102,14 @@ CallRegime CostModelTimer::RegimeOf(const RankGraph& g, const Instruction& ins,
   }
   // Cores that compute, or that other ranks' threads share, do not halt;
   // a link measured only in the other regimes prices them as before.
-  if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && HostCostsOf(g, ins).has_awake()) {
-    return CallRegime::kAwake;
-  }
-  return call.waited > kSleptSeconds ? CallRegime::kAfterWait : CallRegime::kTogether;
+  const bool has_awake = HostCostsOf(g, ins).has_awake();
+  if ((call.cores_busy_for >= 0 || CoresShared(g, ins)) && has_awake) return CallRegime::kAwake;
+  if (call.waited > kSleptSeconds) return CallRegime::kAfterWait;
+  // Parties that arrive together come from their compute, and while the
+  // call runs each rank's executor waits for it by yielding on the rank's
+  // core (HostFlag), so no party's core halts either. The link's own costs
+  // were measured with nothing keeping the cores awake between messages.
+  return has_awake ? CallRegime::kAwake : CallRegime::kTogether;
 }
 
 const proto::Link& CostModelTimer::LinkOf(const RankGraph& g, const Instruction& ins) const {

@@ -40,7 +40,9 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   // party's core, takes the link's shared_cores costs where it has them.
   // Else a call whose parties' cores do not halt takes the link's awake
   // costs: every party's core computes as it starts, or each party's core
-  // is shared with another rank. Where the cluster has core_wait, a
+  // is shared with another rank, or its parties arrive together (within
+  // kSleptSeconds), each rank's executor then yielding on its core until
+  // the call ends. Where the cluster has core_wait, a
   // collective that starts on busy cores, not at shared_cores costs, also
   // waits core_wait.waits times for the compute there, each at most a
   // slice (cluster.proto, CoreWait).

@@ -162,33 +162,45 @@ proto::Cluster LocalWithAwakeCosts() {
 
 // A call that starts on busy cores takes the link's awake costs; where the
 // cluster has core_wait it also waits for the compute there, each wait cut
-// at the slice. A call on idle cores pays the link's own.
+// at the slice. A call on idle cores whose parties arrive together takes
+// the awake costs too (the executor yields on the cores until it ends);
+// one whose first party slept, after_wait's; without awake costs measured,
+// the link's own.
 TEST(CostModelTimer, ACallOnBusyCoresWaitsForThemUpToASliceEach) {
   const proto::Cluster local = LocalWithAwakeCosts();
   const ExecutionGraph graph = TinyMpGraph(1, 1);
   const OpCostModel ops(local, CostTable());
   const RankGraph& rank = graph.ranks[0];
   const Instruction& call = FirstMpAllReduce(rank);
-  auto price = [&](const proto::Cluster& cluster, double busy_for) {
+  auto price = [&](const proto::Cluster& cluster, double busy_for, double waited = 0) {
     auto timer = CostModelTimer::Create(graph, CostContext(cluster, ops)).value();
     CallStart start;
     start.cores_busy_for = busy_for;
+    start.waited = waited;
     return timer->CommSeconds(rank, call, start);
   };
   const CommModel comm(local);
   const std::vector<int> pair = {0, 1};
-  const double idle = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
-                                       call.comm_bytes, pair);
-  const double awake = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
-                                        call.comm_bytes, pair, CallRegime::kAwake);
+  auto at = [&](CallRegime regime) {
+    return comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, call.comm_bytes, pair,
+                            regime);
+  };
+  const double idle = at(CallRegime::kTogether);
+  const double awake = at(CallRegime::kAwake);
   ASSERT_LT(awake, idle);
-  EXPECT_DOUBLE_EQ(price(local, -1), idle);
+  ASSERT_NE(at(CallRegime::kAfterWait), awake);
+  EXPECT_DOUBLE_EQ(price(local, -1), awake);
+  EXPECT_DOUBLE_EQ(price(local, -1, 1e-3), at(CallRegime::kAfterWait));
   EXPECT_DOUBLE_EQ(price(local, 1e-3), awake);  // no core_wait: no wait
+  EXPECT_DOUBLE_EQ(price(local, 1e-3, 1e-3), awake);
+  proto::Cluster unmeasured = local;
+  unmeasured.mutable_shared_host()->mutable_intra_node()->clear_awake();
+  EXPECT_DOUBLE_EQ(price(unmeasured, -1), idle);
   proto::Cluster waiting = local;
   waiting.mutable_shared_host()->mutable_core_wait()->set_waits(2);
   waiting.mutable_shared_host()->mutable_core_wait()->set_slice_seconds(1e-3);
   ASSERT_TRUE(ValidateCluster(waiting).ok());
-  EXPECT_DOUBLE_EQ(price(waiting, -1), idle);
+  EXPECT_DOUBLE_EQ(price(waiting, -1), awake);
   EXPECT_NEAR(price(waiting, 0), awake, 1e-15);
   EXPECT_NEAR(price(waiting, 0.4e-3), awake + 0.8e-3, 1e-15);
   EXPECT_NEAR(price(waiting, 5e-3), awake + 2e-3, 1e-15);  // two slices at most
@@ -279,31 +291,38 @@ TEST(CostModelTimer, ATransferOnBusyCoresWaitsForThemToo) {
   EXPECT_DOUBLE_EQ(waited(2, 2), 0);         // rank 0 sends to rank 2, on core 0 too
 }
 
-// Two pinned ranks on two cores each hold a core alone: their calls wake
-// idle cores. Four share them two by two, which keeps the cores awake: the
-// awake costs, whatever the cores do as the call starts.
+// Two pinned ranks on two cores each hold a core alone: a call whose first
+// party slept waking it pays after_wait's costs. Four share them two by
+// two, which keeps the cores awake: the awake costs, whatever the cores do
+// as the call starts. Parties that arrive together take the awake costs
+// either way (the executor yields on their cores until the call ends).
 TEST(CostModelTimer, RanksThatShareTheirCoresCallAtTheAwakeCosts) {
   const proto::Cluster local = LocalWithAwakeCosts();
   const CommModel comm(local);
-  auto price = [&](int pp) {
+  auto price = [&](int pp, double waited) {
     const ExecutionGraph graph = TinyMpGraph(pp, 2);
     const OpCostModel ops(local, CostTable());
     auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
     const RankGraph& rank = graph.ranks[0];
     const Instruction& call = FirstMpAllReduce(rank);
-    const double priced = timer->CommSeconds(rank, call, CallStart{});
-    const CallRegime regime = pp == 1 ? CallRegime::kTogether : CallRegime::kAwake;
+    CallStart start;
+    start.waited = waited;
+    const double priced = timer->CommSeconds(rank, call, start);
+    const CallRegime regime =
+        pp == 1 && waited > CostModelTimer::kSleptSeconds ? CallRegime::kAfterWait
+                                                          : CallRegime::kAwake;
     EXPECT_DOUBLE_EQ(priced, comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect,
                                               call.comm_bytes, rank.Group(call), regime))
         << "pp=" << pp;
     // Its CPU share too is of the costs it is priced at.
     const double latency = comm.CommSeconds(CommCall::kAllReduce, CommAlgorithm::kDirect, 0,
                                             rank.Group(call), regime);
-    EXPECT_DOUBLE_EQ(timer->CommCpuShare(rank, call, CallStart{}), 1 - latency / priced)
+    EXPECT_DOUBLE_EQ(timer->CommCpuShare(rank, call, start), 1 - latency / priced)
         << "pp=" << pp;
     return priced;
   };
-  EXPECT_LT(price(2), price(1));
+  EXPECT_DOUBLE_EQ(price(2, 0), price(1, 0));
+  EXPECT_LT(price(2, 1e-3), price(1, 1e-3));
 }
 
 // Four ranks on two cores: a call that starts beside another rank's call
@@ -354,8 +373,8 @@ TEST(CostModelTimer, ACallBesideAnotherRanksCallOnSharedCoresTakesTheSharedCosts
   // The part apart waits for the busy cores.
   const double apart = at(CallRegime::kAwake) + 2e-3;
   EXPECT_NEAR(price(2, true, 5e-3, shared_for / 2), apart + (shared_for - apart) / 2, 1e-15);
-  // pp=1: ranks 0 and 1 hold a core each.
-  EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kTogether));
+  // pp=1: ranks 0 and 1 hold a core each: never the shared costs.
+  EXPECT_DOUBLE_EQ(price(1, true, -1), at(CallRegime::kAwake));
   // A call already running when another joins it is slowed by the ratio of
   // its shared costs to its costs apart (core wait included), never sped up.
   auto slowdown = [&](int pp, double busy_for) {
