@@ -50,7 +50,8 @@ struct Refinement {
 
 // Turns the knobs above on `winner` (which fits) for `config`. `probes` is
 // how many values a round of a search over one knob simulates at once (the
-// threads). The plans it tried are those `simulate` was given.
+// threads). The plans it tried are those `simulate` was given, without
+// time or memory bounds (0).
 Refinement RefineWinner(const TunedPlan& winner, const GptConfig& config, int probes,
                         const SimulateCandidates& simulate);
 
