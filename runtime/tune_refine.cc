@@ -1,27 +1,12 @@
 #include "runtime/tune_refine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <limits>
+
+#include "runtime/tune_format.h"
 
 namespace loom {
 namespace {
-
-std::string Ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f ms", s * 1e3);
-  return buf;
-}
-
-std::string Mb(int64_t bytes) {
-  char buf[32];
-  if (bytes < 1000000) {
-    std::snprintf(buf, sizeof(buf), "%.1f kB", bytes / 1e3);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
-  }
-  return buf;
-}
 
 // A value replaces the best so far only if its step is this much shorter:
 // the cost model does not tell smaller differences apart (a bucket size
@@ -97,8 +82,8 @@ void Refiner::End() {
   std::string tried;
   for (const std::string& t : tried_) tried += StrCat("; ", t);
   lines_.push_back({knob_, label_ == first_label_
-                               ? StrCat(label_, " kept, ", Ms(best_.step_time_s), tried)
-                               : StrCat(label_, ", ", Ms(best_.step_time_s), " (was ",
+                               ? StrCat(label_, " kept, ", TuneMs(best_.step_time_s), tried)
+                               : StrCat(label_, ", ", TuneMs(best_.step_time_s), " (was ",
                                         first_label_, ")", tried)});
 }
 
@@ -123,7 +108,7 @@ std::vector<Outcome> Refiner::Try(const std::vector<Probe>& probes) {
     }
     const TunedPlan& p = *plans[i];
     outcomes[i] = {p.fits, p.step_time_s};
-    tried_.push_back(StrCat(probes[i].label, ": ", Ms(p.step_time_s),
+    tried_.push_back(StrCat(probes[i].label, ": ", TuneMs(p.step_time_s),
                             p.fits ? "" : ", over the memory limit"));
     if (p.fits && Gains(p.step_time_s) &&
         (faster < 0 || p.step_time_s < plans[faster]->step_time_s)) {
@@ -191,11 +176,11 @@ void Refiner::BucketSize() {
   if (strategy().dp().degree() <= 1 || planned <= 1 || !strategy().passes().dp_bucketing()) {
     return;
   }
-  Begin("bucket size", StrCat(Mb(planned), strategy().dp().bucket_size_bytes() > 0
+  Begin("bucket size", StrCat(TuneBytes(planned), strategy().dp().bucket_size_bytes() > 0
                                                ? std::string()
                                                : std::string(" (the cost model's)")));
   auto probe_of = [&](int64_t bytes) {
-    Probe p{Mb(bytes), strategy()};
+    Probe p{TuneBytes(bytes), strategy()};
     p.strategy.mutable_dp()->set_bucket_size_bytes(bytes);
     return p;
   };
@@ -244,7 +229,7 @@ void Refiner::Sharding() {
   Begin("buckets kept gathered for the step", "none");
   const proto::Strategy base = strategy();
   FullestThatFits(0, whole + 1, /*max_rounds=*/3, [&](int64_t bytes) {
-    Probe p{bytes >= whole ? std::string("all") : Mb(bytes), base};
+    Probe p{bytes >= whole ? std::string("all") : TuneBytes(bytes), base};
     p.strategy.mutable_sharding()->set_keep_gathered_bytes(bytes >= whole ? -1 : bytes);
     return p;
   });

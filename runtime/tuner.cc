@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <cstdio>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -14,6 +13,7 @@
 #include "cost_model/comm_model.h"
 #include "passes/amp.h"
 #include "runtime/simulation.h"
+#include "runtime/tune_format.h"
 #include "scheduler/schedule.h"
 
 namespace loom {
@@ -32,22 +32,6 @@ double PeakFlopsOf(const proto::Cluster& cluster, int ranks, DataType dtype) {
   const int per_device = cluster.ranks_per_device();
   if (per_device <= 0) return device;
   return device * std::max(1.0, static_cast<double>(ranks) / per_device);
-}
-
-std::string Ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f ms", s * 1e3);
-  return buf;
-}
-
-std::string Gb(int64_t bytes) {
-  char buf[32];
-  if (bytes < 1000000000) {
-    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
-  }
-  return buf;
 }
 
 // Plans that do the same work with less, each with why a fitting one
@@ -163,8 +147,8 @@ void Search::Record(const TuneCandidate& c, StatusOr<TunedPlan> result) {
   }
   const TunedPlan& p = *result;
   report_.outcomes[c.name] =
-      StrCat(Ms(p.step_time_s), ", peak ", Gb(p.peak_bytes),
-             p.fits ? "" : StrCat(" over the ", Gb(options_.memory_limit_bytes), " limit"));
+      StrCat(TuneMs(p.step_time_s), ", peak ", TuneBytes(p.peak_bytes),
+             p.fits ? "" : StrCat(" over the ", TuneBytes(options_.memory_limit_bytes), " limit"));
   if (p.fits) {
     fitting_times_.insert(std::upper_bound(fitting_times_.begin(), fitting_times_.end(),
                                            p.step_time_s),
@@ -387,7 +371,7 @@ std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptio
   std::vector<std::string> lines;
   if (report.top.empty()) return lines;
   const TunedPlan& w = report.top.front();
-  lines.push_back(StrCat("winner ", w.candidate.name, ": ", Ms(w.step_time_s),
+  lines.push_back(StrCat("winner ", w.candidate.name, ": ", TuneMs(w.step_time_s),
                          w.equivalents.empty() ? std::string()
                                                : StrCat(" (the same as ", w.equivalents.size(),
                                                         " other candidates)")));
@@ -404,7 +388,7 @@ std::vector<std::string> ExplainWinner(const TuneReport& report, const TuneOptio
     lines.push_back(StrCat("  layout ", layout, ": ",
                            best == nullptr ? std::string("nothing simulated fits")
                                            : StrCat("best ", best->candidate.name, ", ",
-                                                    Ms(best->step_time_s))));
+                                                    TuneMs(best->step_time_s))));
   }
   // The search's knobs, against the plan the search found (the refinement
   // then started from it).
