@@ -176,9 +176,8 @@ void Refiner::BucketSize() {
   if (strategy().dp().degree() <= 1 || planned <= 1 || !strategy().passes().dp_bucketing()) {
     return;
   }
-  Begin("bucket size", StrCat(TuneBytes(planned), strategy().dp().bucket_size_bytes() > 0
-                                               ? std::string()
-                                               : std::string(" (the cost model's)")));
+  const bool users = strategy().dp().bucket_size_bytes() > 0;
+  Begin("bucket size", TuneBytes(planned) + (users ? "" : " (the cost model's)"));
   auto probe_of = [&](int64_t bytes) {
     Probe p{TuneBytes(bytes), strategy()};
     p.strategy.mutable_dp()->set_bucket_size_bytes(bytes);

@@ -102,7 +102,9 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
     return;
   }
   int width = 44;
-  for (const TunedPlan& p : r.top) width = std::max(width, static_cast<int>(p.candidate.name.size()));
+  for (const TunedPlan& p : r.top) {
+    width = std::max(width, static_cast<int>(p.candidate.name.size()));
+  }
   std::printf("\n%3s  %-*s %10s %11s %6s %10s %30s %7s\n", "#", width, "plan", "step ms",
               "tokens/s", "MFU", "peak MB", "exposed mp/dp/p2p/shard ms", "bubble");
   for (size_t i = 0; i < r.top.size(); ++i) {
