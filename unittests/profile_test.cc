@@ -212,12 +212,15 @@ TEST(Profile, InStepRunsCopiesOfARankSideBySide) {
       samples[t.signature] = t.samples;
     }
     // Copies on two cores say how much the slower core's stretches of
-    // compute add: never less than the mean, and far from double it.
+    // compute add: never less than their mean, and never more than the
+    // copies' count times it (the slowest of N is at most their sum). How
+    // far between is the host's, not the code's: under ctest -j2 a test
+    // beside it took a core and the ratio reached 1.54 on a clean clone.
     const std::optional<double> lockstep = profiler->LockstepSlowdown();
     EXPECT_EQ(lockstep.has_value(), side_by_side > 1);
     if (lockstep) {
       EXPECT_GE(*lockstep, 1.0);
-      EXPECT_LT(*lockstep, 1.5);
+      EXPECT_LE(*lockstep, static_cast<double>(side_by_side));
     }
     return samples;
   };
