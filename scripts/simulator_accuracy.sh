@@ -188,7 +188,7 @@ timed_run() {
 . scripts/lib/measure.sh
 
 # The median step time (ms) of `loom run` output on stdin, after WARMUP.
-step_median() { awk -v w="$WARMUP" '$1 == "step" && $2 >= w { print $6 }' | median; }
+step_median() { step_times "$WARMUP" | median; }
 
 # How far apart runs' medians (stdin) are: (slowest - fastest) / their
 # median, in %.

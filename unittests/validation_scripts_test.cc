@@ -30,6 +30,20 @@ std::string RowOf(const std::string& page, const std::string& layout) {
   return "";
 }
 
+// The cells of a markdown table row, trimmed.
+std::vector<std::string> Cells(const std::string& row) {
+  std::vector<std::string> cells;
+  std::istringstream in(row);
+  std::string cell;
+  std::getline(in, cell, '|');  // before the first bar
+  while (std::getline(in, cell, '|')) {
+    const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+    cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+  }
+  if (!cells.empty() && cells.back().empty()) cells.pop_back();  // after the last bar
+  return cells;
+}
+
 // scripts/simulator_accuracy.sh on two small rows: it measures the rows in
 // passes, keeps the runs, and --resimulate writes the same rows again from
 // them without running anything.
@@ -53,6 +67,12 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   ASSERT_NE(row, "") << Read(dir + "/measured.md");
   EXPECT_EQ(row.rfind("| gpt-tiny | ", 0), 0u) << row;
   EXPECT_NE(row.find(" | loopback | "), std::string::npos) << row;
+  // The measured cell is the runs' step time (a gpt-tiny step of 64
+  // sequences takes tens of ms here), not another field of the step line:
+  // the script once read the learning rate, 0.003, once the line grew it.
+  const std::vector<std::string> cells = Cells(row);
+  ASSERT_GE(cells.size(), 6u) << row;
+  EXPECT_GT(std::stod(cells[4]), 1.0) << row;
   const std::string mp_row = RowOf(Read(dir + "/measured.md"), "--mp 2");
   ASSERT_NE(mp_row, "") << Read(dir + "/measured.md");
   // A pass runs each row once: the kept runs alternate between the rows.
@@ -78,19 +98,6 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
       << missing.out;
 }
 
-// The cells of a markdown table row, trimmed.
-std::vector<std::string> Cells(const std::string& row) {
-  std::vector<std::string> cells;
-  std::istringstream in(row);
-  std::string cell;
-  std::getline(in, cell, '|');  // before the first bar
-  while (std::getline(in, cell, '|')) {
-    const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
-    cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
-  }
-  if (!cells.empty() && cells.back().empty()) cells.pop_back();  // after the last bar
-  return cells;
-}
 
 // scripts/megatron_table5.sh on its smallest model (22B: two simulations
 // of 8 ranks on the a100 preset): the row carries the paper's seconds, and

@@ -9,6 +9,13 @@ median() {
           else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# The time_ms of each `loom run` step line on stdin from step $1 on, one
+# per line: found by its name, since the line grows fields (lr, ...).
+step_times() {
+  awk -v from="$1" '$1 == "step" && $2 >= from {
+    for (i = 3; i < NF; ++i) if ($i == "time_ms") print $(i + 1) }'
+}
+
 # The ranks a layout's flags ask for: dp x mp x pp.
 world_size() {
   local dp=1 mp=1 pp=1
@@ -51,7 +58,7 @@ launch_and_compare() {
   "$LOOM" launch --nproc "$n" --net_rate "$NET_RATE" -- \
     "$LOOM" run --plan "$plan" --steps "$STEPS" --trace "$trace" $RUN_FLAGS \
     > "$WORK/run.log" 2>&1 || { cat "$WORK/run.log" >&2; return 1; }
-  awk '$1 == "step" && $2 >= 1 { print $6 }' "$WORK/run.log" | median
+  step_times 1 < "$WORK/run.log" | median
   traces=$(ls "$trace".rank*.json | paste -sd, -)
   "$LOOM" simulate --plan "$plan" --cluster "$cluster" --cost_table "$table" \
     --compare "$traces" > "$WORK/compare.log" 2>&1 || { cat "$WORK/compare.log" >&2; return 1; }
