@@ -55,7 +55,6 @@ QUIET_CORES=0.1  # other processes' load under which the host counts as quiet
 QUIET_WAIT=300
 BUSY_RUN=0.2     # a run during which others used more cores is repeated
 RETRIES=3
-CORE_WAIT_CALLS=10  # per burst length, after each loopback step
 LOOM=${LOOM:-build/bin/loom}
 
 while (($#)); do
@@ -136,7 +135,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
-RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster (lockstep_slowdown, core_wait), a launched one's (shared_core_lockstep)
+RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster (lockstep_slowdown), a launched one's (shared_core_lockstep)
 ROWS=$WORK/rows
 
 # Busy and total jiffies of all cores so far (/proc/stat).
@@ -226,7 +225,7 @@ can_emulate() {
 if [ -z "$RESIM" ] && [ -z "$LOCAL_CLUSTER" ] && [[ ",$NETWORKS," == *",loopback,"* ]]; then
   LOCAL_CLUSTER=$WORK/local.cluster.pbtxt
   wait_quiet
-  "$LOOM" profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out "$LOCAL_CLUSTER" \
+  "$LOOM" profile --comm --cluster local --cluster_out "$LOCAL_CLUSTER" \
     --cost_table "$TABLE" > "$WORK/comm.log" 2>&1 || { cat "$WORK/comm.log" >&2; exit 1; }
   grep '^kept' "$WORK/comm.log" >&2
 fi
@@ -234,7 +233,7 @@ if [ -z "$RESIM" ] && [ -z "$EMULATED_CLUSTER" ] && [[ ",$NETWORKS," == *",emula
   EMULATED_CLUSTER=$WORK/emulated.cluster.pbtxt
   wait_quiet
   "$LOOM" launch --nproc 2 --net_rate "$NET_RATE" -- "$LOOM" profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 \
-    --comm_core_wait_calls 200 --comm_idle_ms 4,12 --interference_seconds 3 \
+    --comm_idle_ms 4,12 --interference_seconds 3 \
     --cluster_out "$EMULATED_CLUSTER" > "$WORK/comm_emulated.log" 2>&1 ||
     { cat "$WORK/comm_emulated.log" >&2; exit 1; }
   grep -E '^kept|^  after ' "$WORK/comm_emulated.log" >&2
@@ -319,12 +318,10 @@ if [ -z "$RESIM" ]; then
       plan=$WORK/plan.$i
       profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
       if [ "$network" = loopback ]; then
-        # In one process the run also times the wait for busy cores between
-        # its steps, and is simulated with that core_wait: measured minutes
-        # apart, its fit moved enough to move a step of 4 ranks on 2 cores
-        # by 10%.
+        # (No core_wait and no calls' CPU: since Gloo's loop thread yields
+        # to compute, both priced steps slow; docs/simulator_accuracy.md.)
         runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
-          --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out $RUN_CLUSTER"
+          --interleaved_cluster_out $RUN_CLUSTER"
       else
         # Rank 0's process writes the cluster with the shared cores' lockstep.
         runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $LOOM run --plan $plan --steps $steps $profiled \
@@ -369,7 +366,7 @@ if [ -z "$RESIM" ]; then
   HOST_LINE="$(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))"
   # What the page says of the measurement, for --resimulate.
   for v in START_LOAD END_LOAD NOISE_START NOISE_END MEASURED_ON HOST_LINE LINKS WARMUP \
-      STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE CORE_WAIT_CALLS; do
+      STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE; do
     printf '%s=%q\n' "$v" "${!v}"
   done > "$KEEP/measured.env"
 fi
@@ -432,8 +429,7 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
   echo "table profiled on this host between the run's steps (\`loom run"
   echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
-  echo "on loopback also $CORE_WAIT_CALLS all-reduces beside each length of compute burst, the"
-  echo "cluster's core_wait, \`--interleaved_core_wait_calls\`, and the profile's copies'"
+  echo "on loopback also the profile's copies'"
   echo "lockstep_slowdown, the slower core's stretches of compute over the mean;"
   echo "on the emulated network, where four ranks share two cores, the same with two"
   echo "copies on each core, the cluster's shared_core_lockstep);"
@@ -480,13 +476,13 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "Commands, for each row (MODEL and LAYOUT are its flags, N the product of its degrees):"
   echo
   echo '```sh'
-  echo "loom profile --comm --comm_core_wait_calls 200 --cluster local --cluster_out LOCAL  # the loopback link, its awake and shared-core costs, core_wait"
-  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_core_wait_calls 200 --comm_idle_ms 4,12 --interference_seconds 3 --cluster_out EMULATED"
+  echo "loom profile --comm --cluster local --cluster_out LOCAL  # the loopback link, its awake and shared-core costs"
+  echo "loom launch --nproc 2 --net_rate $NET_RATE -- loom profile --comm --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --comm_idle_ms 4,12 --interference_seconds 3 --cluster_out EMULATED"
   echo "loom launch --nproc 4 --net_rate $NET_RATE -- loom profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED  # its shared-core costs"
   echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
   echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
-  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_core_wait_calls $CORE_WAIT_CALLS --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
+  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
   echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
   echo '```'

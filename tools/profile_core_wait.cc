@@ -14,10 +14,12 @@
 #include "profiling/launch_member.h"
 #include "tools/profile_util.h"
 
-DEFINE_int32(comm_core_wait_calls, 60,
+DEFINE_int32(comm_core_wait_calls, 0,
              "--comm: time this many all-reduces beside each length of compute burst on the "
              "ranks' cores (in-process ranks, or a launch's with a core each) and record the "
-             "cluster's core_wait; 0: not measured, the cluster's kept");
+             "cluster's core_wait; 0: not measured, the cluster's kept (off by default: since "
+             "Gloo's loop thread yields to compute, the fit priced training steps on this host "
+             "slow, docs/simulator_accuracy.md)");
 DEFINE_int64(comm_core_wait_bytes, 16 << 10,
              "--comm_core_wait_calls: the all-reduces' size (small, so that the wait and not the "
              "bytes decides; the fit takes the bytes' part from the link)");

@@ -110,7 +110,7 @@ TEST(EmulatedNetwork, ProfileCommUnderLaunchWritesTheMeasuredLink) {
   std::remove(out.c_str());
   Result r = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, " profile --comm --cluster emulated ",
                          "--cluster_out ", out, " --comm_rounds 15 --comm_max_bytes 4194304 "
-                         "--interference_seconds 0.3 --comm_idle_ms 2"));
+                         "--interference_seconds 0.3 --comm_idle_ms 2 --comm_core_wait_calls 60"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wrote " + out), std::string::npos) << r.out;

@@ -400,9 +400,13 @@ TEST(Profile, CommWritesAValidClusterFile) {
   }
   EXPECT_GT(c->intra_node().bandwidth(), 0);
   // Calls timed the way steps make them: parties arriving together, and
-  // apart (after_wait), each collective with its own fit.
+  // apart (after_wait), each collective with its own fit; on a loaded host
+  // the calls apart may not determine one, which is said, and then none is
+  // recorded.
   EXPECT_NE(r.out.find("parties arriving apart"), std::string::npos) << r.out;
-  EXPECT_TRUE(c->shared_host().intra_node().has_after_wait());
+  EXPECT_NE(c->shared_host().intra_node().has_after_wait(),
+            r.out.find("no arriving apart costs recorded") != std::string::npos)
+      << r.out;
   // And back to back on awake cores: on a loaded host the times may not
   // determine a fit, which is said, and then none is recorded.
   EXPECT_NE(r.out.find("back to back, the cores kept awake"), std::string::npos) << r.out;
@@ -412,7 +416,9 @@ TEST(Profile, CommWritesAValidClusterFile) {
   // (A collective whose few samples cannot determine its own fit on a
   // loaded host keeps the link's values.)
   EXPECT_GE(c->intra_node().collective_size(), 1);
-  EXPECT_GE(c->shared_host().intra_node().after_wait().collective_size(), 1);
+  if (c->shared_host().intra_node().has_after_wait()) {
+    EXPECT_GE(c->shared_host().intra_node().after_wait().collective_size(), 1);
+  }
   EXPECT_GE(c->comm_compute_slowdown(), 1.0);
   EXPECT_EQ(c->name(), "local");
   // A send hands its bytes to the socket up to Gloo's buffer on this host.
