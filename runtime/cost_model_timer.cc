@@ -1,6 +1,7 @@
 #include "runtime/cost_model_timer.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "cost_model/cluster.h"
 
@@ -190,7 +191,7 @@ double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
 double CostModelTimer::CommCpuSeconds(const RankGraph& g, const Instruction& ins) const {
   if (!ins.communicates() || ins.comm_calls <= 0) return 0;
   const proto::HostLinkCosts& link = HostCostsOf(g, ins);
-  if (!link.has_call_cpu()) return 0;
+  if (!link.has_call_cpu() || !PartiesShareACore(g, ins)) return 0;
   const proto::CallCpu& c = link.call_cpu();
   return ins.comm_calls *
          (c.seconds_per_call() + static_cast<double>(ins.comm_bytes) / c.bytes_per_second());
@@ -218,6 +219,19 @@ double CostModelTimer::SendHandOverSeconds(const RankGraph& g, const Instruction
 double CostModelTimer::CoreRunHorizon() const {
   const proto::SharedHost& host = cluster_.shared_host();
   return host.has_core_wait() ? host.core_wait().slice_seconds() : 0;
+}
+
+bool CostModelTimer::PartiesShareACore(const RankGraph& g, const Instruction& ins) const {
+  if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+    const int pool = CorePoolOf(g.rank);
+    return pool >= 0 && pool == CorePoolOf(g.Peer(ins));
+  }
+  std::unordered_set<int> pools;
+  for (int r : g.Group(ins)) {
+    const int pool = CorePoolOf(r);
+    if (pool >= 0 && !pools.insert(pool).second) return true;
+  }
+  return false;
 }
 
 bool CostModelTimer::OnOneCore(const RankGraph& g, const Instruction& ins) const {

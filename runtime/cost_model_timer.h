@@ -100,6 +100,9 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   bool CoresShared(const RankGraph& rank, const Instruction& ins) const;
   // A send or recv between two ranks pinned to the same core.
   bool OnOneCore(const RankGraph& rank, const Instruction& ins) const;
+  // Two of the call's parties compute on one core pool: their threads'
+  // CPU for the call serializes there.
+  bool PartiesShareACore(const RankGraph& rank, const Instruction& ins) const;
   // One call of communicating `ins`, of `bytes`.
   double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
                      CallRegime regime, double link_idle) const;

@@ -47,7 +47,9 @@ class SharedCoreModel {
   // (the calling thread, the transport's, the kernel's on their behalf).
   // Where a pool's ranks outnumber its cores, a call takes that much of its
   // party's core, evenly over its time, from the pool's compute (in place
-  // of CommSlowdown); 0: unknown, CommSlowdown prices it.
+  // of CommSlowdown); 0: unknown or not charged (CostModelTimer charges it
+  // only where two of the call's parties share a core), CommSlowdown
+  // prices it.
   virtual double CommCpuSeconds(const RankGraph& rank, const Instruction& ins) const { return 0; }
   // How far past the op in flight CallStart::cores_busy_for follows a
   // core's compute stream (its next ops, until one waits for another

@@ -177,8 +177,8 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   if (st.pool >= 0 && ins.communicates()) {
     Pool& pool = pools_[st.pool];
     ss.cpu_share = std::clamp(cores_->CommCpuShare(*st.graph, ins, call), 0.0, 1.0);
-    // Ranks that outnumber their cores take turns on them with every call's
-    // own CPU: priced as that much of a core, where the timer knows it.
+    // Ranks that outnumber their cores take turns on them with a call's own
+    // CPU: priced as that much of a core, where the timer charges it.
     const double cpu = pool.ranks > pool.cores ? cores_->CommCpuSeconds(*st.graph, ins) : 0.0;
     ss.core_taken = cpu > 0 && seconds > 0 ? std::min(1.0, cpu / seconds) : 0.0;
     if (ss.core_taken > 0) {

@@ -15,14 +15,12 @@
 #include "profiling/launch_member.h"
 #include "tools/profile_util.h"
 
-DEFINE_double(comm_call_cpu_seconds, 0,
+DEFINE_double(comm_call_cpu_seconds, 0.5,
               "--comm: time all-reduces back to back for about this long at each of three sizes (4 kB, "
               "64 kB, 1 MiB, up to --comm_max_bytes) in 5 rounds, beside a thread computing on "
               "each rank's core, with the process CPU clock less the compute's, and record the "
               "link's call_cpu (the CPU a call takes from its rank's core where ranks share "
-              "cores); 0: not measured, the link's kept (off by default: since Gloo's loop thread "
-              "yields to compute, charging it priced steps where ranks share cores slow, "
-              "docs/simulator_accuracy.md); 0.5 measures it");
+              "cores); 0: not measured, the link's kept");
 
 namespace loom {
 

@@ -94,43 +94,6 @@ TEST(CostModelTimer, TheCpuShareOfACallGrowsWithItsBytes) {
   EXPECT_LT(large, 1);
 }
 
-// A call's own CPU is the link's call_cpu for each of its calls of its
-// bytes, and none where the link does not say.
-TEST(CostModelTimer, ACallsCpuIsTheLinksCallCpuOfItsBytes) {
-  proto::Cluster local = LoadCluster("local").value();
-  local.mutable_shared_host()->mutable_intra_node()->clear_call_cpu();
-  const Plan plan = PlanGpt(GptPreset("gpt-tiny").value(), OptimizerConfig(),
-                            MakeStrategy(1, 2, 1, 1, "1F1B"), {}, LocalPlanOptions())
-                        .value();
-  const ExecutionGraph graph = LowerPlan(plan).value();
-  const RankGraph& rank = graph.ranks[0];
-  const OpCostModel ops(local, CostTable());
-  int calls = 0;
-  for (const Instruction& ins : rank.instructions()) {
-    if (!ins.communicates() || ins.comm_calls <= 0) continue;
-    EXPECT_EQ(
-        CostModelTimer::Create(graph, CostContext(local, ops)).value()->CommCpuSeconds(rank, ins),
-        0);
-    ++calls;
-    break;
-  }
-  ASSERT_GT(calls, 0);
-  proto::CallCpu* cpu = local.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu();
-  cpu->set_seconds_per_call(400e-6);
-  cpu->set_bytes_per_second(1e9);
-  const OpCostModel priced(local, CostTable());
-  auto timer = CostModelTimer::Create(graph, CostContext(local, priced)).value();
-  for (const Instruction& ins : rank.instructions()) {
-    if (ins.kind == InstructionKind::kCompute) {
-      EXPECT_EQ(timer->CommCpuSeconds(rank, ins), 0);
-    } else if (ins.communicates() && ins.comm_calls > 0) {
-      EXPECT_DOUBLE_EQ(timer->CommCpuSeconds(rank, ins),
-                       ins.comm_calls * (400e-6 + static_cast<double>(ins.comm_bytes) / 1e9))
-          << ins.op_type;
-    }
-  }
-}
-
 // The first mp all-reduce of `rank`.
 const Instruction& FirstMpAllReduce(const RankGraph& rank) {
   for (const Instruction& ins : rank.instructions()) {
@@ -149,6 +112,53 @@ ExecutionGraph TinyGraph(int mp, int pp, int micro_batches) {
 
 // The same at mp=2.
 ExecutionGraph TinyMpGraph(int pp, int micro_batches) { return TinyGraph(2, pp, micro_batches); }
+
+// A call's own CPU is the link's call_cpu for each of its calls of its
+// bytes where two of its parties share a core (their threads' CPU for it
+// serializes there), none where each party has a core of its own, and
+// none where the link does not say.
+TEST(CostModelTimer, ACallsCpuIsChargedWhereTwoOfItsPartiesShareACore) {
+  proto::Cluster local = LoadCluster("local").value();
+  local.mutable_shared_host()->mutable_intra_node()->clear_call_cpu();
+  // mp=2 x pp=2 on local's 2 cores: ranks 0 and 2 on core 0, 1 and 3 on 1.
+  const ExecutionGraph graph = TinyGraph(2, 2, 2);
+  const RankGraph& rank = graph.ranks[0];
+  const OpCostModel ops(local, CostTable());
+  EXPECT_EQ(CostModelTimer::Create(graph, CostContext(local, ops))
+                .value()
+                ->CommCpuSeconds(rank, FirstMpAllReduce(rank)),
+            0);
+  proto::CallCpu* cpu = local.mutable_shared_host()->mutable_intra_node()->mutable_call_cpu();
+  cpu->set_seconds_per_call(400e-6);
+  cpu->set_bytes_per_second(1e9);
+  const OpCostModel priced(local, CostTable());
+  auto timer = CostModelTimer::Create(graph, CostContext(local, priced)).value();
+  auto charged = [](const Instruction& ins) {
+    return ins.comm_calls * (400e-6 + static_cast<double>(ins.comm_bytes) / 1e9);
+  };
+  int sends = 0, mp_calls = 0;
+  for (const Instruction& ins : rank.instructions()) {
+    if (ins.kind == InstructionKind::kCompute) {
+      EXPECT_EQ(timer->CommCpuSeconds(rank, ins), 0);
+    } else if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
+      // To and from rank 2, on rank 0's core.
+      ASSERT_EQ(rank.Peer(ins), 2);
+      EXPECT_DOUBLE_EQ(timer->CommCpuSeconds(rank, ins), charged(ins)) << ins.op_type;
+      ++sends;
+    } else if (ins.communicates() && ins.ring == kMpRing && ins.comm_calls > 0) {
+      // With rank 1, on the other core.
+      EXPECT_EQ(timer->CommCpuSeconds(rank, ins), 0) << ins.op_type;
+      ++mp_calls;
+    }
+  }
+  EXPECT_GT(sends, 0);
+  EXPECT_GT(mp_calls, 0);
+  // mp=4 on 2 cores: every all-reduce has two parties on each core.
+  const ExecutionGraph mp4 = TinyGraph(4, 1, 1);
+  auto mp4_timer = CostModelTimer::Create(mp4, CostContext(local, priced)).value();
+  const Instruction& call = FirstMpAllReduce(mp4.ranks[0]);
+  EXPECT_DOUBLE_EQ(mp4_timer->CommCpuSeconds(mp4.ranks[0], call), charged(call));
+}
 
 // `local` with distinct awake costs: 5 us and 8 GB/s.
 proto::Cluster LocalWithAwakeCosts() {
