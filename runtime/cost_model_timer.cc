@@ -235,10 +235,9 @@ bool CostModelTimer::PartiesShareACore(const RankGraph& g, const Instruction& in
 }
 
 bool CostModelTimer::OnOneCore(const RankGraph& g, const Instruction& ins) const {
-  if (ins.kind != InstructionKind::kSend && ins.kind != InstructionKind::kRecv) return false;
-  if (cluster_.shared_host().core_sharing() != proto::SharedHost::PINNED) return false;
-  const int pool = CorePoolOf(g.rank);
-  return pool >= 0 && pool == CorePoolOf(g.Peer(ins));
+  return (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) &&
+         cluster_.shared_host().core_sharing() == proto::SharedHost::PINNED &&
+         PartiesShareACore(g, ins);
 }
 
 const SharedCoreModel* CostModelTimer::shared_cores() const {

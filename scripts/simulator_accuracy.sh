@@ -318,8 +318,8 @@ if [ -z "$RESIM" ]; then
       plan=$WORK/plan.$i
       profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
       if [ "$network" = loopback ]; then
-        # (No core_wait and no calls' CPU: since Gloo's loop thread yields
-        # to compute, both priced steps slow; docs/simulator_accuracy.md.)
+        # (No core_wait: since Gloo's loop thread yields to compute, its fit
+        # priced steps slow; docs/simulator_accuracy.md.)
         runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
           --interleaved_cluster_out $RUN_CLUSTER"
       else
