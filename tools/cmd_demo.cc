@@ -1,6 +1,6 @@
-// loom demo: the guided tour. Trains gpt-tiny serially and on 4 in-process
+// loom demo: the guided tour. Trains gpt-tiny serially, then on 4 in-process
 // ranks (mp=2, pp=2, 1F1B-overlap over 4 micro-batches), prints the two
-// losses side by side, writes the parallel run's trace, and simulates the
+// runs' losses side by side, writes the parallel run's trace, and simulates the
 // layout under 1F1B-overlap beside the measured step.
 //
 // The simulation prices ops by what this host did in the same seconds as
@@ -119,7 +119,7 @@ Status RunDemo(const std::vector<std::string>& args) {
   std::printf(
       "Loom demo: gpt-tiny (%lld layers, hidden %lld, %lld heads, vocab %lld, "
       "%lld x %lld tokens per step, %lld parameters) on %s, %s lr %g, %lld steps,\ntrained "
-      "twice: serially, and on 4 ranks "
+      "twice: serially, then on 4 ranks "
       "in this process (tensor parallel 2 x pipeline 2, 1F1B-overlap over 4 "
       "micro-batches, Gloo on loopback).\n\n",
       static_cast<long long>(config.num_layers), static_cast<long long>(config.hidden),
@@ -157,18 +157,31 @@ Status RunDemo(const std::vector<std::string>& args) {
   profile_files.report = nullptr;  // the demo says what it measured itself
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,
                         InterleavedProfile::Create(*parallel, profile_options));
+  // The two runs train one after the other, not step by step in turn:
+  // between two parallel steps a serial one would let the ranks' threads
+  // sleep and the caches cool, and the measured parallel step would no
+  // longer be the one `loom run` takes and the simulator models.
+  std::printf("Training serially...");
+  std::fflush(stdout);
+  std::vector<float> serial_loss(steps);
+  std::vector<double> serial_step_ms(steps);
+  for (int64_t step = 0; step < steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    LOOM_ASSIGN_OR_RETURN(serial_loss[step], serial->Step(step));
+    serial_step_ms[step] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::printf(" done; then on 4 ranks, each step set beside the serial one:\n\n");
   std::printf("step   serial loss  parallel loss  |diff|    serial ms  parallel ms\n");
   std::vector<double> parallel_step_ms;  // the profiled steps'
   double profile_seconds = 0;
-  float first = 0, last = 0;
   double worst = 0, serial_ms = 0, parallel_ms = 0;
   for (int64_t step = 0; step < steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    LOOM_ASSIGN_OR_RETURN(float s, serial->Step(step));
-    auto t1 = std::chrono::steady_clock::now();
+    const auto t1 = std::chrono::steady_clock::now();
     LOOM_ASSIGN_OR_RETURN(float p, parallel->Step(step));
-    auto t2 = std::chrono::steady_clock::now();
-    const double sm = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const auto t2 = std::chrono::steady_clock::now();
+    const float s = serial_loss[step];
+    const double sm = serial_step_ms[step];
     const double pm = std::chrono::duration<double, std::milli>(t2 - t1).count();
     serial_ms += sm;
     parallel_ms += pm;
@@ -179,14 +192,13 @@ Status RunDemo(const std::vector<std::string>& args) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
     }
     worst = std::max(worst, static_cast<double>(std::fabs(s - p)));
-    if (step == 0) first = s;
-    last = s;
     if (step + 1 < steps) parallel->TakeTrace();  // keep the last step's
     if (step % 20 == 0 || step == steps - 1) {
       std::printf("%4lld   %11.6f  %13.6f  %.1e  %9.2f  %11.2f\n",
                   static_cast<long long>(step), s, p, std::fabs(s - p), sm, pm);
     }
   }
+  const float first = serial_loss.front(), last = serial_loss.back();
   std::vector<TraceEvent> measured = parallel->TakeTrace();
   LOOM_RETURN_IF_ERROR(WriteChromeTrace(measured, FLAGS_demo_trace));
   std::printf(
