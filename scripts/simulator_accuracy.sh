@@ -20,11 +20,17 @@
 # processes keep fewer than --quiet_cores cores busy, and it reports how
 # busy they kept the host during each row's runs.
 #
+# --profile_once measures the prediction a user gets instead (issue 39,
+# item 5): the host profiled once before any run (the links as above,
+# then every row's ops by `loom profile --plan` into one cost table), each
+# run plain `loom run`, and every row simulated from that one profile.
+# Its table goes into docs/tuner_accuracy.md (between markers of its own).
+#
 #   scripts/simulator_accuracy.sh [--out FILE] [--steps K] [--warmup W]
 #       [--repeats R] [--max_repeats R2] [--networks loopback,emulated] [--net_rate 1gbit]
 #       [--cluster FILE] [--emulated_cluster FILE] [--only REGEX] [--keep DIR]
 #       [--quiet_cores C] [--quiet_wait S] [--retries N] [--noise_seconds S]
-#       [--resimulate DIR]
+#       [--resimulate DIR] [--profile_once]
 #
 # --keep DIR keeps every run (its plan, cost table, cluster, measured
 # median) and the clusters; --resimulate DIR then writes the page again
@@ -35,7 +41,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-OUT=docs/simulator_accuracy.md
+OUT=""  # default: docs/simulator_accuracy.md, with --profile_once docs/tuner_accuracy.md
+PROFILE_ONCE=0
+PROFILE_SECONDS=""  # --profile_once: how long the ops' profile before the runs took
 STEPS=""          # steps per run (empty: the model's, below); the first WARMUP are not counted
 WARMUP=2          # ... nor the profile's first WARMUP steps
 REPEATS=2         # runs of each layout; the median of their errors counts
@@ -75,10 +83,15 @@ while (($#)); do
     --retries) RETRIES=$2; shift 2 ;;
     --noise_seconds) NOISE_SECONDS=$2; shift 2 ;;
     --resimulate) RESIM=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    --profile_once) PROFILE_ONCE=1; shift ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+if [ -z "$OUT" ]; then
+  OUT=docs/simulator_accuracy.md
+  ((PROFILE_ONCE)) && OUT=docs/tuner_accuracy.md
+fi
 [ -x "$LOOM" ] || { echo "simulator_accuracy.sh: $LOOM is missing; build first" >&2; exit 1; }
 LOOM=$(realpath "$LOOM")
 if [ -n "$RESIM" ]; then
@@ -89,6 +102,7 @@ if [ -n "$RESIM" ]; then
   RESIM=$(realpath "$RESIM")
   # The measurement's settings and host, as it recorded them.
   . "$RESIM/measured.env"
+  PROFILE_ONCE=${PROFILE_ONCE:-0}
   LOCAL_CLUSTER=${LOCAL_CLUSTER:-$RESIM/local.cluster.pbtxt}
   EMULATED_CLUSTER=${EMULATED_CLUSTER:-$RESIM/emulated.cluster.pbtxt}
 fi
@@ -135,6 +149,7 @@ for layout in "${LAYOUTS[@]}"; do RUNS+=("loopback,emulated|$SMALL|$layout|$SMAL
 WORK=$(mktemp -d /tmp/loom-accuracy.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 TABLE=$WORK/cost_table.pbtxt
+ONCE_TABLE=$WORK/once.cost_table.pbtxt  # --profile_once: every row's ops, profiled before the runs
 RUN_CLUSTER=$WORK/run.cluster.pbtxt  # a loopback run's cluster (lockstep_slowdown), a launched one's (shared_core_lockstep)
 ROWS=$WORK/rows
 
@@ -302,6 +317,20 @@ if [ -z "$RESIM" ]; then
     done
   done
 
+  # --profile_once: every row's ops into one table before any run, as a
+  # user would profile a host once and then predict layouts never run.
+  if ((PROFILE_ONCE)); then
+    rm -f "$ONCE_TABLE"
+    wait_quiet
+    p0=$(date +%s.%N)
+    for i in "${!ROW_KEYS[@]}"; do
+      "$LOOM" profile --plan "$WORK/plan.$i" --cost_table "$ONCE_TABLE" > "$WORK/profile.log" 2>&1 ||
+        { cat "$WORK/profile.log" >&2; exit 1; }
+    done
+    PROFILE_SECONDS=$(awk -v a="$p0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
+    echo "profiled the ops of ${#ROW_KEYS[@]} plans once, in $PROFILE_SECONDS s" >&2
+  fi
+
   # The runs go in passes over all rows, one run of each row a pass, up to
   # MAX_REPEATS passes while a row's errors disagree: on this host a slow
   # stretch lasts minutes (one row's two runs in a row, 21% slower than the
@@ -317,7 +346,14 @@ if [ -z "$RESIM" ]; then
       cluster=$(cluster_of "$network")
       plan=$WORK/plan.$i
       profiled="--interleaved_profile --profile_warmup $WARMUP --cost_table $TABLE"
-      if [ "$network" = loopback ]; then
+      run_table=$TABLE
+      if ((PROFILE_ONCE)); then
+        # Plain runs, priced by the one profile taken before them.
+        runcmd="$LOOM run --plan $plan --steps $steps --cluster $cluster"
+        [ "$network" = loopback ] ||
+          runcmd="$LOOM launch --nproc $(world_size "$layout") --net_rate $NET_RATE -- $runcmd"
+        run_table=$ONCE_TABLE
+      elif [ "$network" = loopback ]; then
         # (No core_wait: since Gloo's loop thread yields to compute, its fit
         # priced steps slow; docs/simulator_accuracy.md.)
         runcmd="$LOOM run --plan $plan --steps $steps $profiled --cluster $cluster \
@@ -342,7 +378,7 @@ if [ -z "$RESIM" ]; then
       median=$(step_median < "$WORK/run.log")
       ((++KEPT))
       cp "$plan" "$KEEP/plan.$KEPT"
-      cp "$TABLE" "$KEEP/table.$KEPT.pbtxt"
+      cp "$run_table" "$KEEP/table.$KEPT.pbtxt"
       run_cluster=$cluster
       if [ -f "$RUN_CLUSTER" ]; then
         cp "$RUN_CLUSTER" "$KEEP/cluster.$KEPT.pbtxt"
@@ -366,7 +402,8 @@ if [ -z "$RESIM" ]; then
   HOST_LINE="$(uname -n), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1))"
   # What the page says of the measurement, for --resimulate.
   for v in START_LOAD END_LOAD NOISE_START NOISE_END MEASURED_ON HOST_LINE LINKS WARMUP \
-      STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE; do
+      STEPS REPEATS MAX_REPEATS SPREAD_LIMIT QUIET_WAIT QUIET_CORES NET_RATE PROFILE_ONCE \
+      PROFILE_SECONDS; do
     printf '%s=%q\n' "$v" "${!v}"
   done > "$KEEP/measured.env"
 fi
@@ -411,12 +448,14 @@ done
 # ---- the page ---------------------------------------------------------------
 # The generated part goes between two markers; what the file holds around
 # them (the analysis, written by people) is kept.
-BEGIN_MARK="<!-- scripts/simulator_accuracy.sh: generated from here -->"
-END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
+MODE=""
+((PROFILE_ONCE)) && MODE=" --profile_once"
+BEGIN_MARK="<!-- scripts/simulator_accuracy.sh$MODE: generated from here -->"
+END_MARK="<!-- scripts/simulator_accuracy.sh$MODE: generated up to here -->"
 {
   echo "$BEGIN_MARK"
   echo
-  echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh\`"
+  echo "Simulated against measured step time, written by \`scripts/simulator_accuracy.sh$MODE\`"
   if [ -n "$RESIM" ]; then
     echo "on $(date -u +%Y-%m-%d), the runs of $MEASURED_ON simulated again (\`--resimulate\`)."
   else
@@ -427,12 +466,18 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "first $REPEATS runs' errors were more than $SPREAD_LIMIT points apart), the runs in passes over all rows,"
   echo "one run of each row a pass, so that a row's runs are minutes apart; simulated: the median over those"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
-  echo "table profiled on this host between the run's steps (\`loom run"
-  echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
-  echo "on loopback also the profile's copies'"
-  echo "lockstep_slowdown, the slower core's stretches of compute over the mean;"
-  echo "on the emulated network, where four ranks share two cores, the same with two"
-  echo "copies on each core, the cluster's shared_core_lockstep);"
+  if ((PROFILE_ONCE)); then
+    echo "table profiled on this host once, before any run: every row's plan by"
+    echo "\`loom profile --plan\` into one table (${PROFILE_SECONDS:-?} s for all), the links by"
+    echo "\`loom profile --comm\` (below); the runs plain \`loom run\`, never profiled;"
+  else
+    echo "table profiled on this host between the run's steps (\`loom run"
+    echo "--interleaved_profile\`: after each step, one step of every rank's ops, timed;"
+    echo "on loopback also the profile's copies'"
+    echo "lockstep_slowdown, the slower core's stretches of compute over the mean;"
+    echo "on the emulated network, where four ranks share two cores, the same with two"
+    echo "copies on each core, the cluster's shared_core_lockstep);"
+  fi
   echo "all on one plan, saved by \`loom plan\` with the row's cluster."
   echo "Error: the median over the runs of (simulated - measured) / measured, each"
   echo "run against the simulation of its own table; runs' spread ="
@@ -481,9 +526,16 @@ END_MARK="<!-- scripts/simulator_accuracy.sh: generated up to here -->"
   echo "loom launch --nproc 4 --net_rate $NET_RATE -- loom profile --comm_shared_only --cluster emulated --comm_rounds 81 --comm_max_bytes 1048576 --cluster_out EMULATED  # its shared-core costs"
   echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
-  echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
-  echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
-  echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
+  if ((PROFILE_ONCE)); then
+    echo "loom profile --plan PLAN --cost_table TABLE             # every row's, into one TABLE, before any run"
+    echo "# then $REPEATS-$MAX_REPEATS times each; K as above:"
+    echo "loom run --plan PLAN --steps K --cluster LOCAL  # loopback"
+    echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --cluster EMULATED  # emulated"
+  else
+    echo "# then $REPEATS-$MAX_REPEATS times, each with a fresh TABLE; K as above:"
+    echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
+    echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
+  fi
   echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
   echo '```'
   echo

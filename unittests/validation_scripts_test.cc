@@ -92,6 +92,28 @@ TEST(SimulatorAccuracyScript, KeptRunsSimulateAgainToTheSameRow) {
   EXPECT_EQ(RowOf(page, "--dp 2"), row) << page;
   EXPECT_EQ(RowOf(page, "--mp 2"), mp_row) << page;
 
+  // --profile_once: the ops of both rows profiled once, before any run, into
+  // one table that prices every run; the runs themselves are plain.
+  CliResult once = Shell(script + small + dir + "/once.md --cluster configs/clusters/local.pbtxt "
+                         "--keep " + dir + "/once --profile_once");
+  ASSERT_EQ(once.code, 0) << once.out;
+  EXPECT_NE(once.out.find("profiled the ops of 2 plans once"), std::string::npos) << once.out;
+  const std::string once_page = Read(dir + "/once.md");
+  EXPECT_NE(once_page.find("scripts/simulator_accuracy.sh --profile_once: generated from here"),
+            std::string::npos) << once_page;
+  EXPECT_NE(once_page.find("profiled on this host once, before any run"), std::string::npos)
+      << once_page;
+  const std::string once_row = RowOf(once_page, "--mp 2");
+  ASSERT_NE(once_row, "") << once_page;
+  const std::vector<std::string> once_cells = Cells(once_row);
+  ASSERT_GE(once_cells.size(), 6u) << once_row;
+  EXPECT_GT(std::stod(once_cells[4]), 1.0) << once_row;
+  const std::string first_table = Read(dir + "/once/table.1.pbtxt");
+  EXPECT_NE(first_table.find("signature"), std::string::npos) << first_table;
+  for (int run = 2; run <= 4; ++run) {
+    EXPECT_EQ(Read(dir + "/once/table." + std::to_string(run) + ".pbtxt"), first_table) << run;
+  }
+
   CliResult missing = Shell(script + " --resimulate " + dir + " --out " + dir + "/x.md");
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find("--resimulate " + dir + ": no runs there"), std::string::npos)
