@@ -546,6 +546,10 @@ if [ -f "$OUT" ] && grep -qF "$BEGIN_MARK" "$OUT" && grep -qF "$END_MARK" "$OUT"
     $0 == b { while ((getline line < gen) > 0) print line; skip = 1; next }
     $0 == e { skip = 0; next }
     !skip { print }' "$OUT" > "$OUT.tmp"
+elif [ -f "$OUT" ]; then
+  # A page of its own without the markers (docs/tuner_accuracy.md): the
+  # section goes at its end, and the page is kept.
+  { cat "$OUT"; echo; cat "$WORK/generated.md"; } > "$OUT.tmp"
 else
   { echo "# Simulator accuracy"; echo; cat "$WORK/generated.md"; } > "$OUT.tmp"
 fi
