@@ -62,20 +62,6 @@ StatusOr<const CostContext*> PassContext::CostsFor(const std::string& why) const
                             "named (--cluster; PlanOptions::costs)");
 }
 
-PassContext PassContext::Fork() const {
-  PassContext out(layout_, rank_, source_program_, source_startup_);
-  out.resolved_ = resolved_;
-  out.coords_ = coords_;
-  if (source_program_ == nullptr) out.program_ = program_.Clone();
-  if (source_startup_ == nullptr) out.startup_ = startup_.Clone();
-  out.plan_.num_chunks = plan_.num_chunks;
-  out.plan_.jobs = plan_.jobs;
-  for (const auto& [key, program] : plan_.programs) out.plan_.programs.emplace(key, program.Clone());
-  out.history_ = history_;
-  out.remarks_ = remarks_;
-  return out;
-}
-
 RankPlan PassContext::TakeRankPlan() {
   auto set = std::make_shared<ProgramSet>();
   set->programs = std::move(plan_.programs);

@@ -124,12 +124,6 @@ class PassContext {
   WorkingPlan& plan() { return plan_; }
   const WorkingPlan& plan() const { return plan_; }
 
-  // A copy to go on planning from (PlanPrefixCache): the programs and job
-  // programs cloned (one read in place stays so), the resolved strategy,
-  // layout, history and remarks. The costs, cut_by_flops and shared
-  // analyses are left unset, for the new planning call to give.
-  PassContext Fork() const;
-
   // The finished rank plan: the job programs and the startup program move
   // into one shared, immutable set, and resolved() is copied. Leaves the
   // context's programs empty.

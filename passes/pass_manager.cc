@@ -1,6 +1,5 @@
 #include "passes/pass_manager.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -35,9 +34,8 @@ Status VerifyContext(const PassContext& ctx) {
   return Status::OK();
 }
 
-Status PassManager::Run(PassContext& ctx, size_t begin, size_t end) {
-  end = std::min(end, passes_.size());
-  for (size_t i = begin; i < end; ++i) {
+Status PassManager::Run(PassContext& ctx) {
+  for (size_t i = 0; i < passes_.size(); ++i) {
     const PassInfo* info = pipeline_.entries()[i].info;
     const std::string& name = info->name;
     if (options_.disable_passes.count(name)) continue;
@@ -71,9 +69,7 @@ Status PassManager::Run(PassContext& ctx, size_t begin, size_t end) {
     }
     for (auto& inst : instrumentations_) inst->AfterPass(name, ctx, *changed, ms);
   }
-  if (end == passes_.size()) {
-    for (auto& inst : instrumentations_) inst->AfterPipeline(ctx);
-  }
+  for (auto& inst : instrumentations_) inst->AfterPipeline(ctx);
   return Status::OK();
 }
 

@@ -4,7 +4,6 @@
 #ifndef LOOM_PASSES_PASS_MANAGER_H_
 #define LOOM_PASSES_PASS_MANAGER_H_
 
-#include <cstdint>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -63,10 +62,7 @@ class PassManager {
 
   // Runs every pass in order. A failing pass's error, or a verifier error
   // after it, is returned as "<pass>: ..." / "failed after <pass>: ...".
-  // With `begin` and `end`, only the passes of those indices: a pipeline
-  // run in parts (PlanPrefixCache), the instrumentation's end of pipeline
-  // with its last part.
-  Status Run(PassContext& ctx, size_t begin = 0, size_t end = SIZE_MAX);
+  Status Run(PassContext& ctx);
 
   // The pipeline as text, every option resolved (defaults included), so
   // that a dump records exactly how to reproduce it.

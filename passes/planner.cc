@@ -2,11 +2,9 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 
 #include "framework/grad_clip.h"
 #include "passes/amp.h"
-#include "passes/plan_prefix_cache.h"
 
 namespace loom {
 namespace {
@@ -28,36 +26,12 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   }
   PassManager pm(options.pass_manager);
   LOOM_RETURN_IF_ERROR(pm.AddPipeline(pipeline));
-  // The passes every schedule runs alike, from the search's cache where
-  // another strategy planned them for this rank already.
-  const size_t leading = options.prefix_cache != nullptr ? LeadingPassesEnd(pipeline) : 0;
-  std::string key;
-  std::optional<PassContext> forked;
-  if (leading > 0) {
-    const ParallelLayout& l = strategy.layout;
-    key = StrCat(LeadingPassesText(pipeline, leading), " rank ", rank, " of dp", l.dp, " mp",
-                 l.mp, " pp", l.pp, " sharding", l.sharding, l.v_shape ? " v" : "", " programs ",
-                 static_cast<const void*>(&main), " costs ",
-                 static_cast<const void*>(options.costs), options.cut_by_flops ? " by flops" : "");
-    forked = options.prefix_cache->Find(key);
-  }
   // The programs come numbered (PreparedPrograms::Prepare).
-  PassContext ctx = forked ? std::move(*forked) : PassContext(strategy.layout, rank, &main, &startup);
+  PassContext ctx(strategy.layout, rank, &main, &startup);
   ctx.set_costs(options.costs);
   ctx.set_cut_by_flops(options.cut_by_flops);
   ctx.set_shared_analyses(shared);
-  Status s;
-  if (forked) {
-    s = pm.Run(ctx, leading);
-  } else if (leading == 0) {
-    s = pm.Run(ctx);
-  } else {
-    s = pm.Run(ctx, 0, leading);
-    if (s.ok()) {
-      options.prefix_cache->Store(key, ctx);
-      s = pm.Run(ctx, leading);
-    }
-  }
+  Status s = pm.Run(ctx);
   if (!s.ok()) {
     return s.WithContext(StrCat("rank ", rank, " (", CoordsToString(ctx.coords()), ")"));
   }

@@ -14,8 +14,6 @@
 
 namespace loom {
 
-class PlanPrefixCache;
-
 // pipeline-split, tensor-parallel, gradient-accumulation, data-parallel,
 // [sharding,] [op-split,] [grad-clip when the program clips,]
 // [split-backward when the schedule runs B and W jobs,] job-split,
@@ -51,12 +49,6 @@ struct PlanOptions {
   // in the user's cache (and `loom simulate` without --cluster, to plan as
   // the run does).
   bool cut_by_flops = false;
-  // Where a search keeps each stage's context after the passes that every
-  // schedule runs alike, to plan them once for all its strategies (see
-  // passes/plan_prefix_cache.h). A rank forked from it runs, and its
-  // instrumentation sees, only the passes after those. Not owned; null:
-  // no cache.
-  PlanPrefixCache* prefix_cache = nullptr;
 };
 
 // The serial programs as every strategy of one mixed precision plans them:

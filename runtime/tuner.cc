@@ -12,7 +12,6 @@
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
 #include "passes/amp.h"
-#include "passes/plan_prefix_cache.h"
 #include "runtime/simulation.h"
 #include "runtime/tune_format.h"
 #include "scheduler/schedule.h"
@@ -60,7 +59,6 @@ class Search {
         options_(options),
         timer_(CostModelTimers(costs)) {
     plan_options_.costs = &costs;
-    plan_options_.prefix_cache = &prefix_cache_;
     // Thousands of candidates are planned only to be timed: the program
     // verifier after every pass took 16% of a gpt3-175b candidate's time.
     // The winner is planned again, verified pass by pass, before -o saves
@@ -92,9 +90,6 @@ class Search {
   const CostContext& costs_;
   const TuneOptions& options_;
   TimerFactory timer_;
-  // Each stage after the passes that every schedule runs alike, shared by
-  // the candidates that differ only in their schedule.
-  PlanPrefixCache prefix_cache_;
   PlanOptions plan_options_;
   // The model's programs, built and prepared once: AMP is held fixed, so
   // every candidate plans from them.
@@ -313,8 +308,6 @@ StatusOr<TuneReport> Search::Run() {
       report_.top.push_back(*p);
     }
   }
-  report_.stage_plans_reused = prefix_cache_.hits();
-  report_.stage_plans_made = prefix_cache_.misses();
   report_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::move(report_);

@@ -72,10 +72,6 @@ struct TuneReport {
   // Candidates neither simulated nor skipped when the search stopped at
   // TuneOptions::time_limit_s (0: it ran to the end).
   int unsearched = 0;
-  // Stages whose leading passes were planned, and those forked from
-  // another candidate's plan of them (PlanPrefixCache).
-  int64_t stage_plans_made = 0;
-  int64_t stage_plans_reused = 0;
   double seconds = 0;
 };
 

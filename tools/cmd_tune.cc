@@ -84,10 +84,6 @@ void PrintReport(const TuneReport& r, const GptConfig& config, const TuneOptions
               config.name.c_str(), o.space.devices, cluster.c_str(), r.considered,
               r.simulated.size(), r.over_memory, pruned, r.failed.size(), r.seconds);
   for (const auto& [rule, n] : r.pruned) std::printf("  pruned %6d: %s\n", n, rule.c_str());
-  std::printf("  stages' leading passes planned %lld times, forked %lld times from a candidate "
-              "that differs only in its schedule\n",
-              static_cast<long long>(r.stage_plans_made),
-              static_cast<long long>(r.stage_plans_reused));
   if (r.unsearched > 0) {
     std::printf(
         "  stopped at --search_seconds: %d candidates neither simulated nor skipped; "
@@ -162,8 +158,6 @@ nlohmann::json ReportJson(const TuneReport& r, const GptConfig& config, const Tu
   j["pruned"] = r.pruned;
   j["over_memory"] = r.over_memory;
   j["unsearched"] = r.unsearched;
-  j["stage_plans_made"] = r.stage_plans_made;
-  j["stage_plans_reused"] = r.stage_plans_reused;
   j["seconds"] = r.seconds;
   nlohmann::json failed = nlohmann::json::array();
   for (const auto& [name, why] : r.failed) failed.push_back({{"name", name}, {"error", why}});

@@ -12,7 +12,6 @@
 #include "framework/verifier.h"
 #include "models/gpt.h"
 #include "passes/amp.h"
-#include "passes/plan_prefix_cache.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/schedule.h"
 #include "unittests/layout_sweep.h"
@@ -117,67 +116,6 @@ TEST(Planner, PlansFromOnePreparedProgramAreThoseOfPlanRanks) {
   EXPECT_NE(refused.status().message().find("not the mixed precision its programs were prepared"),
             std::string::npos)
       << refused.status();
-}
-
-// A search's strategies that differ only in their schedule share each
-// stage's leading passes (PlanPrefixCache): planned through one cache, in
-// two threads, every plan is exactly the one planned without it, and only
-// the strategies that share the leading passes reuse them.
-TEST(Planner, StrategiesThatDifferInTheScheduleShareEachStagesLeadingPasses) {
-  GptConfig c = GptPreset("gpt-tiny").value();
-  c.num_layers = 4;
-  const TrainingProgram tp = BuildGptTrainingProgram(c).value();
-  std::vector<proto::Strategy> strategies;
-  for (const char* schedule : {"1F1B", "FThenB", "Eager1F1B", "ZBH1", "1F1B-overlap"}) {
-    strategies.push_back(MakeStrategy(2, 2, 2, 4, schedule));
-  }
-  proto::Strategy split = MakeStrategy(2, 2, 2, 4, "1F1B");
-  split.mutable_passes()->set_op_split(true);
-  strategies.push_back(split);
-  strategies.push_back(MakeStrategy(2, 2, 2, 2, "1F1B"));  // other micro-batches: its own
-  // Recomputation, sequence parallelism and ZeRO in the leading passes,
-  // under two schedules: one set of their own, then shared.
-  for (const char* schedule : {"1F1B", "ZBH1"}) {
-    proto::Strategy s = MakeStrategy(2, 2, 2, 4, schedule);
-    s.mutable_recompute()->set_granularity("selective");
-    s.mutable_mp()->set_sequence_parallel(true);
-    s.mutable_sharding()->set_stage(2);
-    strategies.push_back(s);
-  }
-  const AmpConfig amp = AmpConfigOf(strategies[0]).value();
-  const StatusOr<PreparedPrograms> prepared = PreparedPrograms::Prepare(tp.main, tp.startup, amp);
-  ASSERT_TRUE(prepared.ok()) << prepared.status();
-  PlanPrefixCache cache;
-  PlanOptions cached = LocalPlanOptions();
-  cached.prefix_cache = &cache;
-  // The first of each set alone first, so that what the others find is
-  // known; then the others, two threads at once.
-  const std::set<size_t> firsts = {0, 6, 7};
-  std::vector<StatusOr<Plan>> plans(strategies.size(), InvalidArgument("not planned"));
-  for (size_t i : firsts) plans[i] = PlanPrepared(*prepared, strategies[i], {}, cached);
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < 2; ++t) {
-    threads.emplace_back([&, t] {
-      for (size_t i = t; i < strategies.size(); i += 2) {
-        if (!firsts.count(i)) plans[i] = PlanPrepared(*prepared, strategies[i], {}, cached);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (size_t i = 0; i < strategies.size(); ++i) {
-    SCOPED_TRACE(strategies[i].ShortDebugString());
-    ASSERT_TRUE(plans[i].ok()) << plans[i].status();
-    auto alone = PlanPrepared(*prepared, strategies[i], {}, LocalPlanOptions());
-    ASSERT_TRUE(alone.ok()) << alone.status();
-    EXPECT_EQ(PlanToProto(*plans[i]).SerializeAsString(),
-              PlanToProto(*alone).SerializeAsString());
-  }
-  // Planned rank by rank, one rank per (pp, mp) position of the 8: 4 a
-  // strategy. The six plain strategies of 4 micro-batches share one set of
-  // 4 (the op-split one before op-split), the 2 micro-batches' make their
-  // own, and the two with recomputation, SP and ZeRO share another.
-  EXPECT_EQ(cache.misses(), 3 * 4);
-  EXPECT_EQ(cache.hits(), 6 * 4);
 }
 
 TEST(Planner, HybridLayoutsVerify) {

@@ -168,10 +168,6 @@ TEST(Tuner, SameAnswerWhateverTheThreads) {
   }
   EXPECT_EQ(one.report.pruned, two.report.pruned);
   EXPECT_EQ(one.report.simulated.size(), two.report.simulated.size());
-  // Candidates that differ only in their schedule planned each stage's
-  // leading passes once (PlanPrefixCache).
-  EXPECT_GT(one.report.stage_plans_reused, 0);
-  EXPECT_GT(one.report.stage_plans_made, 0);
 }
 
 // The winner on 4 ranks is a whole plan the verifier accepts, and training
