@@ -545,29 +545,6 @@ void ResolveGroups(const ParallelLayout& layout, RankGraph* g) {
 
 }  // namespace
 
-const char* InstructionKindName(InstructionKind kind) {
-  switch (kind) {
-    case InstructionKind::kCompute:
-      return "compute";
-    case InstructionKind::kCollective:
-      return "collective";
-    case InstructionKind::kSend:
-      return "send";
-    case InstructionKind::kRecv:
-      return "recv";
-    case InstructionKind::kNoOp:
-      return "noop";
-  }
-  return "unknown";
-}
-
-int RankGraphBody::FindStream(const std::string& name) const {
-  for (int i = 0; i < static_cast<int>(streams.size()); ++i) {
-    if (streams[i].name == name) return i;
-  }
-  return -1;
-}
-
 StatusOr<RankGraph> LowerRank(const RankPlan& plan, const ParallelLayout& layout) {
   RankGraph g;
   g.rank = plan.rank;
@@ -601,21 +578,6 @@ StatusOr<ExecutionGraph> LowerPlan(const Plan& plan) {
     graph.ranks.push_back(std::move(g));
   }
   return graph;
-}
-
-RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
-  if (ins.kind == InstructionKind::kCollective) {
-    return RendezvousId{static_cast<int>(ins.ring), g.Group(ins).front(), 0, ins.comm_seq};
-  }
-  const bool send = ins.kind == InstructionKind::kSend;
-  return RendezvousId{-static_cast<int>(ins.ring), send ? g.rank : g.Peer(ins),
-                      send ? g.Peer(ins) : g.rank, ins.comm_seq};
-}
-
-std::string InstructionLocation(const RankGraph& g, const Instruction& ins) {
-  return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
-                ins.job_index, " (", JobToString(ins.job, g.body->num_chunks > 1),
-                "), op ", ins.op_index, " (", ins.op_type, ")");
 }
 
 }  // namespace loom
