@@ -88,10 +88,6 @@ while (($#)); do
     *) echo "simulator_accuracy.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-if [ -z "$OUT" ]; then
-  OUT=docs/simulator_accuracy.md
-  ((PROFILE_ONCE)) && OUT=docs/tuner_accuracy.md
-fi
 [ -x "$LOOM" ] || { echo "simulator_accuracy.sh: $LOOM is missing; build first" >&2; exit 1; }
 LOOM=$(realpath "$LOOM")
 if [ -n "$RESIM" ]; then
@@ -105,6 +101,11 @@ if [ -n "$RESIM" ]; then
   PROFILE_ONCE=${PROFILE_ONCE:-0}
   LOCAL_CLUSTER=${LOCAL_CLUSTER:-$RESIM/local.cluster.pbtxt}
   EMULATED_CLUSTER=${EMULATED_CLUSTER:-$RESIM/emulated.cluster.pbtxt}
+fi
+# (After --resimulate's settings: its measurement says which page it was.)
+if [ -z "$OUT" ]; then
+  OUT=docs/simulator_accuracy.md
+  ((PROFILE_ONCE)) && OUT=docs/tuner_accuracy.md
 fi
 
 # The runs: networks | model flags | layout flags. Every schedule runs on
