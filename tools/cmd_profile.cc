@@ -2,23 +2,17 @@
 // measures the host itself (links, interference, device rates) into a
 // cluster file.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <optional>
 #include <vector>
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
-#include "executor/comm/comm_world.h"
-#include "executor/comm/gloo_communicator.h"
-#include "profiling/comm_fit.h"
 #include "profiling/host_profiler.h"
-#include "runtime/launch_env.h"
+#include "profiling/link_profile.h"
+#include "profiling/shared_cores_profile.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/profile_util.h"
@@ -41,58 +35,6 @@ DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
               "local.cluster.pbtxt beside the cost table)");
 namespace loom {
-
-std::string Time(double s) {
-  char buf[32];
-  if (s < 1e-3) {
-    std::snprintf(buf, sizeof(buf), "%.2f us", s * 1e6);
-  } else if (s < 1) {
-    std::snprintf(buf, sizeof(buf), "%.3f ms", s * 1e3);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.3f s", s);
-  }
-  return buf;
-}
-
-proto::Link* LinkSpannedBy(int ranks, proto::Cluster* cluster) {
-  std::vector<int> members(ranks);
-  for (int r = 0; r < ranks; ++r) members[r] = r;
-  const bool inter = CommModel(*cluster).LevelOf(members) == LinkLevel::kInterNode;
-  return inter ? cluster->mutable_inter_node() : cluster->mutable_intra_node();
-}
-
-proto::HostLinkCosts* HostCostsOf(const proto::Link* link, proto::Cluster* cluster) {
-  proto::SharedHost* host = cluster->mutable_shared_host();
-  return link == &cluster->inter_node() ? host->mutable_inter_node() : host->mutable_intra_node();
-}
-
-void PrintCommProgress(const std::string& what) {
-  std::fprintf(stderr, "timing %s ...\n", what.c_str());
-}
-
-std::string Rate(double bytes_per_second) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
-  return buf;
-}
-
-double CpuPressure() {
-  std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
-  if (f == nullptr) return -1;
-  double avg10 = -1;
-  if (std::fscanf(f, "some avg10=%lf", &avg10) != 1) avg10 = -1;
-  std::fclose(f);
-  return avg10;
-}
-
-std::string PressureNote(double pressure) {
-  if (pressure < 0) return "";
-  return StrCat("CPU pressure ", static_cast<int>(std::lround(pressure)),
-                "% before measuring",
-                pressure >= 5 ? " (other processes were running: expect slower, "
-                                "noisier values)"
-                              : "");
-}
 
 Status CheckCpu(const proto::Cluster& cluster) {
   if (cluster.device().kind() == proto::Device::CPU) return Status::OK();
@@ -188,11 +130,13 @@ Status ProfileHost() {
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
   std::vector<proto::Link*> links;
   if (FLAGS_comm) {
-    LOOM_RETURN_IF_ERROR(MeasureComm(&cluster, &links));
+    LOOM_ASSIGN_OR_RETURN(const LinkProfileOptions options, LinkProfileOptionsFromFlags());
+    LOOM_RETURN_IF_ERROR(MeasureComm(options, &cluster, &links));
     if (links.empty()) return Status::OK();  // a launch's rank other than 0
   } else if (FLAGS_comm_shared_only) {
+    LOOM_ASSIGN_OR_RETURN(const LinkProfileOptions options, LinkProfileOptionsFromFlags());
     proto::Link* link = nullptr;
-    LOOM_RETURN_IF_ERROR(ProfileSharedCores(&cluster, &link));
+    LOOM_RETURN_IF_ERROR(ProfileSharedCores(options, &cluster, &link));
     if (link == nullptr) return Status::OK();
     links.push_back(link);
   }
@@ -245,13 +189,6 @@ StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
   *counts = table.Merge(entries);
   LOOM_RETURN_IF_ERROR(table.Save(path));
   return table;
-}
-
-std::string Today() {
-  char buf[16];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
-  return buf;
 }
 
 Status RunProfile(const std::vector<std::string>& args) {

@@ -62,7 +62,7 @@ DEFINE_string(interleaved_cluster_out, "",
               "where the plan has more ranks than cores and the cluster has no core_wait (the "
               "same with two copies on each core) and --interleaved_core_wait_calls' "
               "core_wait; under loom launch rank 0's process writes it");
-DECLARE_int64(comm_core_wait_bytes);  // profile_core_wait.cc
+DECLARE_int64(comm_core_wait_bytes);  // profile_comm.cc
 
 DEFINE_bool(pin_cores, true,
             "on the CPU, keep each rank's threads to one core (rank r to the (r mod n)th of the "

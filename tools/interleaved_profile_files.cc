@@ -6,6 +6,8 @@
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "framework/file_util.h"
+#include "profiling/link_fit.h"
+#include "profiling/report_text.h"
 #include "tools/profile_util.h"
 
 namespace loom {

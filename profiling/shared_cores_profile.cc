@@ -1,31 +1,13 @@
-// loom profile's shared-core calls: two groups of ranks on the same cores
-// calling at once (HostLinkCosts.shared_cores), as when a plan pins more ranks than
-// the host has cores. In one process the groups are threads; under a
-// launch (`loom launch --nproc 4 --net_rate ...`), its two halves, so that
-// the emulated network's link gets the costs its runs see.
-#include <gflags/gflags.h>
+#include "profiling/shared_cores_profile.h"
 
 #include <cstdio>
 #include <numeric>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "executor/comm/comm_world.h"
 #include "executor/cpu/host_threads.h"
-#include "runtime/launch_env.h"
-#include "tools/profile_util.h"
-
-DECLARE_int32(comm_ranks);
-DECLARE_int32(comm_rounds);
-DECLARE_int64(comm_max_bytes);
-DECLARE_string(comm_shared_between_ms);
-DEFINE_bool(comm_shared_only, false,
-            "measure only the link's shared_cores costs (two groups of ranks on the same cores "
-            "calling at once) into --cluster_out's measured link, keeping the rest of the file: "
-            "under loom launch, the launch's two halves (an even number of ranks, 4 or more, "
-            "rank i of each half on core i); else two groups of --comm_ranks in-process ranks. "
-            "A later --comm refits the link and drops them");
+#include "profiling/link_fit.h"
+#include "profiling/report_text.h"
 
 namespace loom {
 namespace {
@@ -51,8 +33,10 @@ StatusOr<std::vector<CommTiming>> MeanOverGroups(Communicator& all, int half, si
 // A launch of `world` ranks splits into two groups that call at once.
 Status CheckHalves(int world) {
   if (world >= 4 && world % 2 == 0) return Status::OK();
-  return InvalidArgument("calls on shared cores under loom launch need an even number of "
-                         "ranks, 4 or more (two groups calling at once), got ", world);
+  return InvalidArgument(
+      "calls on shared cores under loom launch need an even number of ranks, 4 or more (two groups "
+      "calling at once), got ",
+      world);
 }
 
 }  // namespace
@@ -92,35 +76,34 @@ StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& op
   return MeanOverGroups(*all, half, cases, timings);
 }
 
-Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out) {
+Status ProfileSharedCores(const LinkProfileOptions& o, proto::Cluster* cluster,
+                          proto::Link** link_out) {
   *link_out = nullptr;
-  LOOM_ASSIGN_OR_RETURN(std::optional<LaunchEnv> env, LaunchEnvFromEnvironment());
+  const std::optional<LaunchEnv>& env = o.launch;
   if (cluster->shared_host().core_sharing() != proto::SharedHost::PINNED) {
     return InvalidArgument(
         "--comm_shared_only: the cluster's ranks do not keep to their cores "
-        "(shared_host.core_sharing is not PINNED), so no call runs beside "
-        "another on a shared core");
+        "(shared_host.core_sharing is not PINNED), so no call runs beside another on a shared "
+        "core");
   }
   if (env.has_value()) LOOM_RETURN_IF_ERROR(CheckHalves(env->world_size));
   CommProfileOptions options;
-  options.ranks = env.has_value() ? env->world_size / 2 : FLAGS_comm_ranks;
-  LOOM_RETURN_IF_ERROR(ParseBetween("comm_shared_between_ms", FLAGS_comm_shared_between_ms,
-                                    &options.between_calls_min_seconds,
-                                    &options.between_calls_max_seconds));
+  options.ranks = env.has_value() ? env->world_size / 2 : o.ranks;
+  options.between_calls_min_seconds = o.shared_between_min_seconds;
+  options.between_calls_max_seconds = o.shared_between_max_seconds;
   if (options.between_calls_max_seconds <= 0) {
-    return InvalidArgument("--comm_shared_only needs compute between the calls: "
-                           "--comm_shared_between_ms must not be '0'");
+    return InvalidArgument(
+        "calls on shared cores need compute between them (a positive shared_between_max_seconds)");
   }
   options.together = true;  // a tensor-parallel all-reduce's parties arrive together
-  options.samples = FLAGS_comm_rounds;
-  options.sizes.clear();
-  for (int64_t b = 4 << 10; b <= FLAGS_comm_max_bytes; b *= 4) options.sizes.push_back(b);
-  if (options.sizes.empty()) return InvalidArgument("--comm_max_bytes must be at least 4096");
+  options.samples = o.rounds;
+  options.sizes = MessageSizes(o.max_bytes);
+  if (options.sizes.empty()) return InvalidArgument("max_bytes must be at least 4096");
   proto::Link* link = LinkSpannedBy(options.ranks, cluster);
   if (!link->measured()) {
-    return FailedPrecondition("--comm_shared_only adds to a measured link, and this cluster's "
-                              "link between ", options.ranks, " ranks is not (run loom profile "
-                              "--comm with the same --cluster_out first)");
+    return FailedPrecondition(
+        "--comm_shared_only adds to a measured link, and this cluster's link between ",
+        options.ranks, " ranks is not (run loom profile --comm with the same --cluster_out first)");
   }
   LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings, TimeOnSharedCores(options, env));
   if (env.has_value() && env->rank != 0) return Status::OK();
@@ -131,12 +114,11 @@ Status ProfileSharedCores(proto::Cluster* cluster, proto::Link** link_out) {
     const size_t next = note.find("; ", earlier + 2);
     note.erase(earlier, next == std::string::npos ? std::string::npos : next - earlier);
   }
-  StatusOr<proto::WaitedCosts> costs =
-      FitRegimeCosts(StrCat("two groups of ", options.ranks, " ranks on the same cores, both "
-                            "calling (", env.has_value() ? "a launch's halves" : "in-process",
-                            ")"),
-                     timings, StrCat("shared cores (--comm_shared_only, ", Today(), ")"),
-                     link->half_duplex(), &note);
+  StatusOr<proto::WaitedCosts> costs = FitRegimeCosts(
+      StrCat("two groups of ", options.ranks, " ranks on the same cores, both calling (",
+             env.has_value() ? "a launch's halves" : "in-process", ")"),
+      timings, StrCat("shared cores (--comm_shared_only, ", Today(), ")"), link->half_duplex(),
+      &note, o.out);
   // Said (on a loaded host the times may not grow with the bytes), and the
   // file left as it was.
   if (!costs.ok()) return Status::OK();

@@ -1,0 +1,55 @@
+#include "profiling/report_text.h"
+
+#include <cmath>
+#include <ctime>
+
+#include "framework/status.h"
+
+namespace loom {
+
+std::string Time(double s) {
+  char buf[32];
+  if (s < 1e-3) {
+    std::snprintf(buf, sizeof(buf), "%.2f us", s * 1e6);
+  } else if (s < 1) {
+    std::snprintf(buf, sizeof(buf), "%.3f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.3f s", s);
+  }
+  return buf;
+}
+
+std::string Rate(double bytes_per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g GB/s", bytes_per_second / 1e9);
+  return buf;
+}
+
+std::string Today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::localtime(&now));
+  return buf;
+}
+
+void PrintCommProgress(const std::string& what) {
+  std::fprintf(stderr, "timing %s ...\n", what.c_str());
+}
+
+double CpuPressure() {
+  std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
+  if (f == nullptr) return -1;
+  double avg10 = -1;
+  if (std::fscanf(f, "some avg10=%lf", &avg10) != 1) avg10 = -1;
+  std::fclose(f);
+  return avg10;
+}
+
+std::string PressureNote(double pressure) {
+  if (pressure < 0) return "";
+  return StrCat(
+      "CPU pressure ", static_cast<int>(std::lround(pressure)), "% before measuring",
+      pressure >= 5 ? " (other processes were running: expect slower, noisier values)" : "");
+}
+
+}  // namespace loom
