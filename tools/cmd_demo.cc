@@ -95,6 +95,14 @@ Status PrintSample(TextSampler& sampler, const char* when) {
 
 Status RunDemo(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
+  // The calls are priced by --cluster's links: the `local` preset's, or
+  // this host's as `loom profile --comm` measured them.
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster local, ClusterFromFlags());
+  if (local.device().kind() != proto::Device::CPU) {
+    return InvalidArgument("--cluster ", FLAGS_cluster, " describes GPUs, but the demo runs and "
+                           "simulates on this host's CPU (give local, or a file loom profile "
+                           "--comm wrote)");
+  }
   LOOM_ASSIGN_OR_RETURN(GptConfig config, GptPreset("gpt-tiny"));
   config.seed = FLAGS_seed;
   // Steps of about 15 ms on a 2-core host rather than the preset's few:
@@ -147,10 +155,9 @@ Status RunDemo(const std::vector<std::string>& args) {
   ParallelTrainer::Options options;
   options.data = data;
   options.trace = true;
-  options.pin_cores = true;  // as the local cluster it is simulated on assumes
+  options.pin_cores = true;  // as the CPU clusters it may be simulated on assume
   options.comm.timeout = std::chrono::seconds(30);
   LOOM_ASSIGN_OR_RETURN(auto parallel, ParallelTrainer::Create(config, opt, strategy, options));
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster local, LoadCluster("local"));
   LOOM_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::Create());
   InterleavedProfileOptions profile_options;
   profile_options.warmup_steps = kProfileWarmup;
@@ -249,17 +256,22 @@ Status RunDemo(const std::vector<std::string>& args) {
         StrCat("median step ", measured_ms, " ms over the last ", kProfiledSteps,
                exposed_mp(measured_metrics.exposed_comm_s[0]), " in this one"),
         measured},
-       {"1F1B-overlap, simulated on cluster 'local'",
+       {StrCat("1F1B-overlap, simulated on cluster '", FLAGS_cluster, "'"),
         StrCat("step ", simulated_ms, " ms", exposed_mp(sim.result.exposed_comm_s[0]),
                "; ops priced ", rules[0], " profiled, ", rules[1], " scaled, ", rules[2],
                " by the roofline"),
         sim.result.trace}}));
   std::printf(
-      "\nSimulated on this host's cluster description ('local'), its ops profiled between the "
+      "\nSimulated on cluster '%s' (%s), its ops profiled between the "
       "last %d parallel steps (%.1f s; ops priced: %d profiled, %d "
       "scaled, %d by the roofline): %.2f ms per step against %.2f ms measured (the median of "
       "those steps), %+.1f%%.\nThe measured and simulated timelines are in %s: open it in a "
       "browser.\n",
+      FLAGS_cluster.c_str(),
+      FLAGS_cluster == "local"
+          ? "its calls priced by the preset's links; `loom profile --comm` measures this host's "
+            "into a file for --cluster"
+          : "its calls priced by that file's links",
       kProfiledSteps, profile_seconds, rules[0], rules[1], rules[2], simulated_ms, measured_ms,
       100 * (simulated_ms - measured_ms) / measured_ms, FLAGS_demo_html.c_str());
   return Status::OK();

@@ -49,19 +49,20 @@ const std::vector<Command>& Commands() {
   static const std::vector<Command>* const commands = new std::vector<Command>{
       {"demo", "train gpt-tiny serially and on 4 ranks, side by side",
        "loom demo [--seed S] [--lr LR] [--optimizer adamw|sgd] [--demo_trace FILE]\n"
-       "          [--demo_text FILE]\n"
+       "          [--demo_text FILE] [--cluster local|FILE]\n"
        "Trains the gpt-tiny preset for 200 steps on the bytes of a text every\n"
        "Debian system ships (the GPL-3 under /usr/share/common-licenses; empty\n"
        "--demo_text: the built-in synthetic dataset) twice, serially and on 4\n"
        "in-process ranks (mp=2, pp=2, 1F1B-overlap), prints both losses every 20\n"
        "steps, text the model writes before and after training, and writes the\n"
-       "parallel run's trace; then simulates the same layout on the local cluster\n"
-       "description, its ops and the wait for busy cores profiled between the\n"
-       "last 30 parallel steps (a few seconds, into files of the demo's own: the\n"
-       "user's cost table is neither read nor written), prints the simulated\n"
-       "step beside the measured one and writes both timelines on one page\n"
+       "parallel run's trace; then simulates the same layout, its ops profiled\n"
+       "between the last 30 parallel steps (a few seconds, into files of the\n"
+       "demo's own: the user's cost table is neither read nor written) and its\n"
+       "calls priced by --cluster's links (the local preset's, or this host's\n"
+       "from a file `loom profile --comm` wrote), prints the simulated step\n"
+       "beside the measured one and writes both timelines on one page\n"
        "(--demo_html).",
-       FlagsOf({&kOptimizerFlags}, {"seed", "demo_trace", "demo_html", "demo_text"}),
+       FlagsOf({&kOptimizerFlags}, {"seed", "demo_trace", "demo_html", "demo_text", "cluster"}),
        RunDemo},
       {"model", "write a GPT training program (forward, backward, optimizer)",
        "loom model --preset P -o FILE [--startup FILE]\n"

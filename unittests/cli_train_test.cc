@@ -181,6 +181,19 @@ TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
   EXPECT_NE(r.out.find(" profiled, 0 scaled, 0 by the roofline)"), std::string::npos) << r.out;
   EXPECT_GT(FieldAfter(r.out, "by the roofline): "), 0) << r.out;
   EXPECT_GT(FieldAfter(r.out, "ms per step against "), 0) << r.out;
+  // Its calls priced by the preset's links, and it says how to price them
+  // by this host's.
+  EXPECT_NE(r.out.find("Simulated on cluster 'local' (its calls priced by the preset's links; "
+                       "`loom profile --comm` measures this host's"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Cli, DemoRefusesAGpuClusterBeforeTraining) {
+  Result r = Loom("demo --cluster h100");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.out, "loom demo: --cluster h100 describes GPUs, but the demo runs and simulates on "
+                   "this host's CPU (give local, or a file loom profile --comm wrote)\n");
 }
 
 }  // namespace
