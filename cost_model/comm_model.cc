@@ -146,10 +146,14 @@ double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
   const double after_idle = charge_after_idle ? AfterIdleSeconds(link, idle_seconds) : 0;
   if (link.has_burst_bytes()) {
     // A shaper: what the bucket holds leaves at once, the rest at its rate.
+    // The fit is what calls of each size took on the same link (the hosts'
+    // share included, slower where ranks share cores): both bound the
+    // call, and the slower decides, as sustained_bandwidth does below.
     const double rate = link.sustained_bandwidth();
     const double credit = std::min(static_cast<double>(link.burst_bytes()),
                                    std::max(0.0, idle_seconds) * rate);
-    return t.latency_steps * alpha + std::max(0.0, wire_bytes - credit) / rate + after_idle;
+    return t.latency_steps * alpha +
+           std::max(wire_bytes / beta, std::max(0.0, wire_bytes - credit) / rate) + after_idle;
   }
   const double seconds = t.latency_steps * alpha + wire_bytes / beta;
   if (!link.has_sustained_bandwidth()) return seconds + after_idle;

@@ -36,9 +36,10 @@
 // reduce-scatter; not tree allreduce, broadcast or send/recv, whose steps
 // go one way.
 //
-// A shaped link (Link.burst_bytes, an emulated network's tc tbf) replaces
-// the byte term with tbf's: the wire bytes less the bucket's credit, over
-// the shaper's rate (Link.sustained_bandwidth). Without it a link with a
+// A shaped link (Link.burst_bytes, an emulated network's tc tbf) bounds
+// the byte term by tbf's as well: the wire bytes less the bucket's credit,
+// over the shaper's rate (Link.sustained_bandwidth); the larger of that and
+// the fit's byte term counts. Without it a link with a
 // sustained_bandwidth costs at least its wire bytes over that rate.
 #ifndef LOOM_COST_MODEL_COMM_MODEL_H_
 #define LOOM_COST_MODEL_COMM_MODEL_H_

@@ -203,13 +203,9 @@ Status RecordLink(const LinkProfileOptions& request, const CommProfileOptions& o
     RecordSustainedRate(request.long_bytes, host.long_seconds, members, shaped, cluster, link, out);
   }
   if (shaped) {
-    // The shaper's bucket is not recorded: its credit priced traced
-    // all-reduces at 200 Mbit/s but not at 1 Gbit/s, where tails and long
-    // calls outweigh it (configs/clusters/emulated.pbtxt), so where it
-    // holds is the cluster file's author's to say.
-    PrintTo(out,
-            "shaped link: its bucket is %lld B (loom launch's; Link.burst_bytes prices its credit, "
-            "not recorded here)\n",
+    // The bucket is loom launch's own (tc tbf's burst): known, not fitted.
+    link->set_burst_bytes(env->net_burst_bytes);
+    PrintTo(out, "shaped link: its bucket of %lld B (loom launch's) recorded as burst_bytes\n",
             static_cast<long long>(env->net_burst_bytes));
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));

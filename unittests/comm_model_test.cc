@@ -205,7 +205,8 @@ TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {
 
 // A token-bucket shaper (tc tbf): after the link idled, what its bucket
 // refilled leaves at once and the rest at the shaper's rate; back to back
-// the whole call waits for the rate. The fitted bandwidth plays no part.
+// the whole call waits for the rate. The fitted bandwidth still bounds how
+// fast the hosts move the bytes.
 TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
   proto::Cluster c = TestCluster();
   proto::Link* link = c.mutable_inter_node();
@@ -227,8 +228,20 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
       m.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether,
                     std::numeric_limits<double>::infinity()),
       latency + 0.08);
-  // A call smaller than the credit pays its latency only.
-  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, CallRegime::kTogether, 1.0), 10e-6);
+  // A call smaller than the credit pays its latency and its bytes at the
+  // fitted rate (10 GB/s) only.
+  EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, CallRegime::kTogether, 1.0),
+                   10e-6 + 1000 / 10e9);
+  // Where the hosts are slower than the shaper (a regime of calls on
+  // shared cores, say), their rate decides: at 0.5 MB/s the 100 kB take
+  // 0.2 s, idle or not.
+  link->set_bandwidth(0.5e6);
+  link->clear_collective();
+  CommModel slow_hosts(c);
+  EXPECT_DOUBLE_EQ(
+      slow_hosts.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 1.0),
+      latency + 0.2);
+  link->set_bandwidth(10e9);
   // Unshaped links ignore the idle time.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000, {0, 1}, CallRegime::kTogether, 1.0),
                    m.CommSeconds(kSend, kDirect, 1000000, {0, 1}));
