@@ -33,6 +33,7 @@
 #include "tools/command.h"
 #include "tools/common_flags.h"
 #include "tools/interleaved_profile_files.h"
+#include "tools/profile_util.h"
 
 DEFINE_string(demo_trace, "loom-demo-trace.json", "where loom demo writes its trace");
 DEFINE_string(demo_html, "loom-demo-timeline.html",
@@ -97,12 +98,8 @@ Status RunDemo(const std::vector<std::string>& args) {
   if (!args.empty()) return InvalidArgument("unexpected argument '", args[0], "'");
   // The calls are priced by --cluster's links: the `local` preset's, or
   // this host's as `loom profile --comm` measured them.
-  LOOM_ASSIGN_OR_RETURN(proto::Cluster local, ClusterFromFlags());
-  if (local.device().kind() != proto::Device::CPU) {
-    return InvalidArgument("--cluster ", FLAGS_cluster, " describes GPUs, but the demo runs and "
-                           "simulates on this host's CPU (give local, or a file loom profile "
-                           "--comm wrote)");
-  }
+  LOOM_ASSIGN_OR_RETURN(proto::Cluster demo_cluster, ClusterFromFlags());
+  LOOM_RETURN_IF_ERROR(CheckCpu(demo_cluster, "loom demo trains and simulates on"));
   LOOM_ASSIGN_OR_RETURN(GptConfig config, GptPreset("gpt-tiny"));
   config.seed = FLAGS_seed;
   // Steps of about 15 ms on a 2-core host rather than the preset's few:
@@ -162,10 +159,10 @@ Status RunDemo(const std::vector<std::string>& args) {
   InterleavedProfileOptions profile_options;
   profile_options.warmup_steps = kProfileWarmup;
   profile_options.steps = kProfiledSteps - kProfileWarmup;
-  profile_options.cluster = local;
+  profile_options.cluster = demo_cluster;
   InterleavedProfileFiles profile_files;
   profile_files.cost_table = scratch.File("cost_table.pbtxt");
-  profile_files.device = TableDevice(local);
+  profile_files.device = TableDevice(demo_cluster);
   profile_files.cluster_out = scratch.File("cluster.pbtxt");
   profile_files.report = nullptr;  // the demo says what it measured itself
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InterleavedProfile> profile,

@@ -36,11 +36,10 @@ DEFINE_string(cluster_out, "",
               "local.cluster.pbtxt beside the cost table)");
 namespace loom {
 
-Status CheckCpu(const proto::Cluster& cluster) {
+Status CheckCpu(const proto::Cluster& cluster, const char* command) {
   if (cluster.device().kind() == proto::Device::CPU) return Status::OK();
-  return InvalidArgument("--cluster ", cluster.name(),
-                         " describes GPUs, but loom profile measures this "
-                         "host's CPU (use a CPU cluster such as local)");
+  return InvalidArgument("--cluster ", cluster.name(), " describes GPUs, but ", command,
+                         " this host's CPU (use a CPU cluster such as local)");
 }
 
 namespace {
@@ -126,7 +125,7 @@ Status ProfileHost() {
                                                  " preset's figures, not this host's)"));
     }
   }
-  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom profile measures"));
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
   std::vector<proto::Link*> links;
   if (FLAGS_comm) {

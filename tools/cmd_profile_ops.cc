@@ -122,7 +122,7 @@ Status ProfileOps() {
   // --device cuda, this host's CPU otherwise.
   std::unique_ptr<Device> gpu;
   if (device_type == DeviceType::kCpu) {
-    LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+    LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom profile measures"));
   } else {
     if (cluster.device().kind() == proto::Device::CPU) {
       return InvalidArgument("--device ", FLAGS_device, " times GPU kernels, but --cluster ",

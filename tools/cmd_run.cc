@@ -208,7 +208,7 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfileFromFlags(
                            ") than --profile_warmup (", FLAGS_profile_warmup, ")");
   }
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
-  LOOM_RETURN_IF_ERROR(CheckCpu(cluster));
+  LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "--interleaved_profile measures"));
   InterleavedProfileOptions o;
   o.warmup_steps = FLAGS_profile_warmup;
   o.steps = FLAGS_steps - FLAGS_profile_warmup;

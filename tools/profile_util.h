@@ -16,8 +16,9 @@
 
 namespace loom {
 
-// OK for a CPU cluster: loom profile measures this host's CPU.
-Status CheckCpu(const proto::Cluster& cluster);
+// OK for a CPU cluster; else an error that `command` ("loom profile
+// measures") works on this host's CPU.
+Status CheckCpu(const proto::Cluster& cluster, const char* command);
 
 // A --comm_*between_ms flag's value (`name` without the dashes): "MIN,MAX"
 // milliseconds into seconds, or "0" (both 0).

@@ -192,8 +192,8 @@ TEST(Cli, DemoTrainsBothWaysAndWritesATrace) {
 TEST(Cli, DemoRefusesAGpuClusterBeforeTraining) {
   Result r = Loom("demo --cluster h100");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(r.out, "loom demo: --cluster h100 describes GPUs, but the demo runs and simulates on "
-                   "this host's CPU (give local, or a file loom profile --comm wrote)\n");
+  EXPECT_EQ(r.out, "loom demo: --cluster h100 describes GPUs, but loom demo trains and simulates "
+                   "on this host's CPU (use a CPU cluster such as local)\n");
 }
 
 }  // namespace
