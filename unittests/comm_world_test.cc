@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -20,6 +19,7 @@
 
 #include "executor/comm/comm_world.h"
 #include "executor/comm/gloo_communicator.h"
+#include "executor/cpu/host_threads.h"
 #include "unittests/comm_test_util.h"
 #include "unittests/loom_cli.h"
 
@@ -83,15 +83,6 @@ TEST(CommWorldTest, GlooSendBufferIsGloosRequestCappedByTheKernel) {
   int64_t wmem_max = 0;
   if (!(in >> wmem_max)) GTEST_SKIP() << "SKIPPED: /proc/sys/net/core/wmem_max not readable";
   EXPECT_EQ(GlooSendBufferBytes(), std::min<int64_t>(wmem_max, 32 << 20));
-}
-
-// The threads of this process, by id.
-std::set<pid_t> ThreadsOfThisProcess() {
-  std::set<pid_t> tids;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    tids.insert(static_cast<pid_t>(std::stol(entry.path().filename().string())));
-  }
-  return tids;
 }
 
 // Gloo's event-loop thread runs under SCHED_BATCH, so that it cannot

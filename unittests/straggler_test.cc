@@ -111,12 +111,11 @@ class SlowDeviceGroup {
 // core of its own: rank 1's kernels take several times as long,
 // and the process of rank 0 names it, and only it. The quota stalls the
 // thread that is running when its exhaustion is found: at a tick, or at a
-// context switch, and a rank's threads switch at every wait. With
-// gpt-tiny's own batch the kernels were short and the waits many, so the
-// stalls could fall in the waits of a whole window (rank 1's kernel median
-// 5.9 ms against its peer's 6.2: named in 1 of 3 runs with the old build,
-// 5 of 9 with this one); with 64 sequences the kernels outlast ticks (8 of
-// 8).
+// context switch, and a rank's threads switch at every wait. With short
+// kernels and many waits the stalls can fall in the waits of a whole
+// window, and the slow rank's kernels look no slower than its peer's; 128
+// sequences make its kernels outlast the quota's period (the commit that
+// set it has the runs).
 TEST(Straggler, ALaunchNamesTheRankOnASlowDevice) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "SKIPPED LOUDLY: needs 2 cores";
   SlowDeviceGroup slow;
@@ -129,7 +128,7 @@ TEST(Straggler, ALaunchNamesTheRankOnASlowDevice) {
   WriteWholeFile(rank_script,
                  StrCat("#!/bin/sh\nif [ \"$LOOM_RANK\" = 1 ]; then echo $$ > ", slow.procs(),
                         "; fi\nexec taskset -c $LOOM_RANK ", LOOM_BIN,
-                        " run --preset gpt-tiny --mp 2 --batch_size 64 --steps 12 "
+                        " run --preset gpt-tiny --mp 2 --batch_size 128 --steps 12 "
                         "--straggler_window 4 --pin_cores=false\n"));
   const CliResult r =
       Shell(StrCat("chmod +x ", rank_script, " && ", LOOM_BIN, " launch --nproc 2 -- ", rank_script));

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -21,6 +22,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "executor/comm/deadline_store.h"
+#include "executor/comm/gloo_loop_thread.h"
 #include "executor/comm/reduce_fold.h"
 #include "executor/cpu/host_threads.h"
 
@@ -83,6 +85,17 @@ void IgnoreSigpipeIfUnhandled() {
   });
 }
 
+// A device and its loop threads, which stop waiting for held mutexes when
+// the device goes (a thread id can be reused).
+struct DeviceWithLoop {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::vector<pid_t> loop_threads;
+  ~DeviceWithLoop() {
+    device.reset();
+    for (pid_t tid : loop_threads) UnregisterGlooLoopThread(tid);
+  }
+};
+
 }  // namespace
 
 // Gloo's TCP device starts one event-loop thread, which handles a pair's
@@ -97,24 +110,40 @@ void IgnoreSigpipeIfUnhandled() {
 // the holder finishes first. The loop thread then runs when the threads of
 // its core wait (for the messages it handles, mostly), or at the next tick
 // where they compute: a call under compute can finish later than before.
-// It still spins where another thread (a kernel's) preempted the holder and
-// the scheduler picks the loop thread next, far more rarely.
+// Where another thread (a kernel's) preempted the holder and the scheduler
+// picks the loop thread next, the loop thread waits for the holder rather
+// than spinning (gloo_loop_thread.h).
 //
-// The device is made while the calling thread runs under SCHED_BATCH, which
-// the loop thread inherits (BatchPolicyForNewThreads).
+// The device is made while the calling thread runs under SCHED_BATCH and is
+// named "gloo-loop", which the loop thread inherits; the new thread of that
+// name is the one registered. Devices are made one at a time, so that each
+// finds its own.
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
     const std::string& host) {
   IgnoreSigpipeIfUnhandled();
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> lock(one_at_a_time);
+  const std::set<pid_t> before = ThreadsOfThisProcess();
+  auto made = std::make_shared<DeviceWithLoop>();
   try {
     BatchPolicyForNewThreads loop_thread_policy;
-    return gloo::transport::tcp::CreateDevice(attr);
+    NameForNewThreads loop_thread_name(kGlooLoopThreadName);
+    made->device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     return Status(StatusCode::kUnavailable,
                   StrCat("cannot create a Gloo TCP device on '", host,
                          "': ", StripGlooLocation(e.what())));
   }
+  for (pid_t tid : ThreadsOfThisProcess()) {
+    if (before.count(tid) == 0 && ThreadName(tid) == kGlooLoopThreadName &&
+        RegisterGlooLoopThread(tid)) {
+      made->loop_threads.push_back(tid);
+    }
+  }
+  gloo::transport::Device* device = made->device.get();
+  return std::shared_ptr<gloo::transport::Device>(std::move(made), device);
 }
 
 int64_t GlooSendBufferBytes() {

@@ -67,13 +67,16 @@ class Store;
 namespace loom {
 
 // A Gloo TCP device on `host` (an address or name of this machine). One per
-// rank: its event-loop thread serves every group of the rank, and runs under
-// SCHED_BATCH, so that it never preempts a thread posting a message (see
-// the .cc: Gloo's loop spins while such a thread is held off). Also makes the
+// rank: its event-loop thread ("gloo-loop") serves every group of the rank,
+// runs under SCHED_BATCH, so that it never preempts a thread posting a
+// message, and waits for a held pair mutex instead of spinning for it (see
+// the .cc and gloo_loop_thread.h: Gloo's loop spins while such a thread is
+// held off). Also makes the
 // process ignore SIGPIPE if nobody handles it (Gloo writes to sockets with
 // writev, so a peer that died would otherwise kill the writer).
 StatusOr<std::shared_ptr<gloo::transport::Device>> CreateGlooTcpDevice(
     const std::string& host = "127.0.0.1");
+inline constexpr char kGlooLoopThreadName[] = "gloo-loop";
 
 // The most bytes a Gloo TCP send hands to its socket at once, and so
 // returns without waiting for them to reach the receiver: Gloo sizes a

@@ -3,6 +3,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 #include <thread>
 
 namespace loom {
@@ -48,6 +51,31 @@ BatchPolicyForNewThreads::~BatchPolicyForNewThreads() {
   if (!changed_) return;
   sched_param param{};
   sched_setscheduler(0, policy_, &param);
+}
+
+std::set<pid_t> ThreadsOfThisProcess() {
+  std::set<pid_t> tids;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", error)) {
+    tids.insert(static_cast<pid_t>(std::stol(entry.path().filename().string())));
+  }
+  return tids;
+}
+
+std::string ThreadName(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
+NameForNewThreads::NameForNewThreads(const char* name) {
+  changed_ = pthread_getname_np(pthread_self(), saved_, sizeof(saved_)) == 0 &&
+             pthread_setname_np(pthread_self(), name) == 0;
+}
+
+NameForNewThreads::~NameForNewThreads() {
+  if (changed_) pthread_setname_np(pthread_self(), saved_);
 }
 
 }  // namespace loom

@@ -6,7 +6,10 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/types.h>
 
+#include <set>
+#include <string>
 #include <vector>
 
 namespace loom {
@@ -47,6 +50,28 @@ class BatchPolicyForNewThreads {
 
  private:
   const int policy_;
+  bool changed_ = false;
+};
+
+// The threads of this process, by kernel thread id.
+std::set<pid_t> ThreadsOfThisProcess();
+
+// A thread's name as the kernel shows it (/proc/self/task/TID/comm); empty
+// if the thread is gone.
+std::string ThreadName(pid_t tid);
+
+// Names the calling thread `name` (at most 15 characters) for the scope, so
+// that the threads it starts meanwhile carry the name: a library's thread
+// can then be told from the others. The caller's name comes back at the end.
+class NameForNewThreads {
+ public:
+  explicit NameForNewThreads(const char* name);
+  ~NameForNewThreads();
+  NameForNewThreads(const NameForNewThreads&) = delete;
+  NameForNewThreads& operator=(const NameForNewThreads&) = delete;
+
+ private:
+  char saved_[16] = {};
   bool changed_ = false;
 };
 
