@@ -44,25 +44,16 @@ StatusOr<RankPlan> PlanCheckedRank(const Program& main, const Program& startup,
   return ctx.TakeRankPlan();
 }
 
-// The strategy checked and its pipeline parsed, for programs prepared
-// with `scaling`: what every rank of one plan shares.
-struct CheckedPipeline {
-  CheckedStrategy checked;
-  PassPipeline pipeline;
-};
-
-StatusOr<CheckedPipeline> CheckPipeline(const PreparedPrograms& programs,
-                                        const proto::Strategy& strategy) {
-  CheckedPipeline out;
-  LOOM_ASSIGN_OR_RETURN(out.checked, CheckStrategy(strategy));
-  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
-  if (!programs.IsFor(amp)) {
-    return InvalidArgument("the strategy's amp section {", strategy.amp().ShortDebugString(),
+// The pipeline every rank of one plan runs: the checked strategy's, for
+// programs prepared for its mixed precision.
+StatusOr<PassPipeline> PipelineFor(const PreparedPrograms& programs,
+                                   const CheckedStrategy& checked) {
+  if (!programs.IsFor(checked.amp)) {
+    return InvalidArgument("the strategy's amp section {",
+                           checked.strategy.amp().ShortDebugString(),
                            "} is not the mixed precision its programs were prepared for");
   }
-  LOOM_ASSIGN_OR_RETURN(out.pipeline,
-                        PassPipeline::Parse(DefaultPipeline(out.checked, programs.scaling())));
-  return out;
+  return PassPipeline::Parse(DefaultPipeline(checked, programs.scaling()));
 }
 
 }  // namespace
@@ -168,29 +159,26 @@ bool PreparedPrograms::IsFor(const AmpConfig& amp) const {
 StatusOr<RankPlan> PlanRank(const Program& main, const Program& startup,
                             const proto::Strategy& strategy, int rank,
                             const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
   LOOM_ASSIGN_OR_RETURN(const PreparedPrograms programs,
-                        PreparedPrograms::Prepare(main, startup, amp));
-  LOOM_ASSIGN_OR_RETURN(const CheckedPipeline checked, CheckPipeline(programs, strategy));
-  return PlanCheckedRank(programs.main(), programs.startup(), checked.checked, checked.pipeline,
-                         rank, options);
+                        PreparedPrograms::Prepare(main, startup, checked.amp));
+  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline, PipelineFor(programs, checked));
+  return PlanCheckedRank(programs.main(), programs.startup(), checked, pipeline, rank, options);
 }
 
 StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const proto::Strategy& strategy,
                          const std::vector<int>& ranks,
                          const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
   LOOM_ASSIGN_OR_RETURN(const PreparedPrograms programs,
-                        PreparedPrograms::Prepare(main, startup, amp));
-  return PlanPrepared(programs, strategy, ranks, options);
+                        PreparedPrograms::Prepare(main, startup, checked.amp));
+  return PlanPrepared(programs, checked, ranks, options);
 }
 
-StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const proto::Strategy& strategy,
+StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const CheckedStrategy& checked,
                             const std::vector<int>& ranks, const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const CheckedPipeline checked_pipeline, CheckPipeline(programs, strategy));
-  const CheckedStrategy& checked = checked_pipeline.checked;
-  const PassPipeline& pipeline = checked_pipeline.pipeline;
+  LOOM_ASSIGN_OR_RETURN(const PassPipeline pipeline, PipelineFor(programs, checked));
   const Program& program = programs.main();
   const Program& start = programs.startup();
   Plan plan;

@@ -96,10 +96,10 @@ StatusOr<Plan> PlanRanks(const Program& main, const Program& startup,
                          const std::vector<int>& ranks,
                          const PlanOptions& options = {});
 
-// PlanRanks from programs prepared for the strategy's mixed precision (an
-// error otherwise). Plans from the same programs may be made in several
-// threads at once.
-StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const proto::Strategy& strategy,
+// PlanRanks of a checked strategy, from programs prepared for its mixed
+// precision (an error otherwise). Plans from the same programs may be made
+// in several threads at once.
+StatusOr<Plan> PlanPrepared(const PreparedPrograms& programs, const CheckedStrategy& checked,
                             const std::vector<int>& ranks, const PlanOptions& options = {});
 
 }  // namespace loom

@@ -140,7 +140,7 @@ StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size
                            s.sharding().stage());
   }
   LOOM_RETURN_IF_ERROR(ValidateSharding(s));
-  LOOM_RETURN_IF_ERROR(AmpConfigOf(s).status());
+  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(s));
   const auto& pp = s.pipeline();
   if (pp.degree() > 1 && !pp.enable()) {
     return InvalidArgument("pipeline.degree is ", pp.degree(),
@@ -205,7 +205,7 @@ StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& s, int world_size
   params.max_in_flight = pp.max_in_flight();
   auto jobs = schedule->fn(params);
   if (!jobs.ok()) return jobs.status();
-  return CheckedStrategy{s, schedule, layout};
+  return CheckedStrategy{s, schedule, layout, amp};
 }
 
 proto::Strategy MakeStrategy(int dp, int mp, int pp, int micro_batches,

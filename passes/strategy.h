@@ -5,6 +5,7 @@
 #include <string>
 
 #include "framework/status.h"
+#include "passes/amp.h"
 #include "passes/strategy.pb.h"
 #include "scheduler/layout.h"
 #include "scheduler/schedule.h"
@@ -29,12 +30,14 @@ inline constexpr int64_t kMaxWorldSize = int64_t{1} << 20;
 Status ValidateStrategy(const proto::Strategy& strategy, int world_size = 0);
 
 // A strategy ValidateStrategy accepted, with what checking it found: its
-// schedule and its rank grid. Planning takes this, so that however many
-// ranks it plans, the strategy is checked and its schedule looked up once.
+// schedule, its rank grid and its mixed precision. Planning takes this, so
+// that however many ranks it plans, the strategy is checked and its
+// schedule looked up once.
 struct CheckedStrategy {
   proto::Strategy strategy;
   const ScheduleInfo* schedule = nullptr;
   ParallelLayout layout;
+  AmpConfig amp;
 };
 StatusOr<CheckedStrategy> CheckStrategy(const proto::Strategy& strategy, int world_size = 0);
 

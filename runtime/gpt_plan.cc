@@ -15,21 +15,27 @@ StatusOr<std::unique_ptr<GptPrograms>> GptPrograms::Build(const GptConfig& confi
   return out;
 }
 
-StatusOr<Plan> GptPrograms::PlanOf(const proto::Strategy& strategy, const std::vector<int>& ranks,
+StatusOr<Plan> GptPrograms::PlanOf(const CheckedStrategy& checked, const std::vector<int>& ranks,
                                    const PlanOptions& options) const {
-  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanPrepared(*prepared_, strategy, ranks, options));
+  LOOM_ASSIGN_OR_RETURN(Plan plan, PlanPrepared(*prepared_, checked, ranks, options));
   plan.model_name = name_;
   plan.model_config = config_map_;
   return plan;
 }
 
+StatusOr<Plan> GptPrograms::PlanOf(const proto::Strategy& strategy, const std::vector<int>& ranks,
+                                   const PlanOptions& options) const {
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
+  return PlanOf(checked, ranks, options);
+}
+
 StatusOr<Plan> PlanGpt(const GptConfig& config, const OptimizerConfig& optimizer,
                        const proto::Strategy& strategy, const std::vector<int>& ranks,
                        const PlanOptions& options) {
-  LOOM_ASSIGN_OR_RETURN(const AmpConfig amp, AmpConfigOf(strategy));
+  LOOM_ASSIGN_OR_RETURN(const CheckedStrategy checked, CheckStrategy(strategy));
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<GptPrograms> programs,
-                        GptPrograms::Build(config, optimizer, amp));
-  return programs->PlanOf(strategy, ranks, options);
+                        GptPrograms::Build(config, optimizer, checked.amp));
+  return programs->PlanOf(checked, ranks, options);
 }
 
 StatusOr<GptConfig> GptConfigOfPlan(const Plan& plan) {

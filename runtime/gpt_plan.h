@@ -28,6 +28,8 @@ class GptPrograms {
 
   // PlanGpt of a strategy of that mixed precision (an error otherwise).
   // Plans may be made in several threads at once.
+  StatusOr<Plan> PlanOf(const CheckedStrategy& checked, const std::vector<int>& ranks = {},
+                        const PlanOptions& options = {}) const;
   StatusOr<Plan> PlanOf(const proto::Strategy& strategy, const std::vector<int>& ranks = {},
                         const PlanOptions& options = {}) const;
 

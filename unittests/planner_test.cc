@@ -90,7 +90,8 @@ TEST(Planner, PlansFromOnePreparedProgramAreThoseOfPlanRanks) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < strategies.size(); ++i) {
     threads.emplace_back([&, i] {
-      shared[i] = PlanPrepared(*prepared, strategies[i], {}, LocalPlanOptions());
+      shared[i] = PlanPrepared(*prepared, CheckStrategy(strategies[i]).value(), {},
+                               LocalPlanOptions());
     });
   }
   for (std::thread& t : threads) t.join();
@@ -111,7 +112,8 @@ TEST(Planner, PlansFromOnePreparedProgramAreThoseOfPlanRanks) {
   }
   proto::Strategy fp32 = strategies[0];
   fp32.mutable_amp()->set_level("O0");
-  const StatusOr<Plan> refused = PlanPrepared(*prepared, fp32, {}, LocalPlanOptions());
+  const StatusOr<Plan> refused =
+      PlanPrepared(*prepared, CheckStrategy(fp32).value(), {}, LocalPlanOptions());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("not the mixed precision its programs were prepared"),
             std::string::npos)
