@@ -3,6 +3,7 @@
 // and CreateGlooTcpDevice registers its own loop thread, and only that.
 #include "executor/comm/gloo_loop_thread.h"
 
+#include <gtest/gtest.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
@@ -24,9 +23,9 @@ using Micros = std::chrono::microseconds;
 
 int64_t InMicros(Clock::duration d) { return std::chrono::duration_cast<Micros>(d).count(); }
 
-#define SKIP_WITHOUT_LOOP_WAITS()                                                  \
-  if (!GlooLoopThreadsWait()) {                                                    \
-    GTEST_SKIP() << "SKIPPED LOUDLY: a sanitizer's runtime owns "                  \
+#define SKIP_WITHOUT_LOOP_WAITS()                                                \
+  if (!GlooLoopThreadsWait()) {                                                  \
+    GTEST_SKIP() << "SKIPPED LOUDLY: a sanitizer's runtime owns "                \
                     "pthread_mutex_trylock in this build, so loop threads spin"; \
   }
 
