@@ -26,6 +26,9 @@ namespace {
 // without a lock by every try-lock that fails.
 constexpr int kSlots = 256;
 std::array<std::atomic<pid_t>, kSlots> loop_threads{};
+// Slots past this one were never used: a failed try-lock (malloc's, say)
+// looks at a few, not all.
+std::atomic<int> slots_used{0};
 std::atomic<int64_t> waits{0};
 
 pid_t ThisThread() {
@@ -44,9 +47,13 @@ bool GlooLoopThreadsWait() {
 }
 
 bool RegisterGlooLoopThread(pid_t tid) {
-  for (std::atomic<pid_t>& slot : loop_threads) {
+  for (int i = 0; i < kSlots; ++i) {
     pid_t empty = 0;
-    if (slot.compare_exchange_strong(empty, tid)) return true;
+    if (!loop_threads[i].compare_exchange_strong(empty, tid)) continue;
+    int used = slots_used.load();
+    while (used < i + 1 && !slots_used.compare_exchange_weak(used, i + 1)) {
+    }
+    return true;
   }
   return false;
 }
@@ -59,8 +66,9 @@ void UnregisterGlooLoopThread(pid_t tid) {
 }
 
 bool IsGlooLoopThread(pid_t tid) {
-  for (const std::atomic<pid_t>& slot : loop_threads) {
-    if (slot.load(std::memory_order_relaxed) == tid) return true;
+  const int used = slots_used.load(std::memory_order_acquire);
+  for (int i = 0; i < used; ++i) {
+    if (loop_threads[i].load(std::memory_order_relaxed) == tid) return true;
   }
   return false;
 }
