@@ -13,16 +13,20 @@
 namespace loom {
 namespace {
 
-constexpr char kRun[] = " run --preset gpt-tiny --mp 2 --steps 8 --save_every 2 --save_dir ";
+// Steps long enough (64 sequences) that the run is still going when the
+// signal comes: at gpt-tiny's own batch, steps of a few ms sometimes ended
+// the run between two looks for the checkpoint.
+constexpr char kRun[] =
+    " run --preset gpt-tiny --batch_size 64 --mp 2 --steps 8 --save_every 2 --save_dir ";
 
 // The launch of `launch_flags` over two ranks, with `signal` sent to its
-// second rank once step 4's checkpoint is saved.
+// second rank once step 2's checkpoint is saved.
 CliResult LaunchAndSignal(const std::string& launch_flags, const std::string& save_dir,
                           const std::string& signal) {
   const std::string out = save_dir + ".out";
   const CliResult r = Shell(StrCat(
       LOOM_BIN, " launch --nproc 2 ", launch_flags, " -- ", LOOM_BIN, kRun, save_dir, " > ", out,
-      " 2>&1 & L=$!; for i in $(seq 1500); do grep -q 'saved .*step-00000004' ", out,
+      " 2>&1 & L=$!; for i in $(seq 1500); do grep -q 'saved .*step-00000002' ", out,
       " && break; sleep 0.02; done; kill -", signal, " $(pgrep -P $L | tail -1); wait $L; "
       "echo launch exit $?"));
   return {r.code, ReadWholeFile(out) + r.out};
@@ -50,8 +54,8 @@ class ElasticRestart : public ::testing::Test {
   std::vector<std::string> whole_losses_;
 };
 
-// SIGKILL to a rank after step 4's checkpoint: one restart, from step 4,
-// to the same steps 4 to 7 and the same state at step 8.
+// SIGKILL to a rank after step 2's checkpoint: one restart, from the
+// newest checkpoint, to the same last steps and the same state at step 8.
 TEST_F(ElasticRestart, AKilledRankRestartsFromTheNewestCheckpoint) {
   const std::string dir = MakeTempDir("loom_killed_");
   const CliResult r = LaunchAndSignal("--max_restarts 2", dir, "KILL");
