@@ -314,11 +314,15 @@ Status RunRun(const std::vector<std::string>& args) {
   // Only the process holding the loss prints it, so a launch prints each
   // step once, as the in-process run does.
   Status profile_status;
+  StepTimeSummary step_times;
   auto on_step = [&](const StepReport& r) {
     StepReport shown = r;
     if (profile != nullptr && profile_status.ok()) profile_status = profile->Step(&shown.ms);
     if (straggler_status.ok()) straggler_status = stragglers.AfterStep(r.step);
-    if (!std::isnan(r.loss)) PrintStep(shown);
+    if (!std::isnan(r.loss)) {
+      PrintStep(shown);
+      step_times.Add(shown);
+    }
     if (options.trace && r.step + 1 < FLAGS_steps) trainer->TakeTrace();  // keep the last
   };
   TrainingLoopOptions loop = TrainingLoopOptionsFromFlags();
@@ -337,6 +341,7 @@ Status RunRun(const std::vector<std::string>& args) {
   }
   LOOM_RETURN_IF_ERROR(profile_status.WithContext("--interleaved_profile"));
   LOOM_RETURN_IF_ERROR(straggler_status);
+  step_times.Print();
   PrintDeviceMemory(*trainer);
   if (options.trace) {
     LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));

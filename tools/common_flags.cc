@@ -1,5 +1,6 @@
 #include "tools/common_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -397,6 +398,29 @@ void PrintStep(const StepReport& r) {
   if (!std::isnan(r.learning_rate)) std::printf(" lr %.6g", r.learning_rate);
   if (!std::isnan(r.grad_norm)) std::printf(" grad_norm %.6g", r.grad_norm);
   std::printf(" time_ms %.3f\n", r.ms);
+  std::fflush(stdout);
+}
+
+void StepTimeSummary::Add(const StepReport& report) {
+  if (report.step < 2) return;
+  if (first_step_ < 0) first_step_ = report.step;
+  last_step_ = report.step;
+  ms_.push_back(report.ms);
+}
+
+void StepTimeSummary::Print() const {
+  if (ms_.size() < 3) return;
+  double mean = 0;
+  for (double t : ms_) mean += t / ms_.size();
+  double variance = 0;
+  for (double t : ms_) variance += (t - mean) * (t - mean) / ms_.size();
+  std::vector<double> sorted = ms_;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  std::printf("steps %lld-%lld: median step time %.2f ms, coefficient of variation %.1f%%\n",
+              static_cast<long long>(first_step_), static_cast<long long>(last_step_), median,
+              mean > 0 ? 100 * std::sqrt(variance) / mean : 0.0);
   std::fflush(stdout);
 }
 

@@ -1,5 +1,6 @@
 // loom run and loom launch: ranks in one process and in many, and a rank that fails.
 #include <chrono>
+#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -32,6 +33,34 @@ TEST(Cli, RunMatchesTrainAndLaunchMatchesRun) {
   EXPECT_EQ(trace.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"rank 3\"}"), std::string::npos);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"p2p_send\"}"), std::string::npos);
+}
+
+// The run ends with its step time: the median and spread of the steps
+// after the first two, once under a launch as in one process; too few
+// steps, no line.
+TEST(Cli, RunSumsUpItsStepTimesAfterTheFirstTwo) {
+  const std::string args = "--preset gpt-tiny --layers 2 --mp 2 --steps 6";
+  const Result run = Loom("run " + args);
+  const Result launch = Loom("launch --nproc 2 -- " + std::string(LOOM_BIN) + " run " + args);
+  for (const Result* r : {&run, &launch}) {
+    ASSERT_EQ(r->code, 0) << r->out;
+    const size_t at = r->out.find("steps 2-5: median step time ");
+    ASSERT_NE(at, std::string::npos) << r->out;
+    const std::string line = r->out.substr(at, r->out.find('\n', at) - at);
+    EXPECT_EQ(r->out.find("median step time", at + line.size()), std::string::npos)
+        << "printed twice";
+    double median = 0, cv = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(),
+                          "steps 2-5: median step time %lf ms, coefficient of variation %lf%%",
+                          &median, &cv),
+              2)
+        << line;
+    EXPECT_GT(median, 0) << line;
+    EXPECT_GE(cv, 0) << line;
+  }
+  const Result short_run = Loom("run --preset gpt-tiny --layers 2 --mp 2 --steps 4");
+  ASSERT_EQ(short_run.code, 0) << short_run.out;
+  EXPECT_EQ(short_run.out.find("median step time"), std::string::npos) << short_run.out;
 }
 
 TEST(Cli, LaunchNamesTheRankThatFails) {
