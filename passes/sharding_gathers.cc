@@ -277,22 +277,13 @@ void WaitForTheGather(const Phase& phase, const GatheredBucket& bucket,
   }
 }
 
-}  // namespace
-
-Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& fp32_buckets,
-                              int nranks, RingId ring, int depth) {
-  Block& block = ctx.program().global_block();
-  std::vector<Gathered> gathered;
-  for (const GatheredBucket& b : fp32_buckets) gathered.push_back({b, ""});
-  LOOM_RETURN_IF_ERROR(GatherInComputeDtype(ctx, gathered));
-  std::vector<GatheredBucket> buckets;
-  for (const Gathered& g : gathered) buckets.push_back(g.bucket);
-  std::unordered_map<std::string, int> bucket_of;
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    for (const std::string& p : buckets[i].params) bucket_of[p] = static_cast<int>(i);
-  }
-  LOOM_RETURN_IF_ERROR(RecastParametersInBackward(ctx, bucket_of));
-  std::map<std::pair<bool, int>, Phase> phases;
+// Each forward and backward phase of each chunk, keyed (backward, chunk),
+// with where it reads each bucket (`bucket_of`: parameter -> bucket). An
+// optimizer op that reads a parameter is refused: ZeRO 3 holds parameters
+// whole only while forward and backward run.
+using PhaseMap = std::map<std::pair<bool, int>, Phase>;
+StatusOr<PhaseMap> PhasesOf(Block& block, const std::unordered_map<std::string, int>& bucket_of) {
+  PhaseMap phases;
   for (Op* op : block.OpVector()) {
     std::vector<int> read;
     for (const std::string& in : op->InputVars()) {
@@ -317,6 +308,131 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
       r.last = at;
     }
   }
+  return phases;
+}
+
+// The backward reads its own copies of the parameters of the buckets in
+// `order` (kRegathered), gathered again for it: declares them and renames
+// its reads, but for bucket `kept` and the buckets gathered once a step.
+void ReadOwnCopiesInBackward(Block& block, const Phase& phase, const std::vector<int>& order,
+                             const std::vector<GatheredBucket>& buckets,
+                             const std::unordered_map<std::string, int>& bucket_of, int kept) {
+  for (int b : order) {
+    if (b == kept) continue;
+    const GatheredBucket& bucket = buckets[b];
+    const std::string buffer = bucket.buffer + kRegathered;
+    if (block.FindVar(buffer) == nullptr) {
+      proto::VarDesc* v = block.AddVar(buffer);
+      *v = *block.FindVar(bucket.buffer);
+      v->set_name(buffer);
+    }
+    for (const std::string& p : bucket.params) {
+      if (block.FindVar(p + kRegathered) == nullptr) {
+        DeclareMember(block, p + kRegathered, *block.FindVar(p), buffer);
+      }
+    }
+  }
+  for (Op* op : phase.ops) {
+    for (const auto& slot : std::vector<proto::OpDesc::Slot>(op->desc().inputs().begin(),
+                                                             op->desc().inputs().end())) {
+      std::vector<std::string> vars(slot.vars().begin(), slot.vars().end());
+      bool renamed = false;
+      for (std::string& v : vars) {
+        auto it = bucket_of.find(v);
+        if (it != bucket_of.end() && it->second != kept && !buckets[it->second].once) {
+          v += kRegathered;
+          renamed = true;
+        }
+      }
+      if (renamed) block.SetInputs(op, slot.name(), vars);
+    }
+  }
+}
+
+// The ops that gather `g`'s bucket for `phase`, whose first reader of it is
+// `first_reader`: the cast of the rank's shard where the gather is in a low
+// dtype, the all-gather (or the zero-filled all-reduce), and the hand-out
+// of the parameters as views, or for a bucket gathered once a step the
+// event its readers wait on.
+std::vector<proto::OpDesc> GatherOps(Block& block, const Phase& phase, const Gathered& g,
+                                     const Op& first_reader, RingId ring, int nranks) {
+  const GatheredBucket& bucket = g.bucket;
+  const std::string suffix = phase.backward ? kRegathered : "";
+  const int32_t phase_role = phase.backward ? role::kBackward : role::kForward;
+  const std::string whole = bucket.buffer + suffix;
+  std::vector<proto::OpDesc> ops;
+  std::string shard = bucket.shard;
+  if (!g.cast_from.empty()) {
+    // The low-precision shard, made for this gather.
+    shard += suffix;
+    const proto::VarDesc* low = block.FindVar(bucket.shard);
+    if (block.FindVar(shard) == nullptr) {
+      proto::VarDesc* v = block.AddVar(shard);
+      *v = *low;
+      v->set_name(shard);
+    }
+    ops.push_back(CastOp(g.cast_from, shard, block.FindVar(g.cast_from)->dtype(), low->dtype()));
+    ops.back().set_role(phase_role);
+  }
+  if (bucket.by_all_reduce) {
+    const proto::VarDesc* w = block.FindVar(bucket.buffer);
+    ops.push_back(OpDescBuilder("fill_constant")
+                      .Output("Out", whole)
+                      .Attr("shape", Shape{w->shape(0)})
+                      .Attr("dtype", static_cast<int32_t>(w->dtype()))
+                      .Attr("value", 0.0f)
+                      .Role(phase_role));
+    ops.push_back(OpDescBuilder("allreduce")
+                      .Input("X", whole)
+                      .Input("Part", shard)
+                      .Output("Out", whole)
+                      .Attr("ring_id", static_cast<int32_t>(ring))
+                      .Attr("reduce_op", std::string("sum"))
+                      .Attr("fetch_parts", static_cast<int32_t>(nranks))
+                      .Role(phase_role | role::kComm));
+  } else {
+    ops.push_back(OpDescBuilder("allgather")
+                      .Input("X", shard)
+                      .Output("Out", whole)
+                      .Attr("ring_id", static_cast<int32_t>(ring))
+                      .Attr("nranks", static_cast<int32_t>(nranks))
+                      .Role(phase_role | role::kComm));
+  }
+  if (bucket.once) {
+    // The parameters are views of the persistable buffer already
+    // (VarDesc.flat), which the gather writes in place; an event, not
+    // the data flow, orders their readers after it.
+    ops.back().add_record_events(StrCat(whole, ".gathered"));
+    WaitForTheGather(phase, bucket, StrCat(whole, ".gathered"));
+  } else {
+    ops.push_back(HandOut(block, bucket, whole, suffix, phase_role));
+  }
+  for (proto::OpDesc& d : ops) {
+    d.set_stream(stream::kSharding);
+    d.set_first_micro_batch_only(bucket.once);
+    d.set_pipeline_stage(first_reader.desc().pipeline_stage());
+    d.set_chunk(first_reader.desc().chunk());
+    d.set_creation_pass(kPassName);
+  }
+  return ops;
+}
+
+}  // namespace
+
+Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket>& fp32_buckets,
+                              int nranks, RingId ring, int depth) {
+  Block& block = ctx.program().global_block();
+  std::vector<Gathered> gathered;
+  for (const GatheredBucket& b : fp32_buckets) gathered.push_back({b, ""});
+  LOOM_RETURN_IF_ERROR(GatherInComputeDtype(ctx, gathered));
+  std::vector<GatheredBucket> buckets;
+  for (const Gathered& g : gathered) buckets.push_back(g.bucket);
+  std::unordered_map<std::string, int> bucket_of;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    for (const std::string& p : buckets[i].params) bucket_of[p] = static_cast<int>(i);
+  }
+  LOOM_RETURN_IF_ERROR(RecastParametersInBackward(ctx, bucket_of));
+  LOOM_ASSIGN_OR_RETURN(PhaseMap phases, PhasesOf(block, bucket_of));
 
   const std::unordered_set<std::string> weight_grads = WeightGradients(block);
   int events = 0;
@@ -350,39 +466,7 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
                          ? order[0]
                          : -1;
     const std::string suffix = phase.backward ? kRegathered : "";
-    // The backward reads its own copies of the parameters.
-    if (phase.backward) {
-      for (int b : order) {
-        if (b == kept) continue;
-        const GatheredBucket& bucket = buckets[b];
-        const std::string buffer = bucket.buffer + suffix;
-        if (block.FindVar(buffer) == nullptr) {
-          proto::VarDesc* v = block.AddVar(buffer);
-          *v = *block.FindVar(bucket.buffer);
-          v->set_name(buffer);
-        }
-        for (const std::string& p : bucket.params) {
-          if (block.FindVar(p + suffix) == nullptr) {
-            DeclareMember(block, p + suffix, *block.FindVar(p), buffer);
-          }
-        }
-      }
-      for (Op* op : phase.ops) {
-        for (const auto& slot : std::vector<proto::OpDesc::Slot>(op->desc().inputs().begin(),
-                                                                 op->desc().inputs().end())) {
-          std::vector<std::string> vars(slot.vars().begin(), slot.vars().end());
-          bool renamed = false;
-          for (std::string& v : vars) {
-            auto it = bucket_of.find(v);
-            if (it != bucket_of.end() && it->second != kept && !buckets[it->second].once) {
-              v += suffix;
-              renamed = true;
-            }
-          }
-          if (renamed) block.SetInputs(op, slot.name(), vars);
-        }
-      }
-    }
+    if (phase.backward) ReadOwnCopiesInBackward(block, phase, order, buckets, bucket_of, kept);
     // Gathers with the same trigger go after it in bucket order; those
     // with none, before the phase's first read.
     std::map<const Op*, Op*> cursor;
@@ -400,63 +484,9 @@ Status InsertParameterGathers(PassContext& ctx, const std::vector<GatheredBucket
         // zero-bubble schedule runs later than the B half that gathers.
         while (trigger >= 0 && OnlyWeightGradients(*phase.ops[trigger], weight_grads)) --trigger;
       }
-      const Op* first_reader = phase.ops[reads.first];
-      const int32_t phase_role = phase.backward ? role::kBackward : role::kForward;
       const std::string whole = bucket.buffer + suffix;
-      std::vector<proto::OpDesc> ops;
-      std::string shard = bucket.shard;
-      if (const std::string& from = gathered[order[i]].cast_from; !from.empty()) {
-        // The low-precision shard, made for this gather.
-        shard += suffix;
-        const proto::VarDesc* low = block.FindVar(bucket.shard);
-        if (block.FindVar(shard) == nullptr) {
-          proto::VarDesc* v = block.AddVar(shard);
-          *v = *low;
-          v->set_name(shard);
-        }
-        ops.push_back(CastOp(from, shard, block.FindVar(from)->dtype(), low->dtype()));
-        ops.back().set_role(phase_role);
-      }
-      if (bucket.by_all_reduce) {
-        const proto::VarDesc* w = block.FindVar(bucket.buffer);
-        ops.push_back(OpDescBuilder("fill_constant")
-                          .Output("Out", whole)
-                          .Attr("shape", Shape{w->shape(0)})
-                          .Attr("dtype", static_cast<int32_t>(w->dtype()))
-                          .Attr("value", 0.0f)
-                          .Role(phase_role));
-        ops.push_back(OpDescBuilder("allreduce")
-                          .Input("X", whole)
-                          .Input("Part", shard)
-                          .Output("Out", whole)
-                          .Attr("ring_id", static_cast<int32_t>(ring))
-                          .Attr("reduce_op", std::string("sum"))
-                          .Attr("fetch_parts", static_cast<int32_t>(nranks))
-                          .Role(phase_role | role::kComm));
-      } else {
-        ops.push_back(OpDescBuilder("allgather")
-                          .Input("X", shard)
-                          .Output("Out", whole)
-                          .Attr("ring_id", static_cast<int32_t>(ring))
-                          .Attr("nranks", static_cast<int32_t>(nranks))
-                          .Role(phase_role | role::kComm));
-      }
-      if (bucket.once) {
-        // The parameters are views of the persistable buffer already
-        // (VarDesc.flat), which the gather writes in place; an event, not
-        // the data flow, orders their readers after it.
-        ops.back().add_record_events(StrCat(whole, ".gathered"));
-        WaitForTheGather(phase, bucket, StrCat(whole, ".gathered"));
-      } else {
-        ops.push_back(HandOut(block, bucket, whole, suffix, phase_role));
-      }
-      for (proto::OpDesc& d : ops) {
-        d.set_stream(stream::kSharding);
-        d.set_first_micro_batch_only(bucket.once);
-        d.set_pipeline_stage(first_reader->desc().pipeline_stage());
-        d.set_chunk(first_reader->desc().chunk());
-        d.set_creation_pass(kPassName);
-      }
+      std::vector<proto::OpDesc> ops =
+          GatherOps(block, phase, gathered[order[i]], *phase.ops[reads.first], ring, nranks);
       // Where the ops go: after the trigger (and the gathers it already
       // starts), or before the phase's first read.
       Op** after = nullptr;
