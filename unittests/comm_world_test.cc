@@ -87,7 +87,7 @@ TEST(CommWorldTest, GlooSendBufferIsGloosRequestCappedByTheKernel) {
 
 // Gloo's event-loop thread runs under SCHED_BATCH, so that it cannot
 // preempt a rank's thread that holds a pair's mutex and then spin for it
-// (gloo_communicator.cc says why); the thread that made the device keeps
+// (gloo_device.cc says why); the thread that made the device keeps
 // its own policy.
 TEST(CommWorldTest, GloosEventLoopThreadNeverPreemptsTheRanksThreads) {
   if (sched_getscheduler(0) != SCHED_OTHER) {

@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "executor/comm/gloo_communicator.h"
+#include "executor/comm/gloo_device.h"
 #include "executor/cpu/host_threads.h"
 
 namespace loom {
