@@ -1,10 +1,14 @@
 // Linked into every test binary (unittests/CMakeLists.txt): before any test
-// runs, the process gets a cache directory of its own. XDG_CACHE_HOME
-// points at a fresh temporary directory and LOOM_COST_TABLE is unset, so
-// that no test, nor a loom binary it starts, reads or writes the user's
-// ~/.cache/loom: after a `loom profile` there, plans and simulations would
-// price ops by that host's measurements and print other figures. The
-// directory is removed at exit.
+// runs, the process gets a directory of its own, removed at exit.
+// - XDG_CACHE_HOME points at its cache/ and LOOM_COST_TABLE is unset, so
+//   that no test, nor a loom binary it starts, reads or writes the user's
+//   ~/.cache/loom: after a `loom profile` there, plans and simulations would
+//   price ops by that host's measurements and print other figures.
+// - TEST_TMPDIR (which ::testing::TempDir() reads) and TMPDIR point at its
+//   tmp/, so that the files and directories tests and their loom processes
+//   make go with it instead of piling up in /tmp run after run.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,23 +19,30 @@
 namespace loom {
 namespace {
 
-class HermeticCache {
+[[noreturn]] void Fail(const std::string& what) {
+  std::perror(("loom tests: " + what).c_str());
+  std::abort();
+}
+
+class HermeticDirectory {
  public:
-  HermeticCache() {
+  HermeticDirectory() {
     const char* tmp = std::getenv("TMPDIR");
     const std::string pattern =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/loom-test-cache-XXXXXX";
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/loom-test-XXXXXX";
     std::vector<char> name(pattern.begin(), pattern.end());
     name.push_back('\0');
-    if (mkdtemp(name.data()) == nullptr) {
-      std::perror(("loom tests: cannot make a cache directory from " + pattern).c_str());
-      std::abort();
-    }
+    if (mkdtemp(name.data()) == nullptr) Fail("cannot make a directory from " + pattern);
     dir_ = name.data();
-    setenv("XDG_CACHE_HOME", dir_.c_str(), 1);
+    const std::string cache = dir_ + "/cache", temp = dir_ + "/tmp";
+    if (mkdir(cache.c_str(), 0700) != 0) Fail("cannot make " + cache);
+    if (mkdir(temp.c_str(), 0700) != 0) Fail("cannot make " + temp);
+    setenv("XDG_CACHE_HOME", cache.c_str(), 1);
     unsetenv("LOOM_COST_TABLE");
+    setenv("TEST_TMPDIR", temp.c_str(), 1);
+    setenv("TMPDIR", temp.c_str(), 1);
   }
-  ~HermeticCache() {
+  ~HermeticDirectory() {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
@@ -40,7 +51,7 @@ class HermeticCache {
   std::string dir_;
 };
 
-const HermeticCache hermetic_cache;
+const HermeticDirectory hermetic_directory;
 
 }  // namespace
 }  // namespace loom

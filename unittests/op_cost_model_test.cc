@@ -269,14 +269,21 @@ TEST(CostTable, SavesAtomicallyAndReadsBack) {
   EXPECT_EQ(first, "entry {");
 }
 
-// Test processes have a cache of their own (unittests/hermetic_env.cc): a
-// `loom profile` in the user's ~/.cache/loom changes no test's result.
+// Test processes have a directory of their own (unittests/hermetic_env.cc):
+// a `loom profile` in the user's ~/.cache/loom changes no test's result,
+// and what tests write in temporary directories goes when they exit.
 TEST(CostTable, TestsNeverSeeTheUsersCache) {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   ASSERT_NE(xdg, nullptr);
-  EXPECT_NE(std::string(xdg).find("/loom-test-cache-"), std::string::npos) << xdg;
+  const std::string cache = xdg;
+  ASSERT_GT(cache.size(), std::string("/cache").size());
+  EXPECT_EQ(cache.substr(cache.size() - 6), "/cache") << cache;
+  const std::string own = cache.substr(0, cache.size() - 6);
+  EXPECT_NE(own.find("/loom-test-"), std::string::npos) << own;
   EXPECT_EQ(std::getenv("LOOM_COST_TABLE"), nullptr);
-  EXPECT_EQ(DefaultCostTablePath(), std::string(xdg) + "/loom/cost_table.pbtxt");
+  EXPECT_EQ(DefaultCostTablePath(), cache + "/loom/cost_table.pbtxt");
+  EXPECT_EQ(::testing::TempDir(), own + "/tmp/");
+  EXPECT_EQ(std::string(std::getenv("TMPDIR")), own + "/tmp");
 }
 
 TEST(CostTable, DefaultLocationPerUser) {
