@@ -6,11 +6,10 @@
 // coefficient of variation of 20 steps after 5, as counters.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <vector>
 
+#include "framework/median.h"
 #include "runtime/parallel_trainer.h"
 
 namespace loom {
@@ -50,13 +49,8 @@ void BM_GptTinyMpStepSpread(benchmark::State& state) {
       if (step >= kWarmup) ms.push_back(took.count());
     }
   }
-  double mean = 0;
-  for (double t : ms) mean += t / ms.size();
-  double var = 0;
-  for (double t : ms) var += (t - mean) * (t - mean) / ms.size();
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  state.counters["median_ms"] = ms[ms.size() / 2];
-  state.counters["cv"] = std::sqrt(var) / mean;
+  state.counters["median_ms"] = Median(ms);
+  state.counters["cv"] = CoefficientOfVariation(ms);
 }
 BENCHMARK(BM_GptTinyMpStepSpread)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -289,8 +289,6 @@ StopSignalCatcher::~StopSignalCatcher() {
   }
 }
 
-int StopSignalCatcher::Caught() { return g_signal; }
-
 Status RunNodeLaunch(const NodeLaunchOptions& options, const std::vector<std::string>& command,
                      LaunchGenerations& generations, NodeLaunchReport* report) {
   // A job that a node's launch stopped (its user interrupted it) is not

@@ -28,9 +28,6 @@ class StopSignalCatcher {
   StopSignalCatcher(const StopSignalCatcher&) = delete;
   StopSignalCatcher& operator=(const StopSignalCatcher&) = delete;
 
-  // The signal caught since this catcher was made; 0: none.
-  static int Caught();
-
  private:
   struct sigaction previous_[3];
 };

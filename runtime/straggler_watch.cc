@@ -5,19 +5,11 @@
 #include <map>
 #include <utility>
 
+#include "framework/median.h"
 #include "framework/status.h"
 #include "runtime/parallel_trainer.h"
 
 namespace loom {
-
-double MedianOf(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  if (values.size() % 2 == 1) return values[mid];
-  const double upper = values[mid];
-  return 0.5 * (upper + *std::max_element(values.begin(), values.begin() + mid));
-}
 
 StragglerWatch::StragglerWatch(std::vector<int> peer_group, StragglerOptions options)
     : peer_group_(std::move(peer_group)),
@@ -111,7 +103,7 @@ Status StragglerTracker::AfterStep(int64_t step) {
   double* m = medians.data<double>();
   std::fill(m, m + world, 0.0);
   for (size_t i = 0; i < local.size(); ++i) {
-    m[local[i]] = MedianOf(window_[i]);
+    m[local[i]] = Median(window_[i]);
     window_[i].clear();
   }
   if (all_ranks_ != nullptr) {

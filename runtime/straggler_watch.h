@@ -71,10 +71,6 @@ class StragglerTracker {
   int64_t window_first_step_ = -1;
 };
 
-// The median of `values` (the mean of the middle two for an even count); 0
-// for none.
-double MedianOf(std::vector<double> values);
-
 }  // namespace loom
 
 #endif  // LOOM_RUNTIME_STRAGGLER_WATCH_H_

@@ -8,6 +8,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "framework/lr_schedule.h"
+#include "framework/median.h"
 #include "models/training_recipe.h"
 #include "passes/amp.h"
 #include "runtime/simulation.h"
@@ -410,17 +411,9 @@ void StepTimeSummary::Add(const StepReport& report) {
 
 void StepTimeSummary::Print() const {
   if (ms_.size() < 3) return;
-  double mean = 0;
-  for (double t : ms_) mean += t / ms_.size();
-  double variance = 0;
-  for (double t : ms_) variance += (t - mean) * (t - mean) / ms_.size();
-  std::vector<double> sorted = ms_;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   std::printf("steps %lld-%lld: median step time %.2f ms, coefficient of variation %.1f%%\n",
-              static_cast<long long>(first_step_), static_cast<long long>(last_step_), median,
-              mean > 0 ? 100 * std::sqrt(variance) / mean : 0.0);
+              static_cast<long long>(first_step_), static_cast<long long>(last_step_), Median(ms_),
+              100 * CoefficientOfVariation(ms_));
   std::fflush(stdout);
 }
 

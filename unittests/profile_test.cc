@@ -276,6 +276,16 @@ TEST(Profile, MedianOfTimings) {
   EXPECT_EQ(Median({2.0, 2.0, 7.0, 1.0, 2.0, 8.0}), 2.0);
 }
 
+// The spread `loom run` and parallel_step_bench report: the population
+// standard deviation over the mean.
+TEST(Profile, CoefficientOfVariationOfTimings) {
+  EXPECT_EQ(CoefficientOfVariation({}), 0);
+  EXPECT_EQ(CoefficientOfVariation({0.0, 0.0}), 0);
+  EXPECT_EQ(CoefficientOfVariation({4.0, 4.0, 4.0}), 0);
+  EXPECT_DOUBLE_EQ(CoefficientOfVariation({1.0, 3.0}), 0.5);
+  EXPECT_DOUBLE_EQ(CoefficientOfVariation({2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0}), 0.4);
+}
+
 // A pipeline's stages are timed in turns, a step of each, so that every
 // stage's ops are sampled over the whole profile: the progress runs over
 // the steps once, not once per stage, and each stage's ops have a sample

@@ -19,12 +19,6 @@
 namespace loom {
 namespace {
 
-TEST(Straggler, MedianOf) {
-  EXPECT_EQ(MedianOf({}), 0);
-  EXPECT_EQ(MedianOf({3, 1, 2}), 2);
-  EXPECT_EQ(MedianOf({4, 1, 3, 2}), 2.5);
-}
-
 TEST(Straggler, NamedAfterTwoSlowWindowsInARowAndOnceUntilItKeepsUp) {
   StragglerWatch watch({0, 0, 0, 0}, StragglerOptions{20, 1.25, 2});
   const std::vector<double> slow = {0.010, 0.011, 0.020, 0.010};
