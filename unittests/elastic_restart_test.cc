@@ -13,30 +13,36 @@
 namespace loom {
 namespace {
 
-// Steps long enough (64 sequences) that the run is still going when the
-// signal comes: at gpt-tiny's own batch, steps of a few ms sometimes ended
-// the run between two looks for the checkpoint.
-constexpr char kRun[] =
-    " run --preset gpt-tiny --batch_size 64 --mp 2 --steps 8 --save_every 2 --save_dir ";
+// Steps long enough (64 sequences), and enough of them after step 2's
+// checkpoint, that the run is still going when the signal comes: with 8
+// steps of a few ms, a busy host's slower looks for the checkpoint
+// sometimes came after the run had ended.
+constexpr int kSteps = 16;
+std::string RunFlags() {
+  return StrCat(" run --preset gpt-tiny --batch_size 64 --mp 2 --steps ", kSteps,
+                " --save_every 2 --save_dir ");
+}
+std::string LastCheckpoint() { return StrCat("/step-000000", kSteps, "/"); }
 
 // The launch of `launch_flags` over two ranks, with `signal` sent to its
 // second rank once step 2's checkpoint is saved.
 CliResult LaunchAndSignal(const std::string& launch_flags, const std::string& save_dir,
                           const std::string& signal) {
   const std::string out = save_dir + ".out";
-  const CliResult r = Shell(StrCat(
-      LOOM_BIN, " launch --nproc 2 ", launch_flags, " -- ", LOOM_BIN, kRun, save_dir, " > ", out,
-      " 2>&1 & L=$!; for i in $(seq 1500); do grep -q 'saved .*step-00000002' ", out,
-      " && break; sleep 0.02; done; kill -", signal, " $(pgrep -P $L | tail -1); wait $L; "
-      "echo launch exit $?"));
+  const CliResult r = Shell(
+      StrCat(LOOM_BIN, " launch --nproc 2 ", launch_flags, " -- ", LOOM_BIN, RunFlags(), save_dir,
+             " > ", out, " 2>&1 & L=$!; for i in $(seq 1500); do grep -q 'saved .*step-00000002' ",
+             out, " && break; sleep 0.02; done; kill -", signal,
+             " $(pgrep -P $L | tail -1); wait $L; "
+             "echo launch exit $?"));
   return {r.code, ReadWholeFile(out) + r.out};
 }
 
 void ExpectSameCheckpoint(const std::string& a, const std::string& b) {
   for (const char* file : {"model.safetensors", "optimizer.safetensors"}) {
-    const std::string saved = ReadWholeFile(StrCat(a, "/step-00000008/", file));
+    const std::string saved = ReadWholeFile(StrCat(a, LastCheckpoint(), file));
     EXPECT_FALSE(saved.empty()) << a << " " << file;
-    EXPECT_TRUE(saved == ReadWholeFile(StrCat(b, "/step-00000008/", file)))
+    EXPECT_TRUE(saved == ReadWholeFile(StrCat(b, LastCheckpoint(), file)))
         << file << " differs from the uninterrupted run's";
   }
 }
@@ -45,17 +51,17 @@ class ElasticRestart : public ::testing::Test {
  protected:
   void SetUp() override {
     whole_ = MakeTempDir("loom_whole_");
-    const CliResult whole = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, kRun, whole_));
+    const CliResult whole = Loom(StrCat("launch --nproc 2 -- ", LOOM_BIN, RunFlags(), whole_));
     ASSERT_EQ(whole.code, 0) << whole.out;
     whole_losses_ = LossLines(whole.out);
-    ASSERT_EQ(whole_losses_.size(), 8u) << whole.out;
+    ASSERT_EQ(whole_losses_.size(), static_cast<size_t>(kSteps)) << whole.out;
   }
   std::string whole_;
   std::vector<std::string> whole_losses_;
 };
 
 // SIGKILL to a rank after step 2's checkpoint: one restart, from the
-// newest checkpoint, to the same last steps and the same state at step 8.
+// newest checkpoint, to the same last steps and the same state at the last.
 TEST_F(ElasticRestart, AKilledRankRestartsFromTheNewestCheckpoint) {
   const std::string dir = MakeTempDir("loom_killed_");
   const CliResult r = LaunchAndSignal("--max_restarts 2", dir, "KILL");
@@ -67,9 +73,9 @@ TEST_F(ElasticRestart, AKilledRankRestartsFromTheNewestCheckpoint) {
   EXPECT_NE(r.out.find("loom launch: finished after 1 restart(s)"), std::string::npos) << r.out;
   // Every step the restarted run took is the uninterrupted run's.
   const std::vector<std::string> losses = LossLines(r.out);
-  ASSERT_GE(losses.size(), 8u) << r.out;
+  ASSERT_GE(losses.size(), static_cast<size_t>(kSteps)) << r.out;
   for (size_t i = losses.size() - 4; i < losses.size(); ++i) {
-    EXPECT_EQ(losses[i], whole_losses_[i - (losses.size() - 8)]) << r.out;
+    EXPECT_EQ(losses[i], whole_losses_[i - (losses.size() - kSteps)]) << r.out;
   }
   ExpectSameCheckpoint(dir, whole_);
 }
