@@ -19,6 +19,34 @@ double TreeRounds(int n) {
 
 }  // namespace
 
+double ShapedCallSeconds(const proto::Link& link, double latency_steps, double alpha, double beta,
+                         double wire_bytes, double idle_seconds) {
+  // A token bucket (tc tbf): bytes leave at the fitted speed while its
+  // credit lasts and at the bucket's rate beyond it; the fit is what calls
+  // took on the same link (the hosts' share included, slower where ranks
+  // share cores), so both bound a step, and the slower decides. The credit
+  // grows at the rate all the while, up to the bucket, the call's own
+  // latencies included: each step sends its share of the bytes after a
+  // latency, so that a call whose steps the refill covers pays its
+  // latencies, not the rate. At the start, the credit is what the link's
+  // idle time refilled (from empty: the call before is taken to have
+  // drained it).
+  const double rate = link.sustained_bandwidth();
+  const double bucket = static_cast<double>(link.burst_bytes());
+  const int steps = std::max(1, static_cast<int>(std::lround(latency_steps)));
+  const double step_alpha = latency_steps * alpha / steps;
+  const double step_bytes = wire_bytes / steps;
+  double credit = std::min(bucket, std::max(0.0, idle_seconds) * rate);
+  double seconds = 0;
+  for (int i = 0; i < steps; ++i) {
+    const double step =
+        step_alpha + std::max(step_bytes / beta, std::max(0.0, step_bytes - credit) / rate);
+    credit = std::clamp(credit - step_bytes + step * rate, 0.0, bucket);
+    seconds += step;
+  }
+  return seconds;
+}
+
 const char* CommAlgorithmName(CommAlgorithm algorithm) {
   switch (algorithm) {
     case CommAlgorithm::kRing: return "ring";
@@ -145,15 +173,8 @@ double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
   const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
   const double after_idle = charge_after_idle ? AfterIdleSeconds(link, idle_seconds) : 0;
   if (link.has_burst_bytes()) {
-    // A shaper: what the bucket holds leaves at once, the rest at its rate.
-    // The fit is what calls of each size took on the same link (the hosts'
-    // share included, slower where ranks share cores): both bound the
-    // call, and the slower decides, as sustained_bandwidth does below.
-    const double rate = link.sustained_bandwidth();
-    const double credit = std::min(static_cast<double>(link.burst_bytes()),
-                                   std::max(0.0, idle_seconds) * rate);
-    return t.latency_steps * alpha +
-           std::max(wire_bytes / beta, std::max(0.0, wire_bytes - credit) / rate) + after_idle;
+    return ShapedCallSeconds(link, t.latency_steps, alpha, beta, wire_bytes, idle_seconds) +
+           after_idle;
   }
   const double seconds = t.latency_steps * alpha + wire_bytes / beta;
   if (!link.has_sustained_bandwidth()) return seconds + after_idle;

@@ -82,6 +82,12 @@ CommTerms TermsOf(CommCall kind, CommAlgorithm algorithm, int members);
 // byte_factor, doubled for an exchange over a half-duplex link.
 double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
+// A call of `latency_steps` steps of `alpha` each, moving `wire_bytes` at
+// `beta`, over a link shaped by a token bucket (Link.burst_bytes, refilled
+// at Link.sustained_bandwidth) that idled for `idle_seconds` before it.
+double ShapedCallSeconds(const proto::Link& link, double latency_steps, double alpha, double beta,
+                         double wire_bytes, double idle_seconds);
+
 // What a call costs over its link's α-β after the link idled for
 // `idle_seconds` (Link.after_idle, interpolated; 0 where absent).
 double AfterIdleSeconds(const proto::Link& link, double idle_seconds);

@@ -203,6 +203,29 @@ TEST(CommModel, SustainedBandwidthBoundsLongTransfersOnly) {
   EXPECT_NE(bad.message().find("inter_node.sustained_bandwidth"), std::string::npos) << bad;
 }
 
+// A shaper's bucket refills while a call waits out its steps' latencies: a
+// small call pays them, not the rate, for what that refill covers.
+TEST(CommModel, ShapedLinkRefillsDuringEachStepsLatency) {
+  proto::Cluster c = TestCluster();
+  proto::Link* link = c.mutable_inter_node();
+  link->set_sustained_bandwidth(1e9);  // 1 GB/s: 10 kB a 10 us latency
+  link->set_burst_bytes(20000);
+  CommModel m(c);
+  const std::vector<int> pair = {3, 4};
+  // A direct allreduce of 40 kB, 2 steps of 20 kB. Back to back (no
+  // credit): 10 us + 20 us at the rate, then 10 us + the 10 kB that the
+  // first step's refill (30 us, less its 20 kB) does not cover. The
+  // latencies added to the whole call at the rate would make 60 us.
+  EXPECT_NEAR(m.CommSeconds(kAllReduce, kDirect, 40000, pair), 50e-6, 1e-12);
+  // The bucket full: the first step leaves at the fitted speed (2 us), and
+  // its 12 us refill 12 kB of the second's 20 kB.
+  EXPECT_NEAR(m.CommSeconds(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 1.0), 30e-6,
+              1e-12);
+  EXPECT_NEAR(ShapedCallSeconds(*link, 2, 10e-6, 10e9, 40000, 1.0), 30e-6, 1e-12);
+  // One step: a send of 30 kB after the bucket filled pays 10 kB at the rate.
+  EXPECT_NEAR(m.CommSeconds(kSend, kDirect, 30000, pair, CallRegime::kTogether, 1.0), 20e-6, 1e-12);
+}
+
 // A token-bucket shaper (tc tbf): after the link idled, what its bucket
 // refilled leaves at once and the rest at the shaper's rate; back to back
 // the whole call waits for the rate. The fitted bandwidth still bounds how
@@ -215,9 +238,10 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
   ASSERT_TRUE(ValidateCluster(c).ok()) << ValidateCluster(c);
   CommModel m(c);
   const std::vector<int> pair = {3, 4};
-  // A direct allreduce of 100 kB: 2 latencies (10 us each) and 100 kB on
-  // the wire.
-  const double latency = 2 * 10e-6;
+  // A direct allreduce of 100 kB: 2 steps of a latency (10 us each) and
+  // 50 kB on the wire. The second step's latency refills 10 B of credit:
+  // one step's latency is hidden under the rate.
+  const double latency = 10e-6;
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair), latency + 0.1);
   // Idle 5 ms: 5 kB of credit; 1 s: the whole 20 kB bucket.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 0.005),
@@ -229,7 +253,7 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
                     std::numeric_limits<double>::infinity()),
       latency + 0.08);
   // A call smaller than the credit pays its latency and its bytes at the
-  // fitted rate (10 GB/s) only.
+  // fitted speed (10 GB/s) only.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000, pair, CallRegime::kTogether, 1.0),
                    10e-6 + 1000 / 10e9);
   // Where the hosts are slower than the shaper (a regime of calls on
@@ -240,7 +264,7 @@ TEST(CommModel, ShapedLinkCreditsWhatItsBucketRefilledWhileIdle) {
   CommModel slow_hosts(c);
   EXPECT_DOUBLE_EQ(
       slow_hosts.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 1.0),
-      latency + 0.2);
+      2 * latency + 0.2);
   link->set_bandwidth(10e9);
   // Unshaped links ignore the idle time.
   EXPECT_DOUBLE_EQ(m.CommSeconds(kSend, kDirect, 1000000, {0, 1}, CallRegime::kTogether, 1.0),
@@ -297,7 +321,7 @@ TEST(CommModel, CallsAfterLongerIdleTakeTheMeasuredExtra) {
   link->set_burst_bytes(20000);
   CommModel shaped(c);
   EXPECT_NEAR(shaped.CommSeconds(kAllReduce, kDirect, 100000, pair, CallRegime::kTogether, 1.0),
-              2 * 10e-6 + 0.08 + 1.2e-3, 1e-12);
+              10e-6 + 0.08 + 1.2e-3, 1e-12);
 
   // Points out of order, or extras out of range, name the point.
   link->mutable_after_idle(2)->set_idle_seconds(3e-3);
