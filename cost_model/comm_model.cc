@@ -19,8 +19,8 @@ double TreeRounds(int n) {
 
 }  // namespace
 
-double ShapedCallSeconds(const proto::Link& link, double latency_steps, double alpha, double beta,
-                         double wire_bytes, double idle_seconds) {
+ShapedCall ShapeCall(const proto::Link& link, double latency_steps, double alpha, double beta,
+                     double wire_bytes, double credit_bytes) {
   // A token bucket (tc tbf): bytes leave at the fitted speed while its
   // credit lasts and at the bucket's rate beyond it; the fit is what calls
   // took on the same link (the hosts' share included, slower where ranks
@@ -28,23 +28,27 @@ double ShapedCallSeconds(const proto::Link& link, double latency_steps, double a
   // grows at the rate all the while, up to the bucket, the call's own
   // latencies included: each step sends its share of the bytes after a
   // latency, so that a call whose steps the refill covers pays its
-  // latencies, not the rate. At the start, the credit is what the link's
-  // idle time refilled (from empty: the call before is taken to have
-  // drained it).
+  // latencies, not the rate.
   const double rate = link.sustained_bandwidth();
   const double bucket = static_cast<double>(link.burst_bytes());
   const int steps = std::max(1, static_cast<int>(std::lround(latency_steps)));
   const double step_alpha = latency_steps * alpha / steps;
   const double step_bytes = wire_bytes / steps;
-  double credit = std::min(bucket, std::max(0.0, idle_seconds) * rate);
-  double seconds = 0;
+  ShapedCall call{0, std::clamp(credit_bytes, 0.0, bucket)};
   for (int i = 0; i < steps; ++i) {
-    const double step =
-        step_alpha + std::max(step_bytes / beta, std::max(0.0, step_bytes - credit) / rate);
-    credit = std::clamp(credit - step_bytes + step * rate, 0.0, bucket);
-    seconds += step;
+    const double step = step_alpha + std::max(step_bytes / beta,
+                                              std::max(0.0, step_bytes - call.credit_bytes) / rate);
+    call.credit_bytes = std::clamp(call.credit_bytes - step_bytes + step * rate, 0.0, bucket);
+    call.seconds += step;
   }
-  return seconds;
+  return call;
+}
+
+double ShaperCreditAtStart(const proto::Link& link, double idle_seconds,
+                           double carried_credit_seconds) {
+  return std::min(static_cast<double>(link.burst_bytes()),
+                  (std::max(0.0, idle_seconds) + std::max(0.0, carried_credit_seconds)) *
+                      link.sustained_bandwidth());
 }
 
 const char* CommAlgorithmName(CommAlgorithm algorithm) {
@@ -144,13 +148,10 @@ const proto::HostLinkCosts& CommModel::HostCostsAt(LinkLevel level) const {
   return level == LinkLevel::kIntraNode ? host.intra_node() : host.inter_node();
 }
 
-double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
-                              int64_t bytes, const std::vector<int>& group_ranks,
-                              CallRegime regime, double idle_seconds,
-                              bool charge_after_idle) const {
-  const int n = static_cast<int>(group_ranks.size());
-  if (n <= 1) return 0;
-  const CommTerms t = TermsOf(kind, algorithm, n);
+CommModel::CallTerms CommModel::TermsFor(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                                         const std::vector<int>& group_ranks,
+                                         CallRegime regime) const {
+  const CommTerms t = TermsOf(kind, algorithm, static_cast<int>(group_ranks.size()));
   const LinkLevel level = LevelOf(group_ranks);
   const proto::Link& link = LinkAt(level);
   const proto::HostLinkCosts& host = HostCostsAt(level);
@@ -158,27 +159,53 @@ double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm,
   if (regime == CallRegime::kAfterWait && host.has_after_wait()) costs = &host.after_wait();
   if (regime == CallRegime::kAwake && host.has_awake()) costs = &host.awake();
   if (regime == CallRegime::kSharedCores && host.has_shared_cores()) costs = &host.shared_cores();
-  double alpha = costs != nullptr ? costs->latency_seconds() : link.latency_seconds();
-  double beta = costs != nullptr ? costs->bandwidth() : link.bandwidth();
+  CallTerms call{&link, t.latency_steps,
+                 costs != nullptr ? costs->latency_seconds() : link.latency_seconds(),
+                 costs != nullptr ? costs->bandwidth() : link.bandwidth(),
+                 WireBytes(kind, algorithm, bytes, group_ranks)};
   // A recv is its send's other end.
   const char* name =
       CommCallName(kind == CommCall::kRecv ? CommCall::kSend : kind);
   const auto& collectives = costs != nullptr ? costs->collective() : link.collective();
   for (const proto::CollectiveCost& c : collectives) {
     if (c.kind() == name) {
-      alpha = c.latency_seconds();
-      beta = c.bandwidth();
+      call.alpha = c.latency_seconds();
+      call.beta = c.bandwidth();
     }
   }
-  const double wire_bytes = WireBytes(kind, algorithm, bytes, group_ranks);
+  return call;
+}
+
+double CommModel::CommSeconds(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                              const std::vector<int>& group_ranks, CallRegime regime,
+                              double idle_seconds, bool charge_after_idle,
+                              double carried_credit_seconds) const {
+  if (group_ranks.size() <= 1) return 0;
+  const CallTerms t = TermsFor(kind, algorithm, bytes, group_ranks, regime);
+  const proto::Link& link = *t.link;
   const double after_idle = charge_after_idle ? AfterIdleSeconds(link, idle_seconds) : 0;
   if (link.has_burst_bytes()) {
-    return ShapedCallSeconds(link, t.latency_steps, alpha, beta, wire_bytes, idle_seconds) +
+    return ShapeCall(link, t.latency_steps, t.alpha, t.beta, t.wire_bytes,
+                     ShaperCreditAtStart(link, idle_seconds, carried_credit_seconds))
+               .seconds +
            after_idle;
   }
-  const double seconds = t.latency_steps * alpha + wire_bytes / beta;
+  const double seconds = t.latency_steps * t.alpha + t.wire_bytes / t.beta;
   if (!link.has_sustained_bandwidth()) return seconds + after_idle;
-  return std::max(seconds, wire_bytes / link.sustained_bandwidth()) + after_idle;
+  return std::max(seconds, t.wire_bytes / link.sustained_bandwidth()) + after_idle;
+}
+
+double CommModel::ShaperCreditAfter(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                                    const std::vector<int>& group_ranks, CallRegime regime,
+                                    double idle_seconds, double carried_credit_seconds) const {
+  if (group_ranks.size() <= 1) return carried_credit_seconds;
+  const CallTerms t = TermsFor(kind, algorithm, bytes, group_ranks, regime);
+  const proto::Link& link = *t.link;
+  if (!link.has_burst_bytes()) return 0;
+  const ShapedCall call =
+      ShapeCall(link, t.latency_steps, t.alpha, t.beta, t.wire_bytes,
+                ShaperCreditAtStart(link, idle_seconds, carried_credit_seconds));
+  return call.credit_bytes / link.sustained_bandwidth();
 }
 
 double AfterIdleSeconds(const proto::Link& link, double idle_seconds) {

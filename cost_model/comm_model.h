@@ -82,11 +82,22 @@ CommTerms TermsOf(CommCall kind, CommAlgorithm algorithm, int members);
 // byte_factor, doubled for an exchange over a half-duplex link.
 double LinkByteFactor(const CommTerms& terms, bool half_duplex);
 
-// A call of `latency_steps` steps of `alpha` each, moving `wire_bytes` at
-// `beta`, over a link shaped by a token bucket (Link.burst_bytes, refilled
-// at Link.sustained_bandwidth) that idled for `idle_seconds` before it.
-double ShapedCallSeconds(const proto::Link& link, double latency_steps, double alpha, double beta,
-                         double wire_bytes, double idle_seconds);
+// A call over a link shaped by a token bucket (Link.burst_bytes, refilled
+// at Link.sustained_bandwidth): how long it takes, and the credit (bytes)
+// its bucket holds when it ends.
+struct ShapedCall {
+  double seconds = 0;
+  double credit_bytes = 0;
+};
+// `latency_steps` steps of `alpha` each, moving `wire_bytes` at `beta`,
+// starting with `credit_bytes` in the bucket.
+ShapedCall ShapeCall(const proto::Link& link, double latency_steps, double alpha, double beta,
+                     double wire_bytes, double credit_bytes);
+// The credit a shaped link's bucket holds as a call starts: what the call
+// before left (`carried_credit_seconds`, as seconds of refill) and the
+// link's `idle_seconds` since refilled, at most the bucket.
+double ShaperCreditAtStart(const proto::Link& link, double idle_seconds,
+                           double carried_credit_seconds);
 
 // What a call costs over its link's α-β after the link idled for
 // `idle_seconds` (Link.after_idle, interpolated; 0 where absent).
@@ -123,10 +134,17 @@ class CommModel {
   // measured it (Link.after_idle) charges the extra of calls after idle.
   // 0: an empty bucket and a busy link. `charge_after_idle` false: the
   // after_idle extra does not apply (the bucket still refills).
-  double CommSeconds(CommCall kind, CommAlgorithm algorithm,
-                     int64_t bytes, const std::vector<int>& group_ranks,
-                     CallRegime regime = CallRegime::kTogether,
-                     double idle_seconds = 0, bool charge_after_idle = true) const;
+  // `carried_credit_seconds`: the credit the members' last calls left in
+  // their buckets (ShaperCreditAfter), added to the idle time's refill.
+  double CommSeconds(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                     const std::vector<int>& group_ranks, CallRegime regime = CallRegime::kTogether,
+                     double idle_seconds = 0, bool charge_after_idle = true,
+                     double carried_credit_seconds = 0) const;
+  // On a shaped link, the credit that call leaves in its bucket, as the
+  // seconds of refill it equals; 0 on other links.
+  double ShaperCreditAfter(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                           const std::vector<int>& group_ranks, CallRegime regime,
+                           double idle_seconds, double carried_credit_seconds) const;
 
   // The bytes one member moves in one direction for that call on its
   // link (what the link's bandwidth and sustained_bandwidth divide).
@@ -140,6 +158,18 @@ class CommModel {
                                  const std::vector<int>& group_ranks) const;
 
  private:
+  // What prices one call: its link, steps, the regime's α and β (the
+  // collective's own where measured), and the bytes on the wire.
+  struct CallTerms {
+    const proto::Link* link = nullptr;
+    double latency_steps = 0;
+    double alpha = 0;
+    double beta = 0;
+    double wire_bytes = 0;
+  };
+  CallTerms TermsFor(CommCall kind, CommAlgorithm algorithm, int64_t bytes,
+                     const std::vector<int>& group_ranks, CallRegime regime) const;
+
   proto::Cluster cluster_;
 };
 

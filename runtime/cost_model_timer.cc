@@ -74,11 +74,11 @@ double CostModelTimer::CommSeconds(const RankGraph& g, const Instruction& ins,
     CallStart apart = call;
     apart.beside_other_calls = false;
     const double alone = CommSeconds(g, ins, apart);
-    const double beside = Price(g, ins, regime, call.link_idle);
+    const double beside = Price(g, ins, regime, call.link_idle, call.link_credit);
     const double part = beside > 0 ? std::min(1.0, call.other_calls_for / beside) : 1.0;
     return alone + (beside - alone) * part;
   }
-  double seconds = Price(g, ins, regime, call.link_idle);
+  double seconds = Price(g, ins, regime, call.link_idle, call.link_credit);
   // The wait for busy cores (CoreWait), measured on all-reduces, holds for
   // transfers too: a send's bytes move only once the receiving rank's
   // thread gets its core. The shared cores' costs were measured beside
@@ -144,7 +144,7 @@ bool CostModelTimer::CoresShared(const RankGraph& g, const Instruction& ins) con
 }
 
 double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallRegime regime,
-                             double link_idle) const {
+                             double link_idle, double link_credit) const {
   double s = 0;
   if (ins.kind == InstructionKind::kNoOp) return 0;
   if (ins.kind == InstructionKind::kCompute ||
@@ -152,16 +152,39 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
     s += compute_.at(g.body.get())[ins.signature];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
-    s += CallSeconds(g, ins, ins.comm_bytes, regime, link_idle);
+    s += CallSeconds(g, ins, ins.comm_bytes, regime, link_idle, link_credit);
     if (ins.comm_calls > 1) {
-      s += (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, regime, 0);
+      // The calls after the first follow it back to back, each taken to
+      // start with what the first left.
+      const double left = CreditAfterCall(g, ins, regime, link_idle, link_credit);
+      s += (ins.comm_calls - 1) * CallSeconds(g, ins, ins.comm_bytes, regime, 0, left);
     }
   }
   return s;
 }
 
+double CostModelTimer::LinkCreditAfter(const RankGraph& g, const Instruction& ins,
+                                       const CallStart& call) const {
+  if (!ins.communicates() || ins.comm_calls <= 0 || !LinkOf(g, ins).has_burst_bytes()) return 0;
+  const CallRegime regime = RegimeOf(g, ins, call);
+  const double left = CreditAfterCall(g, ins, regime, call.link_idle, call.link_credit);
+  return ins.comm_calls > 1 ? CreditAfterCall(g, ins, regime, 0, left) : left;
+}
+
+double CostModelTimer::CreditAfterCall(const RankGraph& g, const Instruction& ins,
+                                       CallRegime regime, double link_idle,
+                                       double link_credit) const {
+  const CommCall kind = kinds_.at(ins.op_type);
+  const std::vector<int> group =
+      ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv
+          ? std::vector<int>{g.rank, g.Peer(ins)}
+          : g.Group(ins);
+  return comm_.ShaperCreditAfter(kind, algorithm_, ins.comm_bytes, group, regime, link_idle,
+                                 link_credit);
+}
+
 double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, int64_t bytes,
-                                   CallRegime regime, double link_idle) const {
+                                   CallRegime regime, double link_idle, double link_credit) const {
   const CommCall kind = kinds_.at(ins.op_type);
   // Link.after_idle was measured with the parties arriving together, each
   // on a core of its own. Where a party waited, after_wait's costs, timed
@@ -174,10 +197,10 @@ double CostModelTimer::CallSeconds(const RankGraph& g, const Instruction& ins, i
   const bool charge_after_idle = regime != CallRegime::kAfterWait && !CoresShared(g, ins);
   if (ins.kind == InstructionKind::kSend || ins.kind == InstructionKind::kRecv) {
     return comm_.CommSeconds(kind, algorithm_, bytes, {g.rank, g.Peer(ins)}, regime, link_idle,
-                             charge_after_idle);
+                             charge_after_idle, link_credit);
   }
   return comm_.CommSeconds(kind, algorithm_, bytes, g.Group(ins), regime, link_idle,
-                           charge_after_idle);
+                           charge_after_idle, link_credit);
 }
 
 double CostModelTimer::CommCpuShare(const RankGraph& g, const Instruction& ins,
@@ -205,7 +228,7 @@ double CostModelTimer::BesideCallsSlowdown(const RankGraph& g, const Instruction
   CallStart apart = call;
   apart.beside_other_calls = false;
   const double alone = CommSeconds(g, ins, apart);
-  const double shared = Price(g, ins, CallRegime::kSharedCores, call.link_idle);
+  const double shared = Price(g, ins, CallRegime::kSharedCores, call.link_idle, call.link_credit);
   return alone > 0 ? std::max(1.0, shared / alone) : 1.0;
 }
 

@@ -77,6 +77,11 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   // A send within its link's send_buffer_bytes hands its bytes over at the
   // device's memory bandwidth (a copy into the socket's buffer).
   double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const override;
+  // On a link shaped by a token bucket, the credit the call leaves in it
+  // (seconds of refill), which the link's next call starts with beside
+  // what its idle time refills: a small call does not empty the bucket.
+  double LinkCreditAfter(const RankGraph& rank, const Instruction& ins,
+                         const CallStart& call) const override;
 
   // How many distinct signatures each rule priced (profiled, scaled,
   // roofline), for the summary line.
@@ -86,8 +91,9 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   CostModelTimer(const CostContext& costs, CommAlgorithm algorithm)
       : comm_(costs.comm()), cluster_(costs.cluster()), algorithm_(algorithm) {}
 
-  double Price(const RankGraph& rank, const Instruction& ins, CallRegime regime,
-               double link_idle) const;
+  // `link_idle` and `link_credit` as CallStart has them.
+  double Price(const RankGraph& rank, const Instruction& ins, CallRegime regime, double link_idle,
+               double link_credit = 0) const;
   // The core pool of global rank `rank` (CorePool's rule), and whether
   // every party of `ins` sits on a pool other ranks share.
   int CorePoolOf(int rank) const;
@@ -105,7 +111,11 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   bool PartiesShareACore(const RankGraph& rank, const Instruction& ins) const;
   // One call of communicating `ins`, of `bytes`.
   double CallSeconds(const RankGraph& rank, const Instruction& ins, int64_t bytes,
-                     CallRegime regime, double link_idle) const;
+                     CallRegime regime, double link_idle, double link_credit = 0) const;
+  // On a shaped link, the credit one call of `ins` leaves (seconds of
+  // refill; CommModel::ShaperCreditAfter).
+  double CreditAfterCall(const RankGraph& rank, const Instruction& ins, CallRegime regime,
+                         double link_idle, double link_credit) const;
 
   CommModel comm_;
   proto::Cluster cluster_;

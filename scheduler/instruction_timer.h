@@ -21,6 +21,10 @@ struct CallStart {
   // 0 when a party communicates on another stream or a call of its just
   // ended; infinite when none has communicated yet this step.
   double link_idle = 0;
+  // What the parties' links carried over from their last calls, in a
+  // timer's own unit (LinkCreditAfter: a shaper's credit left unspent, as
+  // seconds of refill), the least over them; 0 while a party communicates.
+  double link_credit = 0;
   // The fields below come from the simulator's core pools
   // (SharedCoreModel), and keep these values where there are none.
   // Where every party's core computes as the call starts, how long that
@@ -50,6 +54,13 @@ class InstructionTimer {
   virtual double CommSeconds(const RankGraph& rank, const Instruction& ins,
                              const CallStart& call) const {
     return Seconds(rank, ins);
+  }
+  // What `ins`, starting as `call` says, leaves its link to carry over to
+  // the link's next call (CallStart::link_credit) once it ends and the
+  // link is quiet: a shaper's credit, say. By default nothing.
+  virtual double LinkCreditAfter(const RankGraph& rank, const Instruction& ins,
+                                 const CallStart& call) const {
+    return 0;
   }
   // A send that returns once its recv is posted and its bytes are in the
   // transport's buffers (Gloo over TCP: the receiver says it is ready, the

@@ -71,6 +71,7 @@ struct StreamState {
   double core_taken = 0;
   double end = 0;
   double beside_slowdown = 1;  // SharedCoreModel::BesideCallsSlowdown
+  double link_credit_after = 0;  // InstructionTimer::LinkCreditAfter
   // Where ranks share cores: (rank index, instruction) of every party of
   // the call in flight, this one included (a send that handed its bytes
   // over may have finished), one list per call.
@@ -104,10 +105,12 @@ struct RankState {
   std::vector<StreamState> streams;
   std::vector<char> done;
   int calc = -1;  // index of the calc stream
-  // The rank's link: its communication in flight, and when the last ended
-  // (-inf: none yet, the link idle since long before the step).
+  // The rank's link: its communication in flight, when the last ended
+  // (-inf: none yet, the link idle since long before the step), and what
+  // that call left it to carry over (CallStart::link_credit).
   int link_calls = 0;
   double link_idle_since = -std::numeric_limits<double>::infinity();
+  double link_credit = 0;
   // Metrics, accumulated as events pass.
   RankAccounting accounting;
   // Memory: touches left per temporary, and the bytes live now.

@@ -147,6 +147,7 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   if (ins.communicates()) {
     seconds = priced >= 0 ? priced : timer_->CommSeconds(*st.graph, ins, call);
     st.streams[ins.stream].end = now + seconds;
+    st.streams[ins.stream].link_credit_after = timer_->LinkCreditAfter(*st.graph, ins, call);
     st.streams[ins.stream].beside_slowdown =
         pools_.empty() ? 1 : cores_->BesideCallsSlowdown(*st.graph, ins, call);
     ++st.link_calls;
@@ -335,10 +336,12 @@ CallStart Simulation::CallStartOf(
   CallStart call;
   call.waited = now - rv.first;
   call.link_idle = std::numeric_limits<double>::infinity();
+  call.link_credit = std::numeric_limits<double>::infinity();
   for (const auto& [pr, pid] : rv.arrived) {
     const RankState& p = ranks_[pr];
     call.link_idle =
         std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
+    call.link_credit = std::min(call.link_credit, p.link_calls > 0 ? 0.0 : p.link_credit);
   }
   if (pools_.empty()) return call;
   call.cores_busy_for = CoresBusyFor(rv, now);
@@ -439,7 +442,10 @@ void Simulation::Finish(const Event& e) {
       if (it != list->end()) list->erase(it);
     }
   }
-  if (ins.communicates() && --st.link_calls == 0) st.link_idle_since = e.time;
+  if (ins.communicates() && --st.link_calls == 0) {
+    st.link_idle_since = e.time;
+    st.link_credit = ss.link_credit_after;
+  }
   st.done[e.ins] = 1;
   ss.busy = false;
   ++ss.pos;

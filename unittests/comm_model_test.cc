@@ -221,7 +221,27 @@ TEST(CommModel, ShapedLinkRefillsDuringEachStepsLatency) {
   // its 12 us refill 12 kB of the second's 20 kB.
   EXPECT_NEAR(m.CommSeconds(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 1.0), 30e-6,
               1e-12);
-  EXPECT_NEAR(ShapedCallSeconds(*link, 2, 10e-6, 10e9, 40000, 1.0), 30e-6, 1e-12);
+  const ShapedCall full = ShapeCall(*link, 2, 10e-6, 10e9, 40000, 20000);
+  EXPECT_NEAR(full.seconds, 30e-6, 1e-12);
+  // It ends with 10 kB: the second step's 12 kB of credit, less its 20 kB,
+  // plus its 18 us of refill.
+  EXPECT_NEAR(full.credit_bytes, 10000, 1e-6);
+  // What a call leaves, the next one starts with: as seconds of refill,
+  // 10 us; two such calls back to back price alike.
+  const double left =
+      m.ShaperCreditAfter(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 1.0, 0);
+  EXPECT_NEAR(left, 10e-6, 1e-15);
+  EXPECT_NEAR(m.CommSeconds(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 0, true, left),
+              m.CommSeconds(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 10e-6), 1e-15);
+  // The credit carried and the idle time's refill add up to the bucket.
+  EXPECT_NEAR(
+      m.CommSeconds(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether, 5e-6, true, 1.0),
+      30e-6, 1e-12);
+  // An unshaped link carries no credit.
+  link->clear_burst_bytes();
+  EXPECT_EQ(CommModel(c).ShaperCreditAfter(kAllReduce, kDirect, 40000, pair, CallRegime::kTogether,
+                                           1.0, 0),
+            0);
   // One step: a send of 30 kB after the bucket filled pays 10 kB at the rate.
   EXPECT_NEAR(m.CommSeconds(kSend, kDirect, 30000, pair, CallRegime::kTogether, 1.0), 20e-6, 1e-12);
 }

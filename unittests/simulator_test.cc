@@ -430,6 +430,40 @@ TEST(Simulator, CommunicationIsPricedKnowingHowLongItsPartiesWaitedAndIdled) {
   EXPECT_LT(timer.most_idle_, 1);
 }
 
+// What a call leaves its link (a shaper's credit, say) reaches the link's
+// next call: every party's, the least over them; nothing while the link is
+// busy, and nothing before a rank's first call.
+constexpr double kLeftOnTheLink = 3e-3;
+
+TEST(Simulator, ALinksNextCallStartsWithWhatItsLastLeft) {
+  class Carrying : public FixedTimer {
+   public:
+    Carrying() : FixedTimer(1e-4, 2e-4) {}
+    double CommSeconds(const RankGraph& g, const Instruction& ins,
+                       const CallStart& call) const override {
+      ++calls_;
+      if (call.link_credit == kLeftOnTheLink) ++carried_;
+      if (call.link_credit != kLeftOnTheLink && call.link_credit != 0) ++other_;
+      return Seconds(g, ins);
+    }
+    double LinkCreditAfter(const RankGraph&, const Instruction&, const CallStart&) const override {
+      return kLeftOnTheLink;
+    }
+    mutable int calls_ = 0, carried_ = 0, other_ = 0;
+  };
+  // One tensor-parallel pair: its all-reduces, one at a time on one stream.
+  ExecutionGraph graph = Lower(MakeStrategy(1, 2, 1, 4, "1F1B"), 2);
+  Carrying timer;
+  SimulationOptions o;
+  o.timer = &timer;
+  ASSERT_TRUE(Simulate(graph, o).ok());
+  ASSERT_GT(timer.calls_, 4);
+  // Each party's first call finds nothing carried; every later one, what
+  // the call before left.
+  EXPECT_EQ(timer.carried_, timer.calls_ - 2);
+  EXPECT_EQ(timer.other_, 0);
+}
+
 // The comparison points at the op type that the two timelines price
 // differently, by exactly the time it adds.
 TEST(Simulator, CompareTracesFindsTheOpThatDiffers) {
