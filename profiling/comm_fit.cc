@@ -4,8 +4,8 @@
 
 namespace loom {
 
-StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
-                               bool half_duplex) {
+StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples, bool half_duplex,
+                               double bandwidth_if_undetermined) {
   if (samples.size() < 2) {
     return InvalidArgument("fitting α and β needs at least 2 samples, got ",
                            samples.size());
@@ -41,6 +41,13 @@ StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
     fit.latency_clamped = true;
     alpha = 0;
     c = v1 / vv;
+  }
+  if (!(c > 0) && bandwidth_if_undetermined > 0) {
+    // β given: α u + c v = 1 in least squares over α alone.
+    fit.bandwidth_pinned = true;
+    fit.latency_clamped = false;
+    c = 1 / bandwidth_if_undetermined;
+    alpha = std::max(0.0, (u1 - c * uv) / uu);
   }
   if (!(c > 0)) {
     return InvalidArgument("β is undetermined: the times do not grow with "

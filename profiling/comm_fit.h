@@ -29,6 +29,9 @@ struct CommFit {
   double rms_relative_residual = 0;
   // The unconstrained fit wanted a negative α; α was pinned to 0.
   bool latency_clamped = false;
+  // The times did not grow with the bytes, and β was pinned to the
+  // caller's `bandwidth_if_undetermined`.
+  bool bandwidth_pinned = false;
 };
 
 // Least squares on relative error: minimizes the sum over samples of
@@ -36,10 +39,12 @@ struct CommFit {
 // microsecond-scale small messages that determine α weigh as much as the
 // large ones that determine β (absolute error would let the largest
 // message decide both). Fails, naming the reason, when the samples cannot
-// determine β (no bytes, or fewer than two samples).
+// determine β (no bytes, or fewer than two samples), or when their times
+// do not grow with their bytes, unless `bandwidth_if_undetermined` is
+// positive: β is then pinned to it, and α fitted alone.
 // `half_duplex` fits that kind of link (LinkByteFactor).
-StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples,
-                               bool half_duplex = false);
+StatusOr<CommFit> FitAlphaBeta(const std::vector<CommSample>& samples, bool half_duplex = false,
+                               double bandwidth_if_undetermined = 0);
 
 }  // namespace loom
 

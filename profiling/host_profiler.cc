@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "cost_model/comm_model.h"
 #include "executor/comm/gloo_communicator.h"
 #include "executor/cpu/host_threads.h"
 #include "executor/kernel.h"
@@ -148,18 +149,35 @@ StatusOr<std::vector<CommTiming>> ProfileBetweenCompute(Communicator& comm,
 
 }  // namespace
 
+double WireBytesOf(const CommTiming& call) {
+  const CommCall kind = CollectiveCallOf(call.op).value();
+  return LinkByteFactor(TermsOf(kind, CommAlgorithm::kDirect, call.ranks), false) *
+         static_cast<double>(call.bytes);
+}
+
+std::vector<CommTiming> CommCases(const CommProfileOptions& o, int ranks) {
+  std::vector<CommTiming> cases;
+  for (int64_t size : o.sizes) {
+    const int64_t numel = std::max<int64_t>(1, size / 4);
+    for (const char* op : {"allreduce", "allgather", "send"}) {
+      const CommTiming c{op, std::strcmp(op, "send") == 0 ? 2 : ranks, numel * 4, 0};
+      if (o.max_wire_bytes > 0 && WireBytesOf(c) > o.max_wire_bytes) continue;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
 StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,
                                                     const CommProfileOptions& o,
                                                     const HostProgressFn& progress) {
   const int n = comm.size();
   const int r = comm.rank();
   if (n < 2) return InvalidArgument("profiling communication needs 2 ranks or more, got ", n);
-  std::vector<CommTiming> cases;
-  for (int64_t size : o.sizes) {
-    const int64_t numel = std::max<int64_t>(1, size / 4);
-    for (const char* op : {"allreduce", "allgather", "send"}) {
-      cases.push_back({op, std::strcmp(op, "send") == 0 ? 2 : n, numel * 4, 0});
-    }
+  std::vector<CommTiming> cases = CommCases(o, n);
+  if (cases.size() < 2) {
+    return InvalidArgument("fewer than 2 calls of the sizes asked for put at most ",
+                           o.max_wire_bytes, " B on the wire");
   }
   if (o.between_calls_max_seconds > 0) return ProfileBetweenCompute(comm, o, cases, progress);
   // Back to back: every (op, size) once per round, and the median over

@@ -33,6 +33,11 @@ struct CommProfileOptions {
   double between_calls_min_seconds = 0;
   double between_calls_max_seconds = 0;
   bool together = false;
+  // Where positive, the calls that would put more bytes on the wire (Loom's
+  // direct algorithms) are not timed: on a link shaped by a token bucket,
+  // the calls its credit covers. Larger calls there measure the shaper's
+  // rate, and each drains the credit of the calls timed after it.
+  int64_t max_wire_bytes = 0;
   // Seeds the compute times between calls (StepCallOptions::seed).
   uint64_t seed = 1234;
 };
@@ -44,6 +49,14 @@ struct CommTiming {
   // The median back to back; the mean with compute between calls.
   double median_seconds = 0;
 };
+
+// The bytes `call` puts on the wire under Loom's direct algorithms.
+double WireBytesOf(const CommTiming& call);
+
+// The calls ProfileCommMember times among `ranks`, in its order: an
+// allreduce, an allgather and a send of each size, less those over
+// `o.max_wire_bytes`.
+std::vector<CommTiming> CommCases(const CommProfileOptions& o, int ranks);
 
 // Called before each round of calls, with a label for a progress line.
 using HostProgressFn = std::function<void(const std::string& what)>;

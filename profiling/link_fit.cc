@@ -19,10 +19,16 @@ namespace {
 // not recorded.
 constexpr double kMaxCoreWaitResidual = 0.5;
 
+// A shaped link's calls within its bucket whose times do not grow with
+// their bytes: the bytes cost nothing the profile could see, and β is the
+// largest a cluster file takes (ValidateCluster's bound).
+constexpr double kBytesUnseen = 1e15;
+
 // Fits α and β over `samples` and prints the fit and its residuals.
 StatusOr<CommFit> PrintFit(const std::string& title, const std::vector<CommSample>& samples,
-                           bool half_duplex, bool rows, FILE* out) {
-  auto fit = FitAlphaBeta(samples, half_duplex);
+                           bool half_duplex, bool rows, FILE* out,
+                           double bandwidth_if_undetermined = 0) {
+  auto fit = FitAlphaBeta(samples, half_duplex, bandwidth_if_undetermined);
   if (!fit.ok()) {
     // Said, not skipped: on a busy host one duplex (or one collective) may
     // not fit where the other does.
@@ -30,8 +36,13 @@ StatusOr<CommFit> PrintFit(const std::string& title, const std::vector<CommSampl
     return fit.status().WithContext(title);
   }
   PrintTo(out, "%s: alpha %s, beta %s, rms residual %.1f%%%s\n", title.c_str(),
-          Time(fit->latency_seconds).c_str(), Rate(fit->bandwidth).c_str(),
-          100 * fit->rms_relative_residual, fit->latency_clamped ? " (alpha pinned to 0)" : "");
+          Time(fit->latency_seconds).c_str(),
+          fit->bandwidth_pinned ? "unseen" : Rate(fit->bandwidth).c_str(),
+          100 * fit->rms_relative_residual,
+          fit->latency_clamped    ? " (alpha pinned to 0)"
+          : fit->bandwidth_pinned ? " (the times do not grow with the bytes the bucket covers: "
+                                    "those bytes cost nothing measurable)"
+                                  : "");
   if (!rows) return fit;
   for (size_t i = 0; i < samples.size(); ++i) {
     PrintTo(out, "  %-34s measured %11s  model %11s  residual %+6.1f%%\n", samples[i].label.c_str(),
@@ -60,10 +71,11 @@ StatusOr<std::vector<CommSample>> SamplesOf(const std::vector<CommTiming>& timin
 // samples cannot determine one is left to the link's values.
 template <typename Costs>
 void FitCollectives(const std::map<std::string, std::vector<CommSample>>& by_op, bool half_duplex,
-                    Costs* costs, FILE* out) {
+                    Costs* costs, FILE* out, double bandwidth_if_undetermined = 0) {
   costs->clear_collective();
   for (const auto& [op, samples] : by_op) {
-    auto own = PrintFit(StrCat("  ", op), samples, half_duplex, false, out);
+    auto own =
+        PrintFit(StrCat("  ", op), samples, half_duplex, false, out, bandwidth_if_undetermined);
     if (!own.ok()) continue;
     proto::CollectiveCost* c = costs->add_collective();
     c->set_kind(op);
@@ -155,16 +167,17 @@ Status FitLink(const LinkTimings& timings, const std::string& source,
     half_duplex =
         !full.ok() || (half.ok() && half->rms_relative_residual < full->rms_relative_residual);
   }
+  const double unseen = timings.max_wire_bytes > 0 ? kBytesUnseen : 0;
   LOOM_ASSIGN_OR_RETURN(CommFit fit, PrintFit(StrCat("kept: ", half_duplex ? "half" : "full",
                                                      " duplex (direct algorithm)"),
-                                              all, half_duplex, true, out));
+                                              all, half_duplex, true, out, unseen));
   link->set_bandwidth(fit.bandwidth);
   link->set_latency_seconds(fit.latency_seconds);
   link->set_half_duplex(half_duplex);
   link->set_measured(true);
   // And each collective's own: one α-β does not describe them all here
   // (an all-reduce's two exchanges cost more than two sends' latencies).
-  FitCollectives(by_op, half_duplex, link, out);
+  FitCollectives(by_op, half_duplex, link, out, unseen);
   char residual[96];
   std::snprintf(residual, sizeof(residual), "%zu samples, rms residual %.1f%%", all.size(),
                 100 * fit.rms_relative_residual);

@@ -30,6 +30,10 @@ struct LinkTimings {
   // mean gap (seconds) and the calls, and the mean gap `together` had.
   std::vector<std::pair<double, std::vector<CommTiming>>> after_idle;
   double together_gap_seconds = 0;
+  // Where positive, only calls of at most this many bytes on the wire were
+  // timed (a shaped link's bucket): their times may not grow with their
+  // bytes, and then the link's bytes are taken to cost nothing measurable.
+  int64_t max_wire_bytes = 0;
 };
 
 // Fits the link's α and β (and half or full duplex: `half_duplex` where

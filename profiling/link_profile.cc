@@ -68,6 +68,7 @@ CommProfileOptions StepCalls(const LinkProfileOptions& o) {
   if (c.between_calls_max_seconds > 0) c.samples = o.rounds;
   c.sizes = MessageSizes(o.max_bytes);
   c.together = c.between_calls_max_seconds > 0;
+  if (Shaped(o)) c.max_wire_bytes = o.launch->net_burst_bytes;
   return c;
 }
 
@@ -93,6 +94,7 @@ StatusOr<LinkTimings> TimeRegimes(const LinkProfileOptions& request, const CommP
   const std::optional<LaunchEnv>& env = request.launch;
   CommProfileOptions options = step;
   LinkTimings link_timings;
+  link_timings.max_wire_bytes = options.max_wire_bytes;
   std::vector<CommTiming>& timings = link_timings.together;
   // On a busy host the times may not grow with the bytes moved, and then
   // determine no bandwidth. In one process, time them again (twice at
@@ -172,7 +174,10 @@ Status RecordLink(const LinkProfileOptions& request, const CommProfileOptions& o
   LOOM_RETURN_IF_ERROR(
       FitLink(timings,
               StrCat("loom profile --comm, ", Today(), ": Gloo ", where, ", ", options.ranks,
-                     " ranks, ", regime, shaped ? ", links shaped by tc tbf" : ""),
+                     " ranks, ", regime,
+                     shaped ? StrCat(", links shaped by tc tbf, calls of at most ",
+                                     options.max_wire_bytes, " B on the wire (the bucket)")
+                            : ""),
               shaped ? std::optional<bool>(false) : std::nullopt, cluster, link, out));
   // A p2p step's sends return once handed to the socket
   // (Link.send_buffer_bytes).
@@ -205,7 +210,10 @@ Status RecordLink(const LinkProfileOptions& request, const CommProfileOptions& o
   if (shaped) {
     // The bucket is loom launch's own (tc tbf's burst): known, not fitted.
     link->set_burst_bytes(env->net_burst_bytes);
-    PrintTo(out, "shaped link: its bucket of %lld B (loom launch's) recorded as burst_bytes\n",
+    PrintTo(out,
+            "shaped link: its bucket of %lld B (loom launch's) recorded as burst_bytes; the calls "
+            "fitted above were those its credit covers (larger ones pay the rate the long "
+            "transfers measured)\n",
             static_cast<long long>(env->net_burst_bytes));
   }
   cluster->set_comm_compute_slowdown(std::max(1.0, r.slowdown));

@@ -69,7 +69,7 @@ StatusOr<std::vector<CommTiming>> TimeOnSharedCores(const CommProfileOptions& op
   o.seed = options.seed + 1000 * group;
   LOOM_ASSIGN_OR_RETURN(std::vector<CommTiming> timings,
                         ProfileCommMember(*comm, o, group == 0 ? PrintCommProgress : nullptr));
-  const size_t cases = 3 * options.sizes.size();  // allreduce, allgather, send at each size
+  const size_t cases = CommCases(options, half).size();
   if (member == 0 && timings.size() != cases) {
     return Internal("a group timed ", timings.size(), " calls, expected ", cases);
   }

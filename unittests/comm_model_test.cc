@@ -466,6 +466,31 @@ TEST(CommFit, RecoversAHalfDuplexLink) {
   EXPECT_GT(FitAlphaBeta(samples, false).value().rms_relative_residual, 0.1);
 }
 
+// Calls whose times do not grow with their bytes (a shaped link's calls
+// that its bucket covers): no β without a fallback; with one, β is pinned
+// to it and α fitted alone.
+TEST(CommFit, FlatTimesPinTheBandwidthWhereAskedTo) {
+  std::vector<CommSample> samples;
+  for (double bytes : {4096.0, 16384.0}) {
+    for (CommCall k : {kAllReduce, kSend}) {
+      const CommTerms t = TermsOf(k, kDirect, 2);
+      // 100 us a step, the bigger calls 1% faster.
+      samples.push_back(
+          {CommCallName(k), t, bytes, 100e-6 * t.latency_steps * (bytes > 5000 ? 0.99 : 1.0)});
+    }
+  }
+  EXPECT_EQ(FitAlphaBeta(samples).status().message(),
+            "β is undetermined: the times do not grow with the bytes moved");
+  CommFit fit = FitAlphaBeta(samples, false, 1e15).value();
+  EXPECT_TRUE(fit.bandwidth_pinned);
+  EXPECT_DOUBLE_EQ(fit.bandwidth, 1e15);
+  EXPECT_NEAR(fit.latency_seconds, 99.5e-6, 0.1e-6);
+  EXPECT_LT(fit.rms_relative_residual, 0.01);
+  // Times that do grow are fitted as ever.
+  samples[2].seconds = samples[3].seconds = 1;
+  EXPECT_FALSE(FitAlphaBeta(samples, false, 1e15).value().bandwidth_pinned);
+}
+
 TEST(CommFit, NegativeLatencyIsPinnedToZero) {
   // Times that shrink less than proportionally toward zero bytes would need
   // α < 0 to fit.
