@@ -449,6 +449,43 @@ TEST(CostModelTimer, ACallAfterItsLinkIdledTakesTheExtraMeasuredForThat) {
   EXPECT_DOUBLE_EQ(shared_price(5e-3), shared_price(0));
 }
 
+// On a shaped link a call leaves its bucket's credit to the link's next
+// call (the simulator carries it, CallStart::link_credit): after a full
+// bucket a call pays no rate and leaves credit; after an empty one it pays
+// the rate. An unshaped link carries nothing.
+TEST(CostModelTimer, AShapedLinksCallLeavesItsCreditToTheNext) {
+  proto::Cluster local = LocalWithAwakeCosts();
+  const ExecutionGraph graph = TinyMpGraph(1, 1);
+  const RankGraph& rank = graph.ranks[0];
+  const Instruction& call = FirstMpAllReduce(rank);
+  const OpCostModel ops(local, CostTable());
+  auto plain = CostModelTimer::Create(graph, CostContext(local, ops)).value();
+  EXPECT_EQ(plain->LinkCreditAfter(rank, call, CallStart{}), 0);
+
+  // A bucket twice the call's wire bytes (twice its bytes on this
+  // half-duplex link), refilled at 10 MB/s.
+  constexpr double kRate = 10e6;
+  ASSERT_TRUE(local.intra_node().half_duplex());
+  local.mutable_intra_node()->set_sustained_bandwidth(kRate);
+  local.mutable_intra_node()->set_burst_bytes(4 * call.comm_bytes);
+  ASSERT_TRUE(ValidateCluster(local).ok()) << ValidateCluster(local);
+  auto timer = CostModelTimer::Create(graph, CostContext(local, ops)).value();
+  CallStart empty, full;
+  full.link_credit = 1e9;  // more than the bucket holds
+  const double after_full = timer->CommSeconds(rank, call, full);
+  const double after_empty = timer->CommSeconds(rank, call, empty);
+  EXPECT_GT(after_empty, after_full + 0.5 * call.comm_bytes / kRate);
+  const double left = timer->LinkCreditAfter(rank, call, full);
+  EXPECT_GT(left, 2 * call.comm_bytes / kRate);
+  EXPECT_LE(left, 4 * call.comm_bytes / kRate);
+  // The next call starts with what it left: between the two.
+  CallStart next;
+  next.link_credit = left;
+  const double after_left = timer->CommSeconds(rank, call, next);
+  EXPECT_GE(after_left, after_full);
+  EXPECT_LT(after_left, after_empty);
+}
+
 // A send within its link's send buffer hands its bytes over at the host's
 // memory bandwidth; a larger one, or any on a link without one (NCCL's),
 // takes the transfer (-1).
