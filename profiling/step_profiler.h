@@ -5,9 +5,11 @@
 // step it follows other ops, as it will when the plan runs, and small ops
 // take up to twice as long there (gpt-tiny's micro-batch slices on this
 // host). Where the plan puts ranks on the host's other cores, copies of the
-// timed rank run there at the same time, pinned a core each: beside a
-// neighbour, memory-bound ops ran 15-40% slower than alone (gpt-tiny dp=2,
-// batch 64). `loom profile` fills the cost table from it.
+// timed rank run there at the same time, pinned a core each, so that ops
+// share the memory system as the run's ranks will (most of what a
+// neighbour cost was ranks of one process taking each other's freed
+// blocks, which each rank's own pool of the host memory cache ended:
+// docs/performance.md). `loom profile` fills the cost table from it.
 #ifndef LOOM_PROFILING_STEP_PROFILER_H_
 #define LOOM_PROFILING_STEP_PROFILER_H_
 

@@ -27,6 +27,14 @@
 namespace loom {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+#define LOOM_HOST_CACHE_OFF 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOOM_HOST_CACHE_OFF 1
+#endif
+#endif
+
 // A waiting stream's thread goes on only once the other has recorded the
 // event for the generation it waits for; a record of an earlier generation
 // does not count.
@@ -129,6 +137,28 @@ TEST(CpuDevice, CopiesAndFills) {
 // A host mirror keeps aliasing: the members of a flat buffer stay views of
 // one buffer, so a write through one member's mirror lands in the buffer;
 // copied back, the scope's buffer and every view of it see it.
+TEST(CpuDevice, EachDeviceReusesTheMemoryItLetGo) {
+#ifdef LOOM_HOST_CACHE_OFF
+  GTEST_SKIP() << "the host memory cache is off under AddressSanitizer";
+#endif
+  // Two ranks of one process, each with its device: a block rank 0 let go
+  // is in rank 0's core's cache, and serves rank 0's next tensor, not
+  // rank 1's (which would then write lines the other core holds).
+  CpuDevice rank0;
+  CpuDevice rank1;
+  constexpr int64_t kBytes = 3 << 20;
+  std::shared_ptr<void> a = rank0.Allocate(kBytes, nullptr).value();
+  std::shared_ptr<void> b = rank1.Allocate(kBytes, nullptr).value();
+  void* rank0_block = a.get();
+  void* rank1_block = b.get();
+  a.reset();  // rank 0's first: the oldest block of that size
+  b.reset();
+  std::shared_ptr<void> c = rank1.Allocate(kBytes, nullptr).value();
+  std::shared_ptr<void> d = rank0.Allocate(kBytes, nullptr).value();
+  EXPECT_EQ(c.get(), rank1_block);
+  EXPECT_EQ(d.get(), rank0_block);
+}
+
 TEST(DevicePlacement, AMirrorKeepsViewsOfOneBufferAndCopiesBack) {
   CpuDevice device;
   auto stream = device.CreateStream(StreamOptions{"io"}).value();

@@ -104,6 +104,52 @@ TEST(HostMemoryCache, AnAbsurdRequestIsNullNotACrash) {
 #endif
 }
 
+TEST(HostMemoryCache, APoolGetsBackItsOwnBlockBeforeAnothers) {
+#ifdef LOOM_HOST_CACHE_OFF
+  GTEST_SKIP() << "the cache is off under AddressSanitizer";
+#endif
+  HostMemoryCache cache;
+  const int pool_a = HostMemoryCache::NewPool();
+  const int pool_b = HostMemoryCache::NewPool();
+  ASSERT_NE(pool_a, pool_b);
+  // Two ranks' blocks of one size, a's let go first: b's next request
+  // finds b's own, though a's has waited longer.
+  std::shared_ptr<void> a = cache.Allocate(2 * kMiB, pool_a);
+  std::shared_ptr<void> b = cache.Allocate(2 * kMiB, pool_b);
+  void* a_block = a.get();
+  void* b_block = b.get();
+  a.reset();
+  b.reset();
+  EXPECT_EQ(cache.Allocate(2 * kMiB, pool_b).get(), b_block);
+  EXPECT_EQ(cache.Allocate(2 * kMiB, pool_a).get(), a_block);
+  EXPECT_EQ(cache.stats().reuses, 2);
+  EXPECT_EQ(cache.stats().reuses_across_pools, 0);
+}
+
+TEST(HostMemoryCache, APoolWithoutAFitTakesAnothersBlockBeforeTheSystems) {
+#ifdef LOOM_HOST_CACHE_OFF
+  GTEST_SKIP() << "the cache is off under AddressSanitizer";
+#endif
+  HostMemoryCache cache;
+  const int pool_a = HostMemoryCache::NewPool();
+  const int pool_b = HostMemoryCache::NewPool();
+  void* a_block = nullptr;
+  {
+    std::shared_ptr<void> a = cache.Allocate(2 * kMiB, pool_a);
+    std::shared_ptr<void> b = cache.Allocate(1 * kMiB, pool_b);  // b's own is too small
+    a_block = a.get();
+  }
+  std::shared_ptr<void> c = cache.Allocate(2 * kMiB, pool_b);
+  EXPECT_EQ(c.get(), a_block);
+  EXPECT_EQ(cache.stats().reuses_across_pools, 1);
+  EXPECT_EQ(cache.stats().system_allocations, 2);
+  // Let go, it goes back to the pool that asked for it.
+  c.reset();
+  std::shared_ptr<void> d = cache.Allocate(2 * kMiB, pool_b);
+  EXPECT_EQ(d.get(), a_block);
+  EXPECT_EQ(cache.stats().reuses_across_pools, 1);
+}
+
 TEST(HostMemoryCache, ThreadsShareOneCache) {
   HostMemoryCache cache;
   std::vector<std::thread> threads;

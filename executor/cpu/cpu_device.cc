@@ -7,11 +7,12 @@
 
 namespace loom {
 
-std::shared_ptr<void> AllocateHostMemory(int64_t bytes) {
-  return HostMemoryCache::Process()->Allocate(bytes);
+std::shared_ptr<void> AllocateHostMemory(int64_t bytes, int pool) {
+  return HostMemoryCache::Process()->Allocate(bytes, pool);
 }
 
-CpuDevice::CpuDevice(CpuDeviceOptions options) : options_(options) {}
+CpuDevice::CpuDevice(CpuDeviceOptions options)
+    : options_(options), pool_(HostMemoryCache::NewPool()) {}
 
 CpuDevice* CpuDevice::Default() {
   static CpuDevice* device = new CpuDevice();
@@ -30,7 +31,7 @@ StatusOr<std::unique_ptr<EventArray>> CpuDevice::CreateEvents(int n) {
 }
 
 StatusOr<std::shared_ptr<void>> CpuDevice::Allocate(int64_t bytes, Stream*) {
-  std::shared_ptr<void> memory = AllocateHostMemory(bytes);
+  std::shared_ptr<void> memory = AllocateHostMemory(bytes, pool_);
   if (memory == nullptr) {
     return ResourceExhausted("cpu: out of memory allocating ", bytes, " bytes");
   }

@@ -54,14 +54,18 @@ class CpuDevice : public Device {
     std::atomic<int64_t> peak_bytes{0};
   };
   std::shared_ptr<Counter> counter_ = std::make_shared<Counter>();
+  // Its pool of the process's HostMemoryCache: ranks in one process each
+  // reuse the blocks they let go, as a GPU reuses its own memory.
+  const int pool_;
   std::string name_ = "cpu";
   WaitRoom room_;  // its events'; outlives them
 };
 
 // 64-byte aligned host memory (nullptr when there is none), back to the
 // process's HostMemoryCache when the last reference goes: what CPU tensors
-// hold.
-std::shared_ptr<void> AllocateHostMemory(int64_t bytes);
+// hold. `pool`: the cache's pool it goes back to (0: the one shared by
+// memory that no device asked for).
+std::shared_ptr<void> AllocateHostMemory(int64_t bytes, int pool = 0);
 
 }  // namespace loom
 

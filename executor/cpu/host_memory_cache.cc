@@ -1,6 +1,7 @@
 #include "executor/cpu/host_memory_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <limits>
 
@@ -34,12 +35,29 @@ HostMemoryCache* HostMemoryCache::Process() {
   return cache;
 }
 
+int HostMemoryCache::NewPool() {
+  static std::atomic<int> next{1};  // 0: the pool of those that name none
+  return next.fetch_add(1);
+}
+
 HostMemoryCache::~HostMemoryCache() {
   std::lock_guard<std::mutex> lock(mu_);
   EmptyLocked();
 }
 
-std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes) {
+void* HostMemoryCache::TakeLocked(std::map<int, Blocks>::iterator pool, int64_t size,
+                                  int64_t* block_size) {
+  Blocks& blocks = pool->second;
+  auto it = blocks.lower_bound(size);
+  if (it == blocks.end() || it->first / 2 > size) return nullptr;
+  void* block = it->second;
+  *block_size = it->first;
+  blocks.erase(it);
+  if (blocks.empty()) free_.erase(pool);
+  return block;
+}
+
+std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes, int pool) {
   const int64_t size = Rounded(bytes);
   if (size < 0) return nullptr;
   if (!kCaches || size < kSmallBytes) {
@@ -51,14 +69,23 @@ std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes) {
   int64_t block_size = size;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.lower_bound(size);
-    if (it != free_.end() && it->first / 2 <= size) {
-      block = it->second;
-      block_size = it->first;
-      free_.erase(it);
+    // The pool's own block, else another's: only pools holding blocks
+    // are in free_.
+    auto own = free_.find(pool);
+    if (own != free_.end()) block = TakeLocked(own, size, &block_size);
+    for (auto it = free_.begin(); block == nullptr && it != free_.end();) {
+      auto next = std::next(it);  // TakeLocked may erase it
+      if (it->first != pool) {
+        block = TakeLocked(it, size, &block_size);
+        if (block != nullptr) ++stats_.reuses_across_pools;
+      }
+      it = next;
+    }
+    if (block != nullptr) {
       stats_.cached -= block_size;
       ++stats_.reuses;
     } else {
+      block_size = size;
       block = std::aligned_alloc(kAlign, size);
       if (block == nullptr && !free_.empty()) {
         EmptyLocked();
@@ -71,17 +98,17 @@ std::shared_ptr<void> HostMemoryCache::Allocate(int64_t bytes) {
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
   }
   return std::shared_ptr<void>(block,
-                               [this, block_size](void* q) { Release(q, block_size); });
+                               [this, block_size, pool](void* q) { Release(q, block_size, pool); });
 }
 
-void HostMemoryCache::Release(void* block, int64_t size) {
+void HostMemoryCache::Release(void* block, int64_t size, int pool) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.in_use -= size;
   if (stats_.cached + size > stats_.peak_in_use) {
     std::free(block);
     return;
   }
-  free_.emplace(size, block);
+  free_[pool].emplace(size, block);
   stats_.cached += size;
 }
 
@@ -91,7 +118,9 @@ void HostMemoryCache::Empty() {
 }
 
 void HostMemoryCache::EmptyLocked() {
-  for (const auto& [size, block] : free_) std::free(block);
+  for (const auto& [pool, blocks] : free_) {
+    for (const auto& [size, block] : blocks) std::free(block);
+  }
   free_.clear();
   stats_.cached = 0;
 }

@@ -14,6 +14,13 @@
 // kSmallBytes go straight to malloc, which keeps those in its own bins.
 // Under AddressSanitizer every request goes straight to the system too, so
 // that a use after free stays a report and not a read of a reused block.
+//
+// A block goes back to the pool it was asked from, and a request looks in
+// its own pool first: ranks that run in one process (a pool each) reuse
+// their own blocks, still in their core's cache, where a block taken by a
+// rank on another core made that rank's memory-bound ops pull it across
+// (docs/performance.md, "A pool per rank"). Another pool's block still
+// beats fresh pages.
 #ifndef LOOM_EXECUTOR_CPU_HOST_MEMORY_CACHE_H_
 #define LOOM_EXECUTOR_CPU_HOST_MEMORY_CACHE_H_
 
@@ -38,10 +45,13 @@ class HostMemoryCache {
   HostMemoryCache(const HostMemoryCache&) = delete;
   HostMemoryCache& operator=(const HostMemoryCache&) = delete;
 
+  // A pool of its own for a new user of the cache (a rank's device).
+  static int NewPool();
+
   // kAlign-aligned memory of at least `bytes` (nullptr when the system has
-  // none, even after the cache is emptied), back to this cache when the
-  // last reference goes. The cache must outlive it.
-  std::shared_ptr<void> Allocate(int64_t bytes);
+  // none, even after the cache is emptied), back to `pool` when the last
+  // reference goes. The cache must outlive it.
+  std::shared_ptr<void> Allocate(int64_t bytes, int pool = 0);
 
   // Frees every cached block.
   void Empty();
@@ -52,15 +62,22 @@ class HostMemoryCache {
     int64_t peak_in_use = 0;
     int64_t system_allocations = 0;  // blocks the system was asked for
     int64_t reuses = 0;              // requests a cached block served
+    int64_t reuses_across_pools = 0;  // of those, by another pool's block
   };
   Stats stats() const;
 
  private:
-  void Release(void* block, int64_t size);
+  using Blocks = std::multimap<int64_t, void*>;  // cached blocks by size
+
+  // The smallest block of `pool` of at least `size` and at most twice it,
+  // taken out of the cache (nullptr: none; a pool left empty is erased);
+  // its size in `*block_size`.
+  void* TakeLocked(std::map<int, Blocks>::iterator pool, int64_t size, int64_t* block_size);
+  void Release(void* block, int64_t size, int pool);
   void EmptyLocked();
 
   mutable std::mutex mu_;
-  std::multimap<int64_t, void*> free_;  // cached blocks by size
+  std::map<int, Blocks> free_;  // by pool; only pools that hold blocks
   Stats stats_;
 };
 
