@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "cost_model/comm_model.h"
 #include "executor/comm/gloo_communicator.h"
@@ -166,6 +168,34 @@ std::vector<CommTiming> CommCases(const CommProfileOptions& o, int ranks) {
     }
   }
   return cases;
+}
+
+CommProfileOptions AwakeCallOptions(const CommProfileOptions& step, int64_t send_buffer_bytes) {
+  CommProfileOptions o = step;
+  o.between_calls_min_seconds = o.between_calls_max_seconds = 0;
+  o.samples = CommProfileOptions().samples;
+  if (send_buffer_bytes > 0) {
+    const int64_t below_buffer = send_buffer_bytes - 1;
+    o.max_wire_bytes =
+        o.max_wire_bytes > 0 ? std::min(o.max_wire_bytes, below_buffer) : below_buffer;
+  }
+  return o;
+}
+
+bool AwakeCallsStalled(const std::vector<CommTiming>& awake,
+                       const std::vector<CommTiming>& together) {
+  std::map<std::tuple<std::string, int, int64_t>, double> after_compute;
+  for (const CommTiming& c : together) {
+    after_compute[{c.op, c.ranks, c.bytes}] = c.median_seconds;
+  }
+  int compared = 0, slower = 0;
+  for (const CommTiming& c : awake) {
+    auto it = after_compute.find({c.op, c.ranks, c.bytes});
+    if (it == after_compute.end()) continue;
+    ++compared;
+    if (c.median_seconds > it->second) ++slower;
+  }
+  return 2 * slower > compared;
 }
 
 StatusOr<std::vector<CommTiming>> ProfileCommMember(Communicator& comm,

@@ -58,6 +58,23 @@ double WireBytesOf(const CommTiming& call);
 // `o.max_wire_bytes`.
 std::vector<CommTiming> CommCases(const CommProfileOptions& o, int ranks);
 
+// `step`'s calls timed back to back with the cores kept awake (no compute
+// between; the default rounds), less those that put `send_buffer_bytes`
+// or more on the wire (0: unknown, none left out). Back to back, a call
+// that filled the socket's send buffer left every call after it in its
+// round a scheduler tick late on this host, a stall no step meets (its
+// large calls come between compute); the awake costs price the small,
+// latency-bound calls.
+CommProfileOptions AwakeCallOptions(const CommProfileOptions& step, int64_t send_buffer_bytes);
+
+// Whether `awake` (AwakeCallOptions' calls) took longer than `together`
+// (the same calls after compute, parties arriving together) in most of the
+// calls both timed. Cores kept awake only spare a call its wake-ups, so
+// that is a stall of the host's scheduling, not the link: on this host,
+// some whole runs of back-to-back calls came a scheduler tick late each.
+bool AwakeCallsStalled(const std::vector<CommTiming>& awake,
+                       const std::vector<CommTiming>& together);
+
 // Called before each round of calls, with a label for a progress line.
 using HostProgressFn = std::function<void(const std::string& what)>;
 

@@ -114,11 +114,25 @@ StatusOr<LinkTimings> TimeRegimes(const LinkProfileOptions& request, const CommP
   // And back to back with the cores kept awake, as a call finds them
   // where they compute or other ranks share them (HostLinkCosts.awake). In one
   // process only: each process of a launch would need its own wakers.
+  // Where every call came slower than after compute, the host stalled
+  // them: time them again (twice at most), else leave the regime out.
   if (!env.has_value()) {
-    CommProfileOptions back_to_back = options;
-    back_to_back.between_calls_min_seconds = back_to_back.between_calls_max_seconds = 0;
-    back_to_back.samples = CommProfileOptions().samples;
-    LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(back_to_back, env));
+    const CommProfileOptions awake = AwakeCallOptions(options, GlooSendBufferBytes());
+    for (int attempt = 1;; ++attempt) {
+      LOOM_ASSIGN_OR_RETURN(link_timings.awake, TimeCollectives(awake, env));
+      if (!AwakeCallsStalled(link_timings.awake, timings)) break;
+      if (attempt == 3) {
+        PrintTo(request.out,
+                "back to back, the cores kept awake: slower than after compute in 3 attempts "
+                "(the host's scheduling stalled the calls); not recorded\n");
+        link_timings.awake.clear();
+        break;
+      }
+      std::fprintf(stderr,
+                   "back to back, the cores kept awake, the calls came slower than after "
+                   "compute (a stall): timing again, %d of 3\n",
+                   attempt + 1);
+    }
   }
   // And after longer compute, where measured (Link.after_idle).
   link_timings.together_gap_seconds =
