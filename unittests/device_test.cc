@@ -12,6 +12,7 @@
 
 #include "executor/cpu/cpu_device.h"
 #include "executor/cpu/cpu_stream.h"
+#include "executor/cpu/host_memory_cache.h"
 #include "executor/device_placement.h"
 #include "executor/serial_executor.h"
 #include "executor/tensor.h"
@@ -26,14 +27,6 @@
 
 namespace loom {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-#define LOOM_HOST_CACHE_OFF 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LOOM_HOST_CACHE_OFF 1
-#endif
-#endif
 
 // A waiting stream's thread goes on only once the other has recorded the
 // event for the generation it waits for; a record of an earlier generation
@@ -138,9 +131,8 @@ TEST(CpuDevice, CopiesAndFills) {
 // one buffer, so a write through one member's mirror lands in the buffer;
 // copied back, the scope's buffer and every view of it see it.
 TEST(CpuDevice, EachDeviceReusesTheMemoryItLetGo) {
-#ifdef LOOM_HOST_CACHE_OFF
-  GTEST_SKIP() << "the host memory cache is off under AddressSanitizer";
-#endif
+  if (!HostMemoryCache::kCaches)
+    GTEST_SKIP() << "the host memory cache is off under AddressSanitizer";
   // Two ranks of one process, each with its device: a block rank 0 let go
   // is in rank 0's core's cache, and serves rank 0's next tensor, not
   // rank 1's (which would then write lines the other core holds).

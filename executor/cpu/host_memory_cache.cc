@@ -8,18 +8,6 @@
 namespace loom {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kCaches = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kCaches = false;
-#else
-constexpr bool kCaches = true;
-#endif
-#else
-constexpr bool kCaches = true;
-#endif
-
 // `bytes` rounded up to kAlign; -1 where that overflows.
 int64_t Rounded(int64_t bytes) {
   constexpr int64_t a = HostMemoryCache::kAlign;

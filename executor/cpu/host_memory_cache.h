@@ -29,12 +29,25 @@
 #include <memory>
 #include <mutex>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define LOOM_HOST_MEMORY_CACHE_ON 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LOOM_HOST_MEMORY_CACHE_ON 0
+#endif
+#endif
+#ifndef LOOM_HOST_MEMORY_CACHE_ON
+#define LOOM_HOST_MEMORY_CACHE_ON 1
+#endif
+
 namespace loom {
 
 class HostMemoryCache {
  public:
   static constexpr int64_t kAlign = 64;
   static constexpr int64_t kSmallBytes = 64 << 10;
+  // False under AddressSanitizer: every request goes to the system.
+  static constexpr bool kCaches = LOOM_HOST_MEMORY_CACHE_ON;
 
   // The process's cache; never destroyed, so that memory freed during
   // static destruction still has somewhere to go.
