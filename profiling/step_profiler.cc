@@ -248,9 +248,9 @@ std::vector<OpTiming> InStepProfiler::Timings() const {
   return out;
 }
 
-StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
-                                              const StepProfileOptions& options,
-                                              const StepProgressFn& progress) {
+StatusOr<InStepProfile> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                      const StepProfileOptions& options,
+                                      const StepProgressFn& progress) {
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<InStepProfiler> profiler,
                         InStepProfiler::Create(config, plan, options));
   const int total_steps = options.warmup_steps + options.steps;
@@ -258,7 +258,12 @@ StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Pla
     if (progress) progress(step, total_steps);
     LOOM_RETURN_IF_ERROR(profiler->Step(step));
   }
-  return profiler->Timings();
+  InStepProfile profile;
+  profile.timings = profiler->Timings();
+  profile.lockstep = profiler->LockstepSlowdown();
+  profile.shared_core_lockstep = profiler->SharedCoreLockstep();
+  profile.copies = profiler->copies();
+  return profile;
 }
 
 }  // namespace loom

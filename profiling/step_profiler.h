@@ -123,10 +123,19 @@ class InStepProfiler {
   std::vector<double> shared_lockstep_ratios_;
 };
 
+// What ProfileInStep measured: the InStepProfiler's timings and its
+// lockstep slowdowns.
+struct InStepProfile {
+  std::vector<OpTiming> timings;
+  std::optional<double> lockstep;              // LockstepSlowdown
+  std::optional<double> shared_core_lockstep;  // SharedCoreLockstep
+  int copies = 1;                              // copies(): the cores the lockstep spans
+};
+
 // An InStepProfiler's warm-up and timed steps, one after the other.
-StatusOr<std::vector<OpTiming>> ProfileInStep(const GptConfig& config, const Plan& plan,
-                                              const StepProfileOptions& options,
-                                              const StepProgressFn& progress = nullptr);
+StatusOr<InStepProfile> ProfileInStep(const GptConfig& config, const Plan& plan,
+                                      const StepProfileOptions& options,
+                                      const StepProgressFn& progress = nullptr);
 
 }  // namespace loom
 

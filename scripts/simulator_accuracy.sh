@@ -325,8 +325,13 @@ if [ -z "$RESIM" ]; then
     wait_quiet
     p0=$(date +%s.%N)
     for i in "${!ROW_KEYS[@]}"; do
-      "$LOOM" profile --plan "$WORK/plan.$i" --cost_table "$ONCE_TABLE" > "$WORK/profile.log" 2>&1 ||
-        { cat "$WORK/profile.log" >&2; exit 1; }
+      # Each plan's cluster: its network's, with how much longer the plan's
+      # ranks take to meet where it pins two to a core (the profile's
+      # steps measure it).
+      IFS='|' read -r network _ <<< "${ROW_KEYS[$i]}"
+      "$LOOM" profile --plan "$WORK/plan.$i" --cost_table "$ONCE_TABLE" \
+        --cluster "$(cluster_of "$network")" --cluster_out "$WORK/once_cluster.$i" \
+        > "$WORK/profile.log" 2>&1 || { cat "$WORK/profile.log" >&2; exit 1; }
     done
     PROFILE_SECONDS=$(awk -v a="$p0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
     echo "profiled the ops of ${#ROW_KEYS[@]} plans once, in $PROFILE_SECONDS s" >&2
@@ -377,6 +382,7 @@ if [ -z "$RESIM" ]; then
         echo "  others kept $OTHERS cores busy during the run; measuring again" >&2
       done
       median=$(step_median < "$WORK/run.log")
+      ((PROFILE_ONCE)) && cp "$WORK/once_cluster.$i" "$RUN_CLUSTER"
       ((++KEPT))
       cp "$plan" "$KEEP/plan.$KEPT"
       cp "$run_table" "$KEEP/table.$KEPT.pbtxt"
@@ -469,7 +475,9 @@ END_MARK="<!-- scripts/simulator_accuracy.sh$MODE: generated up to here -->"
   echo "runs of \`loom simulate --json\`'s step_time_s with ops priced from a cost"
   if ((PROFILE_ONCE)); then
     echo "table profiled on this host once, before any run: every row's plan by"
-    echo "\`loom profile --plan\` into one table (${PROFILE_SECONDS:-?} s for all), the links by"
+    echo "\`loom profile --plan\` into one table (${PROFILE_SECONDS:-?} s for all), each"
+    echo "writing its plan's cluster with how much longer its ranks take to meet where it"
+    echo "pins two to a core (\`shared_core_lockstep\`), the links by"
     echo "\`loom profile --comm\` (below); the runs plain \`loom run\`, never profiled;"
   else
     echo "table profiled on this host between the run's steps (\`loom run"
@@ -528,7 +536,7 @@ END_MARK="<!-- scripts/simulator_accuracy.sh$MODE: generated up to here -->"
   echo "# for each row, CLUSTER its network's (LOCAL or EMULATED):"
   echo "loom plan MODEL LAYOUT --cluster CLUSTER -o PLAN        # one plan for both below"
   if ((PROFILE_ONCE)); then
-    echo "loom profile --plan PLAN --cost_table TABLE             # every row's, into one TABLE, before any run"
+    echo "loom profile --plan PLAN --cost_table TABLE --cluster CLUSTER --cluster_out PLAN_CLUSTER  # every row's, into one TABLE, before any run"
     echo "# then $REPEATS-$MAX_REPEATS times each; K as above:"
     echo "loom run --plan PLAN --steps K --cluster LOCAL  # loopback"
     echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --cluster EMULATED  # emulated"
@@ -537,7 +545,11 @@ END_MARK="<!-- scripts/simulator_accuracy.sh$MODE: generated up to here -->"
     echo "loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster LOCAL --interleaved_cluster_out RUN_CLUSTER  # loopback, simulated with RUN_CLUSTER"
     echo "loom launch --nproc N --net_rate $NET_RATE -- loom run --plan PLAN --steps K --interleaved_profile --profile_warmup $WARMUP --cost_table TABLE --cluster EMULATED --interleaved_cluster_out RUN_CLUSTER  # emulated, simulated with RUN_CLUSTER"
   fi
-  echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
+  if ((PROFILE_ONCE)); then
+    echo "loom simulate --plan PLAN --cluster PLAN_CLUSTER --cost_table TABLE --json"
+  else
+    echo "loom simulate --plan PLAN --cluster CLUSTER --cost_table TABLE --json"
+  fi
   echo '```'
   echo
   echo "$END_MARK"

@@ -33,7 +33,9 @@ DEFINE_double(calibrate_seconds, 10,
               "long and print how far its rate moves (the host's own noise); 0: skip");
 DEFINE_string(cluster_out, "",
               "cluster file --comm and --calibrate_device update (default: "
-              "local.cluster.pbtxt beside the cost table)");
+              "local.cluster.pbtxt beside the cost table); when timing a plan's ops, --cluster "
+              "is written here with how much longer that plan's ranks pinned two to a core "
+              "take to meet (SharedHost.shared_core_lockstep; default: not written)");
 namespace loom {
 
 Status CheckCpu(const proto::Cluster& cluster, const char* command) {
@@ -188,6 +190,22 @@ StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
   *counts = table.Merge(entries);
   LOOM_RETURN_IF_ERROR(table.Save(path));
   return table;
+}
+
+void ReportLockstep(std::optional<double> lockstep, std::optional<double> shared_core_lockstep,
+                    int copies, FILE* report) {
+  if (lockstep) {
+    PrintTo(report,
+            "lockstep: ranks meeting after each stretch of compute on %d cores would take "
+            "%.1f%% longer than the mean (the slowest core's stretches)\n",
+            copies, (*lockstep - 1) * 100);
+  }
+  if (shared_core_lockstep) {
+    PrintTo(report,
+            "lockstep on shared cores: with two ranks on each core, %.1f%% longer than the "
+            "mean\n",
+            (*shared_core_lockstep - 1) * 100);
+  }
 }
 
 Status RunProfile(const std::vector<std::string>& args) {

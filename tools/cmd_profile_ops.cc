@@ -13,6 +13,7 @@
 #include "cost_model/cost_table.h"
 #include "executor/cpu/blas_kernels.h"
 #include "executor/device.h"
+#include "framework/file_util.h"
 #include "framework/serialization.h"
 #include "profiling/op_profiler.h"
 #include "profiling/step_profiler.h"
@@ -22,6 +23,7 @@
 #include "tools/profile_util.h"
 
 DECLARE_string(plan);
+DECLARE_string(cluster_out);  // cmd_profile.cc
 DEFINE_bool(in_step, true,
             "time a plan's ops inside training steps of each of its ranks (communication "
             "reduced to its local part); off: each op alone in a loop");
@@ -113,6 +115,26 @@ StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
   return t;
 }
 
+// --cluster with the plan's shared cores' lockstep, into --cluster_out:
+// the simulator prices compute that shares a core with another rank's at
+// it. The cores' own lockstep (a rank to a core) is said, not written: it
+// priced launched two-rank runs long (docs/simulator_accuracy.md), and
+// loom run --interleaved_profile leaves it out under a launch too.
+Status WriteSharedCoreLockstep(proto::Cluster cluster, std::optional<double> shared) {
+  if (shared) {
+    cluster.mutable_shared_host()->set_shared_core_lockstep(*shared);
+  } else {
+    std::printf(
+        "no shared cores' lockstep: the plan has no more ranks than this host has "
+        "cores; --cluster is written as it was\n");
+  }
+  LOOM_RETURN_IF_ERROR(ValidateCluster(cluster).WithContext(FLAGS_cluster_out));
+  LOOM_RETURN_IF_ERROR(SaveCluster(cluster, FLAGS_cluster_out));
+  std::printf("wrote %s (use it with --cluster %s)\n", FLAGS_cluster_out.c_str(),
+              FLAGS_cluster_out.c_str());
+  return Status::OK();
+}
+
 }  // namespace
 
 Status ProfileOps() {
@@ -138,6 +160,17 @@ Status ProfileOps() {
   if (FLAGS_profile_samples < 1) return InvalidArgument("--profile_samples must be at least 1");
   if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ProfileTarget> target, TargetFromFlags());
+  // The lockstep goes into a cluster file: only a plan's steps on the CPU
+  // measure it. Checked before minutes of timing.
+  if (!FLAGS_cluster_out.empty()) {
+    if (!target->has_plan || !FLAGS_in_step || gpu != nullptr) {
+      return InvalidArgument(
+          "--cluster_out with ops: the cores' lockstep is measured in a "
+          "plan's steps on the CPU (--plan or a layout, --in_step, "
+          "--device cpu)");
+    }
+    LOOM_RETURN_IF_ERROR(CheckWritable(FLAGS_cluster_out));
+  }
 
   const double pressure_before = CpuPressure();
   const auto start = std::chrono::steady_clock::now();
@@ -156,14 +189,17 @@ Status ProfileOps() {
     std::fprintf(stderr, "timing rank%s %s in steps, in turns: %d + %d steps\n",
                  ranks.find(',') == std::string::npos ? "" : "s", ranks.c_str(),
                  so.warmup_steps, so.steps);
-    LOOM_ASSIGN_OR_RETURN(
-        std::vector<OpTiming> in_step,
-        ProfileInStep(target->config, target->plan, so, [](int step, int total) {
-          std::fprintf(stderr, "[step %d/%d] ...\n", step + 1, total);
-        }));
-    for (const OpTiming& t : in_step) {
+    LOOM_ASSIGN_OR_RETURN(InStepProfile in_step,
+                          ProfileInStep(target->config, target->plan, so, [](int step, int total) {
+                            std::fprintf(stderr, "[step %d/%d] ...\n", step + 1, total);
+                          }));
+    for (const OpTiming& t : in_step.timings) {
       timed.insert(t.signature);
       entries.push_back(CostEntryOf(t, device, "step"));
+    }
+    ReportLockstep(in_step.lockstep, in_step.shared_core_lockstep, in_step.copies, stdout);
+    if (!FLAGS_cluster_out.empty()) {
+      LOOM_RETURN_IF_ERROR(WriteSharedCoreLockstep(cluster, in_step.shared_core_lockstep));
     }
   }
   // Whatever no step timed, one op at a time (pure communication is

@@ -71,19 +71,8 @@ Status WriteInterleavedProfile(const InterleavedProfile& profile,
           "wrote %s (%d entries)\n",
           entries.size(), counts.added, counts.replaced, files.cost_table.c_str(), table.size());
   const std::optional<double> lockstep = profiler->LockstepSlowdown();
-  if (lockstep) {
-    PrintTo(files.report,
-            "lockstep: ranks meeting after each stretch of compute on %d cores would take "
-            "%.1f%% longer than the mean (the slowest core's stretches)\n",
-            profiler->copies(), (*lockstep - 1) * 100);
-  }
   const std::optional<double> shared = profiler->SharedCoreLockstep();
-  if (shared) {
-    PrintTo(files.report,
-            "lockstep on shared cores: with two ranks on each core, %.1f%% longer than the "
-            "mean\n",
-            (*shared - 1) * 100);
-  }
+  ReportLockstep(lockstep, shared, profiler->copies(), files.report);
   return files.cluster_out.empty() ? Status::OK()
                                    : WriteCluster(profile, files, lockstep, shared);
 }

@@ -4,6 +4,8 @@
 #ifndef LOOM_TOOLS_PROFILE_UTIL_H_
 #define LOOM_TOOLS_PROFILE_UTIL_H_
 
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,13 @@ proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
 StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
                                        const std::vector<proto::CostEntry>& entries,
                                        CostTable::MergeCounts* counts);
+
+// Says, on `report` (null: nowhere), how much longer ranks that meet
+// after each stretch of compute took than the mean in an in-step profile:
+// on `copies` cores (`lockstep`), and two to a core (`shared_core_lockstep`);
+// absent ones are not mentioned.
+void ReportLockstep(std::optional<double> lockstep, std::optional<double> shared_core_lockstep,
+                    int copies, FILE* report);
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -1,16 +1,19 @@
 // loom run --interleaved_profile, as the accuracy script runs it: the
 // op costs it times between a run's steps match loom profile's, and the
 // cluster file a run writes (--interleaved_cluster_out) records what it
-// measured, in one process and under loom launch.
+// measured, in one process and under loom launch; and the cluster file
+// loom profile --plan writes (--cluster_out) with its steps' lockstep.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <map>
 #include <string>
-
-#include <gtest/gtest.h>
+#include <vector>
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
 #include "executor/cpu/host_threads.h"
+#include "framework/status.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -172,6 +175,61 @@ TEST(InterleavedProfile, LaunchedRunWritesItsLockstepSlowdowns) {
         c->shared_host().shared_core_lockstep());
   }
   EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
+}
+
+// loom profile --plan --cluster_out writes the cluster given with the
+// shared cores' lockstep its steps measured, where the plan pins two ranks
+// to a core, and nothing else changed; a plan with a core for each rank
+// gets the cluster as given, and says why. Only a plan's steps measure it.
+TEST(InterleavedProfile, ProfileOfAPlanWritesItsSharedCoresLockstep) {
+  const std::string dir = MakeTempDir("loom_profile_plan_lockstep");
+  const std::string four = dir + "/four.plan", two = dir + "/two.plan";
+  ASSERT_EQ(
+      Loom("plan --preset gpt-tiny --layers 2 --mp 2 --pp 2 --micro_batches 2 -o " + four).code, 0);
+  ASSERT_EQ(Loom("plan --preset gpt-tiny --layers 2 --pp 2 --micro_batches 2 -o " + two).code, 0);
+  const std::vector<int> cores = CoresOfThisProcess();
+  if (cores.size() < 2) {
+    std::printf("SKIPPED: this process may use fewer than 2 cores: no lockstep to measure\n");
+    return;
+  }
+  // Kept to two cores, whatever the host has: four ranks, two to a core.
+  const std::string on_two_cores =
+      StrCat("taskset -c ", cores[0], ",", cores[1], " ", LOOM_BIN, " profile", kFastProfileFlags,
+             " --cost_table ", dir, "/t.pbtxt --cluster local --cluster_out ", dir, "/");
+  const proto::Cluster local = LoadCluster("local").value();
+
+  Result shared = Shell(on_two_cores + "four.cluster.pbtxt --plan " + four);
+  ASSERT_EQ(shared.code, 0) << shared.out;
+  auto c = LoadCluster(dir + "/four.cluster.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->shared_host().has_shared_core_lockstep()) << shared.out;
+  char said[128];
+  std::snprintf(said, sizeof(said),
+                "lockstep on shared cores: with two ranks on each core, %.1f%% longer",
+                (c->shared_host().shared_core_lockstep() - 1) * 100);
+  EXPECT_NE(shared.out.find(said), std::string::npos) << shared.out;
+  proto::Cluster expected = local;
+  expected.mutable_shared_host()->set_shared_core_lockstep(c->shared_host().shared_core_lockstep());
+  EXPECT_EQ(c->SerializeAsString(), expected.SerializeAsString());
+
+  Result apart = Shell(on_two_cores + "two.cluster.pbtxt --plan " + two);
+  ASSERT_EQ(apart.code, 0) << apart.out;
+  EXPECT_NE(apart.out.find("no shared cores' lockstep: the plan has no more ranks than this "
+                           "host has cores"),
+            std::string::npos)
+      << apart.out;
+  auto as_given = LoadCluster(dir + "/two.cluster.pbtxt");
+  ASSERT_TRUE(as_given.ok()) << as_given.status();
+  EXPECT_EQ(as_given->SerializeAsString(), local.SerializeAsString());
+
+  Result alone = Loom("profile --preset gpt-tiny --layers 1 --in_step=false --cost_table " + dir +
+                      "/t.pbtxt --cluster_out " + dir + "/alone.cluster.pbtxt");
+  EXPECT_EQ(alone.code, 1);
+  EXPECT_EQ(Lines(alone.out), 1) << alone.out;
+  EXPECT_NE(alone.out.find("--cluster_out with ops: the cores' lockstep is measured in a plan's "
+                           "steps"),
+            std::string::npos)
+      << alone.out;
 }
 
 }  // namespace

@@ -304,7 +304,8 @@ TEST(Profile, InStepTimesThePipelineStagesInTurns) {
   std::vector<std::pair<int, int>> progress;
   const std::vector<OpTiming> timings =
       ProfileInStep(c, plan, o, [&](int step, int total) { progress.emplace_back(step, total); })
-          .value();
+          .value()
+          .timings;
   EXPECT_EQ(progress, (std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}}));
   std::map<std::string, int> samples_of_type;
   for (const OpTiming& t : timings) {
