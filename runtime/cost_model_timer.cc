@@ -239,6 +239,10 @@ double CostModelTimer::SendHandOverSeconds(const RankGraph& g, const Instruction
   return bandwidth > 0 ? static_cast<double>(send.comm_bytes) / bandwidth : 0;
 }
 
+bool CostModelTimer::LinkQueuesHandedOverBytes(const RankGraph& g, const Instruction& send) const {
+  return LinkOf(g, send).burst_bytes() > 0;
+}
+
 double CostModelTimer::CoreRunHorizon() const {
   const proto::SharedHost& host = cluster_.shared_host();
   return host.has_core_wait() ? host.core_wait().slice_seconds() : 0;

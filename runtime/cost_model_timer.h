@@ -77,6 +77,8 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   // A send within its link's send_buffer_bytes hands its bytes over at the
   // device's memory bandwidth (a copy into the socket's buffer).
   double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const override;
+  // A link shaped by a token bucket (Link.burst_bytes) queues them.
+  bool LinkQueuesHandedOverBytes(const RankGraph& rank, const Instruction& send) const override;
   // On a link shaped by a token bucket, the credit the call leaves in it
   // (seconds of refill), which the link's next call starts with beside
   // what its idle time refills: a small call does not empty the bucket.

@@ -70,6 +70,14 @@ class InstructionTimer {
   virtual double SendHandOverSeconds(const RankGraph& rank, const Instruction& send) const {
     return -1;
   }
+  // Whether the bytes of a send that returned once handed over
+  // (SendHandOverSeconds) still queue on its rank's link until its recv
+  // ends, so that the link's next calls wait behind them and its calls in
+  // flight take that much longer: a shaped link's (tc tbf's) queue. By
+  // default a link carries each call as if alone.
+  virtual bool LinkQueuesHandedOverBytes(const RankGraph& rank, const Instruction& send) const {
+    return false;
+  }
   // The model of shared cores that comes with this timer's cluster, or
   // null (a GPU cluster, a test's timer): what the simulator uses unless
   // it is given one (SimulationOptions::shared_cores).

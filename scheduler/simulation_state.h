@@ -111,6 +111,9 @@ struct RankState {
   int link_calls = 0;
   double link_idle_since = -std::numeric_limits<double>::infinity();
   double link_credit = 0;
+  // Until when bytes of sends that returned once handed over still queue
+  // on the link (InstructionTimer::LinkQueuesHandedOverBytes).
+  double queued_until = -std::numeric_limits<double>::infinity();
   // Metrics, accumulated as events pass.
   RankAccounting accounting;
   // Memory: touches left per temporary, and the bytes live now.
@@ -168,6 +171,13 @@ class Simulation {
   // The call in flight on `parties` is slowed by a call that joined it on
   // its cores at `now` and runs until `until`.
   void SlowBeside(const std::vector<std::pair<int, int>>& parties, double now, double until);
+  // Moves the end of the call running on (rank index r, stream s) `extra`
+  // seconds later.
+  void ExtendCall(int r, int s, double now, double extra);
+  // After a transfer `rv` started: where its send returned once handed
+  // over and its link queues bytes, they hold the sender's link until its
+  // recv ends, and the sender's calls in flight take that much longer.
+  void QueueHandedOverBytes(const Rendezvous& rv, double now);
   void Finish(const Event& e);
   // An instruction starts (delta +1) or ends (-1) at t, for the metrics.
   void Count(RankState& st, const Instruction& ins, double t, int delta);
@@ -183,6 +193,9 @@ class Simulation {
   const ExecutionGraph& graph_;
   const SimulationOptions& options_;
   const InstructionTimer* timer_;
+  // Some send's link queues the bytes it hands over
+  // (InstructionTimer::LinkQueuesHandedOverBytes).
+  bool queues_ = false;
   // Null: no rank shares cores, and there are no pools_.
   const SharedCoreModel* cores_;
   bool fold_dp_ = false;  // only dp=0 replicas are simulated

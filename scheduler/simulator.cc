@@ -1,5 +1,7 @@
 #include "scheduler/simulator.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -71,6 +73,10 @@ Status Simulation::Init() {
       }
       st.pool = it->second;
       ++pools_[st.pool].ranks;
+    }
+    for (const Instruction& ins : g.instructions()) {
+      if (queues_) break;
+      queues_ = ins.kind == InstructionKind::kSend && timer_->LinkQueuesHandedOverBytes(g, ins);
     }
     st.streams.resize(g.streams().size());
     st.done.assign(g.instructions().size(), 0);
@@ -224,18 +230,60 @@ void Simulation::SlowBeside(const std::vector<std::pair<int, int>>& parties, dou
   // At 1/slowdown of its pace while overlapped: its end moves out by the
   // overlap's (slowdown - 1)/slowdown.
   const double extra = (std::min(end, until) - now) * (1 - 1 / slowdown);
-  for (const auto& [r, s] : running) {
-    const RankState& st = ranks_[r];
-    StreamState& ss = ranks_[r].streams[s];
-    if (st.pool >= 0 && std::find(pools_[st.pool].comms.begin(), pools_[st.pool].comms.end(),
-                                  std::make_pair(r, s)) != pools_[st.pool].comms.end()) {
-      // Its end follows the work left (Reprice): that grows by the extra time.
-      ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate) + extra * ss.rate;
-      ss.since = now;
-    }
-    ss.end += extra;
-    events_.push(Event{ss.end, seq_++, r, st.graph->streams()[s].queue[ss.pos], ++ss.version});
+  for (const auto& [r, s] : running) ExtendCall(r, s, now, extra);
+}
+
+void Simulation::ExtendCall(int r, int s, double now, double extra) {
+  const RankState& st = ranks_[r];
+  StreamState& ss = ranks_[r].streams[s];
+  if (st.pool >= 0 && std::find(pools_[st.pool].comms.begin(), pools_[st.pool].comms.end(),
+                                std::make_pair(r, s)) != pools_[st.pool].comms.end()) {
+    // Its end follows the work left (Reprice): that grows by the extra time.
+    ss.remaining = std::max(0.0, ss.remaining - (now - ss.since) * ss.rate) + extra * ss.rate;
+    ss.since = now;
   }
+  ss.end += extra;
+  events_.push(Event{ss.end, seq_++, r, st.graph->streams()[s].queue[ss.pos], ++ss.version});
+}
+
+void Simulation::QueueHandedOverBytes(const Rendezvous& rv, double now) {
+  // (rank index, instruction) of the send and of the recv.
+  std::pair<int, int> send{-1, -1}, recv{-1, -1};
+  for (const auto& party : rv.arrived) {
+    const InstructionKind kind = ranks_[party.first].graph->instructions()[party.second].kind;
+    if (kind == InstructionKind::kSend) send = party;
+    if (kind == InstructionKind::kRecv) recv = party;
+  }
+  if (send.first < 0 || recv.first < 0) return;
+  RankState& st = ranks_[send.first];
+  const Instruction& ins = st.graph->instructions()[send.second];
+  if (timer_->SendHandOverSeconds(*st.graph, ins) < 0 ||
+      !timer_->LinkQueuesHandedOverBytes(*st.graph, ins)) {
+    return;
+  }
+  const RankState& to = ranks_[recv.first];
+  const double arrives = to.streams[to.graph->instructions()[recv.second].stream].end;
+  // The sender's calls in flight that send share the link with these
+  // bytes (a recv's come over its peer's).
+  for (size_t s = 0; s < st.streams.size(); ++s) {
+    const StreamState& ss = st.streams[s];
+    if (static_cast<int>(s) == ins.stream || !ss.busy || ss.in_rendezvous || ss.end <= now) {
+      continue;
+    }
+    const Instruction& running = st.graph->instructions()[st.graph->streams()[s].queue[ss.pos]];
+    if (!running.communicates() || running.kind == InstructionKind::kRecv) continue;
+    // Its parties end together (every call keeps them while links queue).
+    DCHECK(ss.parties != nullptr);
+    for (const auto& [pr, pid] : *ss.parties) {
+      const RankState& p = ranks_[pr];
+      const int ps = p.graph->instructions()[pid].stream;
+      const StreamState& party = p.streams[ps];
+      if (party.busy && !party.in_rendezvous && p.graph->streams()[ps].queue[party.pos] == pid) {
+        ExtendCall(pr, ps, now, arrives - now);
+      }
+    }
+  }
+  st.queued_until = std::max(st.queued_until, arrives);
 }
 
 void Simulation::Reprice(int p, double now) {
@@ -340,7 +388,7 @@ CallStart Simulation::CallStartOf(
   for (const auto& [pr, pid] : rv.arrived) {
     const RankState& p = ranks_[pr];
     call.link_idle =
-        std::min(call.link_idle, p.link_calls > 0 ? 0.0 : now - p.link_idle_since);
+        std::min(call.link_idle, p.link_calls > 0 ? 0.0 : std::max(0.0, now - p.link_idle_since));
     call.link_credit = std::min(call.link_credit, p.link_calls > 0 ? 0.0 : p.link_credit);
   }
   if (pools_.empty()) return call;
@@ -385,10 +433,19 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   ++result_.rendezvous;
   std::vector<const std::vector<std::pair<int, int>>*> beside;
   const CallStart call = CallStartOf(rv, now, &beside);
-  // (Kept for SlowBeside, which only cores ranks share call for.)
-  const auto parties = pools_.empty()
+  // (Kept for SlowBeside, which only cores ranks share call for, and for
+  // bytes queued on a link.)
+  const auto parties = pools_.empty() && !queues_
                            ? nullptr
                            : std::make_shared<const std::vector<std::pair<int, int>>>(rv.arrived);
+  // Bytes sends handed over still queue on a party's link: the call's
+  // come after them (for a transfer, the sender's link).
+  double queued = now;
+  for (const auto& [pr, pid] : rv.arrived) {
+    if (ranks_[pr].graph->instructions()[pid].kind != InstructionKind::kRecv) {
+      queued = std::max(queued, ranks_[pr].queued_until);
+    }
+  }
   double ends = now;
   for (const auto& [pr, pid] : rv.arrived) {
     const RankState& p = ranks_[pr];
@@ -401,8 +458,10 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
                                  ? timer_->SendHandOverSeconds(*p.graph, party)
                                  : -1;
     Start(pr, pid, now, call, hand_over);
+    if (queued > now && hand_over < 0) ExtendCall(pr, party.stream, now, queued - now);
     ends = std::max(ends, ps.end);
   }
+  QueueHandedOverBytes(rv, now);
   // The calls this one joined are slowed while it overlaps them, as it is
   // by them (priced in CommSeconds).
   for (const auto* joined : beside) SlowBeside(*joined, now, ends);
@@ -443,7 +502,7 @@ void Simulation::Finish(const Event& e) {
     }
   }
   if (ins.communicates() && --st.link_calls == 0) {
-    st.link_idle_since = e.time;
+    st.link_idle_since = std::max(e.time, st.queued_until);
     st.link_credit = ss.link_credit_after;
   }
   st.done[e.ins] = 1;

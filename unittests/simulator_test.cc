@@ -217,6 +217,81 @@ TEST(Simulator, ASendThatHandsItsBytesOverFreesItsStreamBeforeTheRecvEnds) {
   EXPECT_LE(handing.step_time_s, run(FixedTimer(1e-3, kCall)).step_time_s + 1e-12);
 }
 
+// Where a link queues the bytes a send handed over (a shaped link's tc
+// tbf), they hold the sender's link until their recv ends: a call that
+// sends on it meanwhile comes after them, and one in flight takes the
+// transfer's time longer, all its parties alike. Calls that meet no such
+// bytes take their price, as every call does where links do not queue.
+TEST(Simulator, BytesHandedOverOnAQueueingLinkHoldItUntilTheirRecvEnds) {
+  constexpr double kCall = 5e-4, kHandOver = 2e-5;
+  class Queueing : public FixedTimer {
+   public:
+    explicit Queueing(bool queues) : FixedTimer(1e-5, kCall), queues_(queues) {}
+    double SendHandOverSeconds(const RankGraph&, const Instruction&) const override {
+      return kHandOver;
+    }
+    bool LinkQueuesHandedOverBytes(const RankGraph&, const Instruction&) const override {
+      return queues_;
+    }
+
+   private:
+    bool queues_;
+  };
+  const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "VPP", 2), 4);
+  std::map<int, const RankGraph*> rank_graph;
+  for (const RankGraph& g : graph.ranks) rank_graph[g.rank] = &g;
+  auto run = [&](bool queues) {
+    const Queueing timer(queues);
+    SimulationOptions o;
+    o.timer = &timer;
+    o.trace = true;
+    auto sim = Simulate(graph, o);
+    EXPECT_TRUE(sim.ok()) << sim.status();
+    return sim.ok() ? *sim : SimulationResult();
+  };
+  const SimulationResult queued = run(true);
+  // Each rank's link holds its sends' bytes from the send's start to the
+  // recv's end.
+  std::map<std::pair<int, int64_t>, int64_t> send_start;  // (sender, transfer)
+  std::map<std::pair<int, int64_t>, int64_t> recv_end;
+  for (const TraceEvent& e : queued.trace) {
+    const Instruction& ins = rank_graph.at(e.rank)->instructions().at(e.instruction);
+    if (e.kind == InstructionKind::kSend) send_start[{e.rank, ins.comm_seq}] = e.start_ns;
+    if (e.kind == InstructionKind::kRecv) {
+      recv_end[{rank_graph.at(e.rank)->Peer(ins), ins.comm_seq}] = e.end_ns;
+    }
+  }
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> held;  // rank -> intervals
+  for (const auto& [key, start] : send_start) held[key.first].emplace_back(start, recv_end.at(key));
+  ASSERT_FALSE(held.empty());
+  int met = 0, apart = 0;
+  for (const TraceEvent& e : queued.trace) {
+    if (e.kind != InstructionKind::kCollective) continue;
+    const RankGraph& g = *rank_graph.at(e.rank);
+    bool meets = false;
+    for (int member : g.Group(g.instructions().at(e.instruction))) {
+      for (const auto& [from, to] : held[member]) meets |= e.start_ns < to && e.end_ns > from;
+    }
+    const double seconds = (e.end_ns - e.start_ns) * 1e-9;
+    if (meets) {
+      EXPECT_GT(seconds, kCall + 1e-9) << "rank " << e.rank << " instruction " << e.instruction;
+      ++met;
+    } else {
+      EXPECT_NEAR(seconds, kCall, 2e-9) << "rank " << e.rank << " instruction " << e.instruction;
+      ++apart;
+    }
+  }
+  EXPECT_GT(met, 0);
+  EXPECT_GT(apart, 0);
+  const SimulationResult alone = run(false);
+  for (const TraceEvent& e : alone.trace) {
+    if (e.kind == InstructionKind::kCollective) {
+      EXPECT_NEAR((e.end_ns - e.start_ns) * 1e-9, kCall, 2e-9);
+    }
+  }
+  EXPECT_GT(queued.step_time_s, alone.step_time_s);
+}
+
 // With free compute, nothing hides communication: the exposed mp time is
 // every mp-ring call, one after another (the ring orders them). With free
 // communication, nothing is exposed.
