@@ -1,9 +1,9 @@
 #include "scheduler/simulator.h"
 
-#include <glog/logging.h>
-
 #include <algorithm>
 #include <limits>
+
+#include <glog/logging.h>
 
 #include "scheduler/simulation_state.h"
 
