@@ -172,6 +172,17 @@ TEST(Simulator, CollectivesStartWhenTheLastMemberArrives) {
   }
 }
 
+// `graph` simulated with `timer`, its trace kept; an empty result, and a
+// failure, where the simulation fails.
+SimulationResult SimulateTraced(const ExecutionGraph& graph, const InstructionTimer& timer) {
+  SimulationOptions o;
+  o.timer = &timer;
+  o.trace = true;
+  auto sim = Simulate(graph, o);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  return sim.ok() ? *sim : SimulationResult();
+}
+
 // A send that returns once its bytes are handed over (Gloo over TCP) still
 // starts with its recv, but its stream is free after the hand-over while
 // the recv takes the transfer; no step gets longer for it.
@@ -185,15 +196,7 @@ TEST(Simulator, ASendThatHandsItsBytesOverFreesItsStreamBeforeTheRecvEnds) {
     }
   };
   const ExecutionGraph graph = Lower(MakeStrategy(1, 1, 2, 4, "VPP", 2), 4);
-  auto run = [&](const InstructionTimer& timer) {
-    SimulationOptions o;
-    o.timer = &timer;
-    o.trace = true;
-    auto sim = Simulate(graph, o);
-    EXPECT_TRUE(sim.ok()) << sim.status();
-    return sim.ok() ? *sim : SimulationResult();
-  };
-  const SimulationResult handing = run(HandingOver());
+  const SimulationResult handing = SimulateTraced(graph, HandingOver());
   std::map<int, const RankGraph*> rank_graph;
   for (const RankGraph& g : graph.ranks) rank_graph[g.rank] = &g;
   // (sender, receiver, transfer) -> (send's start and end, recv's).
@@ -214,7 +217,8 @@ TEST(Simulator, ASendThatHandsItsBytesOverFreesItsStreamBeforeTheRecvEnds) {
     EXPECT_NEAR((send->end_ns - send->start_ns) * 1e-9, kHandOver, 2e-9);
     EXPECT_NEAR((recv->end_ns - recv->start_ns) * 1e-9, kCall, 2e-9);
   }
-  EXPECT_LE(handing.step_time_s, run(FixedTimer(1e-3, kCall)).step_time_s + 1e-12);
+  EXPECT_LE(handing.step_time_s,
+            SimulateTraced(graph, FixedTimer(1e-3, kCall)).step_time_s + 1e-12);
 }
 
 // Where a link queues the bytes a send handed over (a shaped link's tc
@@ -240,16 +244,7 @@ TEST(Simulator, BytesHandedOverOnAQueueingLinkHoldItUntilTheirRecvEnds) {
   const ExecutionGraph graph = Lower(MakeStrategy(1, 2, 2, 4, "VPP", 2), 4);
   std::map<int, const RankGraph*> rank_graph;
   for (const RankGraph& g : graph.ranks) rank_graph[g.rank] = &g;
-  auto run = [&](bool queues) {
-    const Queueing timer(queues);
-    SimulationOptions o;
-    o.timer = &timer;
-    o.trace = true;
-    auto sim = Simulate(graph, o);
-    EXPECT_TRUE(sim.ok()) << sim.status();
-    return sim.ok() ? *sim : SimulationResult();
-  };
-  const SimulationResult queued = run(true);
+  const SimulationResult queued = SimulateTraced(graph, Queueing(true));
   // Each rank's link holds its sends' bytes from the send's start to the
   // recv's end.
   std::map<std::pair<int, int64_t>, int64_t> send_start;  // (sender, transfer)
@@ -283,7 +278,7 @@ TEST(Simulator, BytesHandedOverOnAQueueingLinkHoldItUntilTheirRecvEnds) {
   }
   EXPECT_GT(met, 0);
   EXPECT_GT(apart, 0);
-  const SimulationResult alone = run(false);
+  const SimulationResult alone = SimulateTraced(graph, Queueing(false));
   for (const TraceEvent& e : alone.trace) {
     if (e.kind == InstructionKind::kCollective) {
       EXPECT_NEAR((e.end_ns - e.start_ns) * 1e-9, kCall, 2e-9);
