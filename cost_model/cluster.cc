@@ -166,6 +166,20 @@ Status CheckDevice(const proto::Device& d) {
   } else if (d.has_cores()) {
     return InvalidArgument("device.cores is for CPUs; this device is a GPU");
   }
+  if (d.has_cache_bytes()) {
+    LOOM_RETURN_IF_ERROR(
+        Positive("device.cache_bytes", static_cast<double>(d.cache_bytes()), kMaxMemoryBytes));
+  }
+  if (d.has_uncached_read_seconds_per_byte()) {
+    LOOM_RETURN_IF_ERROR(
+        Latency("device.uncached_read_seconds_per_byte", d.uncached_read_seconds_per_byte()));
+  }
+  if (d.has_cache_bytes() != d.has_uncached_read_seconds_per_byte()) {
+    return InvalidArgument(
+        "device.cache_bytes and device.uncached_read_seconds_per_byte go "
+        "together; the cluster has only ",
+        d.has_cache_bytes() ? "cache_bytes" : "uncached_read_seconds_per_byte");
+  }
   return Status::OK();
 }
 
@@ -355,6 +369,16 @@ double DevicePeakFlops(const proto::Device& d, DataType dtype) {
   if (dtype == proto::BF16 && d.has_peak_bf16_flops()) return d.peak_bf16_flops();
   if (dtype == proto::FP16 && d.has_peak_fp16_flops()) return d.peak_fp16_flops();
   return d.peak_fp32_flops();
+}
+
+int64_t RankCacheShare(const proto::Cluster& c, int world_size) {
+  const proto::Device& d = c.device();
+  if (d.kind() != proto::Device::CPU || !d.has_cache_bytes()) return 0;
+  const int per_device = c.ranks_per_device();
+  const int sharing = c.shared_host().host_cores() > 0 || per_device == 0
+                          ? world_size
+                          : std::min(per_device, world_size);
+  return d.cache_bytes() / std::max(1, sharing);
 }
 
 double StreamPeakFlops(const proto::Device& d, DataType dtype) {

@@ -57,7 +57,11 @@ double StreamPeakFlops(const proto::Device& device, DataType dtype);
 // the device's flops_efficiency. The roofline prices with it.
 double StreamSustainedFlops(const proto::Device& device, DataType dtype);
 double StreamMemoryBandwidth(const proto::Device& device);
-
+// The bytes of its device's cache (Device.cache_bytes) one rank of a plan
+// of `world_size` ranks keeps its tensors in: an equal share among the
+// device's ranks (every rank, where the cluster's nodes are emulated on
+// one host). 0 where the cluster gives no cache, or on a GPU.
+int64_t RankCacheShare(const proto::Cluster& cluster, int world_size);
 
 }  // namespace loom
 

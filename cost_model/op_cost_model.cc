@@ -138,7 +138,9 @@ StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
     return OpCost{0, CostRule::kRoofline, "a view, or a join written in place: no work"};
   }
   if (const proto::CostEntry* e = table_.Find(signature, TableDevice(cluster_))) {
-    return OpCost{e->median_seconds(), CostRule::kProfiled, signature};
+    OpCost cost{e->median_seconds(), CostRule::kProfiled, signature};
+    if (e->has_cold_input_bytes()) cost.cold_input_bytes = e->cold_input_bytes();
+    return cost;
   }
   if (CommKindOf(type) != CommKind::kNone && work.flops <= 0) {
     return FailedPrecondition("'", signature,

@@ -36,6 +36,9 @@ struct OpCost {
   // Why, for logs: the entry used (profiled, scaled) or the bound that
   // decided (roofline).
   std::string basis;
+  // A profiled price: the bytes per run the op read past the cache where it
+  // was timed (CostEntry.cold_input_bytes); -1 where unknown.
+  double cold_input_bytes = -1;
 };
 
 // What passes and the simulator call; tests may inject a simpler one.

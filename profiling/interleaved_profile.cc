@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "cost_model/cluster.h"
+
 namespace loom {
 
 StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
@@ -12,6 +14,7 @@ StatusOr<std::unique_ptr<InterleavedProfile>> InterleavedProfile::Create(
   if (profiles) {
     StepProfileOptions so;
     so.warmup_steps = options.warmup_steps;
+    so.cache_share = RankCacheShare(options.cluster, trainer.plan().layout.world_size());
     so.steps = options.steps;
     // The simulator leaves the shared cores' lockstep out where core_wait
     // prices the OS's slices (CostModelTimer::SharedCoreSlowdown).

@@ -45,6 +45,9 @@ struct OpTiming {
   double median_seconds = 0;
   int samples = 0;
   int runs_per_sample = 0;
+  // In steps: the bytes per run it read past the cache (ColdInputBytes);
+  // -1: not recorded.
+  double cold_input_bytes = -1;
 };
 
 // The first op of each distinct OpSignature over `blocks`, in order: the

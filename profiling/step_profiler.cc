@@ -8,6 +8,7 @@
 #include "executor/cpu/cpu_device.h"
 #include "framework/median.h"
 #include "runtime/parallel_trainer.h"
+#include "scheduler/cold_inputs.h"
 
 namespace loom {
 namespace {
@@ -124,6 +125,7 @@ StatusOr<std::unique_ptr<InStepProfiler>> InStepProfiler::Create(
     if (t.graph == nullptr) return Internal("rank ", rank, " is missing from its lowered plan");
     t.prev = PreviousOnStream(*t.graph);
     t.stretch = StretchOf(*t.graph);
+    if (options.cache_share > 0) t.cold = ColdInputBytes(*t.graph->body, options.cache_share);
   }
   return p;
 }
@@ -146,6 +148,10 @@ void InStepProfiler::AddStepSamples(const TimedRank& t, const std::vector<TraceE
     seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
     ++runs;
     Samples& s = by_signature_[signature];
+    if (!t.cold.empty()) {
+      s.cold_bytes += t.cold[ins.id];
+      ++s.cold_runs;
+    }
     if (s.timing.signature.empty()) {
       s.timing.type = ins.op_type;
       s.timing.signature = signature;
@@ -243,6 +249,7 @@ std::vector<OpTiming> InStepProfiler::Timings() const {
     timing.median_seconds = Median(s.step_means);
     timing.samples = static_cast<int>(s.step_means.size());
     timing.runs_per_sample = s.runs_per_step;
+    if (s.cold_runs > 0) timing.cold_input_bytes = s.cold_bytes / s.cold_runs;
     out.push_back(std::move(timing));
   }
   return out;

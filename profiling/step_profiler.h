@@ -40,6 +40,10 @@ struct StepProfileOptions {
   // of the first this many sampled steps, one more step with a second copy
   // on every core, for SharedCoreLockstep (0: none).
   int shared_core_steps = 5;
+  // A rank's share of the host's last-level cache (RankCacheShare): each
+  // op's timing records the bytes it read past it (ColdInputBytes). 0: not
+  // recorded.
+  int64_t cache_share = 0;
 };
 
 // Called before each step (all timed ranks take it in turns): the step,
@@ -99,11 +103,14 @@ class InStepProfiler {
     const RankGraph* graph = nullptr;
     std::vector<int> prev;  // the instruction before each on its stream, or -1
     std::vector<int> stretch;  // StretchOf: the compute stretch of each instruction
+    std::vector<int64_t> cold;  // ColdInputBytes of each instruction; empty: not recorded
   };
   struct Samples {
     OpTiming timing;
     std::vector<double> step_means;
     int runs_per_step = 0;
+    double cold_bytes = 0;  // over the runs sampled
+    int cold_runs = 0;
   };
   InStepProfiler() = default;
   void AddStepSamples(const TimedRank& t, const std::vector<TraceEvent>& events);

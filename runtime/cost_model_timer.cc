@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "cost_model/cluster.h"
+#include "scheduler/cold_inputs.h"
 
 namespace loom {
 
@@ -30,6 +31,8 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
     if (!fresh) continue;
     std::vector<double>& seconds = it->second;
     seconds.assign(g.body->signatures.size(), -1);
+    // Bytes each signature read past the cache where it was profiled.
+    std::vector<double> profiled_cold(g.body->signatures.size(), -1);
     for (const Instruction& ins : g.instructions()) {
       if (ins.communicates() && !t->kinds_.count(ins.op_type)) {
         auto kind = CollectiveCallOf(ins.op_type);
@@ -48,14 +51,33 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
       auto cost = costs.ops().Estimate(ins.op_type, signature, work);
       if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
       seconds[ins.signature] = cost->seconds * compute_scale;
+      profiled_cold[ins.signature] = cost->cold_input_bytes;
       // (A view has no work to price by any rule.)
       const bool works = work.flops > 0 || work.bytes > 0;
       if (works && priced.emplace(signature, static_cast<int>(cost->rule)).second) {
         ++t->rule_counts_[static_cast<int>(cost->rule)];
       }
     }
+    t->AddColdReads(g, RankCacheShare(costs.cluster(), graph.layout.world_size()), profiled_cold);
   }
   return t;
+}
+
+void CostModelTimer::AddColdReads(const RankGraph& g, int64_t cache_share,
+                                  const std::vector<double>& profiled_cold) {
+  const double per_byte = cluster_.device().uncached_read_seconds_per_byte();
+  if (cache_share <= 0 || per_byte <= 0) return;
+  const std::vector<int64_t> cold = ColdInputBytes(*g.body, cache_share);
+  std::vector<double>& extra = cold_extra_[g.body.get()];
+  extra.assign(g.body->instructions.size(), 0);
+  const std::vector<double>& seconds = compute_.at(g.body.get());
+  for (const Instruction& ins : g.instructions()) {
+    const double was = profiled_cold[ins.signature];
+    if (ins.kind != InstructionKind::kCompute || was < 0) continue;
+    // Never below the part of its price that is not reading past the cache.
+    const double more = (cold[ins.id] - was) * per_byte * compute_scale_;
+    extra[ins.id] = std::max(more, -0.5 * seconds[ins.signature]);
+  }
 }
 
 double CostModelTimer::Seconds(const RankGraph& g, const Instruction& ins) const {
@@ -150,6 +172,8 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
   if (ins.kind == InstructionKind::kCompute ||
       (ins.kind == InstructionKind::kCollective && ins.flops > 0)) {
     s += compute_.at(g.body.get())[ins.signature];
+    auto cold = cold_extra_.find(g.body.get());
+    if (cold != cold_extra_.end()) s += cold->second[ins.id];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
     s += CallSeconds(g, ins, ins.comm_bytes, regime, link_idle, link_credit);

@@ -10,6 +10,7 @@
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
+#include "profiling/cache_profile.h"
 #include "profiling/host_profiler.h"
 #include "profiling/link_profile.h"
 #include "profiling/shared_cores_profile.h"
@@ -98,6 +99,20 @@ Status CalibrateInto(proto::Cluster* cluster) {
   d->set_memory_bandwidth(c.core_memory_bandwidth * c.cores);
   d->set_memory_bytes(c.memory_bytes);
   d->set_kernel_launch_seconds(c.dispatch_seconds);
+  // Where the host does not say (a container without sysfs), the cluster
+  // keeps what it had.
+  auto cache = CalibrateCache();
+  if (!cache.ok()) {
+    std::printf("cache: not measured (%s)\n", cache.status().message().c_str());
+    return Status::OK();
+  }
+  std::printf(
+      "cache: %.1f MiB; one core streams %s from it, %s from memory; a matmul "
+      "takes %.3g ns longer a byte of operands read past it\n",
+      cache->cache_bytes / double(1 << 20), Rate(cache->cached_read_rate).c_str(),
+      Rate(cache->memory_read_rate).c_str(), cache->uncached_read_seconds_per_byte * 1e9);
+  d->set_cache_bytes(cache->cache_bytes);
+  d->set_uncached_read_seconds_per_byte(cache->uncached_read_seconds_per_byte);
   return Status::OK();
 }
 
@@ -180,6 +195,7 @@ proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
   e.set_runs_per_sample(timing.runs_per_sample);
   e.set_device(device);
   e.set_context(context);
+  if (timing.cold_input_bytes >= 0) e.set_cold_input_bytes(timing.cold_input_bytes);
   return e;
 }
 

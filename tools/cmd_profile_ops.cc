@@ -181,6 +181,7 @@ Status ProfileOps() {
     StepProfileOptions so;
     so.warmup_steps = FLAGS_profile_warmup;
     so.steps = FLAGS_profile_samples;
+    so.cache_share = RankCacheShare(cluster, target->plan.layout.world_size());
     std::string ranks;
     for (int rank : InStepTimedRanks(target->plan)) {
       ranks += StrCat(ranks.empty() ? "" : ", ", rank, " (",
