@@ -32,6 +32,10 @@ Status CheckEntry(const proto::CostEntry& e) {
   if (e.samples() < 1) {
     return InvalidArgument("samples must be at least 1, got ", e.samples());
   }
+  if (e.has_cold_input_bytes() &&
+      !(std::isfinite(e.cold_input_bytes()) && e.cold_input_bytes() >= 0)) {
+    return InvalidArgument("cold_input_bytes must not be negative, got ", e.cold_input_bytes());
+  }
   return Status::OK();
 }
 

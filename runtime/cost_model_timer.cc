@@ -27,9 +27,9 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
   t->compute_scale_ = compute_scale;
   std::unordered_map<std::string, int> priced;  // signature -> rule, once each
   for (const RankGraph& g : graph.ranks) {
-    auto [it, fresh] = t->compute_.emplace(g.body.get(), std::vector<double>());
+    auto [it, fresh] = t->compute_.emplace(g.body.get(), BodyPrices());
     if (!fresh) continue;
-    std::vector<double>& seconds = it->second;
+    std::vector<double>& seconds = it->second.by_signature;
     seconds.assign(g.body->signatures.size(), -1);
     // Bytes each signature read past the cache where it was profiled.
     std::vector<double> profiled_cold(g.body->signatures.size(), -1);
@@ -58,23 +58,26 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
         ++t->rule_counts_[static_cast<int>(cost->rule)];
       }
     }
-    t->AddColdReads(g, RankCacheShare(costs.cluster(), graph.layout.world_size()), profiled_cold);
+    t->AddColdReads(g, RankCacheShare(costs.cluster(), graph.layout.world_size()), profiled_cold,
+                    &it->second);
   }
   return t;
 }
 
 void CostModelTimer::AddColdReads(const RankGraph& g, int64_t cache_share,
-                                  const std::vector<double>& profiled_cold) {
+                                  const std::vector<double>& profiled_cold,
+                                  BodyPrices* prices) const {
   const double per_byte = cluster_.device().uncached_read_seconds_per_byte();
   if (cache_share <= 0 || per_byte <= 0) return;
   const std::vector<int64_t> cold = ColdInputBytes(*g.body, cache_share);
-  std::vector<double>& extra = cold_extra_[g.body.get()];
+  std::vector<double>& extra = prices->cold_extra;
   extra.assign(g.body->instructions.size(), 0);
-  const std::vector<double>& seconds = compute_.at(g.body.get());
+  const std::vector<double>& seconds = prices->by_signature;
   for (const Instruction& ins : g.instructions()) {
     const double was = profiled_cold[ins.signature];
     if (ins.kind != InstructionKind::kCompute || was < 0) continue;
-    // Never below the part of its price that is not reading past the cache.
+    // An op profiled where it read far more past the cache than here keeps
+    // at least half its price: the rest of its work is not reading.
     const double more = (cold[ins.id] - was) * per_byte * compute_scale_;
     extra[ins.id] = std::max(more, -0.5 * seconds[ins.signature]);
   }
@@ -171,9 +174,9 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
   if (ins.kind == InstructionKind::kNoOp) return 0;
   if (ins.kind == InstructionKind::kCompute ||
       (ins.kind == InstructionKind::kCollective && ins.flops > 0)) {
-    s += compute_.at(g.body.get())[ins.signature];
-    auto cold = cold_extra_.find(g.body.get());
-    if (cold != cold_extra_.end()) s += cold->second[ins.id];
+    const BodyPrices& prices = compute_.at(g.body.get());
+    s += prices.by_signature[ins.signature];
+    if (!prices.cold_extra.empty()) s += prices.cold_extra[ins.id];
   }
   if (ins.communicates() && ins.comm_calls > 0) {
     s += CallSeconds(g, ins, ins.comm_bytes, regime, link_idle, link_credit);

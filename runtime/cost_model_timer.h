@@ -122,17 +122,20 @@ class CostModelTimer : public InstructionTimer, public SharedCoreModel {
   CommModel comm_;
   proto::Cluster cluster_;
   CommAlgorithm algorithm_;
+  // What a body's compute costs.
+  struct BodyPrices {
+    std::vector<double> by_signature;  // seconds, by signature index
+    // What reading past the cache adds, by instruction id; empty: nothing.
+    std::vector<double> cold_extra;
+  };
   // On a CPU device with a cache (Device.cache_bytes): `g`'s compute
   // instructions priced by the bytes they read past their rank's share of
   // it (`cache_share`; 0: none) over those of the profile (`profiled_cold`,
-  // by signature; < 0: unknown, priced as profiled).
+  // by signature; < 0: unknown, priced as profiled), into `prices`.
   void AddColdReads(const RankGraph& g, int64_t cache_share,
-                    const std::vector<double>& profiled_cold);
+                    const std::vector<double>& profiled_cold, BodyPrices* prices) const;
 
-  // Compute seconds by body and signature index.
-  std::unordered_map<const RankGraphBody*, std::vector<double>> compute_;
-  // What reading past the cache adds, by body and instruction id.
-  std::unordered_map<const RankGraphBody*, std::vector<double>> cold_extra_;
+  std::unordered_map<const RankGraphBody*, BodyPrices> compute_;
   std::unordered_map<std::string, CommCall> kinds_;  // by op type
   std::array<int, 3> rule_counts_{};
   std::unordered_set<int> shared_pools_;  // pools holding two ranks or more

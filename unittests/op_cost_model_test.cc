@@ -206,6 +206,11 @@ TEST(CostTable, ParseAndValidationErrorsNameTheEntry) {
                  "device: \"local\" samples: 1 median_seconds: 1 }"),
             dir + "/t.pbtxt: entry 0 (gelu fp32[4] -> fp32[4]): op_type 'relu' "
                   "does not begin the signature");
+  EXPECT_EQ(load("entry { signature: \"gelu fp32[4] -> fp32[4]\" op_type: \"gelu\" "
+                 "device: \"local\" samples: 1 median_seconds: 1 cold_input_bytes: -2 }"),
+            dir +
+                "/t.pbtxt: entry 0 (gelu fp32[4] -> fp32[4]): cold_input_bytes must not be "
+                "negative, got -2");
   const std::string e = "entry { signature: \"gelu fp32[4] -> fp32[4]\" op_type: \"gelu\" "
                         "device: \"local\" samples: 1 median_seconds: 1 }\n";
   EXPECT_EQ(load(e + e), dir + "/t.pbtxt: entry 1 (gelu fp32[4] -> fp32[4]): device "

@@ -352,10 +352,9 @@ TEST(Profile, InStepRecordsWhatOpsReadPastTheCache) {
     o.side_by_side = 1;
     o.shared_core_steps = 0;
     o.cache_share = share;
+    const InStepProfile profile = ProfileInStep(c, plan, o).value();
     std::vector<double> cold;
-    for (const OpTiming& t : ProfileInStep(c, plan, o).value().timings) {
-      cold.push_back(t.cold_input_bytes);
-    }
+    for (const OpTiming& t : profile.timings) cold.push_back(t.cold_input_bytes);
     return cold;
   };
   for (double b : cold_bytes(0)) EXPECT_EQ(b, -1);
