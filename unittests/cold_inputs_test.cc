@@ -1,10 +1,14 @@
 // Which reads miss the cache (scheduler/cold_inputs.h), on gpt-tiny's real
-// pipelined plans, and how the cost-model timer prices them.
+// pipelined plans; how the in-step profile records them and the cost-model
+// timer prices them; the cache sysfs names.
 #include "scheduler/cold_inputs.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -12,9 +16,12 @@
 #include "cost_model/op_cost_model.h"
 #include "models/gpt.h"
 #include "passes/strategy.h"
+#include "profiling/cache_profile.h"
+#include "profiling/step_profiler.h"
 #include "runtime/cost_model_timer.h"
 #include "runtime/gpt_plan.h"
 #include "scheduler/execution_graph.h"
+#include "unittests/loom_cli.h"
 #include "unittests/test_plan_options.h"
 
 namespace loom {
@@ -127,6 +134,49 @@ TEST(ColdInputs, TheTimerPricesBytesReadPastTheCacheOverTheProfiles) {
   EXPECT_EQ(ValidateCluster(half).message(),
             "device.cache_bytes and device.uncached_read_seconds_per_byte go together; the "
             "cluster has only cache_bytes");
+}
+
+// The largest cache level sysfs lists, whatever order its entries come in.
+TEST(ColdInputs, LastLevelCacheFromSysfs) {
+  const std::string cpu = MakeTempDir("loom_sysfs_cpu0");
+  auto cache = [&](const std::string& index, int level, const std::string& size) {
+    std::filesystem::create_directories(cpu + "/cache/" + index);
+    std::ofstream(cpu + "/cache/" + index + "/level") << level << "\n";
+    std::ofstream(cpu + "/cache/" + index + "/size") << size << "\n";
+  };
+  EXPECT_EQ(LastLevelCacheBytes(cpu).status().message(),
+            cpu + "/cache lists no cache sizes");
+  cache("index3", 3, "32768K");
+  cache("index0", 1, "48K");
+  cache("index2", 2, "1M");
+  EXPECT_EQ(LastLevelCacheBytes(cpu).value(), int64_t{32} << 20);
+}
+
+// Each op's timing in steps records the bytes it read past the rank's
+// share of the cache: none within a share that holds the step, some
+// within one byte, unrecorded without a share.
+TEST(ColdInputs, TheInStepProfileRecordsWhatOpsReadPastTheCache) {
+  GptConfig c = GptPreset("gpt-tiny").value();
+  c.num_layers = 2;
+  const Plan plan =
+      PlanGpt(c, OptimizerConfig(), MakeStrategy(1, 1, 2, 4, "FThenB"), {}, LocalPlanOptions())
+          .value();
+  auto cold_bytes = [&](int64_t share) {
+    StepProfileOptions o;
+    o.warmup_steps = 0;
+    o.steps = 1;
+    o.side_by_side = 1;
+    o.shared_core_steps = 0;
+    o.cache_share = share;
+    const InStepProfile profile = ProfileInStep(c, plan, o).value();
+    std::vector<double> cold;
+    for (const OpTiming& t : profile.timings) cold.push_back(t.cold_input_bytes);
+    return cold;
+  };
+  for (double b : cold_bytes(0)) EXPECT_EQ(b, -1);
+  for (double b : cold_bytes(int64_t{1} << 40)) EXPECT_EQ(b, 0);
+  const std::vector<double> tiny = cold_bytes(1);
+  EXPECT_GT(*std::max_element(tiny.begin(), tiny.end()), 0);
 }
 
 }  // namespace

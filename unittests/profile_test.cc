@@ -2,12 +2,10 @@
 // the table it writes covers the program, reads back as profiled costs,
 // and merges on a second run; --comm writes a valid cluster file.
 
-#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -318,49 +316,6 @@ TEST(Profile, InStepTimesThePipelineStagesInTurns) {
   EXPECT_EQ(samples_of_type["lookup_table"], 2);                // the first stage's
   EXPECT_EQ(samples_of_type["softmax_with_cross_entropy"], 2);  // the last stage's
   EXPECT_EQ(samples_of_type["matmul"], 4);                      // both stages'
-}
-
-// The largest cache level sysfs lists, whatever order its entries come in.
-TEST(Profile, LastLevelCacheFromSysfs) {
-  const std::string cpu = MakeTempDir("loom_sysfs_cpu0");
-  auto cache = [&](const std::string& index, int level, const std::string& size) {
-    std::filesystem::create_directories(cpu + "/cache/" + index);
-    std::ofstream(cpu + "/cache/" + index + "/level") << level << "\n";
-    std::ofstream(cpu + "/cache/" + index + "/size") << size << "\n";
-  };
-  EXPECT_EQ(LastLevelCacheBytes(cpu).status().message(),
-            cpu + "/cache lists no cache sizes");
-  cache("index3", 3, "32768K");
-  cache("index0", 1, "48K");
-  cache("index2", 2, "1M");
-  EXPECT_EQ(LastLevelCacheBytes(cpu).value(), int64_t{32} << 20);
-}
-
-// Each op's timing in steps records the bytes it read past the rank's
-// share of the cache: none within a share that holds the step, some
-// within one byte, unrecorded without a share.
-TEST(Profile, InStepRecordsWhatOpsReadPastTheCache) {
-  GptConfig c = GptPreset("gpt-tiny").value();
-  c.num_layers = 2;
-  const Plan plan =
-      PlanGpt(c, OptimizerConfig(), MakeStrategy(1, 1, 2, 4, "FThenB"), {}, LocalPlanOptions())
-          .value();
-  auto cold_bytes = [&](int64_t share) {
-    StepProfileOptions o;
-    o.warmup_steps = 0;
-    o.steps = 1;
-    o.side_by_side = 1;
-    o.shared_core_steps = 0;
-    o.cache_share = share;
-    const InStepProfile profile = ProfileInStep(c, plan, o).value();
-    std::vector<double> cold;
-    for (const OpTiming& t : profile.timings) cold.push_back(t.cold_input_bytes);
-    return cold;
-  };
-  for (double b : cold_bytes(0)) EXPECT_EQ(b, -1);
-  for (double b : cold_bytes(int64_t{1} << 40)) EXPECT_EQ(b, 0);
-  const std::vector<double> tiny = cold_bytes(1);
-  EXPECT_GT(*std::max_element(tiny.begin(), tiny.end()), 0);
 }
 
 TEST(Profile, ErrorsNameTheCulprit) {
