@@ -6,7 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <memory>
+#include <string>
 #include <vector>
 
 namespace loom {
