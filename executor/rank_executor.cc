@@ -299,7 +299,12 @@ void RankExecutor::StreamLoop(int stream_index) {
       const bool compute = options_.time_kernels && b.ins->kind == InstructionKind::kCompute;
       const int64_t start = go && (options_.trace || compute) ? NowNs() : 0;
       if (go) s = RunInstruction(b, stream);
-      if (go && compute) compute_ns += NowNs() - start;
+      // Stamped before the event is recorded: recording wakes the threads
+      // waiting on it, and one of them may take this thread's core for a
+      // slice before it stamps, which would stretch a recv's span by up to
+      // a scheduler tick after its data arrived.
+      const int64_t end = go && (options_.trace || compute) ? NowNs() : 0;
+      if (go && compute) compute_ns += end - start;
       for (int u : b.touches) {
         if (!go || !s.ok()) break;
         if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -316,7 +321,7 @@ void RankExecutor::StreamLoop(int stream_index) {
       if (options_.trace) {
         // The host's monotonic clock, shared by every rank's executor (and
         // process) on it, so that ranks line up in one trace.
-        TraceEvent e = TraceEventOf(graph_, *b.ins, start, NowNs());
+        TraceEvent e = TraceEventOf(graph_, *b.ins, start, end);
         std::lock_guard<std::mutex> lock(trace_mu_);
         trace_.push_back(std::move(e));
       }

@@ -33,10 +33,14 @@ namespace loom {
 namespace {
 
 // Plans whose communication is meant to run while calc computes: an
-// overlap schedule's interleaved jobs, or op-split's parts.
+// overlap schedule's interleaved jobs, op-split's parts, or a pipeline's
+// transfers, each sent while its stage computes the next job. Without
+// priorities such a send, woken while calc computes, waits for calc's
+// slice to end, and the next stage idles meanwhile.
 bool RunsCommunicationUnderCompute(const Plan& plan) {
   auto schedule = FindSchedule(plan.resolved.schedule_mode());
-  return (schedule.ok() && (*schedule)->splits_jobs) || plan.resolved.op_split();
+  return (schedule.ok() && (*schedule)->splits_jobs) || plan.resolved.op_split() ||
+         plan.layout.pp > 1;
 }
 
 // Runs fn(rank) for every rank on its own thread, on the rank's core where

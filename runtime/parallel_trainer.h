@@ -50,11 +50,12 @@ class ParallelTrainer : public Trainer {
     // Communication streams outrank calc on the CPU (calc threads at nice
     // 5, waiting communication threads block instead of yielding), where
     // every rank of the host can have a core. Unset: on for plans that run
-    // communication under compute (an overlap schedule, or op-split), off
-    // for the others: a ready all-reduce no longer waits for a core, which
-    // overlapped plans gain from, while a plan whose communication runs
-    // alone pays for waits that block a wakeup each (measured:
-    // docs/performance.md, "Measurements behind the code").
+    // communication under compute (an overlap schedule, op-split, or a
+    // pipeline's sends), off for the others: a ready transfer no longer
+    // waits for a core, which overlapped plans gain from, while a plan
+    // whose communication runs alone pays for waits that block a wakeup
+    // each (measured: docs/performance.md, "Measurements behind the
+    // code").
     std::optional<bool> stream_priorities;
     // On the CPU, each rank's stream threads keep to one core of those the
     // process may use: rank r's to the (r mod n)th of its n cores, so that

@@ -38,7 +38,7 @@ DEFINE_string(plan, "", "run this saved plan (loom plan -o) instead of planning 
 DEFINE_bool(stream_priorities, false,
             "communication streams outrank calc on the CPU (calc threads at nice 5) when every "
             "rank of the host can have a core; not given: on for plans that run communication "
-            "under compute (1F1B-overlap, op-split), off for the others");
+            "under compute (1F1B-overlap, op-split, pipelines' sends), off for the others");
 
 DEFINE_bool(interleaved_profile, false,
             "after each step, time the plan's ops in one step of each rank as `loom profile "

@@ -191,12 +191,13 @@ TEST(ParallelTraining, StreamPrioritiesKeepTheNumbers) {
 }
 
 // Unset, stream priorities follow the plan: on where communication is
-// meant to run under compute (1F1B-overlap, op-split), off elsewhere; a
-// given value wins (on 2 ranks, where the host has a core for each).
+// meant to run under compute (1F1B-overlap, op-split, a pipeline's
+// sends), off elsewhere; a given value wins (on 2 ranks, where the host
+// has a core for each).
 TEST(ParallelTraining, StreamPrioritiesDefaultToThePlansOverlap) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "priorities need a core per rank";
   GptConfig c = EightLayers();
-  c.num_layers = 1;
+  c.num_layers = 2;  // a layer for each of two stages
   auto priorities = [&](proto::Strategy s, std::optional<bool> given) {
     ParallelTrainer::Options options;
     options.stream_priorities = given;
@@ -210,6 +211,8 @@ TEST(ParallelTraining, StreamPrioritiesDefaultToThePlansOverlap) {
   EXPECT_TRUE(priorities(split, std::nullopt));
   EXPECT_FALSE(priorities(MakeStrategy(1, 2, 1, 2, "1F1B"), std::nullopt));
   EXPECT_FALSE(priorities(MakeStrategy(2, 1, 1, 2, "1F1B"), std::nullopt));
+  EXPECT_TRUE(priorities(MakeStrategy(1, 1, 2, 2, "FThenB"), std::nullopt));
+  EXPECT_FALSE(priorities(MakeStrategy(1, 1, 2, 2, "FThenB"), false));
   EXPECT_FALSE(priorities(MakeStrategy(1, 2, 1, 2, "1F1B-overlap"), false));
   EXPECT_TRUE(priorities(MakeStrategy(2, 1, 1, 2, "1F1B"), true));
 }
