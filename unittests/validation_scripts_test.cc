@@ -160,5 +160,37 @@ TEST(MegatronTable5Script, PrintsTheDocumentedRowOfTheSmallestModel) {
       << bad.out;
 }
 
+// scripts/megatron_table4.py on its last setting (SP + selective: four
+// simulations of the 22B's 8 ranks): the row carries the paper's
+// milliseconds, its combined time is its forward and backward, and
+// docs/megatron_validation.md shows the row the script prints today.
+TEST(MegatronTable4Script, PrintsTheDocumentedLayerTimes) {
+  const std::string script = "LOOM=" + std::string(LOOM_BIN) + " scripts/megatron_table4.py";
+  CliResult run = Shell(script + " --only 'SP \\+ selective'");
+  ASSERT_EQ(run.code, 0) << run.out;
+  std::string row;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| SP + selective |", 0) == 0) row = line;
+  }
+  ASSERT_NE(row, "") << run.out;
+  const std::vector<std::string> c = Cells(row);
+  ASSERT_EQ(c.size(), 8u) << row;
+  EXPECT_EQ(c[2], "7.2");   // the paper's forward
+  EXPECT_EQ(c[4], "13.1");  // and backward
+  const double fwd = std::stod(c[1]), bwd = std::stod(c[3]);
+  EXPECT_GT(bwd, fwd) << "a layer's backward does twice its forward's GEMM work: " << row;
+  EXPECT_NEAR(std::stod(c[5]), fwd + bwd, 0.011) << row;
+  EXPECT_NEAR(std::stod(c[7]), (fwd + bwd) / 20.3, 0.001) << row;
+  EXPECT_NE(Read("docs/megatron_validation.md").find(row + "\n"), std::string::npos)
+      << "docs/megatron_validation.md does not show today's row (rerun "
+         "scripts/megatron_table4.py): "
+      << row;
+
+  CliResult bad = Shell(script + " --rows 2");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("unrecognized arguments: --rows"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace loom
