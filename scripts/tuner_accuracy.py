@@ -11,8 +11,8 @@ network (one process a rank under `loom launch --net_rate`, as root):
    CPU in-process and then the link under `loom launch`, into the `emulated`
    preset's file), and the ops of every shape
    the candidates use (`loom profile` with one candidate of each micro-batch
-   size, tensor-parallel degree, sequence parallelism and op-split), all in
-   one cost table.
+   size, tensor-parallel degree, sequence parallelism, op-split and optimizer
+   sharding, the plainest of them), all in one cost table.
 2. Tune exhaustively with that table (`loom tune --exhaustive --json`),
    once without a limit to see the peaks, then under a memory limit that
    the median peak sets, so that the tuner calls some candidates
@@ -120,10 +120,22 @@ def strategy_file(work, plan):
 
 
 def shape_key(plan):
-    """What decides the ops' shapes: the same key, the same op signatures."""
+    """What decides the ops' shapes: the same key, the same op signatures (a plan that
+    shards the optimizer updates shards of the parameters)."""
     s = plan["name"].split()
     dp, mp, m = int(s[0][2:]), int(s[1][2:]), int(s[3][1:])
-    return (mp, dp * m, "sp" in s, "op-split" in s)
+    return (mp, dp * m, "sp" in s, "op-split" in s, any(w.startswith("zero") for w in s))
+
+
+def plainness(plan):
+    """Orders the plans of one shape, plainest first: no recomputation, the lowest ZeRO
+    stage. The plainest runs the ops every plan of its shape runs, as they run them: a
+    ZeRO-3 plan profiled for its shape (its weights gathered before each use, its
+    optimizer's ops on shards) priced the shape's pipelined plans well over what they
+    measured (docs/tuner_accuracy.md, 2026-12-07)."""
+    s = plan["name"].split()
+    zero = next((int(w[4:]) for w in s if w.startswith("zero")), 0)
+    return (any(w.startswith("rc=") for w in s), zero)
 
 
 def spread(order, n, first):
@@ -191,7 +203,9 @@ def one_config(args, model, ranks, cluster, table, work):
     unlimited = tune(model, ranks, cluster, table, 0, work)
     by_shape = {}
     for p in unlimited["simulated"]:
-        by_shape.setdefault(shape_key(p), p)
+        k = shape_key(p)
+        if k not in by_shape or plainness(p) < plainness(by_shape[k]):
+            by_shape[k] = p
     if not profiled:
         for p in by_shape.values():
             run(["profile"] + MODELS[model] + ["--config", strategy_file(work, p),
