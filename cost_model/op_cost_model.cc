@@ -126,15 +126,19 @@ std::optional<OpCost> OpCostModel::Scaled(const std::string& type,
   return cost;
 }
 
+bool NoWorkView(const std::string& type, const OpWork& work) {
+  const OpSchema* schema = OpRegistry::Global().Find(type);
+  return schema != nullptr && (!schema->view_of().empty() || !schema->join_of().empty()) &&
+         work.flops <= 0 && work.bytes <= 0;
+}
+
 StatusOr<OpCost> OpCostModel::Estimate(const std::string& type,
                                        const std::string& signature,
                                        const OpWork& work) const {
   // A view (or a join whose parts were written in place) has no work
   // (WorkOf), whatever a profile of its type measured (a split that copies
   // may share a view's signature); one that copies has bytes to price.
-  const OpSchema* schema = OpRegistry::Global().Find(type);
-  if (schema != nullptr && (!schema->view_of().empty() || !schema->join_of().empty()) &&
-      work.flops <= 0 && work.bytes <= 0) {
+  if (NoWorkView(type, work)) {
     return OpCost{0, CostRule::kRoofline, "a view, or a join written in place: no work"};
   }
   if (const proto::CostEntry* e = table_.Find(signature, TableDevice(cluster_))) {

@@ -52,6 +52,10 @@ class OpCostEstimator {
   StatusOr<OpCost> EstimateOp(const Op& op) const;
 };
 
+// True for an op the cost table never prices: a view, or a join written
+// in place, that does no work (WorkOf gives it 0 FLOPs and 0 bytes).
+bool NoWorkView(const std::string& type, const OpWork& work);
+
 // The arithmetic dtype of a signature: its first floating tensor's dtype
 // ("matmul bf16[8,4] ..." -> BF16); FP32 when it has none.
 DataType ComputeDtypeOf(const std::string& signature);

@@ -9,10 +9,9 @@ network (one process a rank under `loom launch --net_rate`, as root):
    (`loom profile --comm --calibrate_device`, without the cores' wait,
    which docs/performance.md found to mislead; on the emulated network the
    CPU in-process and then the link under `loom launch`, into the `emulated`
-   preset's file), and the ops of every shape
-   the candidates use (`loom profile` with one candidate of each micro-batch
-   size, tensor-parallel degree, sequence parallelism, op-split and optimizer
-   sharding, the plainest of them), all in one cost table.
+   preset's file), and every op the candidates run (`loom tune
+   --profile_ops`: each timed inside the steps of the plainest candidate that
+   runs it), all in one cost table.
 2. Tune exhaustively with that table (`loom tune --exhaustive --json`),
    once without a limit to see the peaks, then under a memory limit that
    the median peak sets, so that the tuner calls some candidates
@@ -119,25 +118,6 @@ def strategy_file(work, plan):
     return path
 
 
-def shape_key(plan):
-    """What decides the ops' shapes: the same key, the same op signatures (a plan that
-    shards the optimizer updates shards of the parameters)."""
-    s = plan["name"].split()
-    dp, mp, m = int(s[0][2:]), int(s[1][2:]), int(s[3][1:])
-    return (mp, dp * m, "sp" in s, "op-split" in s, any(w.startswith("zero") for w in s))
-
-
-def plainness(plan):
-    """Orders the plans of one shape, plainest first: no recomputation, the lowest ZeRO
-    stage. The plainest runs the ops every plan of its shape runs, as they run them: a
-    ZeRO-3 plan profiled for its shape (its weights gathered before each use, its
-    optimizer's ops on shards) priced the shape's pipelined plans well over what they
-    measured (docs/tuner_accuracy.md, 2026-12-07)."""
-    s = plan["name"].split()
-    zero = next((int(w[4:]) for w in s if w.startswith("zero")), 0)
-    return (any(w.startswith("rc=") for w in s), zero)
-
-
 def spread(order, n, first):
     """n indices of `order` spread evenly from its start to its end, `first` among them."""
     if len(order) <= n:
@@ -188,29 +168,21 @@ def persistent_bytes(model, plan, work, cluster, table):
             for r in j["ranks"]]
 
 
-def tune(model, ranks, cluster, table, limit, work):
+def tune(model, ranks, cluster, table, limit, work, profile=False):
     argv = ["tune"] + MODELS[model] + ["--devices", str(ranks), "--exhaustive", "--json",
                                        "--cluster", cluster, "--cost_table", table]
     if limit:
         argv += ["--memory_limit", str(int(limit))]
+    if profile:
+        # Every op the candidates run, each timed in the plainest candidate that runs it;
+        # what the table has (a --keep directory's, from an earlier run) is not timed again.
+        argv += ["--profile_ops"]
     return json.loads(run(argv, os.path.join(work, "tune.log")))
 
 
 def one_config(args, model, ranks, cluster, table, work):
     """The rows and summary of one model on `ranks` ranks."""
-    # The shapes every candidate's ops take, profiled once into the table.
-    profiled = os.path.exists(table)  # a --keep directory's, from an earlier run
-    unlimited = tune(model, ranks, cluster, table, 0, work)
-    by_shape = {}
-    for p in unlimited["simulated"]:
-        k = shape_key(p)
-        if k not in by_shape or plainness(p) < plainness(by_shape[k]):
-            by_shape[k] = p
-    if not profiled:
-        for p in by_shape.values():
-            run(["profile"] + MODELS[model] + ["--config", strategy_file(work, p),
-                                               "--cluster", cluster, "--cost_table", table],
-                os.path.join(work, "profile.log"))
+    unlimited = tune(model, ranks, cluster, table, 0, work, profile=True)
     peaks = sorted(p["peak_bytes"] for p in unlimited["simulated"])
     limit = peaks[len(peaks) // 2]
     report = tune(model, ranks, cluster, table, limit, work)

@@ -15,8 +15,7 @@
 #include "executor/device.h"
 #include "framework/file_util.h"
 #include "framework/serialization.h"
-#include "profiling/op_profiler.h"
-#include "profiling/step_profiler.h"
+#include "profiling/plan_op_profile.h"
 #include "runtime/gpt_plan.h"
 #include "tools/common_flags.h"
 #include "tools/flag_groups.h"
@@ -47,7 +46,6 @@ struct ProfileTarget {
   GptConfig config;  // the plan's model
   Plan plan;
   Program program;  // a program file's, without a plan
-  std::vector<const Block*> blocks;
   std::vector<std::pair<std::string, std::vector<const Op*>>> steps;
 };
 
@@ -79,9 +77,6 @@ Status PlanTarget(ProfileTarget* t) {
   std::set<const void*> seen;
   for (const RankPlan& rank : t->plan.ranks) {
     if (!seen.insert(rank.programs_key()).second) continue;
-    for (const auto& [key, program] : rank.programs()) {
-      t->blocks.push_back(&program.global_block());
-    }
     std::vector<const Op*> ops;
     for (const Job& job : rank.jobs) {
       const Program* program = rank.ProgramFor(job);
@@ -108,7 +103,6 @@ StatusOr<std::unique_ptr<ProfileTarget>> TargetFromFlags() {
   }
   LOOM_ASSIGN_OR_RETURN(t->program, LoadProgram(FLAGS_program));
   t->what = FLAGS_program;
-  t->blocks.push_back(&t->program.global_block());
   std::vector<const Op*> ops;
   for (const Op* op : t->program.global_block().ops()) ops.push_back(op);
   t->steps.emplace_back("the program's", std::move(ops));
@@ -137,6 +131,21 @@ Status WriteSharedCoreLockstep(proto::Cluster cluster, std::optional<double> sha
 
 }  // namespace
 
+StatusOr<PlanOpProfileOptions> PlanOpProfileOptionsFromFlags() {
+  if (FLAGS_profile_samples < 1) return InvalidArgument("--profile_samples must be at least 1");
+  if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
+  PlanOpProfileOptions options;
+  options.in_step = FLAGS_in_step;
+  options.step.warmup_steps = FLAGS_profile_warmup;
+  options.step.steps = FLAGS_profile_samples;
+  options.alone.warmup_runs = FLAGS_profile_warmup;
+  options.alone.samples = FLAGS_profile_samples;
+  options.alone.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
+  options.alone.max_bytes = FLAGS_profile_max_bytes;
+  options.alone.seed = static_cast<uint64_t>(FLAGS_seed);
+  return options;
+}
+
 Status ProfileOps() {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
   LOOM_ASSIGN_OR_RETURN(DeviceType device_type, DeviceFromFlags());
@@ -157,8 +166,7 @@ Status ProfileOps() {
   const std::string path = CostTablePathFromFlags();
   // Read first, so that a malformed table fails before minutes of timing.
   LOOM_RETURN_IF_ERROR(CostTable::LoadOrEmpty(path).status());
-  if (FLAGS_profile_samples < 1) return InvalidArgument("--profile_samples must be at least 1");
-  if (FLAGS_profile_warmup < 0) return InvalidArgument("--profile_warmup must not be negative");
+  LOOM_ASSIGN_OR_RETURN(PlanOpProfileOptions options, PlanOpProfileOptionsFromFlags());
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<ProfileTarget> target, TargetFromFlags());
   // The lockstep goes into a cluster file: only a plan's steps on the CPU
   // measure it. Checked before minutes of timing.
@@ -174,66 +182,57 @@ Status ProfileOps() {
 
   const double pressure_before = CpuPressure();
   const auto start = std::chrono::steady_clock::now();
+  options.alone.device = gpu.get();
+  options.alone_progress = [](int i, int total, const std::string& sig) {
+    std::fprintf(stderr, "[alone %d/%d] %s ...\n", i, total, sig.c_str());
+  };
+  PlanOpProfile profile;
+  if (target->has_plan) {
+    // A step's ops in their context are timed on the CPU only, so far.
+    options.in_step = options.in_step && gpu == nullptr;
+    options.step.cache_share = RankCacheShare(cluster, target->plan.layout.world_size());
+    options.step_progress = [](int step, int total) {
+      std::fprintf(stderr, "[step %d/%d] ...\n", step + 1, total);
+    };
+    if (options.in_step) {
+      std::string ranks;
+      for (int rank : InStepTimedRanks(target->plan)) {
+        ranks += StrCat(ranks.empty() ? "" : ", ", rank, " (",
+                        CoordsToString(target->plan.ranks[rank].coords), ")");
+      }
+      std::fprintf(stderr, "timing rank%s %s in steps, in turns: %d + %d steps\n",
+                   ranks.find(',') == std::string::npos ? "" : "s", ranks.c_str(),
+                   options.step.warmup_steps, options.step.steps);
+    }
+    LOOM_ASSIGN_OR_RETURN(profile, ProfilePlanOps(target->config, target->plan, options));
+  } else {
+    LOOM_ASSIGN_OR_RETURN(profile.alone, ProfileOps(DistinctSignatureOps({&target->program.global_block()}),
+                                                    options.alone, options.alone_progress));
+  }
   std::vector<proto::CostEntry> entries;
-  std::set<std::string> timed;
-  // A step's ops in their context are timed on the CPU only, so far.
-  if (FLAGS_in_step && target->has_plan && gpu == nullptr) {
-    StepProfileOptions so;
-    so.warmup_steps = FLAGS_profile_warmup;
-    so.steps = FLAGS_profile_samples;
-    so.cache_share = RankCacheShare(cluster, target->plan.layout.world_size());
-    std::string ranks;
-    for (int rank : InStepTimedRanks(target->plan)) {
-      ranks += StrCat(ranks.empty() ? "" : ", ", rank, " (",
-                      CoordsToString(target->plan.ranks[rank].coords), ")");
-    }
-    std::fprintf(stderr, "timing rank%s %s in steps, in turns: %d + %d steps\n",
-                 ranks.find(',') == std::string::npos ? "" : "s", ranks.c_str(),
-                 so.warmup_steps, so.steps);
-    LOOM_ASSIGN_OR_RETURN(InStepProfile in_step,
-                          ProfileInStep(target->config, target->plan, so, [](int step, int total) {
-                            std::fprintf(stderr, "[step %d/%d] ...\n", step + 1, total);
-                          }));
-    for (const OpTiming& t : in_step.timings) {
-      timed.insert(t.signature);
-      entries.push_back(CostEntryOf(t, device, "step"));
-    }
+  size_t in_step_count = 0;
+  if (profile.in_step) {
+    const InStepProfile& in_step = *profile.in_step;
+    for (const OpTiming& t : in_step.timings) entries.push_back(CostEntryOf(t, device, "step"));
+    in_step_count = in_step.timings.size();
     ReportLockstep(in_step.lockstep, in_step.shared_core_lockstep, in_step.copies, stdout);
     if (!FLAGS_cluster_out.empty()) {
       LOOM_RETURN_IF_ERROR(WriteSharedCoreLockstep(cluster, in_step.shared_core_lockstep));
     }
   }
-  // Whatever no step timed, one op at a time (pure communication is
-  // skipped there, with its reason).
-  std::vector<const Op*> alone;
-  for (const Op* op : DistinctSignatureOps(target->blocks)) {
-    if (!timed.count(OpSignature(*op))) alone.push_back(op);
-  }
-  OpProfileOptions options;
-  options.warmup_runs = FLAGS_profile_warmup;
-  options.samples = FLAGS_profile_samples;
-  options.min_sample_seconds = FLAGS_profile_min_sample_ms * 1e-3;
-  options.max_bytes = FLAGS_profile_max_bytes;
-  options.seed = static_cast<uint64_t>(FLAGS_seed);
-  options.device = gpu.get();
-  LOOM_ASSIGN_OR_RETURN(BlockProfile profile,
-                        ProfileOps(alone, options, [](int i, int total, const std::string& sig) {
-                          std::fprintf(stderr, "[alone %d/%d] %s ...\n", i, total, sig.c_str());
-                        }));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (const SkippedOp& s : profile.skipped) {
+  for (const SkippedOp& s : profile.alone.skipped) {
     std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
   }
-  for (const OpTiming& t : profile.timed) entries.push_back(CostEntryOf(t, device, "alone"));
+  for (const OpTiming& t : profile.alone.timed) entries.push_back(CostEntryOf(t, device, "alone"));
 
   CostTable::MergeCounts counts;
   LOOM_ASSIGN_OR_RETURN(CostTable table, MergeIntoCostTable(path, entries, &counts));
   std::printf("profiled %zu signatures of %s on '%s' (OpenBLAS's %s kernels) in %.1f s (%zu in "
               "steps, %zu alone, %zu skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
               entries.size(), target->what.c_str(), device.c_str(), LoadedBlasKernels().c_str(),
-              seconds, timed.size(),
-              profile.timed.size(), profile.skipped.size(), counts.added, counts.replaced,
+              seconds, in_step_count, profile.alone.timed.size(), profile.alone.skipped.size(), counts.added, counts.replaced,
               path.c_str(), table.size());
   // Each step run op after op at the table's medians: for the serial
   // layout comparable with loom train's time_ms when nothing was skipped.

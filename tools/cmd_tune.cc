@@ -6,16 +6,22 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
 #include "framework/file_util.h"
+#include "profiling/tune_profile_picks.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/tuner.h"
 #include "scheduler/plan_verifier.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/profile_util.h"
 #include "tools/report_json.h"
 
 DEFINE_int32(devices, 0, "the devices (ranks) to plan for");
@@ -38,6 +44,10 @@ DEFINE_bool(refine, loom::TuneSpace().refine,
 DEFINE_bool(list_candidates, false,
             "print every candidate the space's rules let through with its time and memory "
             "bounds, cheapest bound first, and stop before simulating any");
+DEFINE_bool(profile_ops, false,
+            "before searching, time into --cost_table every op the candidates run that it "
+            "lacks, each inside the steps of the plainest candidate that runs it (this host's "
+            "CPU: a CPU --cluster)");
 DECLARE_bool(explain);
 DECLARE_bool(json);
 DECLARE_string(o);
@@ -195,6 +205,68 @@ Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt, const
   return Status::OK();
 }
 
+// --profile_ops: the picks' profiles into the cost table, each keeping the
+// signatures it was picked for (tune_profile_picks.h). Progress and the
+// summary go to stderr, so that --json's stdout holds the document alone.
+Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
+                      const CostContext& costs, const TuneOptions& o) {
+  const proto::Cluster& cluster = costs.cluster();
+  LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom tune --profile_ops times"));
+  LOOM_ASSIGN_OR_RETURN(PlanOpProfileOptions timing, PlanOpProfileOptionsFromFlags());
+  const std::string path = CostTablePathFromFlags();
+  LOOM_ASSIGN_OR_RETURN(const CostTable table, CostTable::LoadOrEmpty(path));
+  LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space, EnumerateTuneSpace(config, opt, o.base, costs,
+                                                                  o.space, o.memory_limit_bytes));
+  // Planned as `loom run` plans them, since their steps are timed.
+  PlanOptions plan_options;
+  LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> run_costs,
+                        RunPlanningCostsFromFlags(&plan_options));
+  const std::string& device = TableDevice(cluster);
+  LOOM_ASSIGN_OR_RETURN(std::vector<ProfilePick> picks,
+                        PicksToProfile(config, opt, space.candidates, table, device,
+                                       timing.alone, plan_options));
+  size_t lacking = 0;
+  for (const ProfilePick& p : picks) lacking += p.signatures.size();
+  if (picks.empty()) {
+    std::fprintf(stderr, "profile: %s has every op the %zu candidates run\n", path.c_str(),
+                 space.candidates.size());
+    return Status::OK();
+  }
+  std::fprintf(stderr, "profile: %zu op signatures the %zu candidates run are not in %s; "
+               "timing them in %zu plans\n", lacking, space.candidates.size(), path.c_str(),
+               picks.size());
+  const auto start = std::chrono::steady_clock::now();
+  int added = 0;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const TuneCandidate& c = space.candidates[picks[i].candidate];
+    std::fprintf(stderr, "profile %zu/%zu: %s (%zu signatures)\n", i + 1, picks.size(),
+                 c.name.c_str(), picks[i].signatures.size());
+    LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, c.strategy, {}, plan_options));
+    timing.step.cache_share = RankCacheShare(cluster, plan.layout.world_size());
+    StatusOr<PlanOpProfile> profile = ProfilePlanOps(config, plan, timing);
+    if (!profile.ok()) return profile.status().WithContext(StrCat("profiling ", c.name));
+    const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
+    std::vector<proto::CostEntry> entries;
+    if (profile->in_step) {
+      for (const OpTiming& t : profile->in_step->timings) {
+        if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "step"));
+      }
+    }
+    for (const OpTiming& t : profile->alone.timed) {
+      if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "alone"));
+    }
+    // Saved after each plan: an interrupted profile keeps what it timed.
+    CostTable::MergeCounts counts;
+    LOOM_RETURN_IF_ERROR(MergeIntoCostTable(path, entries, &counts).status());
+    added += counts.added;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(),
+               seconds);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status RunTune(const std::vector<std::string>& args) {
@@ -227,6 +299,10 @@ Status RunTune(const std::vector<std::string>& args) {
   o.exhaustive = FLAGS_exhaustive;
   o.time_limit_s = FLAGS_search_seconds;
   if (FLAGS_list_candidates) return ListCandidates(config, opt, *costs, o);
+  if (FLAGS_profile_ops) {
+    LOOM_RETURN_IF_ERROR(ProfileTuneOps(config, opt, *costs, o));
+    LOOM_ASSIGN_OR_RETURN(costs, CostsFromFlags());  // with what it timed
+  }
   ProgressLine progress;
   o.progress = [&progress](const TuneProgress& p) { progress(p); };
   LOOM_ASSIGN_OR_RETURN(TuneReport report, Tune(config, opt, *costs, o));

@@ -60,6 +60,10 @@ inline const FlagGroup kTrainingLoopFlags = {"steps",         "save_dir", "save_
                                              "keep_checkpoints", "resume", "skip_nonfinite_steps"};
 // MemoryLimitFromFlags and FitToMemoryFromFlags.
 inline const FlagGroup kMemoryFlags = {"memory_limit", "allow_oversubscribe"};
+// PlanOpProfileOptionsFromFlags: how `loom profile` and `loom tune
+// --profile_ops` time ops.
+inline const FlagGroup kOpTimingFlags = {"in_step", "profile_samples", "profile_warmup",
+                                         "profile_min_sample_ms", "profile_max_bytes"};
 
 // What a program file fixes (loom train and loom run --program): the model
 // and its optimizer. Its --seed still seeds the data and dropout.

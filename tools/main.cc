@@ -206,7 +206,7 @@ const std::vector<Command>& Commands() {
        RunSimulate},
       {"tune", "find the fastest strategy that fits, by simulating the strategy space",
        "loom tune --preset P --devices N [--cluster NAME|FILE] [--memory_limit BYTES]\n"
-       "          [--top K] [--explain] [-o plan.pb]\n"
+       "          [--top K] [--explain] [--profile_ops --cost_table FILE] [-o plan.pb]\n"
        "Searches dp x mp x pp over N devices, micro-batch counts, the pipeline\n"
        "schedules (VPP up to --max_vpp chunks), ZeRO stages, recomputation,\n"
        "sequence parallelism and op-split; AMP and the other strategy settings\n"
@@ -226,12 +226,16 @@ const std::vector<Command>& Commands() {
        "what the winner's neighbours did; -o saves the winner's plan for\n"
        "'loom run --plan'. --search_seconds stops a long search early with the\n"
        "best plans found by then. --json prints the report as one document,\n"
-       "every simulated plan with its strategy in the text format --config reads.",
-       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags},
+       "every simulated plan with its strategy in the text format --config reads.\n"
+       "--profile_ops first fills --cost_table on this host's CPU (a CPU --cluster)\n"
+       "with every op the candidates run that it lacks, each timed inside the\n"
+       "steps of the plainest candidate that runs it (no recomputation before\n"
+       "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
+       "times one layout; a table that has them all is left as it is.",
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags, &kOpTimingFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
                 "list_candidates", "search_seconds", "refine", "explain", "json", "o",
-                "cluster",
-                "cost_table"}),
+                "cluster", "cost_table", "profile_ops"}),
        RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
@@ -268,10 +272,8 @@ const std::vector<Command>& Commands() {
        "emulated network after its --comm), into the file's measured link.\n"
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
        "records what they add (the link's after_idle).",
-       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags},
-               {"device", "program", "plan", "cluster", "cost_table", "profile_samples",
-                "profile_warmup", "profile_min_sample_ms", "profile_max_bytes", "comm",
-                "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks",
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kOpTimingFlags},
+               {"device", "program", "plan", "cluster", "cost_table", "comm", "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks",
                 "comm_between_ms", "comm_rounds", "comm_max_bytes", "comm_long_bytes",
                 "comm_core_wait_calls", "comm_core_wait_bytes", "comm_shared_between_ms",
                 "comm_shared_only", "comm_idle_ms", "interference_seconds"}),

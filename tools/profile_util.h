@@ -14,6 +14,7 @@
 #include "framework/status.h"
 #include "profiling/link_profile_options.h"
 #include "profiling/op_profiler.h"
+#include "profiling/plan_op_profile.h"
 #include "profiling/report_text.h"
 
 namespace loom {
@@ -48,6 +49,11 @@ StatusOr<CostTable> MergeIntoCostTable(const std::string& path,
 // absent ones are not mentioned.
 void ReportLockstep(std::optional<double> lockstep, std::optional<double> shared_core_lockstep,
                     int copies, FILE* report);
+
+// How to time ops (--in_step, --profile_samples, --profile_warmup,
+// --profile_min_sample_ms, --profile_max_bytes, --seed), checked; the
+// device, the cache share and progress are the caller's.
+StatusOr<PlanOpProfileOptions> PlanOpProfileOptionsFromFlags();
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

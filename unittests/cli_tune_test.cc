@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cost_model/cost_table.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -100,6 +101,35 @@ TEST(TuneJson, ExplainJoinsTheDocument) {
   ASSERT_FALSE(doc.is_discarded()) << ReadWholeFile(out);
   ASSERT_TRUE(doc["explain"].is_array());
   EXPECT_FALSE(doc["explain"].empty());
+}
+
+TEST(TuneProfileOps, TimesWhatTheTableLacksOnceThenTunesFromIt) {
+  const std::string dir = MakeTempDir("loom_tune_profile");
+  const std::string table = dir + "/ops.pbtxt";
+  const std::string args = "tune" + kModel + " --devices 2 --cluster local --cost_table " +
+                           table + " --profile_ops --profile_samples 1 --profile_warmup 0 --top 1";
+  CliResult first = Loom(args);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("are not in " + table), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("entries added to " + table), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("  1  dp"), std::string::npos) << first.out;  // the winner's row
+  StatusOr<CostTable> profiled = CostTable::LoadOrEmpty(table);
+  ASSERT_TRUE(profiled.ok()) << profiled.status();
+  EXPECT_GT(profiled->size(), 50);
+  // A second search finds nothing to time, and leaves the table as it was.
+  const std::string before = ReadWholeFile(table);
+  CliResult second = Loom(args);
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find(table + " has every op"), std::string::npos) << second.out;
+  EXPECT_EQ(ReadWholeFile(table), before);
+}
+
+TEST(TuneProfileOps, RefusesAClusterOfGpus) {
+  const std::string dir = MakeTempDir("loom_tune_profile_gpu");
+  CliResult r = Loom("tune" + kModel + " --devices 2 --cluster a100 --cost_table " + dir +
+                     "/ops.pbtxt --profile_ops");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("describes GPUs"), std::string::npos) << r.out;
 }
 
 }  // namespace
