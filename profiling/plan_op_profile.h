@@ -6,6 +6,7 @@
 #ifndef LOOM_PROFILING_PLAN_OP_PROFILE_H_
 #define LOOM_PROFILING_PLAN_OP_PROFILE_H_
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -38,6 +39,19 @@ std::vector<const Block*> PlanBlocks(const Plan& plan);
 // model) runs.
 StatusOr<PlanOpProfile> ProfilePlanOps(const GptConfig& config, const Plan& plan,
                                        const PlanOpProfileOptions& options);
+
+// Each of `plans` (every rank of `config`'s model) as ProfilePlanOps
+// times it, `rounds` times over the list, each round's steps
+// options.step.steps / rounds (at least one); a signature's timing is the
+// median round's. A host whose speed drifts over minutes then slows one
+// round of each plan rather than every sample of one plan, which had
+// priced a gpt-small layout 25% over its own profile
+// (docs/tuner_accuracy.md). `progress` is told each plan's round as it
+// starts.
+StatusOr<std::vector<PlanOpProfile>> ProfilePlansInRounds(
+    const GptConfig& config, const std::vector<const Plan*>& plans, int rounds,
+    const PlanOpProfileOptions& options,
+    const std::function<void(int round, size_t plan)>& progress = nullptr);
 
 }  // namespace loom
 

@@ -48,6 +48,10 @@ DEFINE_bool(profile_ops, false,
             "before searching, time into --cost_table every op the candidates run that it "
             "lacks, each inside the steps of the plainest candidate that runs it (this host's "
             "CPU: a CPU --cluster)");
+DEFINE_int32(profile_rounds, 3,
+             "--profile_ops: time the picked plans this many times over, each time "
+             "--profile_samples / rounds steps, and keep each op's median round, so that a "
+             "slow minute of the host slows one round of each plan rather than one plan");
 DECLARE_bool(explain);
 DECLARE_bool(json);
 DECLARE_string(o);
@@ -212,6 +216,9 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
                       const CostContext& costs, const TuneOptions& o) {
   const proto::Cluster& cluster = costs.cluster();
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom tune --profile_ops times"));
+  if (FLAGS_profile_rounds < 1 || FLAGS_profile_rounds > 100) {
+    return InvalidArgument("--profile_rounds must be 1..100, got ", FLAGS_profile_rounds);
+  }
   LOOM_ASSIGN_OR_RETURN(PlanOpProfileOptions timing, PlanOpProfileOptionsFromFlags());
   const std::string path = CostTablePathFromFlags();
   LOOM_ASSIGN_OR_RETURN(const CostTable table, CostTable::LoadOrEmpty(path));
@@ -236,30 +243,39 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
                "timing them in %zu plans\n", lacking, space.candidates.size(), path.c_str(),
                picks.size());
   const auto start = std::chrono::steady_clock::now();
-  int added = 0;
+  std::vector<Plan> plans;
+  for (const ProfilePick& pick : picks) {
+    LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, space.candidates[pick.candidate].strategy,
+                                             {}, plan_options));
+    plans.push_back(std::move(plan));
+  }
+  std::vector<const Plan*> plan_ptrs;
+  for (const Plan& plan : plans) plan_ptrs.push_back(&plan);
+  timing.step.cache_share = RankCacheShare(cluster, o.space.devices);
+  const auto progress = [&](int round, size_t i) {
+    const size_t n = picks[i].signatures.size();
+    std::fprintf(stderr, "profile round %d/%d, plan %zu/%zu: %s (%zu signature%s)\n", round + 1,
+                 FLAGS_profile_rounds, i + 1, picks.size(),
+                 space.candidates[picks[i].candidate].name.c_str(), n, n == 1 ? "" : "s");
+  };
+  LOOM_ASSIGN_OR_RETURN(
+      std::vector<PlanOpProfile> profiles,
+      ProfilePlansInRounds(config, plan_ptrs, FLAGS_profile_rounds, timing, progress));
+  std::vector<proto::CostEntry> entries;
   for (size_t i = 0; i < picks.size(); ++i) {
-    const TuneCandidate& c = space.candidates[picks[i].candidate];
-    std::fprintf(stderr, "profile %zu/%zu: %s (%zu signatures)\n", i + 1, picks.size(),
-                 c.name.c_str(), picks[i].signatures.size());
-    LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, c.strategy, {}, plan_options));
-    timing.step.cache_share = RankCacheShare(cluster, plan.layout.world_size());
-    StatusOr<PlanOpProfile> profile = ProfilePlanOps(config, plan, timing);
-    if (!profile.ok()) return profile.status().WithContext(StrCat("profiling ", c.name));
     const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
-    std::vector<proto::CostEntry> entries;
-    if (profile->in_step) {
-      for (const OpTiming& t : profile->in_step->timings) {
+    if (profiles[i].in_step) {
+      for (const OpTiming& t : profiles[i].in_step->timings) {
         if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "step"));
       }
     }
-    for (const OpTiming& t : profile->alone.timed) {
+    for (const OpTiming& t : profiles[i].alone.timed) {
       if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "alone"));
     }
-    // Saved after each plan: an interrupted profile keeps what it timed.
-    CostTable::MergeCounts counts;
-    LOOM_RETURN_IF_ERROR(MergeIntoCostTable(path, entries, &counts).status());
-    added += counts.added;
   }
+  CostTable::MergeCounts counts;
+  LOOM_RETURN_IF_ERROR(MergeIntoCostTable(path, entries, &counts).status());
+  const int added = counts.added;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(),

@@ -231,11 +231,12 @@ const std::vector<Command>& Commands() {
        "with every op the candidates run that it lacks, each timed inside the\n"
        "steps of the plainest candidate that runs it (no recomputation before\n"
        "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
-       "times one layout; a table that has them all is left as it is.",
+       "times one layout, --profile_rounds times over the plans (each op's median\n"
+       "round is kept); a table that has them all is left as it is.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags, &kOpTimingFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
                 "list_candidates", "search_seconds", "refine", "explain", "json", "o",
-                "cluster", "cost_table", "profile_ops"}),
+                "cluster", "cost_table", "profile_ops", "profile_rounds"}),
        RunTune},
       {"profile", "time ops (or this host's links) into the cost model's files",
        "loom profile [--preset P | --program FILE] [--cost_table FILE]\n"
