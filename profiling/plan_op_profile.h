@@ -29,7 +29,7 @@ struct PlanOpProfileOptions {
 
 struct PlanOpProfile {
   std::optional<InStepProfile> in_step;  // absent when no step was timed
-  BlockProfile alone;  // what no step timed; pure communication skipped
+  BlockProfile alone;                    // what no step timed; pure communication skipped
 };
 
 // Every job program of `plan`'s ranks, ranks that share programs once.

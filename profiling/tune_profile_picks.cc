@@ -26,8 +26,7 @@ std::tuple<bool, int, size_t> Plainness(const TuneCandidate& c, size_t index) {
 StatusOr<std::vector<ProfilePick>> PicksToProfile(const GptConfig& config,
                                                   const OptimizerConfig& optimizer,
                                                   const std::vector<TuneCandidate>& candidates,
-                                                  const CostTable& table,
-                                                  const std::string& device,
+                                                  const CostTable& table, const std::string& device,
                                                   const OpProfileOptions& timing,
                                                   const PlanOptions& plan_options) {
   std::vector<size_t> order(candidates.size());

@@ -37,8 +37,7 @@ struct ProfilePick {
 StatusOr<std::vector<ProfilePick>> PicksToProfile(const GptConfig& config,
                                                   const OptimizerConfig& optimizer,
                                                   const std::vector<TuneCandidate>& candidates,
-                                                  const CostTable& table,
-                                                  const std::string& device,
+                                                  const CostTable& table, const std::string& device,
                                                   const OpProfileOptions& timing,
                                                   const PlanOptions& plan_options);
 

@@ -206,8 +206,9 @@ Status ProfileOps() {
     }
     LOOM_ASSIGN_OR_RETURN(profile, ProfilePlanOps(target->config, target->plan, options));
   } else {
-    LOOM_ASSIGN_OR_RETURN(profile.alone, ProfileOps(DistinctSignatureOps({&target->program.global_block()}),
-                                                    options.alone, options.alone_progress));
+    LOOM_ASSIGN_OR_RETURN(profile.alone,
+                          ProfileOps(DistinctSignatureOps({&target->program.global_block()}),
+                                     options.alone, options.alone_progress));
   }
   std::vector<proto::CostEntry> entries;
   size_t in_step_count = 0;
@@ -229,11 +230,12 @@ Status ProfileOps() {
 
   CostTable::MergeCounts counts;
   LOOM_ASSIGN_OR_RETURN(CostTable table, MergeIntoCostTable(path, entries, &counts));
-  std::printf("profiled %zu signatures of %s on '%s' (OpenBLAS's %s kernels) in %.1f s (%zu in "
-              "steps, %zu alone, %zu skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
-              entries.size(), target->what.c_str(), device.c_str(), LoadedBlasKernels().c_str(),
-              seconds, in_step_count, profile.alone.timed.size(), profile.alone.skipped.size(), counts.added, counts.replaced,
-              path.c_str(), table.size());
+  std::printf(
+      "profiled %zu signatures of %s on '%s' (OpenBLAS's %s kernels) in %.1f s (%zu in "
+      "steps, %zu alone, %zu skipped): %d added, %d replaced\nwrote %s (%d entries)\n",
+      entries.size(), target->what.c_str(), device.c_str(), LoadedBlasKernels().c_str(), seconds,
+      in_step_count, profile.alone.timed.size(), profile.alone.skipped.size(), counts.added,
+      counts.replaced, path.c_str(), table.size());
   // Each step run op after op at the table's medians: for the serial
   // layout comparable with loom train's time_ms when nothing was skipped.
   for (const auto& [who, ops] : target->steps) {

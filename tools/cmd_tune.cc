@@ -21,6 +21,7 @@
 #include "scheduler/plan_verifier.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
+#include "tools/flag_groups.h"
 #include "tools/profile_util.h"
 #include "tools/report_json.h"
 
@@ -212,8 +213,8 @@ Status ListCandidates(const GptConfig& config, const OptimizerConfig& opt, const
 // --profile_ops: the picks' profiles into the cost table, each keeping the
 // signatures it was picked for (tune_profile_picks.h). Progress and the
 // summary go to stderr, so that --json's stdout holds the document alone.
-Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
-                      const CostContext& costs, const TuneOptions& o) {
+Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const CostContext& costs,
+                      const TuneOptions& o) {
   const proto::Cluster& cluster = costs.cluster();
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom tune --profile_ops times"));
   if (FLAGS_profile_rounds < 1 || FLAGS_profile_rounds > 100) {
@@ -229,9 +230,11 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
   LOOM_ASSIGN_OR_RETURN(std::unique_ptr<CostContext> run_costs,
                         RunPlanningCostsFromFlags(&plan_options));
   const std::string& device = TableDevice(cluster);
-  LOOM_ASSIGN_OR_RETURN(std::vector<ProfilePick> picks,
-                        PicksToProfile(config, opt, space.candidates, table, device,
-                                       timing.alone, plan_options));
+  std::fprintf(stderr, "profile: planning the %zu candidates for the ops they run ...\n",
+               space.candidates.size());
+  LOOM_ASSIGN_OR_RETURN(
+      std::vector<ProfilePick> picks,
+      PicksToProfile(config, opt, space.candidates, table, device, timing.alone, plan_options));
   size_t lacking = 0;
   for (const ProfilePick& p : picks) lacking += p.signatures.size();
   if (picks.empty()) {
@@ -239,9 +242,10 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
                  space.candidates.size());
     return Status::OK();
   }
-  std::fprintf(stderr, "profile: %zu op signatures the %zu candidates run are not in %s; "
-               "timing them in %zu plans\n", lacking, space.candidates.size(), path.c_str(),
-               picks.size());
+  std::fprintf(stderr,
+               "profile: %zu op signatures the %zu candidates run are not in %s; "
+               "timing them in %zu plans\n",
+               lacking, space.candidates.size(), path.c_str(), picks.size());
   const auto start = std::chrono::steady_clock::now();
   std::vector<Plan> plans;
   for (const ProfilePick& pick : picks) {
@@ -278,8 +282,7 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt,
   const int added = counts.added;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(),
-               seconds);
+  std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(), seconds);
   return Status::OK();
 }
 
@@ -315,6 +318,15 @@ Status RunTune(const std::vector<std::string>& args) {
   o.exhaustive = FLAGS_exhaustive;
   o.time_limit_s = FLAGS_search_seconds;
   if (FLAGS_list_candidates) return ListCandidates(config, opt, *costs, o);
+  if (!FLAGS_profile_ops) {
+    FlagGroup timing = kOpTimingFlags;
+    timing.push_back("profile_rounds");
+    for (const char* flag : timing) {
+      if (FlagGiven(flag)) {
+        return InvalidArgument("--", flag, " times ops for --profile_ops, which was not given");
+      }
+    }
+  }
   if (FLAGS_profile_ops) {
     LOOM_RETURN_IF_ERROR(ProfileTuneOps(config, opt, *costs, o));
     LOOM_ASSIGN_OR_RETURN(costs, CostsFromFlags());  // with what it timed

@@ -233,7 +233,8 @@ const std::vector<Command>& Commands() {
        "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
        "times one layout, --profile_rounds times over the plans (each op's median\n"
        "round is kept); a table that has them all is left as it is.",
-       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags, &kOpTimingFlags},
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags,
+                &kOpTimingFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
                 "list_candidates", "search_seconds", "refine", "explain", "json", "o",
                 "cluster", "cost_table", "profile_ops", "profile_rounds"}),
@@ -274,10 +275,11 @@ const std::vector<Command>& Commands() {
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
        "records what they add (the link's after_idle).",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kOpTimingFlags},
-               {"device", "program", "plan", "cluster", "cost_table", "comm", "calibrate_device", "calibrate_seconds", "cluster_out", "comm_ranks",
-                "comm_between_ms", "comm_rounds", "comm_max_bytes", "comm_long_bytes",
-                "comm_core_wait_calls", "comm_core_wait_bytes", "comm_shared_between_ms",
-                "comm_shared_only", "comm_idle_ms", "interference_seconds"}),
+               {"device", "program", "plan", "cluster", "cost_table", "comm", "calibrate_device",
+                "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
+                "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",
+                "comm_shared_between_ms", "comm_shared_only", "comm_idle_ms",
+                "interference_seconds"}),
        RunProfile},
       {"passes", "list the registered passes and their options",
        "loom passes", {}, RunPasses},

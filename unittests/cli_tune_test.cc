@@ -1,12 +1,12 @@
 // `loom tune --json`: the report as one document, whose plans each carry a
 // strategy that reproduces them (scripts/tuner_accuracy.py runs them).
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "cost_model/cost_table.h"
 #include "unittests/loom_cli.h"
@@ -106,8 +106,8 @@ TEST(TuneJson, ExplainJoinsTheDocument) {
 TEST(TuneProfileOps, TimesWhatTheTableLacksOnceThenTunesFromIt) {
   const std::string dir = MakeTempDir("loom_tune_profile");
   const std::string table = dir + "/ops.pbtxt";
-  const std::string args = "tune" + kModel + " --devices 2 --cluster local --cost_table " +
-                           table + " --profile_ops --profile_samples 1 --profile_warmup 0 --top 1";
+  const std::string args = "tune" + kModel + " --devices 2 --cluster local --cost_table " + table +
+                           " --profile_ops --profile_samples 1 --profile_warmup 0 --top 1";
   CliResult first = Loom(args);
   ASSERT_EQ(first.code, 0) << first.out;
   EXPECT_NE(first.out.find("are not in " + table), std::string::npos) << first.out;
@@ -124,12 +124,17 @@ TEST(TuneProfileOps, TimesWhatTheTableLacksOnceThenTunesFromIt) {
   EXPECT_EQ(ReadWholeFile(table), before);
 }
 
-TEST(TuneProfileOps, RefusesAClusterOfGpus) {
+TEST(TuneProfileOps, RefusesAClusterOfGpusAndTimingFlagsAlone) {
   const std::string dir = MakeTempDir("loom_tune_profile_gpu");
   CliResult r = Loom("tune" + kModel + " --devices 2 --cluster a100 --cost_table " + dir +
                      "/ops.pbtxt --profile_ops");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("describes GPUs"), std::string::npos) << r.out;
+  // Timing flags without --profile_ops time nothing: refused by name.
+  r = Loom("tune" + kModel + " --devices 2 --profile_rounds 5");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--profile_rounds times ops for --profile_ops"), std::string::npos) << r.out;
+  EXPECT_EQ(Lines(r.out), 1) << r.out;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // the table it writes covers the program, reads back as profiled costs,
 // and merges on a second run; --comm writes a valid cluster file.
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -11,8 +13,6 @@
 #include <optional>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
@@ -336,12 +336,12 @@ TEST(Profile, PlansInRoundsKeepEveryRoundsSamples) {
   o.step.side_by_side = 1;
   std::vector<std::pair<int, size_t>> progress;
   const std::vector<PlanOpProfile> profiles =
-      ProfilePlansInRounds(c, {&pipeline, &data}, 3, o,
-                           [&](int round, size_t plan) { progress.emplace_back(round, plan); })
-          .value();
+      ProfilePlansInRounds(c, {&pipeline, &data}, 3, o, [&](int round, size_t plan) {
+        progress.emplace_back(round, plan);
+      }).value();
   // The plans in turns, round after round.
-  EXPECT_EQ(progress, (std::vector<std::pair<int, size_t>>{
-                          {0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}}));
+  EXPECT_EQ(progress,
+            (std::vector<std::pair<int, size_t>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}}));
   ASSERT_EQ(profiles.size(), 2u);
   ASSERT_TRUE(profiles[0].in_step.has_value());
   std::map<std::string, int> samples_of_type;

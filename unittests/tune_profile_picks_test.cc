@@ -4,12 +4,12 @@
 // picked again.
 #include "profiling/tune_profile_picks.h"
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "cost_model/cluster.h"
 #include "cost_model/cost_context.h"
@@ -87,8 +87,8 @@ TEST_F(TuneProfilePicksTest, EachOpOnceFromThePlainestCandidateThatRunsIt) {
       const proto::Strategy& pick = candidates_[it->second].strategy;
       const bool rc = s.recompute().granularity() != "none";
       const bool pick_rc = pick.recompute().granularity() != "none";
-      EXPECT_LE(pick_rc, rc) << sig << ": picked from " << candidates_[it->second].name
-                             << ", yet " << candidates_[i].name << " runs it";
+      EXPECT_LE(pick_rc, rc) << sig << ": picked from " << candidates_[it->second].name << ", yet "
+                             << candidates_[i].name << " runs it";
       if (pick_rc == rc) {
         EXPECT_LE(pick.sharding().stage(), s.sharding().stage())
             << sig << ": picked from " << candidates_[it->second].name << ", yet "
