@@ -46,7 +46,7 @@ StatusOr<std::vector<ProfilePick>> PicksToProfile(const GptConfig& config,
   for (size_t index : order) {
     StatusOr<Plan> plan = programs->PlanOf(candidates[index].strategy, {}, plan_options);
     if (!plan.ok()) continue;
-    ProfilePick pick{index, {}};
+    ProfilePick pick{index, {}, {}};
     for (const Op* op : DistinctSignatureOps(PlanBlocks(*plan))) {
       std::string signature = OpSignature(*op);
       if (covered.count(signature) || table.Find(signature, device) != nullptr) continue;
@@ -56,7 +56,9 @@ StatusOr<std::vector<ProfilePick>> PicksToProfile(const GptConfig& config,
       covered.insert(signature);
       pick.signatures.push_back(std::move(signature));
     }
-    if (!pick.signatures.empty()) picks.push_back(std::move(pick));
+    if (pick.signatures.empty()) continue;
+    pick.plan = *std::move(plan);
+    picks.push_back(std::move(pick));
   }
   return picks;
 }

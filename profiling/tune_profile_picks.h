@@ -18,6 +18,7 @@
 #include "passes/planner.h"
 #include "profiling/op_profiler.h"
 #include "runtime/tune_space.h"
+#include "scheduler/plan.h"
 
 namespace loom {
 
@@ -26,6 +27,7 @@ struct ProfilePick {
   // The signatures the table lacks that this is the plainest candidate to
   // run, in the order its programs first run them.
   std::vector<std::string> signatures;
+  Plan plan;  // the candidate's, every rank, to be timed
 };
 
 // The picks over `candidates` (of `config` under `optimizer`), plainest

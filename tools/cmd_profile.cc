@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <vector>
 
 #include "cost_model/cluster.h"
@@ -197,6 +198,21 @@ proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
   e.set_context(context);
   if (timing.cold_input_bytes >= 0) e.set_cold_input_bytes(timing.cold_input_bytes);
   return e;
+}
+
+std::vector<proto::CostEntry> CostEntriesOf(const PlanOpProfile& profile, const std::string& device,
+                                            const std::set<std::string>* only) {
+  std::vector<proto::CostEntry> entries;
+  const auto add = [&](const std::vector<OpTiming>& timings, const char* context) {
+    for (const OpTiming& t : timings) {
+      if (only == nullptr || only->count(t.signature)) {
+        entries.push_back(CostEntryOf(t, device, context));
+      }
+    }
+  };
+  if (profile.in_step) add(profile.in_step->timings, "step");
+  add(profile.alone.timed, "alone");
+  return entries;
 }
 
 StatusOr<CostTable> MergeIntoCostTable(const std::string& path,

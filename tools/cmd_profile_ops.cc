@@ -210,11 +210,10 @@ Status ProfileOps() {
                           ProfileOps(DistinctSignatureOps({&target->program.global_block()}),
                                      options.alone, options.alone_progress));
   }
-  std::vector<proto::CostEntry> entries;
+  const std::vector<proto::CostEntry> entries = CostEntriesOf(profile, device);
   size_t in_step_count = 0;
   if (profile.in_step) {
     const InStepProfile& in_step = *profile.in_step;
-    for (const OpTiming& t : in_step.timings) entries.push_back(CostEntryOf(t, device, "step"));
     in_step_count = in_step.timings.size();
     ReportLockstep(in_step.lockstep, in_step.shared_core_lockstep, in_step.copies, stdout);
     if (!FLAGS_cluster_out.empty()) {
@@ -226,7 +225,6 @@ Status ProfileOps() {
   for (const SkippedOp& s : profile.alone.skipped) {
     std::fprintf(stderr, "skipped %s: %s\n", s.signature.c_str(), s.reason.c_str());
   }
-  for (const OpTiming& t : profile.alone.timed) entries.push_back(CostEntryOf(t, device, "alone"));
 
   CostTable::MergeCounts counts;
   LOOM_ASSIGN_OR_RETURN(CostTable table, MergeIntoCostTable(path, entries, &counts));

@@ -247,14 +247,8 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
                "timing them in %zu plans\n",
                lacking, space.candidates.size(), path.c_str(), picks.size());
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Plan> plans;
-  for (const ProfilePick& pick : picks) {
-    LOOM_ASSIGN_OR_RETURN(Plan plan, PlanGpt(config, opt, space.candidates[pick.candidate].strategy,
-                                             {}, plan_options));
-    plans.push_back(std::move(plan));
-  }
-  std::vector<const Plan*> plan_ptrs;
-  for (const Plan& plan : plans) plan_ptrs.push_back(&plan);
+  std::vector<const Plan*> plans;
+  for (const ProfilePick& pick : picks) plans.push_back(&pick.plan);
   timing.step.cache_share = RankCacheShare(cluster, o.space.devices);
   const auto progress = [&](int round, size_t i) {
     const size_t n = picks[i].signatures.size();
@@ -264,17 +258,12 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
   };
   LOOM_ASSIGN_OR_RETURN(
       std::vector<PlanOpProfile> profiles,
-      ProfilePlansInRounds(config, plan_ptrs, FLAGS_profile_rounds, timing, progress));
+      ProfilePlansInRounds(config, plans, FLAGS_profile_rounds, timing, progress));
   std::vector<proto::CostEntry> entries;
   for (size_t i = 0; i < picks.size(); ++i) {
     const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
-    if (profiles[i].in_step) {
-      for (const OpTiming& t : profiles[i].in_step->timings) {
-        if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "step"));
-      }
-    }
-    for (const OpTiming& t : profiles[i].alone.timed) {
-      if (wanted.count(t.signature)) entries.push_back(CostEntryOf(t, device, "alone"));
+    for (proto::CostEntry& e : CostEntriesOf(profiles[i], device, &wanted)) {
+      entries.push_back(std::move(e));
     }
   }
   CostTable::MergeCounts counts;

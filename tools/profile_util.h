@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ StatusOr<LinkProfileOptions> LinkProfileOptionsFromFlags();
 // was timed ("step", "alone").
 proto::CostEntry CostEntryOf(const OpTiming& timing, const std::string& device,
                              const char* context);
+
+// A plan's profile as cost table rows for `device`: its in-step timings
+// ("step") and its ops timed alone ("alone"); only the signatures in
+// `only`, when given.
+std::vector<proto::CostEntry> CostEntriesOf(const PlanOpProfile& profile, const std::string& device,
+                                            const std::set<std::string>* only = nullptr);
 
 // Merges `entries` into the cost table at `path`, read just before (another
 // profile may have written it meanwhile), and saves it; the merged table.
