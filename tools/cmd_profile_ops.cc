@@ -68,10 +68,11 @@ Status PlanTarget(ProfileTarget* t) {
                           RunPlanningCostsFromFlags(&plan_options));
     LOOM_ASSIGN_OR_RETURN(t->plan, PlanGpt(t->config, opt, strategy, {}, plan_options));
     const Plan& p = t->plan;
-    t->what = StrCat(t->config.name, " (", t->config.num_layers,
-                     t->config.num_layers == 1 ? " layer" : " layers", ") at dp=", p.layout.dp,
-                     " mp=", p.layout.mp, " pp=", p.layout.pp, ", ", p.resolved.schedule_mode(),
-                     " over ", p.resolved.micro_batches(), " micro-batches");
+    t->what =
+        StrCat(t->config.name, " (", t->config.num_layers,
+               t->config.num_layers == 1 ? " layer" : " layers", ") at dp=", p.layout.dp,
+               " mp=", p.layout.mp, " pp=", p.layout.pp, ", ", p.resolved.schedule_mode(), " over ",
+               MicroBatchesText(t->config, p.layout.dp, p.resolved.micro_batches()));
   }
   t->has_plan = true;
   std::set<const void*> seen;

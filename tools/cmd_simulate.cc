@@ -235,7 +235,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
     sim_schedule = strategy.pipeline().schedule_mode();
     what = StrCat(config.name, ", dp=", l.dp, " mp=", l.mp, " pp=", l.pp, ", ",
                   strategy.pipeline().schedule_mode(), " over ",
-                  strategy.pipeline().micro_batches(), " micro-batches");
+                  MicroBatchesText(config, l.dp, strategy.pipeline().micro_batches()));
     if (l.world_size() > 64) {
       std::fprintf(stderr, "simulate: planning %d stages of %s for %d ranks...\n", l.pp,
                    config.name.c_str(), l.world_size());

@@ -422,6 +422,14 @@ void PrintNote(const std::string& note) {
   std::fflush(stdout);
 }
 
+std::string MicroBatchesText(const GptConfig& config, int dp, int micro_batches) {
+  std::string s = StrCat(micro_batches, micro_batches == 1 ? " micro-batch" : " micro-batches");
+  const int64_t per_step = static_cast<int64_t>(std::max(1, dp)) * micro_batches;
+  if (per_step <= 0 || config.batch_size % per_step != 0) return s;
+  const int64_t size = config.batch_size / per_step;
+  return StrCat(s, " of ", size, size == 1 ? " sequence" : " sequences");
+}
+
 std::vector<std::string> CommaList(const std::string& s) {
   std::vector<std::string> out;
   size_t from = 0;

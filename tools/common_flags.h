@@ -97,6 +97,11 @@ class StepTimeSummary {
   int64_t first_step_ = -1, last_step_ = -1;
 };
 
+// "8 micro-batches of 128 sequences": a step's micro-batches and, where
+// they divide the config's batch evenly over dp, each one's size (a count
+// alone hides what a recipe or --batch_size made of it).
+std::string MicroBatchesText(const GptConfig& config, int dp, int micro_batches);
+
 // "a,b,c" as its items (one empty item for "").
 std::vector<std::string> CommaList(const std::string& s);
 
