@@ -1,7 +1,6 @@
 #include "profiling/plan_op_profile.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <string>
 
@@ -36,64 +35,42 @@ StatusOr<PlanOpProfile> ProfilePlanOps(const GptConfig& config, const Plan& plan
   return profile;
 }
 
-namespace {
-
-// Per signature, the timing of the median round (the lower of two).
-std::vector<OpTiming> MedianRounds(const std::vector<std::vector<OpTiming>>& rounds) {
-  std::map<std::string, std::vector<const OpTiming*>> by_signature;
-  std::vector<std::string> order;  // first seen first
-  for (const std::vector<OpTiming>& round : rounds) {
-    for (const OpTiming& t : round) {
-      auto& runs = by_signature[t.signature];
-      if (runs.empty()) order.push_back(t.signature);
-      runs.push_back(&t);
+double ProfiledSeconds(const PlanOpProfile& profile) {
+  double seconds = 0;
+  if (profile.in_step) {
+    for (const OpTiming& t : profile.in_step->timings) {
+      seconds += t.median_seconds * std::max(1, t.runs_per_sample);
     }
   }
-  std::vector<OpTiming> out;
-  for (const std::string& signature : order) {
-    std::vector<const OpTiming*>& runs = by_signature[signature];
-    std::sort(runs.begin(), runs.end(), [](const OpTiming* a, const OpTiming* b) {
-      return a->median_seconds < b->median_seconds;
-    });
-    OpTiming t = *runs[(runs.size() - 1) / 2];
-    t.samples = 0;
-    for (const OpTiming* r : runs) t.samples += r->samples;
-    out.push_back(std::move(t));
-  }
-  return out;
+  // An op timed alone repeats within a sample only to outlast the clock.
+  for (const OpTiming& t : profile.alone.timed) seconds += t.median_seconds;
+  return seconds;
 }
 
-}  // namespace
-
-StatusOr<std::vector<PlanOpProfile>> ProfilePlansInRounds(
-    const GptConfig& config, const std::vector<const Plan*>& plans, int rounds,
-    const PlanOpProfileOptions& options, const std::function<void(int, size_t)>& progress) {
+StatusOr<RoundsProfile> ProfilePlansInRounds(const GptConfig& config,
+                                             const std::vector<const Plan*>& plans, int rounds,
+                                             const PlanOpProfileOptions& options,
+                                             const std::function<void(int, size_t)>& progress) {
   if (rounds < 1) return InvalidArgument("rounds must be at least 1, got ", rounds);
   PlanOpProfileOptions round_options = options;
-  round_options.step.steps = std::max(1, options.step.steps / rounds);
-  round_options.alone.samples = std::max(1, options.alone.samples / rounds);
-  // Each plan's profile in each round, [plan][round].
-  std::vector<std::vector<PlanOpProfile>> taken(plans.size());
+  // At least the samples asked for, over the rounds.
+  round_options.step.steps = std::max(1, (options.step.steps + rounds - 1) / rounds);
+  round_options.alone.samples = std::max(1, (options.alone.samples + rounds - 1) / rounds);
+  RoundsProfile out;
+  out.fastest.resize(plans.size());
+  out.round_seconds.resize(plans.size());
   for (int round = 0; round < rounds; ++round) {
     for (size_t i = 0; i < plans.size(); ++i) {
       if (progress) progress(round, i);
       LOOM_ASSIGN_OR_RETURN(PlanOpProfile p, ProfilePlanOps(config, *plans[i], round_options));
-      taken[i].push_back(std::move(p));
+      const double seconds = ProfiledSeconds(p);
+      std::vector<double>& seen = out.round_seconds[i];
+      // Ties keep the earlier round, so that the choice is stable.
+      if (seen.empty() || seconds < *std::min_element(seen.begin(), seen.end())) {
+        out.fastest[i] = std::move(p);
+      }
+      seen.push_back(seconds);
     }
-  }
-  std::vector<PlanOpProfile> out(plans.size());
-  for (size_t i = 0; i < plans.size(); ++i) {
-    std::vector<std::vector<OpTiming>> in_step, alone;
-    for (PlanOpProfile& p : taken[i]) {
-      if (p.in_step) in_step.push_back(std::move(p.in_step->timings));
-      alone.push_back(std::move(p.alone.timed));
-    }
-    if (!in_step.empty()) {
-      out[i].in_step.emplace();
-      out[i].in_step->timings = MedianRounds(in_step);
-    }
-    out[i].alone.timed = MedianRounds(alone);
-    out[i].alone.skipped = taken[i].front().alone.skipped;
   }
   return out;
 }

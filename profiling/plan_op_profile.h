@@ -40,15 +40,25 @@ std::vector<const Block*> PlanBlocks(const Plan& plan);
 StatusOr<PlanOpProfile> ProfilePlanOps(const GptConfig& config, const Plan& plan,
                                        const PlanOpProfileOptions& options);
 
+// The seconds `profile`'s timings add up to: each op timed in steps as
+// often as a step runs it, each op timed alone once. Rounds of one plan
+// compare by it.
+double ProfiledSeconds(const PlanOpProfile& profile);
+
 // Each of `plans` (every rank of `config`'s model) as ProfilePlanOps
 // times it, `rounds` times over the list, each round's steps
-// options.step.steps / rounds (at least one); a signature's timing is the
-// median round's. A host whose speed drifts over minutes then slows one
-// round of each plan rather than every sample of one plan, which had
-// priced a gpt-small layout 25% over its own profile
-// (docs/tuner_accuracy.md). `progress` is told each plan's round as it
-// starts.
-StatusOr<std::vector<PlanOpProfile>> ProfilePlansInRounds(
+// options.step.steps / rounds (rounded up); each plan keeps its fastest
+// round (ProfiledSeconds), whole. Another tenant of a shared host only
+// ever slows a round, at times for minutes, long enough to slow most of a
+// plan's rounds (docs/tuner_accuracy.md): the least slowed round is the
+// nearest to the plan's own speed. A round is kept whole, not each op's
+// fastest, so that no op's figure is picked from its luckiest moment.
+// `progress` is told each plan's round as it starts.
+struct RoundsProfile {
+  std::vector<PlanOpProfile> fastest;              // per plan, its fastest round
+  std::vector<std::vector<double>> round_seconds;  // [plan][round]: ProfiledSeconds
+};
+StatusOr<RoundsProfile> ProfilePlansInRounds(
     const GptConfig& config, const std::vector<const Plan*>& plans, int rounds,
     const PlanOpProfileOptions& options,
     const std::function<void(int round, size_t plan)>& progress = nullptr);

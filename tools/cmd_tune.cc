@@ -15,6 +15,7 @@
 #include "cost_model/cluster.h"
 #include "cost_model/comm_model.h"
 #include "framework/file_util.h"
+#include "framework/median.h"
 #include "profiling/tune_profile_picks.h"
 #include "runtime/gpt_plan.h"
 #include "runtime/tuner.h"
@@ -51,8 +52,9 @@ DEFINE_bool(profile_ops, false,
             "CPU: a CPU --cluster)");
 DEFINE_int32(profile_rounds, 3,
              "--profile_ops: time the picked plans this many times over, each time "
-             "--profile_samples / rounds steps, and keep each op's median round, so that a "
-             "slow minute of the host slows one round of each plan rather than one plan");
+             "--profile_samples / rounds steps (rounded up), and keep each plan's fastest "
+             "round: a slow minute of the host slows a round of each plan rather than one "
+             "plan, and the least slowed round is the nearest to the plan's own speed");
 DECLARE_bool(explain);
 DECLARE_bool(json);
 DECLARE_string(o);
@@ -257,12 +259,29 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
                  space.candidates[picks[i].candidate].name.c_str(), n, n == 1 ? "" : "s");
   };
   LOOM_ASSIGN_OR_RETURN(
-      std::vector<PlanOpProfile> profiles,
+      const RoundsProfile profiles,
       ProfilePlansInRounds(config, plans, FLAGS_profile_rounds, timing, progress));
+  if (FLAGS_profile_rounds > 1) {
+    // How far the host's noise moved the rounds: the user's measure of how
+    // much a single round could have been trusted.
+    std::vector<double> spread;
+    size_t widest = 0;
+    for (size_t i = 0; i < picks.size(); ++i) {
+      const std::vector<double>& s = profiles.round_seconds[i];
+      const double lo = *std::min_element(s.begin(), s.end());
+      spread.push_back(lo > 0 ? *std::max_element(s.begin(), s.end()) / lo : 1.0);
+      if (spread.back() > spread[widest]) widest = i;
+    }
+    std::fprintf(stderr,
+                 "profile: each plan's slowest round over its fastest (kept): median %.2f, "
+                 "largest %.2f (%s)\n",
+                 Median(spread), spread[widest],
+                 space.candidates[picks[widest].candidate].name.c_str());
+  }
   std::vector<proto::CostEntry> entries;
   for (size_t i = 0; i < picks.size(); ++i) {
     const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
-    for (proto::CostEntry& e : CostEntriesOf(profiles[i], device, &wanted)) {
+    for (proto::CostEntry& e : CostEntriesOf(profiles.fastest[i], device, &wanted)) {
       entries.push_back(std::move(e));
     }
   }

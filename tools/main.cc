@@ -231,8 +231,8 @@ const std::vector<Command>& Commands() {
        "with every op the candidates run that it lacks, each timed inside the\n"
        "steps of the plainest candidate that runs it (no recomputation before\n"
        "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
-       "times one layout, --profile_rounds times over the plans (each op's median\n"
-       "round is kept); a table that has them all is left as it is.",
+       "times one layout, --profile_rounds times over the plans (each plan's\n"
+       "fastest round is kept); a table that has them all is left as it is.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags,
                 &kOpTimingFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
