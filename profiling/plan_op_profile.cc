@@ -47,10 +47,10 @@ double ProfiledSeconds(const PlanOpProfile& profile) {
   return seconds;
 }
 
-StatusOr<RoundsProfile> ProfilePlansInRounds(const GptConfig& config,
-                                             const std::vector<const Plan*>& plans, int rounds,
-                                             const PlanOpProfileOptions& options,
-                                             const std::function<void(int, size_t)>& progress) {
+StatusOr<RoundsProfile> ProfilePlansInRounds(
+    const GptConfig& config, const std::vector<const Plan*>& plans, int rounds,
+    const PlanOpProfileOptions& options, const std::function<void(int, size_t)>& progress,
+    const std::function<Status(int, size_t, const RoundsProfile&)>& plan_done) {
   if (rounds < 1) return InvalidArgument("rounds must be at least 1, got ", rounds);
   PlanOpProfileOptions round_options = options;
   // At least the samples asked for, over the rounds.
@@ -70,6 +70,7 @@ StatusOr<RoundsProfile> ProfilePlansInRounds(const GptConfig& config,
         out.fastest[i] = std::move(p);
       }
       seen.push_back(seconds);
+      if (plan_done) LOOM_RETURN_IF_ERROR(plan_done(round, i, out));
     }
   }
   return out;

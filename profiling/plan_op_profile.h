@@ -45,6 +45,13 @@ StatusOr<PlanOpProfile> ProfilePlanOps(const GptConfig& config, const Plan& plan
 // compare by it.
 double ProfiledSeconds(const PlanOpProfile& profile);
 
+// What ProfilePlansInRounds took: each plan's fastest round, whole, and
+// every round's ProfiledSeconds.
+struct RoundsProfile {
+  std::vector<PlanOpProfile> fastest;              // per plan, its fastest round
+  std::vector<std::vector<double>> round_seconds;  // [plan][round]: ProfiledSeconds
+};
+
 // Each of `plans` (every rank of `config`'s model) as ProfilePlanOps
 // times it, `rounds` times over the list, each round's steps
 // options.step.steps / rounds (rounded up); each plan keeps its fastest
@@ -53,15 +60,15 @@ double ProfiledSeconds(const PlanOpProfile& profile);
 // plan's rounds (docs/tuner_accuracy.md): the least slowed round is the
 // nearest to the plan's own speed. A round is kept whole, not each op's
 // fastest, so that no op's figure is picked from its luckiest moment.
-// `progress` is told each plan's round as it starts.
-struct RoundsProfile {
-  std::vector<PlanOpProfile> fastest;              // per plan, its fastest round
-  std::vector<std::vector<double>> round_seconds;  // [plan][round]: ProfiledSeconds
-};
+// `progress` is told each plan's round as it starts; `plan_done` each as
+// it ends, with every plan's fastest round so far (its error stops the
+// rounds), so that a caller can keep what an interrupted run finished.
 StatusOr<RoundsProfile> ProfilePlansInRounds(
     const GptConfig& config, const std::vector<const Plan*>& plans, int rounds,
     const PlanOpProfileOptions& options,
-    const std::function<void(int round, size_t plan)>& progress = nullptr);
+    const std::function<void(int round, size_t plan)>& progress = nullptr,
+    const std::function<Status(int round, size_t plan, const RoundsProfile& so_far)>& plan_done =
+        nullptr);
 
 }  // namespace loom
 

@@ -49,7 +49,8 @@ DEFINE_bool(list_candidates, false,
 DEFINE_bool(profile_ops, false,
             "before searching, time into --cost_table every op the candidates run that it "
             "lacks, each inside the steps of the plainest candidate that runs it (this host's "
-            "CPU: a CPU --cluster)");
+            "CPU: a CPU --cluster); each plan's profile is written as it ends, so that an "
+            "interrupted run keeps what it finished and a second run times only the rest");
 DEFINE_int32(profile_rounds, 3,
              "--profile_ops: time the picked plans this many times over, each time "
              "--profile_samples / rounds steps (rounded up), and keep each plan's fastest "
@@ -258,9 +259,25 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
                  FLAGS_profile_rounds, i + 1, picks.size(),
                  space.candidates[picks[i].candidate].name.c_str(), n, n == 1 ? "" : "s");
   };
+  // A plan's round goes into the table as it ends where it is the plan's
+  // fastest so far (replacing its slower rounds' entries in place), so that
+  // an interrupted run keeps what it finished and a second run times only
+  // the rest; the last write leaves what one write at the end would.
+  int added = 0;
+  const auto write_table = [&](int round, size_t i, const RoundsProfile& so_far) -> Status {
+    const std::vector<double>& rounds = so_far.round_seconds[i];
+    if (rounds.back() > *std::min_element(rounds.begin(), rounds.end())) return Status::OK();
+    const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
+    CostTable::MergeCounts counts;
+    LOOM_RETURN_IF_ERROR(
+        MergeIntoCostTable(path, CostEntriesOf(so_far.fastest[i], device, &wanted), &counts)
+            .status());
+    added += counts.added;
+    return Status::OK();
+  };
   LOOM_ASSIGN_OR_RETURN(
       const RoundsProfile profiles,
-      ProfilePlansInRounds(config, plans, FLAGS_profile_rounds, timing, progress));
+      ProfilePlansInRounds(config, plans, FLAGS_profile_rounds, timing, progress, write_table));
   if (FLAGS_profile_rounds > 1) {
     // How far the host's noise moved the rounds: the user's measure of how
     // much a single round could have been trusted.
@@ -278,16 +295,6 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
                  Median(spread), spread[widest],
                  space.candidates[picks[widest].candidate].name.c_str());
   }
-  std::vector<proto::CostEntry> entries;
-  for (size_t i = 0; i < picks.size(); ++i) {
-    const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
-    for (proto::CostEntry& e : CostEntriesOf(profiles.fastest[i], device, &wanted)) {
-      entries.push_back(std::move(e));
-    }
-  }
-  CostTable::MergeCounts counts;
-  LOOM_RETURN_IF_ERROR(MergeIntoCostTable(path, entries, &counts).status());
-  const int added = counts.added;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(), seconds);

@@ -2,13 +2,19 @@
 // strategy that reproduces them (scripts/tuner_accuracy.py runs them).
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/types.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cost_model/cost_table.h"
+#include "framework/status.h"
 #include "unittests/loom_cli.h"
 
 namespace loom {
@@ -122,6 +128,48 @@ TEST(TuneProfileOps, TimesWhatTheTableLacksOnceThenTunesFromIt) {
   ASSERT_EQ(second.code, 0) << second.out;
   EXPECT_NE(second.out.find(table + " has every op"), std::string::npos) << second.out;
   EXPECT_EQ(ReadWholeFile(table), before);
+}
+
+// Each plan's profile is written as it ends: a run killed while it times
+// keeps the plans it finished, and a second run times only the rest.
+TEST(TuneProfileOps, AKilledRunKeepsThePlansItFinished) {
+  const std::string dir = MakeTempDir("loom_tune_profile_killed");
+  const std::string table = dir + "/ops.pbtxt";
+  const std::string log = dir + "/first.log";
+  const std::string args = "tune" + kModel + " --devices 2 --cluster local --cost_table " + table +
+                           " --profile_ops --profile_warmup 0 --schedules 1F1B --search_seconds 1 "
+                           "--top 1";
+  // Many rounds, so that the run is still timing when it is killed.
+  const CliResult started =
+      Shell(StrCat(LOOM_BIN, " ", args, " --profile_rounds 100 --profile_samples 100 > ", log,
+                   " 2>&1 & echo $!"));
+  ASSERT_EQ(started.code, 0) << started.out;
+  const pid_t pid = static_cast<pid_t>(std::stol(started.out));
+  // Killed as soon as a plan's profile is in the table: planning the
+  // candidates takes seconds, longer under a sanitizer.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!std::filesystem::exists(table) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  while (kill(pid, 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(table)) << ReadWholeFile(log);
+  const std::string first = ReadWholeFile(log);
+  const double plans = FieldAfter(first, "; timing them in ");
+  ASSERT_GT(plans, 1) << first;
+  StatusOr<CostTable> kept = CostTable::LoadOrEmpty(table);
+  ASSERT_TRUE(kept.ok()) << kept.status();  // written whole, never in part
+  EXPECT_GT(kept->size(), 0);
+
+  CliResult second = Loom(args + " --profile_samples 1 --profile_rounds 1");
+  ASSERT_EQ(second.code, 0) << second.out;
+  const double rest = FieldAfter(second.out, "; timing them in ");
+  ASSERT_GT(rest, 0) << "the first run finished its first round before it was killed:\n"
+                     << first << second.out;
+  EXPECT_LT(rest, plans) << second.out;
+  StatusOr<CostTable> whole = CostTable::LoadOrEmpty(table);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_GT(whole->size(), kept->size());
 }
 
 TEST(TuneProfileOps, RefusesAClusterOfGpusAndTimingFlagsAlone) {
