@@ -141,9 +141,10 @@ void PrintAgainst(const SimulationResult& r, const SimulationResult& base,
 
 void PrintSummary(const GptSimulation& sim, const std::string& what, int64_t device_bytes) {
   const SimulationResult& r = sim.result;
-  std::printf("simulate: %s; %zu ranks (%d simulated); plan %.0f ms, lower %.0f ms, simulate %.0f ms\n",
-              what.c_str(), r.ranks.size(), r.ranks_simulated, sim.plan_seconds * 1e3,
-              sim.lower_seconds * 1e3, sim.simulate_seconds * 1e3);
+  std::printf("simulate: %s; %zu rank%s (%d simulated); plan %.0f ms, lower %.0f ms, simulate "
+              "%.0f ms\n",
+              what.c_str(), r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.ranks_simulated,
+              sim.plan_seconds * 1e3, sim.lower_seconds * 1e3, sim.simulate_seconds * 1e3);
   std::printf("step time      %s ms\n", Ms(r.step_time_s).c_str());
   std::printf("calc bubble    %.1f%% of the step (mean over ranks)\n", 100 * r.bubble_fraction);
   std::printf("exposed comm   mp %s ms, dp %s ms, p2p %s ms, sharding %s ms (mean over ranks)\n",
