@@ -264,7 +264,7 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
   // an interrupted run keeps what it finished and a second run times only
   // the rest; the last write leaves what one write at the end would.
   int added = 0;
-  const auto write_table = [&](int round, size_t i, const RoundsProfile& so_far) -> Status {
+  const auto write_table = [&](int /*round*/, size_t i, const RoundsProfile& so_far) -> Status {
     const std::vector<double>& rounds = so_far.round_seconds[i];
     if (rounds.back() > *std::min_element(rounds.begin(), rounds.end())) return Status::OK();
     const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
