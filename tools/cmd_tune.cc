@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +69,18 @@ std::string Ms(double s) {
   std::snprintf(buf, sizeof(buf), "%.3f", s * 1e3);
   return buf;
 }
+
+// "40 s", "7 min": how long the rest of a profile will take, as a user
+// plans around it.
+std::string RoughDuration(double s) {
+  if (s < 90) return StrCat(static_cast<int>(std::lround(s)), " s");
+  return StrCat(static_cast<int>(std::lround(s / 60)), " min");
+}
+
+// Past this median of each plan's slowest round over its fastest, in
+// percent, the host's noise, not the plans, decides orders closer than it
+// (a plan's rounds run the same steps; only the host differs between them).
+constexpr int kNoisyRoundSpreadPercent = 10;
 
 // A progress line on a terminal, redrawn each round; elsewhere one line
 // every 10 seconds.
@@ -253,11 +266,24 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
   std::vector<const Plan*> plans;
   for (const ProfilePick& pick : picks) plans.push_back(&pick.plan);
   timing.step.cache_share = RankCacheShare(cluster, o.space.devices);
+  // Each plan's last round's wall time: after the first round, what is
+  // left is about those again, over the rounds still to run.
+  std::vector<double> plan_seconds(picks.size(), 0);
+  auto plan_start = std::chrono::steady_clock::now();
   const auto progress = [&](int round, size_t i) {
     const size_t n = picks[i].signatures.size();
-    std::fprintf(stderr, "profile round %d/%d, plan %zu/%zu: %s (%zu signature%s)\n", round + 1,
+    std::string left;
+    if (round > 0) {
+      const double per_round = std::accumulate(plan_seconds.begin(), plan_seconds.end(), 0.0);
+      const double this_round = std::accumulate(plan_seconds.begin() + i, plan_seconds.end(), 0.0);
+      left = ", about " +
+             RoughDuration(this_round + (FLAGS_profile_rounds - round - 1) * per_round) + " left";
+    }
+    std::fprintf(stderr, "profile round %d/%d, plan %zu/%zu: %s (%zu signature%s%s)\n", round + 1,
                  FLAGS_profile_rounds, i + 1, picks.size(),
-                 space.candidates[picks[i].candidate].name.c_str(), n, n == 1 ? "" : "s");
+                 space.candidates[picks[i].candidate].name.c_str(), n, n == 1 ? "" : "s",
+                 left.c_str());
+    plan_start = std::chrono::steady_clock::now();
   };
   // A plan's round goes into the table as it ends where it is the plan's
   // fastest so far (replacing its slower rounds' entries in place), so that
@@ -265,6 +291,8 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
   // the rest; the last write leaves what one write at the end would.
   int added = 0;
   const auto write_table = [&](int /*round*/, size_t i, const RoundsProfile& so_far) -> Status {
+    plan_seconds[i] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
     const std::vector<double>& rounds = so_far.round_seconds[i];
     if (rounds.back() > *std::min_element(rounds.begin(), rounds.end())) return Status::OK();
     const std::set<std::string> wanted(picks[i].signatures.begin(), picks[i].signatures.end());
@@ -289,11 +317,20 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
       spread.push_back(lo > 0 ? *std::max_element(s.begin(), s.end()) / lo : 1.0);
       if (spread.back() > spread[widest]) widest = i;
     }
+    const double median_spread = Median(spread);
     std::fprintf(stderr,
                  "profile: each plan's slowest round over its fastest (kept): median %.2f, "
                  "largest %.2f (%s)\n",
-                 Median(spread), spread[widest],
+                 median_spread, spread[widest],
                  space.candidates[picks[widest].candidate].name.c_str());
+    const int spread_percent = static_cast<int>(std::lround(100 * (median_spread - 1)));
+    if (spread_percent > kNoisyRoundSpreadPercent) {
+      std::fprintf(stderr,
+                   "profile: warning: the host's speed moved between rounds (median %d%%); "
+                   "plans simulated within about that of each other may run in another order "
+                   "(a quieter host, or more --profile_rounds, profiles better)\n",
+                   spread_percent);
+    }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -232,7 +232,8 @@ const std::vector<Command>& Commands() {
        "steps of the plainest candidate that runs it (no recomputation before\n"
        "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
        "times one layout, --profile_rounds times over the plans (each plan's\n"
-       "fastest round is kept); a table that has them all is left as it is.",
+       "fastest round is kept, with a warning when the host's noise moved the\n"
+       "rounds apart); a table that has them all is left as it is.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags,
                 &kOpTimingFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",

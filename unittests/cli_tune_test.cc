@@ -119,6 +119,12 @@ TEST(TuneProfileOps, TimesWhatTheTableLacksOnceThenTunesFromIt) {
   EXPECT_NE(first.out.find("are not in " + table), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("entries added to " + table), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("  1  dp"), std::string::npos) << first.out;  // the winner's row
+  // Three rounds by default; from the second on, each line says how long
+  // the rest will take, from the rounds before.
+  const size_t second_round = first.out.find("profile round 2/3, plan 1/");
+  ASSERT_NE(second_round, std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find(" left)"), first.out.find('\n', second_round) - 6) << first.out;
+  EXPECT_LT(first.out.find("profile round 1/3, plan 1/"), second_round);
   StatusOr<CostTable> profiled = CostTable::LoadOrEmpty(table);
   ASSERT_TRUE(profiled.ok()) << profiled.status();
   EXPECT_GT(profiled->size(), 50);
