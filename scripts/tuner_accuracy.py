@@ -19,8 +19,9 @@ network (one process a rank under `loom launch --net_rate`, as root):
 3. Train --candidates of the feasible plans (the tuner's first pick and
    others spread evenly over its order) and up to --infeasible of the
    others (`loom run`, --steps steps, the median after --warmup), in
-   --repeats passes over the list, and take each plan's fastest run (a
-   shared host's other tenants only ever slow a run).
+   --repeats passes over the list (every other one backwards), and take
+   each plan's fastest run (a shared host's other tenants only ever slow a
+   run).
 4. Write the table: simulated and measured order, Kendall's tau-b between
    them, how far the tuner's first pick is from the fastest measured, and
    each infeasible plan's measured peak (the allocator's high-water of the temporaries,
@@ -197,7 +198,10 @@ def one_config(args, model, ranks, cluster, table, work):
     over = spread(over, args.infeasible, over[0]) if over else []
     runs = {i: [] for i in chosen + over}
     for r in range(args.repeats):
-        for n, i in enumerate(chosen + over):
+        # The list is in the tuner's order; every other pass runs it backwards, so that a host
+        # drifting over a pass does not move the runs in step with that order.
+        order = chosen + over if r % 2 == 0 else list(reversed(chosen + over))
+        for n, i in enumerate(order):
             print("\r%s on %d ranks: pass %d of %d, plan %d of %d   " %
                   (model, ranks, r + 1, args.repeats, n + 1, len(runs)), end="", file=sys.stderr,
                   flush=True)
