@@ -180,6 +180,24 @@ Status CheckDevice(const proto::Device& d) {
         "together; the cluster has only ",
         d.has_cache_bytes() ? "cache_bytes" : "uncached_read_seconds_per_byte");
   }
+  const int tiling = d.has_multiprocessors() + d.has_gemm_tile_rows() + d.has_gemm_tile_cols();
+  if (tiling != 0 && tiling != 3) {
+    return InvalidArgument(
+        "device.multiprocessors, gemm_tile_rows and gemm_tile_cols go together; the cluster has ",
+        tiling, " of them");
+  }
+  if (tiling == 3) {
+    if (d.kind() != proto::Device::GPU) {
+      return InvalidArgument("device.multiprocessors and the GEMM tile are for GPUs");
+    }
+    for (const auto& [field, value] : {std::pair{"multiprocessors", d.multiprocessors()},
+                                       {"gemm_tile_rows", d.gemm_tile_rows()},
+                                       {"gemm_tile_cols", d.gemm_tile_cols()}}) {
+      if (value < 1 || value > 65536) {
+        return InvalidArgument("device.", field, " must be 1..65536, got ", value);
+      }
+    }
+  }
   return Status::OK();
 }
 
@@ -388,6 +406,20 @@ double StreamPeakFlops(const proto::Device& d, DataType dtype) {
 
 double StreamSustainedFlops(const proto::Device& d, DataType dtype) {
   return StreamPeakFlops(d, dtype) * d.flops_efficiency();
+}
+
+double ProductWaveFraction(const proto::Device& d, int64_t batch, int64_t rows, int64_t cols) {
+  if (!d.has_multiprocessors() || batch < 1 || rows < 1 || cols < 1) return 1;
+  const double sms = d.multiprocessors();
+  auto fraction = [&](int64_t tile_rows, int64_t tile_cols) {
+    const int64_t tiles =
+        batch * ((rows + tile_rows - 1) / tile_rows) * ((cols + tile_cols - 1) / tile_cols);
+    const double waves = std::ceil(static_cast<double>(tiles) / sms);
+    return static_cast<double>(batch) * static_cast<double>(rows) * static_cast<double>(cols) /
+           (waves * sms * static_cast<double>(tile_rows * tile_cols));
+  };
+  return std::max(fraction(d.gemm_tile_rows(), d.gemm_tile_cols()),
+                  fraction(d.gemm_tile_cols(), d.gemm_tile_rows()));
 }
 
 double StreamMemoryBandwidth(const proto::Device& d) {

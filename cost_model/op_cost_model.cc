@@ -57,18 +57,30 @@ OpCostModel::OpCostModel(proto::Cluster cluster, CostTable table)
                     << cluster_.name() << "': " << valid.message();
 }
 
+// A matrix product's FLOPs take longer by the share of the device's tiles
+// it leaves idle (ProductWaveFraction); a gradient's products have equal
+// FLOPs.
+double OpCostModel::ComputeSeconds(const OpWork& work, DataType dtype) const {
+  const proto::Device& d = cluster_.device();
+  const double rate = StreamSustainedFlops(d, dtype);
+  if (work.num_products == 0) return work.flops / rate;
+  double seconds = 0;
+  for (int i = 0; i < work.num_products; ++i) {
+    const OpWork::Product& p = work.products[i];
+    seconds +=
+        work.flops / work.num_products / rate / ProductWaveFraction(d, p.batch, p.rows, p.cols);
+  }
+  return seconds;
+}
+
 double OpCostModel::RooflineSeconds(const OpWork& work, DataType dtype) const {
   const proto::Device& d = cluster_.device();
   return d.kernel_launch_seconds() +
-         std::max(work.flops / StreamSustainedFlops(d, dtype),
-                  work.bytes / StreamMemoryBandwidth(d));
+         std::max(ComputeSeconds(work, dtype), work.bytes / StreamMemoryBandwidth(d));
 }
 
 bool OpCostModel::ComputeBound(const OpWork& work, DataType dtype) const {
-  const proto::Device& d = cluster_.device();
-  // flops / bytes >= peak / bandwidth, without dividing by zero bytes.
-  return work.flops * StreamMemoryBandwidth(d) >=
-         work.bytes * StreamSustainedFlops(d, dtype);
+  return ComputeSeconds(work, dtype) >= work.bytes / StreamMemoryBandwidth(cluster_.device());
 }
 
 // Neighbour rule. The neighbour is the entry nearest in log space over

@@ -73,8 +73,11 @@ class OpCostModel final : public OpCostEstimator {
 
   // Rule 3 alone.
   double RooflineSeconds(const OpWork& work, DataType dtype) const;
-  // FLOPs per byte at or above the stream's ridge point (peak / bandwidth).
+  // Its FLOPs take at least as long as its bytes.
   bool ComputeBound(const OpWork& work, DataType dtype) const;
+  // Its FLOPs at the stream's sustained rate, its matrix products' by the
+  // waves of tiles they run in.
+  double ComputeSeconds(const OpWork& work, DataType dtype) const;
 
   const proto::Cluster& cluster() const { return cluster_; }
   const CostTable& table() const { return table_; }

@@ -67,11 +67,27 @@ void AppendVar(const Op& op, const std::string& name, std::string* out) {
   *out += StrCat(" ", DataTypeName(m.dtype), ShapeToString(m.shape));
 }
 
+// The product whose output is `out`, where it has one.
+void AddProduct(const Op& op, const std::string& out, OpWork* w) {
+  const Shape s = VarShape(op, out);
+  if (out.empty() || s.size() < 2 || s[s.size() - 2] <= 0 || s.back() <= 0) return;
+  OpWork::Product& p = w->products[w->num_products++];
+  p.rows = s[s.size() - 2];
+  p.cols = s.back();
+  p.batch = NumElements(s) / (p.rows * p.cols);
+}
+
 }  // namespace
 
 OpWork WorkOf(const Op& op) {
   OpWork w;
   w.flops = Flops(op);
+  if (op.type() == "matmul") {
+    AddProduct(op, op.Output("Out"), &w);
+  } else if (op.type() == "matmul_grad") {
+    if (op.HasOutput("X@GRAD")) AddProduct(op, op.Output("X@GRAD"), &w);
+    if (op.HasOutput("Y@GRAD")) AddProduct(op, op.Output("Y@GRAD"), &w);
+  }
   const OpSchema* schema = OpRegistry::Global().Find(op.type());
   for (const auto& slot : op.desc().inputs()) {
     if (!ReadsInputData(schema, op, slot.name())) continue;

@@ -5,6 +5,7 @@
 #ifndef LOOM_FRAMEWORK_OP_WORK_H_
 #define LOOM_FRAMEWORK_OP_WORK_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +25,15 @@ struct OpWork {
   // all-reduces of one float per row).
   int64_t comm_bytes = 0;
   int comm_calls = 0;
+  // matmul and its gradient: the output of each product, for a device that
+  // computes a product in tiles of its output (a gradient computes up to
+  // two, of equal FLOPs: X's gradient and Y's). The product's rows and
+  // columns are its output's last two dims, its batch the rest.
+  struct Product {
+    int64_t batch = 0, rows = 0, cols = 0;
+  };
+  std::array<Product, 2> products;
+  int num_products = 0;
 };
 
 OpWork WorkOf(const Op& op);

@@ -46,6 +46,9 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
       if (!computes || seconds[ins.signature] >= 0) continue;
       const std::string& signature = g.body->signatures[ins.signature];
       OpWork work;
+      if (ins.signature < static_cast<int>(g.body->signature_work.size())) {
+        work = g.body->signature_work[ins.signature];
+      }
       work.flops = ins.flops;
       work.bytes = ins.bytes;
       auto cost = costs.ops().Estimate(ins.op_type, signature, work);

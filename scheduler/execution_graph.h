@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "framework/op_registry.h"
+#include "framework/op_work.h"
 #include "scheduler/plan.h"
 
 namespace loom {
@@ -141,6 +142,9 @@ struct RankGraphBody {
   std::vector<Instruction> instructions;  // issue order
   std::vector<StreamQueue> streams;            // sorted by name
   std::vector<std::string> signatures;
+  // By signature: the work of the first op that has it, for what an
+  // instruction's FLOPs and bytes leave out (a matrix product's shape).
+  std::vector<OpWork> signature_work;
   std::vector<std::string> var_names;  // what Temporary::var and views index
   std::vector<Temporary> temporaries;
   std::vector<int> touches;  // temporary ids, by instruction (see there)

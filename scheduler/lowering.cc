@@ -206,7 +206,10 @@ const std::vector<OpFacts>& RankLowering::FactsOf(const Program& program) {
     f.work = WorkOf(*op);
     auto [sig, added] = signature_index_.emplace(
         OpSignature(*op), static_cast<int>(body_->signatures.size()));
-    if (added) body_->signatures.push_back(sig->first);
+    if (added) {
+      body_->signatures.push_back(sig->first);
+      body_->signature_work.push_back(f.work);
+    }
     f.signature = sig->second;
     if (f.comm != CommKind::kNone) {
       f.ring = static_cast<RingId>(op->GetAttr<int32_t>("ring_id"));

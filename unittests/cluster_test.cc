@@ -57,8 +57,8 @@ TEST(Cluster, GpuPresetsCarryTheirPublishedPeaks) {
   EXPECT_DOUBLE_EQ(StreamPeakFlops(h100.device(), proto::BF16), 989.5e12);
   // The a100's one calibrated value (docs/megatron_validation.md); the
   // h100's is not measured, so its kernels sustain the peak.
-  EXPECT_DOUBLE_EQ(a100.device().flops_efficiency(), 0.847);
-  EXPECT_DOUBLE_EQ(StreamSustainedFlops(a100.device(), proto::BF16), 0.847 * 312e12);
+  EXPECT_DOUBLE_EQ(a100.device().flops_efficiency(), 0.882);
+  EXPECT_DOUBLE_EQ(StreamSustainedFlops(a100.device(), proto::BF16), 0.882 * 312e12);
   EXPECT_DOUBLE_EQ(StreamSustainedFlops(h100.device(), proto::BF16), 989.5e12);
 }
 
@@ -129,6 +129,19 @@ TEST(Cluster, ValidationNamesTheField) {
             "device.flops_efficiency must be in (0, 1], got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_cores(0); }),
             "device.cores must be at least 1 for a CPU, got 0");
+  // How a GPU tiles its products: all three fields or none, on a GPU.
+  EXPECT_EQ(Validate([](proto::Cluster& c) { c.mutable_device()->set_multiprocessors(108); }),
+            "device.multiprocessors, gemm_tile_rows and gemm_tile_cols go together; the "
+            "cluster has 1 of them");
+  const auto tiled = [](proto::Cluster& c) {
+    c.mutable_device()->set_multiprocessors(108);
+    c.mutable_device()->set_gemm_tile_rows(256);
+    c.mutable_device()->set_gemm_tile_cols(128);
+  };
+  EXPECT_EQ(Validate(tiled), "device.multiprocessors and the GEMM tile are for GPUs");
+  proto::Cluster a100 = LoadCluster("a100").value();
+  a100.mutable_device()->set_gemm_tile_cols(0);
+  EXPECT_EQ(ValidateCluster(a100).message(), "device.gemm_tile_cols must be 1..65536, got 0");
   EXPECT_EQ(Validate([](proto::Cluster& c) { c.set_comm_compute_slowdown(0.5); }),
             "comm_compute_slowdown must be at least 1, got 0.5");
   EXPECT_EQ(

@@ -36,6 +36,10 @@ proto::Cluster SharedHostTestCluster() {
   proto::Cluster c = TestCluster();
   c.mutable_device()->set_kind(proto::Device::CPU);
   c.mutable_device()->set_cores(4);
+  // How a GPU tiles its products is not a CPU's.
+  c.mutable_device()->clear_multiprocessors();
+  c.mutable_device()->clear_gemm_tile_rows();
+  c.mutable_device()->clear_gemm_tile_cols();
   return c;
 }
 

@@ -1,18 +1,19 @@
 // The op cost model's lookup order over a small hand-written table, and the
 // table file itself: parse and validation errors, merging, atomic saves,
 // the per-user default location.
+#include "cost_model/op_cost_model.h"
+
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <fstream>
 
-#include <gtest/gtest.h>
-
 #include "cost_model/cluster.h"
 #include "cost_model/cost_table.h"
-#include "cost_model/op_cost_model.h"
 #include "framework/file_util.h"
 #include "framework/op_builder.h"
+#include "framework/op_work.h"
 #include "framework/shape_inference.h"
 #include "unittests/loom_cli.h"
 
@@ -155,6 +156,80 @@ TEST_F(OpCostModelTest, NoEntryOfTheTypeFallsToTheRoofline) {
                    1e-6 + 8388608 / 80e9);
   EXPECT_DOUBLE_EQ(sustained.EstimateOp(*Unary("softmax", "h", "s2")).value().seconds,
                    1e-6 + 524288 / 10e9);
+}
+
+// A GPU computes a product's output in tiles, one per multiprocessor at a
+// time (cluster.proto, multiprocessors): the a100 preset's 256 x 128 over
+// 108 SMs.
+TEST(GemmWaves, AProductPaysForWholeWavesOfTiles) {
+  const proto::Device a100 = LoadCluster("a100").value().device();
+  ASSERT_EQ(a100.multiprocessors(), 108);
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(a100, 1, 256 * 9, 128 * 12), 1.0);  // one wave
+  // A tile more runs a second wave for it alone.
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(a100, 1, 256 * 109, 128), 109.0 / 216);
+  // Either way round, whichever fills more; a batch's products add tiles.
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(a100, 1, 128, 256 * 108), 1.0);
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(a100, 108, 256, 128), 1.0);
+  // A tile half used costs a whole one.
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(a100, 108, 128, 128), 0.5);
+  // A device that does not say how it tiles: every FLOP at the rate.
+  EXPECT_EQ(ProductWaveFraction(LoadCluster("local").value().device(), 1, 256 * 109, 128), 1.0);
+}
+
+// The ops: a matmul of 120 tiles (two waves, the second mostly idle) takes
+// twice as long as one of 108 with 9/10 of its FLOPs; a gradient's two
+// products are priced each by its own output's tiles.
+TEST(GemmWaves, MatmulsArePricedByTheirOutputsTiles) {
+  RegisterAllOps();
+  Program program;
+  Block& block = program.global_block();
+  auto var = [&](const char* name, const Shape& shape) {
+    proto::VarDesc* v = block.AddVar(name);
+    SetMeta(TensorMeta{proto::BF16, shape}, v);
+    v->set_is_data(true);
+  };
+  constexpr int64_t kK = 8192;  // deep enough to be compute-bound
+  var("x_wave", {256 * 9, kK});
+  var("x_more", {256 * 10, kK});
+  var("w", {kK, 128 * 12});
+  auto matmul = [&](const char* x, const char* out) {
+    return AppendOpInferShapes(
+               block, OpDescBuilder("matmul").Input("X", x).Input("Y", "w").Output("Out", out))
+        .value();
+  };
+  const Op* wave = matmul("x_wave", "o_wave");
+  const Op* more = matmul("x_more", "o_more");
+  ASSERT_EQ(WorkOf(*more).num_products, 1);
+  EXPECT_EQ(WorkOf(*more).products[0].rows, 256 * 10);
+  EXPECT_EQ(WorkOf(*more).products[0].cols, 128 * 12);
+
+  const proto::Cluster a100 = LoadCluster("a100").value();
+  const proto::Device& d = a100.device();
+  OpCostModel model(a100, CostTable());
+  const double launch = d.kernel_launch_seconds();
+  const double rate = StreamSustainedFlops(d, proto::BF16);
+  const double t_wave = model.EstimateOp(*wave).value().seconds - launch;
+  const double t_more = model.EstimateOp(*more).value().seconds - launch;
+  EXPECT_NEAR(t_wave, WorkOf(*wave).flops / rate, 1e-15);
+  EXPECT_NEAR(t_more / t_wave, 2.0, 1e-12);
+
+  // Its gradient: X's product a [2560, 8192] output (640 tiles in 6
+  // waves), W's a [8192, 1536] one (384 in 4); each half the FLOPs.
+  const Op* grad = AppendOpInferShapes(block, OpDescBuilder("matmul_grad")
+                                                  .Input("X", "x_more")
+                                                  .Input("Y", "w")
+                                                  .Input("Out@GRAD", "o_more")
+                                                  .Output("X@GRAD", "x_more@GRAD")
+                                                  .Output("Y@GRAD", "w@GRAD"))
+                       .value();
+  const OpWork g = WorkOf(*grad);
+  ASSERT_EQ(g.num_products, 2);
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(d, 1, 256 * 10, kK), 640.0 / 648);
+  EXPECT_DOUBLE_EQ(ProductWaveFraction(d, 1, kK, 128 * 12), 384.0 / 432);
+  const double half = g.flops / 2 / rate;
+  EXPECT_NEAR(model.ComputeSeconds(g, proto::BF16), half * 648 / 640 + half * 432 / 384, 1e-15);
+  EXPECT_NEAR(model.EstimateOp(*grad).value().seconds - launch,
+              model.ComputeSeconds(g, proto::BF16), 1e-15);
 }
 
 TEST_F(OpCostModelTest, NeighboursMustShareTheComputeDtype) {
