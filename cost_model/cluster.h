@@ -62,6 +62,7 @@ double StreamMemoryBandwidth(const proto::Device& device);
 // with a [batch, rows, cols] output keeps busy (cluster.proto,
 // multiprocessors): 1 where the device does not say how it tiles.
 double ProductWaveFraction(const proto::Device& device, int64_t batch, int64_t rows, int64_t cols);
+
 // The bytes of its device's cache (Device.cache_bytes) one rank of a plan
 // of `world_size` ranks keeps its tensors in: an equal share among the
 // device's ranks (every rank, where the cluster's nodes are emulated on
