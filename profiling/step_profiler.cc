@@ -13,13 +13,6 @@
 namespace loom {
 namespace {
 
-// An instruction whose time is compute: a kernel, or the vocabulary-
-// parallel cross entropy, whose reductions are the communication model's.
-bool Computes(const Instruction& ins) {
-  return ins.kind == InstructionKind::kCompute ||
-         (ins.kind == InstructionKind::kCollective && ins.flops > 0);
-}
-
 // The step's events by instruction id (null where none ran).
 std::vector<const TraceEvent*> ById(const RankGraph& graph, const std::vector<TraceEvent>& events) {
   std::vector<const TraceEvent*> by_id(graph.instructions().size(), nullptr);
@@ -142,7 +135,7 @@ void InStepProfiler::AddStepSamples(const TimedRank& t, const std::vector<TraceE
   for (const TraceEvent& e : events) {
     if (e.instruction < 0) continue;
     const Instruction& ins = graph.instructions()[e.instruction];
-    if (!Computes(ins)) continue;
+    if (!graph.body->Computes(ins)) continue;
     const std::string& signature = graph.body->signatures[ins.signature];
     auto& [seconds, runs] = step_sum[signature];
     seconds += (e.end_ns - StreamStartNs(prev, by_id, ins)) * 1e-9;
@@ -155,8 +148,7 @@ void InStepProfiler::AddStepSamples(const TimedRank& t, const std::vector<TraceE
     if (s.timing.signature.empty()) {
       s.timing.type = ins.op_type;
       s.timing.signature = signature;
-      s.timing.work.flops = ins.flops;
-      s.timing.work.bytes = ins.bytes;
+      s.timing.work = graph.body->Work(ins);
     }
   }
   for (const auto& [signature, sum] : step_sum) {
@@ -215,7 +207,9 @@ std::optional<double> InStepProfiler::LockstepRatio(
   for (const std::vector<TraceEvent>& events : copies) {
     std::vector<double> own(stretches, 0);
     for (const TraceEvent& e : events) {
-      if (e.instruction < 0 || !Computes(t.graph->instructions()[e.instruction])) continue;
+      if (e.instruction < 0 || !t.graph->body->Computes(t.graph->instructions()[e.instruction])) {
+        continue;
+      }
       own[t.stretch[e.instruction]] += (e.end_ns - e.start_ns) * 1e-9;
     }
     for (int s = 0; s < stretches; ++s) {

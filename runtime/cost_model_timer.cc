@@ -39,18 +39,10 @@ StatusOr<std::unique_ptr<CostModelTimer>> CostModelTimer::Create(const Execution
         if (!kind.ok()) return kind.status().WithContext(InstructionLocation(g, ins));
         t->kinds_[ins.op_type] = *kind;
       }
-      // Pure communication computes nothing; an op that does both (the
-      // vocabulary-parallel cross entropy) is priced for both.
-      const bool computes = ins.kind == InstructionKind::kCompute ||
-                            (ins.kind == InstructionKind::kCollective && ins.flops > 0);
-      if (!computes || seconds[ins.signature] >= 0) continue;
+      // Pure communication computes nothing; an op that does both is priced for both.
+      if (!g.body->Computes(ins) || seconds[ins.signature] >= 0) continue;
       const std::string& signature = g.body->signatures[ins.signature];
-      OpWork work;
-      if (ins.signature < static_cast<int>(g.body->signature_work.size())) {
-        work = g.body->signature_work[ins.signature];
-      }
-      work.flops = ins.flops;
-      work.bytes = ins.bytes;
+      const OpWork& work = g.body->Work(ins);
       auto cost = costs.ops().Estimate(ins.op_type, signature, work);
       if (!cost.ok()) return cost.status().WithContext(InstructionLocation(g, ins));
       seconds[ins.signature] = cost->seconds * compute_scale;
@@ -175,8 +167,7 @@ double CostModelTimer::Price(const RankGraph& g, const Instruction& ins, CallReg
                              double link_idle, double link_credit) const {
   double s = 0;
   if (ins.kind == InstructionKind::kNoOp) return 0;
-  if (ins.kind == InstructionKind::kCompute ||
-      (ins.kind == InstructionKind::kCollective && ins.flops > 0)) {
+  if (g.body->Computes(ins)) {
     const BodyPrices& prices = compute_.at(g.body.get());
     s += prices.by_signature[ins.signature];
     if (!prices.cold_extra.empty()) s += prices.cold_extra[ins.id];

@@ -58,10 +58,8 @@ struct Instruction {
   // the step scope, shared by all).
   int micro_batch = 0;
 
-  // Work, counted from shapes (framework/op_work.h); `signature` indexes
-  // RankGraphBody::signatures, the cost table's key.
-  double flops = 0;
-  double bytes = 0;
+  // Indexes RankGraphBody::signatures (the cost table's key) and
+  // signature_work: ops alike are priced alike.
   int signature = 0;
 
   // Communication. ring: the group kind (RankGraph::Group gives its global
@@ -142,8 +140,8 @@ struct RankGraphBody {
   std::vector<Instruction> instructions;  // issue order
   std::vector<StreamQueue> streams;            // sorted by name
   std::vector<std::string> signatures;
-  // By signature: the work of the first op that has it, for what an
-  // instruction's FLOPs and bytes leave out (a matrix product's shape).
+  // By signature: the op's work, counted from its shapes
+  // (framework/op_work.h); the signature names every shape the count reads.
   std::vector<OpWork> signature_work;
   std::vector<std::string> var_names;  // what Temporary::var and views index
   std::vector<Temporary> temporaries;
@@ -156,6 +154,14 @@ struct RankGraphBody {
 
   // The index of stream `name`, or -1.
   int FindStream(const std::string& name) const;
+  const OpWork& Work(const Instruction& ins) const { return signature_work[ins.signature]; }
+  // Whether the instruction's time has a compute part: a kernel, or an op
+  // that computes and communicates (the vocabulary-parallel cross entropy,
+  // whose reductions the communication model prices).
+  bool Computes(const Instruction& ins) const {
+    return ins.kind == InstructionKind::kCompute ||
+           (ins.kind == InstructionKind::kCollective && Work(ins).flops > 0);
+  }
 };
 
 struct RankGraph {

@@ -442,8 +442,6 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
       ins.stream = f.stream;
       ins.stream_priority = f.priority;
       ins.micro_batch = job.micro_batch;
-      ins.flops = f.work.flops;
-      ins.bytes = f.work.bytes;
       ins.signature = f.signature;
       switch (f.comm) {
         case CommKind::kNone:
