@@ -47,7 +47,7 @@ simulate() {
   local schedule=1F1B
   [[ $vpp -gt 1 ]] && schedule=VPP
   local out
-  out=$("$LOOM" simulate --cluster "$CLUSTER" --amp_level O2 --dropout 0.1 --recipe none --preset "$preset" \
+  out=$("$LOOM" simulate --cluster "$CLUSTER" --amp_level O2 --dropout 0.1 --clip_grad_norm 1.0 --recipe none --preset "$preset" \
           --mp 8 --pp "$pp" --vpp "$vpp" --schedule "$schedule" --micro_batches "$mb" \
           --batch_size "$batch" "$@" 2>&1) || { echo "$out" >&2; return 1; }
   local ms fits peak
