@@ -8,8 +8,9 @@
 # Each row is one `loom simulate` on the `a100` cluster preset: bf16 O2,
 # mp 8, the paper's pipeline degree and global batch (micro-batches of one
 # sequence; the 22B's one micro-batch of four), the interleaved schedule
-# with 3 chunks per stage on 175B and 530B, and Megatron's dropout of 0.1
-# (the paper's activation counts include its masks). The preset's one
+# with 3 chunks per stage on 175B and 530B, Megatron's dropout of 0.1
+# (the paper's activation counts include its masks) and its default
+# gradient clipping (--clip-grad 1.0). The preset's one
 # fitted value, device.flops_efficiency, was fitted on the 530B
 # SP+selective row; every other time is predicted. Prints a markdown
 # table (simulated and published seconds, their ratio, the
