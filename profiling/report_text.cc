@@ -36,15 +36,6 @@ void PrintCommProgress(const std::string& what) {
   std::fprintf(stderr, "timing %s ...\n", what.c_str());
 }
 
-double CpuPressure() {
-  std::FILE* f = std::fopen("/proc/pressure/cpu", "r");
-  if (f == nullptr) return -1;
-  double avg10 = -1;
-  if (std::fscanf(f, "some avg10=%lf", &avg10) != 1) avg10 = -1;
-  std::fclose(f);
-  return avg10;
-}
-
 std::string PressureNote(double pressure) {
   if (pressure < 0) return "";
   return StrCat(

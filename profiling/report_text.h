@@ -29,13 +29,8 @@ inline void __attribute__((format(printf, 2, 3))) PrintTo(FILE* out, const char*
 // Progress lines of the link's measurements, on stderr.
 void PrintCommProgress(const std::string& what);
 
-// The share of the last 10 s in which some runnable task waited for a CPU
-// (Linux PSI), or -1 where the kernel does not report it. Read before
-// measuring (the measurement's own threads raise it): on a shared host a
-// busy neighbour slows every measurement, so the value is reported.
-double CpuPressure();
-// "CPU pressure 3% before measuring", with a warning when it is high; ""
-// when unknown.
+// "CPU pressure 3% before measuring" (CpuPressure), with a warning when it
+// is high; "" when unknown.
 std::string PressureNote(double pressure);
 
 }  // namespace loom

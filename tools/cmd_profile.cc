@@ -118,7 +118,6 @@ Status CalibrateInto(proto::Cluster* cluster) {
 }
 
 Status ProfileHost() {
-  const double pressure_before = CpuPressure();
   std::string out = FLAGS_cluster_out;
   if (out.empty()) {
     out = (std::filesystem::path(CostTablePathFromFlags()).parent_path() /
@@ -144,6 +143,7 @@ Status ProfileHost() {
     }
   }
   LOOM_RETURN_IF_ERROR(CheckCpu(cluster, "loom profile measures"));
+  LOOM_ASSIGN_OR_RETURN(const double pressure_before, WaitForQuietCpuFromFlags());
   if (FLAGS_calibrate_device) LOOM_RETURN_IF_ERROR(CalibrateInto(&cluster));
   std::vector<proto::Link*> links;
   if (FLAGS_comm) {

@@ -33,6 +33,10 @@ DEFINE_double(profile_min_sample_ms, 0.2,
               "alone: each sample repeats a fast op until it lasts this long");
 DEFINE_int64(profile_max_bytes, int64_t{4} << 30,
              "skip ops whose tensors total more bytes than this");
+DEFINE_double(wait_for_quiet_seconds, 60,
+              "before measuring, wait up to this long for other processes to leave the CPU "
+              "(some task waiting for a core under 5% of the last 10 s, Linux's CPU pressure); "
+              "0: measure at once");
 
 namespace loom {
 namespace {
@@ -147,6 +151,16 @@ StatusOr<PlanOpProfileOptions> PlanOpProfileOptionsFromFlags() {
   return options;
 }
 
+StatusOr<double> WaitForQuietCpuFromFlags() {
+  if (!(FLAGS_wait_for_quiet_seconds >= 0 && FLAGS_wait_for_quiet_seconds <= 3600)) {
+    return InvalidArgument("--wait_for_quiet_seconds must be 0 to 3600, got ",
+                           FLAGS_wait_for_quiet_seconds);
+  }
+  QuietCpuWait wait;
+  wait.max_seconds = FLAGS_wait_for_quiet_seconds;
+  return WaitForQuietCpu(wait);
+}
+
 Status ProfileOps() {
   LOOM_ASSIGN_OR_RETURN(proto::Cluster cluster, ClusterFromFlags());
   LOOM_ASSIGN_OR_RETURN(DeviceType device_type, DeviceFromFlags());
@@ -181,7 +195,7 @@ Status ProfileOps() {
     LOOM_RETURN_IF_ERROR(CheckWritable(FLAGS_cluster_out));
   }
 
-  const double pressure_before = CpuPressure();
+  LOOM_ASSIGN_OR_RETURN(const double pressure_before, WaitForQuietCpuFromFlags());
   const auto start = std::chrono::steady_clock::now();
   options.alone.device = gpu.get();
   options.alone_progress = [](int i, int total, const std::string& sig) {

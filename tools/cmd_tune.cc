@@ -237,6 +237,7 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
     return InvalidArgument("--profile_rounds must be 1..100, got ", FLAGS_profile_rounds);
   }
   LOOM_ASSIGN_OR_RETURN(PlanOpProfileOptions timing, PlanOpProfileOptionsFromFlags());
+  LOOM_ASSIGN_OR_RETURN(const double pressure_before, WaitForQuietCpuFromFlags());
   const std::string path = CostTablePathFromFlags();
   LOOM_ASSIGN_OR_RETURN(const CostTable table, CostTable::LoadOrEmpty(path));
   LOOM_ASSIGN_OR_RETURN(TuneSpaceResult space, EnumerateTuneSpace(config, opt, o.base, costs,
@@ -335,6 +336,9 @@ Status ProfileTuneOps(const GptConfig& config, const OptimizerConfig& opt, const
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "profile: %d entries added to %s in %.1f s\n", added, path.c_str(), seconds);
+  if (const std::string note = PressureNote(pressure_before); !note.empty()) {
+    std::fprintf(stderr, "profile: %s\n", note.c_str());
+  }
   return Status::OK();
 }
 

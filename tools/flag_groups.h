@@ -64,6 +64,10 @@ inline const FlagGroup kMemoryFlags = {"memory_limit", "allow_oversubscribe"};
 // --profile_ops` time ops.
 inline const FlagGroup kOpTimingFlags = {"in_step", "profile_samples", "profile_warmup",
                                          "profile_min_sample_ms", "profile_max_bytes"};
+// WaitForQuietCpuFromFlags: when a measurement starts. Apart from the
+// timing flags, as it is a standing setting (often FLAGS_ in the
+// environment) that a command which measures nothing ignores.
+inline const FlagGroup kQuietWaitFlags = {"wait_for_quiet_seconds"};
 
 // What a program file fixes (loom train and loom run --program): the model
 // and its optimizer. Its --seed still seeds the data and dropout.

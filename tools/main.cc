@@ -233,9 +233,10 @@ const std::vector<Command>& Commands() {
        "recomputation, a lower ZeRO stage before a higher), as 'loom profile'\n"
        "times one layout, --profile_rounds times over the plans (each plan's\n"
        "fastest round is kept, with a warning when the host's noise moved the\n"
-       "rounds apart); a table that has them all is left as it is.",
+       "rounds apart); a table that has them all is left as it is. Timing waits\n"
+       "first, up to --wait_for_quiet_seconds, for other processes to leave the CPU.",
        FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kMemoryFlags,
-                &kOpTimingFlags},
+                &kOpTimingFlags, &kQuietWaitFlags},
                {"devices", "top", "tune_threads", "schedules", "max_vpp", "exhaustive",
                 "list_candidates", "search_seconds", "refine", "explain", "json", "o",
                 "cluster", "cost_table", "profile_ops", "profile_rounds"}),
@@ -274,8 +275,12 @@ const std::vector<Command>& Commands() {
        "--comm_shared_only measures only that, for a launch's two halves (on the\n"
        "emulated network after its --comm), into the file's measured link.\n"
        "--comm_idle_ms G1,G2 also times the calls after longer compute and\n"
-       "records what they add (the link's after_idle).",
-       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kOpTimingFlags},
+       "records what they add (the link's after_idle).\n"
+       "Every measurement waits first, up to --wait_for_quiet_seconds, for other\n"
+       "processes to leave the CPU: timings taken beside them would price every\n"
+       "plan after as if this host were slower.",
+       FlagsOf({&kModelFlags, &kOptimizerFlags, &kStrategyFlags, &kOpTimingFlags,
+                &kQuietWaitFlags},
                {"device", "program", "plan", "cluster", "cost_table", "comm", "calibrate_device",
                 "calibrate_seconds", "cluster_out", "comm_ranks", "comm_between_ms", "comm_rounds",
                 "comm_max_bytes", "comm_long_bytes", "comm_core_wait_calls", "comm_core_wait_bytes",

@@ -13,6 +13,7 @@
 #include "cost_model/cluster.pb.h"
 #include "cost_model/cost_table.h"
 #include "framework/status.h"
+#include "profiling/cpu_pressure.h"
 #include "profiling/link_profile_options.h"
 #include "profiling/op_profiler.h"
 #include "profiling/plan_op_profile.h"
@@ -61,6 +62,10 @@ void ReportLockstep(std::optional<double> lockstep, std::optional<double> shared
 // --profile_min_sample_ms, --profile_max_bytes, --seed), checked; the
 // device, the cache share and progress are the caller's.
 StatusOr<PlanOpProfileOptions> PlanOpProfileOptionsFromFlags();
+
+// Waits up to --wait_for_quiet_seconds for the host's other processes to
+// leave the CPU (WaitForQuietCpu), and returns its CPU pressure then.
+StatusOr<double> WaitForQuietCpuFromFlags();
 
 // The op-timing half: `loom profile` without --comm or --calibrate_device.
 Status ProfileOps();

@@ -7,6 +7,9 @@
 // - TEST_TMPDIR (which ::testing::TempDir() reads) and TMPDIR point at its
 //   tmp/, so that the files and directories tests and their loom processes
 //   make go with it instead of piling up in /tmp run after run.
+// - FLAGS_wait_for_quiet_seconds is 0: tests run beside each other, so a
+//   `loom profile` they start would otherwise wait for a quiet host that
+//   the other tests keep busy.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -41,6 +44,7 @@ class HermeticDirectory {
     unsetenv("LOOM_COST_TABLE");
     setenv("TEST_TMPDIR", temp.c_str(), 1);
     setenv("TMPDIR", temp.c_str(), 1);
+    setenv("FLAGS_wait_for_quiet_seconds", "0", 1);
   }
   ~HermeticDirectory() {
     std::error_code ignored;

@@ -363,6 +363,24 @@ TEST(Profile, CalibrateDeviceMeasuresTheCoreAndItsNoise) {
   EXPECT_EQ(bad.out, "loom profile: --calibrate_seconds must be 0 to 3600, got -1\n");
 }
 
+// Every measuring command refuses a wait for a quiet host it could not
+// keep, naming the flag, before it measures anything.
+TEST(Profile, RefusesANegativeWaitForAQuietHost) {
+  const std::string dir = MakeTempDir("loom_profile_bad_wait");
+  for (const std::string command :
+       {"profile --calibrate_device --cluster_out " + dir + "/c.pbtxt",
+        "profile --preset gpt-tiny --layers 1 --cost_table " + dir + "/t.pbtxt",
+        "tune --preset gpt-tiny --layers 1 --devices 2 --cluster local --profile_ops "
+        "--cost_table " +
+            dir + "/t.pbtxt"}) {
+    const Result r = Loom(command + " --wait_for_quiet_seconds -1");
+    EXPECT_EQ(r.code, 1) << command;
+    EXPECT_NE(r.out.find("--wait_for_quiet_seconds must be 0 to 3600, got -1\n"), std::string::npos)
+        << command << ": " << r.out;
+    EXPECT_EQ(Lines(r.out.substr(r.out.find("loom "))), 1) << r.out;
+  }
+}
+
 TEST(Profile, CommRejectsABadComputeRangeNamingItsFlag) {
   Result r = Loom("profile --comm --comm_shared_between_ms 2,1 --cluster_out " +
                   MakeTempDir("loom_profile_bad_between") + "/c.pbtxt");
