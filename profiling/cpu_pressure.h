@@ -13,9 +13,13 @@ namespace loom {
 // before measuring: the measurement's own threads raise it.
 double CpuPressure();
 
+// Under this CpuPressure() the host is quiet: a measurement waits for it,
+// and one taken above it is reported as taken beside other work.
+inline constexpr double kQuietCpuPressurePercent = 5;
+
 // How long to wait for a quiet host before measuring.
 struct QuietCpuWait {
-  double below_percent = 5;  // quiet: CpuPressure() under this
+  double below_percent = kQuietCpuPressurePercent;
   double max_seconds = 60;   // then measure anyway
   double poll_seconds = 1;
   // Where the readings come from and how time passes (tests replace them).

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "framework/status.h"
+#include "profiling/cpu_pressure.h"
 
 namespace loom {
 
@@ -38,9 +39,10 @@ void PrintCommProgress(const std::string& what) {
 
 std::string PressureNote(double pressure) {
   if (pressure < 0) return "";
-  return StrCat(
-      "CPU pressure ", static_cast<int>(std::lround(pressure)), "% before measuring",
-      pressure >= 5 ? " (other processes were running: expect slower, noisier values)" : "");
+  return StrCat("CPU pressure ", static_cast<int>(std::lround(pressure)), "% before measuring",
+                pressure >= kQuietCpuPressurePercent
+                    ? " (other processes were running: expect slower, noisier values)"
+                    : "");
 }
 
 }  // namespace loom
