@@ -219,7 +219,7 @@ StatusOr<std::unique_ptr<ParallelTrainer>> ParallelTrainer::CreateFromPlan(
                           SerialExecutor::Create(t->plan_.ranks[r].startup(), t->scopes_[r].get()));
     LOOM_RETURN_IF_ERROR(startup->Run().WithContext(StrCat("rank ", r, " startup")));
     RankExecutorOptions exec_options;
-    exec_options.keep = {kLossVar, kGradNormVar};
+    exec_options.keep = KeptVars();
     exec_options.trace = options.trace;
     exec_options.time_kernels = options.time_kernels;
     exec_options.device = t->devices_[r].get();

@@ -15,6 +15,7 @@
 
 #include "executor/comm/comm_world.h"
 #include "executor/rank_executor.h"
+#include "framework/grad_clip.h"
 #include "models/gpt.h"
 #include "models/synthetic_data.h"
 #include "passes/planner.h"
@@ -143,6 +144,9 @@ class ParallelTrainer : public Trainer {
 
   const Plan& plan() const { return plan_; }
   const ExecutionGraph& graph() const { return graph_; }
+  // The temporaries each micro-batch keeps after the step, for the loop to
+  // read (RankExecutorOptions::keep).
+  static std::vector<std::string> KeptVars() { return {kLossVar, kGradNormVar}; }
   const std::vector<int>& local_ranks() const { return local_; }
   // Seconds a local rank's kernels took in the last step (RankExecutor::
   // last_compute_seconds, under Options::time_kernels): what tells a

@@ -89,7 +89,8 @@ int StreamOrder(const std::string& stream) {
   return kNumKnownStreams;
 }
 
-std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
+std::string ChromeTraceJson(const std::vector<TraceEvent>& events,
+                            const std::vector<TraceCounter>& counters) {
   // Lane ids: known streams first in their order, others after by name.
   std::map<std::pair<int, std::string>, int> lanes;
   for (const TraceEvent& e : events) lanes.emplace(std::make_pair(StreamOrder(e.stream), e.stream), 0);
@@ -121,6 +122,16 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
     ranks.insert(e.rank);
     named.emplace(e.rank, e.stream);
   }
+  for (const TraceCounter& c : counters) {
+    for (const TraceCounter::Sample& v : c.samples) {
+      list.push_back({{"name", c.name},
+                      {"ph", "C"},
+                      {"pid", c.rank},
+                      {"ts", v.time_ns / 1000.0},
+                      {"args", {{"value", v.value}}}});
+    }
+    ranks.insert(c.rank);
+  }
   for (int r : ranks) {
     list.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r},
                     {"args", {{"name", StrCat("rank ", r)}}}});
@@ -132,9 +143,9 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events) {
   return out.dump();
 }
 
-Status WriteChromeTrace(const std::vector<TraceEvent>& events,
-                        const std::string& path) {
-  return WriteFileAtomically(path, ChromeTraceJson(events));
+Status WriteChromeTrace(const std::vector<TraceEvent>& events, const std::string& path,
+                        const std::vector<TraceCounter>& counters) {
+  return WriteFileAtomically(path, ChromeTraceJson(events, counters));
 }
 
 StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& text) {

@@ -51,10 +51,23 @@ TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,
 // name), so that every rank's lanes line up.
 int StreamOrder(const std::string& stream);
 
-std::string ChromeTraceJson(const std::vector<TraceEvent>& events);
+// A value a rank holds over time, drawn as a counter track ("C" events)
+// above its streams; reading a trace back skips it.
+struct TraceCounter {
+  int rank = 0;
+  std::string name;  // with its unit: "temporaries (MB)"
+  struct Sample {
+    int64_t time_ns = 0;  // the same clock as the events'
+    double value = 0;
+  };
+  std::vector<Sample> samples;
+};
+
+std::string ChromeTraceJson(const std::vector<TraceEvent>& events,
+                            const std::vector<TraceCounter>& counters = {});
 // Written atomically.
-Status WriteChromeTrace(const std::vector<TraceEvent>& events,
-                        const std::string& path);
+Status WriteChromeTrace(const std::vector<TraceEvent>& events, const std::string& path,
+                        const std::vector<TraceCounter>& counters = {});
 // Reads what ChromeTraceJson writes; errors name the event at fault.
 StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& json);
 StatusOr<std::vector<TraceEvent>> ReadChromeTrace(const std::string& path);

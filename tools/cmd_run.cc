@@ -18,6 +18,7 @@
 #include "runtime/parallel_trainer.h"
 #include "runtime/program_trainer.h"
 #include "runtime/straggler_watch.h"
+#include "scheduler/temporary_timeline.h"
 #include "scheduler/trace.h"
 #include "tools/command.h"
 #include "tools/common_flags.h"
@@ -25,7 +26,9 @@
 #include "tools/interleaved_profile_files.h"
 #include "tools/profile_util.h"
 
-DEFINE_string(trace, "", "write a Chrome trace (Perfetto) of the last step here");
+DEFINE_string(trace, "",
+              "write a Chrome trace (Perfetto) of the last step here, with each rank's "
+              "temporaries over the step as a counter track");
 DEFINE_int32(comm_timeout, 60, "seconds a rank waits for a peer before failing");
 DEFINE_int32(straggler_window, 20,
              "steps per comparison of each rank's kernel time with its stage's other ranks'; a "
@@ -344,7 +347,9 @@ Status RunRun(const std::vector<std::string>& args) {
   step_times.Print();
   PrintDeviceMemory(*trainer);
   if (options.trace) {
-    LOOM_RETURN_IF_ERROR(WriteChromeTrace(trainer->TakeTrace(), trace_path));
+    LOOM_RETURN_IF_ERROR(
+        WriteTraceWithTemporaries(trainer->graph(), trainer->TakeTrace(), trace_path,
+                                  ParallelTrainer::KeptVars()));
   }
   if (profile != nullptr) LOOM_RETURN_IF_ERROR(WriteInterleavedProfile(*profile, profile_files));
   return Status::OK();

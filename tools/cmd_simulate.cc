@@ -15,6 +15,7 @@
 #include "runtime/simulation.h"
 #include "cost_model/cluster.h"
 #include "scheduler/memory_fit.h"
+#include "scheduler/temporary_timeline.h"
 #include "scheduler/timeline_html.h"
 #include "scheduler/trace_compare.h"
 #include "tools/command.h"
@@ -262,7 +263,7 @@ Status RunSimulate(const std::vector<std::string>& args) {
   }
 
   if (!FLAGS_trace.empty()) {
-    LOOM_RETURN_IF_ERROR(WriteChromeTrace(sim.result.trace, FLAGS_trace));
+    LOOM_RETURN_IF_ERROR(WriteTraceWithTemporaries(sim.graph, sim.result.trace, FLAGS_trace));
   }
   std::vector<TimelinePanel> panels;
   std::string comparison;

@@ -33,6 +33,8 @@ TEST(Cli, RunMatchesTrainAndLaunchMatchesRun) {
   EXPECT_EQ(trace.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"rank 3\"}"), std::string::npos);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"p2p_send\"}"), std::string::npos);
+  // Each rank's temporaries, as a counter track.
+  EXPECT_NE(trace.find("\"name\":\"temporaries (MB)\",\"ph\":\"C\",\"pid\":3"), std::string::npos);
 }
 
 // The run ends with its step time: the median and spread of the steps
