@@ -1,6 +1,7 @@
 #include "scheduler/temporary_timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace loom {
@@ -149,6 +150,33 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
     }
   }
   return out;
+}
+
+std::string DescribePeak(const RankGraph& graph, const TemporaryTimeline& timeline, int largest) {
+  const RankGraphBody& body = *graph.body;
+  auto mb = [](int64_t bytes) { return StrCat(std::round(bytes / 1e4) / 100, " MB"); };
+  std::string line = mb(timeline.peak_bytes);
+  if (timeline.peak_instruction < 0) return line;
+  const Instruction& at = body.instructions[timeline.peak_instruction];
+  line += StrCat(" at ", at.op_type, " (job ", JobToString(at.job, body.num_chunks > 1), ") on ",
+                 graph.StreamName(at));
+  std::vector<int> held = timeline.live_at_peak;
+  std::stable_sort(held.begin(), held.end(), [&](int a, int b) {
+    return body.temporaries[a].bytes > body.temporaries[b].bytes;
+  });
+  const int shown = std::min(largest, static_cast<int>(held.size()));
+  for (int i = 0; i < shown; ++i) {
+    const Temporary& t = body.temporaries[held[i]];
+    line += StrCat(i == 0 ? ": " : ", ", body.var_names[t.var],
+                   body.micro_batches > 1 ? StrCat(" (micro-batch ", t.micro_batch, ")") : "", " ",
+                   mb(t.bytes));
+  }
+  int64_t rest = 0;
+  for (size_t i = shown; i < held.size(); ++i) rest += body.temporaries[held[i]].bytes;
+  if (held.size() > static_cast<size_t>(shown)) {
+    line += StrCat(", ", held.size() - shown, " others ", mb(rest));
+  }
+  return line;
 }
 
 StatusOr<std::vector<TraceCounter>> TemporaryCounters(const ExecutionGraph& graph,

@@ -41,6 +41,13 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
                                               const std::vector<TraceEvent>& events,
                                               const std::vector<std::string>& kept = {});
 
+// What a timeline's peak holds, in one line: "17.67 MB at matmul_grad
+// (job B0) on calc: dp.bucket2@GRAD 4.72 MB, ..., 10 others 3.50 MB", the
+// `largest` temporaries by name (with their micro-batch where the rank
+// runs more than one).
+std::string DescribePeak(const RankGraph& graph, const TemporaryTimeline& timeline,
+                         int largest = 3);
+
 // The timelines of every rank of `graph` with events in `events`, as
 // counter tracks of a Chrome trace ("temporaries (MB)").
 StatusOr<std::vector<TraceCounter>> TemporaryCounters(const ExecutionGraph& graph,

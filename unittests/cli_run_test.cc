@@ -33,7 +33,9 @@ TEST(Cli, RunMatchesTrainAndLaunchMatchesRun) {
   EXPECT_EQ(trace.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"rank 3\"}"), std::string::npos);
   EXPECT_NE(trace.find("\"args\":{\"name\":\"p2p_send\"}"), std::string::npos);
-  // Each rank's temporaries, as a counter track.
+  // Each rank's temporaries, as a counter track, and where they peaked.
+  EXPECT_NE(run.out.find("traced step's peak of temporaries: rank 3 "), std::string::npos)
+      << run.out;
   EXPECT_NE(trace.find("\"name\":\"temporaries (MB)\",\"ph\":\"C\",\"pid\":3"), std::string::npos);
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,21 @@ TEST(TemporaryTimeline, ReplayOfASimulatedStepGivesTheSimulatedPeak) {
       }
       EXPECT_EQ(sum, timeline->peak_bytes) << "rank " << rank.rank;
       EXPECT_EQ(by_kind, m.peak_temporaries_by_kind) << "rank " << rank.rank;
+      // The line names the op the peak is reached at and its largest holding.
+      const std::string line = DescribePeak(rank, *timeline, 1);
+      const Instruction& at = rank.instructions()[timeline->peak_instruction];
+      EXPECT_EQ(line.rfind(StrCat(std::round(m.peak_temporary_bytes / 1e4) / 100, " MB at ",
+                                  at.op_type, " (job "),
+                           0),
+                0u)
+          << line;
+      int largest = timeline->live_at_peak.front();
+      for (int t : timeline->live_at_peak) {
+        if (rank.body->temporaries[t].bytes > rank.body->temporaries[largest].bytes) largest = t;
+      }
+      EXPECT_NE(line.find(StrCat(": ", rank.body->var_names[rank.body->temporaries[largest].var])),
+                std::string::npos)
+          << line;
       // The track ends where the step frees everything it made.
       ASSERT_FALSE(timeline->points.empty());
       int64_t most = 0;
