@@ -57,6 +57,9 @@ struct StreamState {
   bool in_rendezvous = false;  // the head waits for its other parties
   RendezvousKey rendezvous;
   double start = 0;        // when the instruction in flight started
+  // When it arrived: its dependencies done, it allocated its outputs, as
+  // the executor does; a call's party then waits for the others to start.
+  double arrived = 0;
   // Shared cores: the work left (seconds at one core's rate), the rate
   // since `since`, and the version of its pending finish event.
   double remaining = 0;

@@ -160,16 +160,6 @@ void Simulation::Start(int r, int id, double now, const CallStart& call, double 
   }
   Count(st, ins, now, +1);
   st.streams[ins.stream].start = now;
-  if (options_.metrics) {
-    const RankGraphBody& body = *st.graph->body;
-    for (int i = 0; i < ins.allocs; ++i) {
-      Allocate(st, body.temporaries[body.touches[ins.touches_begin + i]]);
-    }
-    if (st.live_bytes > st.metrics.peak_temporary_bytes) {
-      st.metrics.peak_temporary_bytes = st.live_bytes;
-      st.metrics.peak_temporaries_by_kind = st.live_by_kind;
-    }
-  }
   StreamState& ss = st.streams[ins.stream];
   if (st.pool >= 0 && ins.kind == InstructionKind::kCompute) {
     ss.remaining = seconds;
@@ -335,6 +325,19 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   RankState& st = ranks_[r];
   StreamState& ss = st.streams[s];
   ss.busy = true;
+  ss.arrived = now;
+  // Outputs are allocated on arrival: a call's (a recv's buffer, a
+  // gather's) is held while it waits for its other parties.
+  if (options_.metrics) {
+    const RankGraphBody& body = *st.graph->body;
+    for (int i = 0; i < ins.allocs; ++i) {
+      Allocate(st, body.temporaries[body.touches[ins.touches_begin + i]]);
+    }
+    if (st.live_bytes > st.metrics.peak_temporary_bytes) {
+      st.metrics.peak_temporary_bytes = st.live_bytes;
+      st.metrics.peak_temporaries_by_kind = st.live_by_kind;
+    }
+  }
   if (!ins.communicates()) {
     Start(r, ins.id, now);
     return Status::OK();
@@ -443,9 +446,10 @@ void Simulation::Finish(const Event& e) {
     }
   }
   if (options_.trace) {
-    result_.trace.push_back(TraceEventOf(*st.graph, ins,
-                                         static_cast<int64_t>(ss.start * kNsPerSecond),
-                                         static_cast<int64_t>(e.time * kNsPerSecond)));
+    TraceEvent traced = TraceEventOf(*st.graph, ins, static_cast<int64_t>(ss.start * kNsPerSecond),
+                                     static_cast<int64_t>(e.time * kNsPerSecond));
+    traced.arrived_ns = static_cast<int64_t>(ss.arrived * kNsPerSecond);
+    result_.trace.push_back(std::move(traced));
   }
 }
 

@@ -73,8 +73,9 @@ struct RankMetrics {
   int rank = 0;
   // Memory: persistables for the whole step, plus the most temporaries
   // (activations kept for the backward, gradients, workspaces) live at
-  // once, each from the start of the instruction that first writes it to
-  // the end of the last that touches it.
+  // once, each from the arrival of the instruction that first writes it
+  // (a call's, before its peers join) to the end of the last that touches
+  // it.
   PersistentBytes persistent;
   int64_t peak_temporary_bytes = 0;
   // The temporaries live at that peak, by what they hold (MemoryKind).

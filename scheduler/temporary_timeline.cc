@@ -39,10 +39,11 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
                              " runs twice; replay one step at a time");
     }
     const int event = static_cast<int>(i);
-    if (e.end_ns <= e.start_ns) {
-      changes.push_back({e.start_ns, Change::kStartAndEnd, e.instruction, event});
+    const int64_t allocates = e.arrived_ns >= 0 ? e.arrived_ns : e.start_ns;
+    if (e.end_ns <= allocates) {
+      changes.push_back({allocates, Change::kStartAndEnd, e.instruction, event});
     } else {
-      changes.push_back({e.start_ns, Change::kStart, e.instruction, event});
+      changes.push_back({allocates, Change::kStart, e.instruction, event});
       changes.push_back({e.end_ns, Change::kEnd, e.instruction, event});
     }
   }

@@ -1,10 +1,10 @@
 // The temporaries one rank holds over a step, replayed from a trace of its
 // instructions through the allocations and frees lowering counts
 // (RankGraphBody::touches): an instruction's first writes allocate when it
-// starts, and a temporary is freed when the last instruction touching it
-// ends. The simulator and the executor both follow that rule, so the same
-// replay explains a simulated peak and a measured one, and where the
-// streams' order made them differ.
+// arrives (TraceEvent::arrived_ns: a call's party before the others join),
+// and a temporary is freed when the last instruction touching it ends. The simulator and the
+// executor both follow that rule, so the same replay explains a simulated peak and a measured one,
+// and where the streams' order made them differ.
 #ifndef LOOM_SCHEDULER_TEMPORARY_TIMELINE_H_
 #define LOOM_SCHEDULER_TEMPORARY_TIMELINE_H_
 

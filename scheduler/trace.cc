@@ -119,6 +119,10 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events,
                       {"instruction", e.instruction},
                       {"comm", CommCategoryName(e.comm)},
                       {"stream", e.stream}}}});
+    // A call that waited for its other parties: when it arrived.
+    if (e.arrived_ns >= 0 && e.arrived_ns < e.start_ns) {
+      list.back()["args"]["arrived_us"] = e.arrived_ns / 1000.0;
+    }
     ranks.insert(e.rank);
     named.emplace(e.rank, e.stream);
   }
@@ -197,6 +201,10 @@ StatusOr<std::vector<TraceEvent>> ParseChromeTrace(const std::string& text) {
     }
     t.start_ns = static_cast<int64_t>(e["ts"].get<double>() * 1000.0 + 0.5);
     t.end_ns = t.start_ns + static_cast<int64_t>(e["dur"].get<double>() * 1000.0 + 0.5);
+    if (a.contains("arrived_us")) {
+      if (!a["arrived_us"].is_number()) return bad("args.arrived_us");
+      t.arrived_ns = static_cast<int64_t>(a["arrived_us"].get<double>() * 1000.0 + 0.5);
+    }
     events.push_back(std::move(t));
   }
   return events;

@@ -41,6 +41,10 @@ struct TraceEvent {
   // earliest start as the origin.
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  // When its stream reached it with its dependencies done, and it allocated
+  // its outputs; a call's party then waits for the others until start_ns.
+  // -1: at start_ns (the executor stamps its start on arrival).
+  int64_t arrived_ns = -1;
 };
 
 TraceEvent TraceEventOf(const RankGraph& graph, const Instruction& ins,

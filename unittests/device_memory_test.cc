@@ -2,13 +2,16 @@
 // simulator gives the same plan (issue 38): each rank's measured peak of
 // temporaries within 10% of the simulated one, on gpt-small layers, with
 // and without recomputation and sequence parallelism. The executor frees
-// each temporary after its last toucher as lowering counts them, so the two
-// agree but for timing and scratch: measured 1.000 everywhere but pp=2's
-// first stage (1.017, 1.025), whose sends hold their buffers a little
-// longer than the simulator's, and under sequence parallelism (1.017 to
-// 1.045), whose all-gathers and reduce-scatters along the sequence of a
-// batch of more than one regroup their blocks through a scratch buffer the
-// simulator does not count.
+// each temporary after its last toucher as lowering counts them, and both
+// allocate a call's outputs when it arrives, before its peers join, so the
+// two agree but for timing and scratch: measured 1.000 everywhere but
+// under sequence parallelism (0.978 to 1.045), whose all-gathers and
+// reduce-scatters along the sequence of a batch of more than one regroup
+// their blocks through a scratch buffer the simulator does not count, and
+// whose ranks race (pp=2's stages measure 2% under and over). Until
+// 2026-12-07 the simulator allocated at the last party's arrival, and pp=2's
+// first stage measured 1.017 and 1.025: its recvs held their buffers while
+// waiting.
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -63,6 +66,9 @@ TEST(DeviceMemory, MeasuredPeakFollowsTheSimulatedPeak) {
                   k.mp, k.pp, k.recompute, k.sp ? " sp" : "", r, measured / 1e6,
                   simulated / 1e6, measured / simulated);
       EXPECT_NEAR(measured / simulated, 1.0, 0.10) << "rank " << r;
+      // Without sequence parallelism's scratch, to within 1% (a recv's
+      // buffer held from its arrival made pp=2's first stage 1.7-2.5% over).
+      if (!k.sp) EXPECT_NEAR(measured / simulated, 1.0, 0.01) << "rank " << r;
     }
   }
 }

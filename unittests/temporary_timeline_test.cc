@@ -167,10 +167,19 @@ TEST(TemporaryTimeline, TheTraceFileCarriesTheTrackAndReadsBack) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(most_mb[r], sim->result.ranks[r].peak_temporary_bytes / 1e6, 1e-9) << "rank " << r;
   }
-  // The counters do not disturb reading the instructions back.
+  // The counters do not disturb reading the instructions back, and the
+  // file keeps when a waiting call arrived: its replay gives the peaks.
   auto events = ParseChromeTrace(text);
   ASSERT_TRUE(events.ok()) << events.status();
   EXPECT_EQ(events->size(), sim->result.trace.size());
+  int waited = 0;
+  for (const TraceEvent& e : *events) waited += e.arrived_ns >= 0 && e.arrived_ns < e.start_ns;
+  EXPECT_GT(waited, 0) << "a pipeline's recvs wait for their sends";
+  for (int r = 0; r < 2; ++r) {
+    auto replayed = ReplayTemporaries(sim->graph.ranks[r], *events);
+    ASSERT_TRUE(replayed.ok()) << replayed.status();
+    EXPECT_EQ(replayed->peak_bytes, sim->result.ranks[r].peak_temporary_bytes) << "rank " << r;
+  }
 }
 
 }  // namespace
