@@ -32,9 +32,17 @@ GptConfig SmallModel() {
   return c;
 }
 
+// SmallModel under `s`, simulated on `local` with its trace.
+StatusOr<GptSimulation> SimulateTraced(const proto::Strategy& s) {
+  static const CostContext costs(LoadCluster("local").value(), CostTable());
+  LOOM_ASSIGN_OR_RETURN(Plan plan,
+                        PlanGpt(SmallModel(), OptimizerConfig(), s, {}, PlanOptionsAt(costs)));
+  SimulationOptions options;
+  options.trace = true;
+  return SimulatePlan(std::move(plan), CostModelTimers(costs), options);
+}
+
 TEST(TemporaryTimeline, ReplayOfASimulatedStepGivesTheSimulatedPeak) {
-  const GptConfig c = SmallModel();
-  const CostContext costs(LoadCluster("local").value(), CostTable());
   struct Case {
     int dp, mp, pp, micro_batches;
     const char* schedule;
@@ -48,11 +56,7 @@ TEST(TemporaryTimeline, ReplayOfASimulatedStepGivesTheSimulatedPeak) {
     proto::Strategy s = MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, k.schedule);
     s.mutable_sharding()->set_stage(k.sharding_stage);
     s.mutable_mp()->set_sequence_parallel(k.sp);
-    auto plan = PlanGpt(c, OptimizerConfig(), s, {}, PlanOptionsAt(costs));
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    SimulationOptions options;
-    options.trace = true;
-    auto sim = SimulatePlan(*std::move(plan), CostModelTimers(costs), options);
+    auto sim = SimulateTraced(s);
     ASSERT_TRUE(sim.ok()) << sim.status();
     ASSERT_EQ(sim->graph.ranks.size(), sim->result.ranks.size());
     for (size_t i = 0; i < sim->graph.ranks.size(); ++i) {
@@ -119,13 +123,7 @@ TEST(TemporaryTimeline, ReplayOfAMeasuredOneStreamStepGivesTheAllocatorsPeak) {
 }
 
 TEST(TemporaryTimeline, RefusesATraceThatIsNotOneStepOfTheRank) {
-  proto::Strategy s = MakeStrategy(1, 1, 1, 1, "1F1B");
-  auto plan = PlanGpt(SmallModel(), OptimizerConfig(), s);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  SimulationOptions options;
-  options.trace = true;
-  const CostContext costs(LoadCluster("local").value(), CostTable());
-  auto sim = SimulatePlan(*std::move(plan), CostModelTimers(costs), options);
+  auto sim = SimulateTraced(MakeStrategy(1, 1, 1, 1, "1F1B"));
   ASSERT_TRUE(sim.ok()) << sim.status();
   const RankGraph& rank = sim->graph.ranks.at(0);
 
@@ -144,12 +142,7 @@ TEST(TemporaryTimeline, RefusesATraceThatIsNotOneStepOfTheRank) {
 }
 
 TEST(TemporaryTimeline, TheTraceFileCarriesTheTrackAndReadsBack) {
-  auto plan = PlanGpt(SmallModel(), OptimizerConfig(), MakeStrategy(1, 1, 2, 2, "1F1B"));
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  SimulationOptions options;
-  options.trace = true;
-  const CostContext costs(LoadCluster("local").value(), CostTable());
-  auto sim = SimulatePlan(*std::move(plan), CostModelTimers(costs), options);
+  auto sim = SimulateTraced(MakeStrategy(1, 1, 2, 2, "1F1B"));
   ASSERT_TRUE(sim.ok()) << sim.status();
   auto counters = TemporaryCounters(sim->graph, sim->result.trace);
   ASSERT_TRUE(counters.ok()) << counters.status();
