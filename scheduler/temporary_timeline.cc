@@ -180,28 +180,30 @@ std::string DescribePeak(const RankGraph& graph, const TemporaryTimeline& timeli
   return line;
 }
 
-StatusOr<std::vector<TraceCounter>> TemporaryCounters(const ExecutionGraph& graph,
-                                                      const std::vector<TraceEvent>& events,
-                                                      const std::vector<std::string>& kept) {
+StatusOr<std::vector<TemporaryTimeline>> ReplayTracedRanks(const ExecutionGraph& graph,
+                                                           const std::vector<TraceEvent>& events,
+                                                           const std::vector<std::string>& kept) {
   std::set<int> traced;
   for (const TraceEvent& e : events) traced.insert(e.rank);
-  std::vector<TraceCounter> counters;
+  std::vector<TemporaryTimeline> timelines;
   for (const RankGraph& rank : graph.ranks) {
     if (traced.count(rank.rank) == 0) continue;
     LOOM_ASSIGN_OR_RETURN(TemporaryTimeline timeline, ReplayTemporaries(rank, events, kept));
-    TraceCounter c{rank.rank, "temporaries (MB)", {}};
+    timelines.push_back(std::move(timeline));
+  }
+  return timelines;
+}
+
+std::vector<TraceCounter> TemporaryCounters(const std::vector<TemporaryTimeline>& timelines) {
+  std::vector<TraceCounter> counters;
+  for (const TemporaryTimeline& timeline : timelines) {
+    TraceCounter c{timeline.rank, "temporaries (MB)", {}};
     for (const TemporaryTimeline::Point& p : timeline.points) {
       c.samples.push_back({p.time_ns, p.bytes / 1e6});
     }
     counters.push_back(std::move(c));
   }
   return counters;
-}
-
-Status WriteTraceWithTemporaries(const ExecutionGraph& graph, const std::vector<TraceEvent>& events,
-                                 const std::string& path, const std::vector<std::string>& kept) {
-  LOOM_ASSIGN_OR_RETURN(std::vector<TraceCounter> counters, TemporaryCounters(graph, events, kept));
-  return WriteChromeTrace(events, path, counters);
 }
 
 }  // namespace loom

@@ -2,9 +2,10 @@
 // instructions through the allocations and frees lowering counts
 // (RankGraphBody::touches): an instruction's first writes allocate when it
 // arrives (TraceEvent::arrived_ns: a call's party before the others join),
-// and a temporary is freed when the last instruction touching it ends. The simulator and the
-// executor both follow that rule, so the same replay explains a simulated peak and a measured one,
-// and where the streams' order made them differ.
+// and a temporary is freed when the last instruction touching it ends. The
+// simulator and the executor both follow that rule, so the same replay
+// explains a simulated peak and a measured one, and where the streams'
+// order made them differ.
 #ifndef LOOM_SCHEDULER_TEMPORARY_TIMELINE_H_
 #define LOOM_SCHEDULER_TEMPORARY_TIMELINE_H_
 
@@ -48,17 +49,15 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
 std::string DescribePeak(const RankGraph& graph, const TemporaryTimeline& timeline,
                          int largest = 3);
 
-// The timelines of every rank of `graph` with events in `events`, as
-// counter tracks of a Chrome trace ("temporaries (MB)").
-StatusOr<std::vector<TraceCounter>> TemporaryCounters(const ExecutionGraph& graph,
-                                                      const std::vector<TraceEvent>& events,
-                                                      const std::vector<std::string>& kept = {});
+// The timelines of every rank of `graph` with events in `events`, in the
+// graph's order.
+StatusOr<std::vector<TemporaryTimeline>> ReplayTracedRanks(
+    const ExecutionGraph& graph, const std::vector<TraceEvent>& events,
+    const std::vector<std::string>& kept = {});
 
-// WriteChromeTrace with those tracks: what `loom run --trace` and `loom
-// simulate --trace` write.
-Status WriteTraceWithTemporaries(const ExecutionGraph& graph, const std::vector<TraceEvent>& events,
-                                 const std::string& path,
-                                 const std::vector<std::string>& kept = {});
+// Timelines as counter tracks of a Chrome trace ("temporaries (MB)"), what
+// `loom run --trace` and `loom simulate --trace` write beside the events.
+std::vector<TraceCounter> TemporaryCounters(const std::vector<TemporaryTimeline>& timelines);
 
 }  // namespace loom
 

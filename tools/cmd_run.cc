@@ -2,7 +2,6 @@
 // (--plan). All ranks run in this process by default; under `loom launch`
 // (runtime/launch_env.h) this process runs its one rank, meets the others
 // through a file store and binds its sockets to LOOM_HOST when given.
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -186,18 +185,17 @@ void PrintDeviceMemory(ParallelTrainer& trainer) {
   if (!line.empty()) std::printf("device memory high-water (allocator): %s\n", line.c_str());
 }
 
-// Where in the traced step each local rank held the most temporaries, and
-// what: the allocator's figure says how much, this says why.
-Status PrintTracedPeaks(const ParallelTrainer& trainer, const std::vector<TraceEvent>& events) {
-  for (const RankGraph& rank : trainer.graph().ranks) {
-    const std::vector<int>& local = trainer.local_ranks();
-    if (std::find(local.begin(), local.end(), rank.rank) == local.end()) continue;
-    LOOM_ASSIGN_OR_RETURN(TemporaryTimeline timeline,
-                          ReplayTemporaries(rank, events, ParallelTrainer::KeptVars()));
-    std::printf("traced step's peak of temporaries: rank %d %s\n", rank.rank,
-                DescribePeak(rank, timeline).c_str());
+// Where in the traced step each rank held the most temporaries, and what:
+// the allocator's figure says how much, this says why.
+void PrintTracedPeaks(const ExecutionGraph& graph,
+                      const std::vector<TemporaryTimeline>& timelines) {
+  for (const TemporaryTimeline& timeline : timelines) {
+    for (const RankGraph& rank : graph.ranks) {
+      if (rank.rank != timeline.rank) continue;
+      std::printf("traced step's peak of temporaries: rank %d %s\n", rank.rank,
+                  DescribePeak(rank, timeline).c_str());
+    }
   }
-  return Status::OK();
 }
 
 // --interleaved_profile's profile, and `*files` where it goes; null when
@@ -363,9 +361,10 @@ Status RunRun(const std::vector<std::string>& args) {
   PrintDeviceMemory(*trainer);
   if (options.trace) {
     const std::vector<TraceEvent> events = trainer->TakeTrace();
-    LOOM_RETURN_IF_ERROR(WriteTraceWithTemporaries(trainer->graph(), events, trace_path,
-                                                   ParallelTrainer::KeptVars()));
-    LOOM_RETURN_IF_ERROR(PrintTracedPeaks(*trainer, events));
+    LOOM_ASSIGN_OR_RETURN(std::vector<TemporaryTimeline> timelines,
+                          ReplayTracedRanks(trainer->graph(), events, ParallelTrainer::KeptVars()));
+    LOOM_RETURN_IF_ERROR(WriteChromeTrace(events, trace_path, TemporaryCounters(timelines)));
+    PrintTracedPeaks(trainer->graph(), timelines);
   }
   if (profile != nullptr) LOOM_RETURN_IF_ERROR(WriteInterleavedProfile(*profile, profile_files));
   return Status::OK();

@@ -263,7 +263,10 @@ Status RunSimulate(const std::vector<std::string>& args) {
   }
 
   if (!FLAGS_trace.empty()) {
-    LOOM_RETURN_IF_ERROR(WriteTraceWithTemporaries(sim.graph, sim.result.trace, FLAGS_trace));
+    LOOM_ASSIGN_OR_RETURN(std::vector<TemporaryTimeline> timelines,
+                          ReplayTracedRanks(sim.graph, sim.result.trace));
+    LOOM_RETURN_IF_ERROR(
+        WriteChromeTrace(sim.result.trace, FLAGS_trace, TemporaryCounters(timelines)));
   }
   std::vector<TimelinePanel> panels;
   std::string comparison;

@@ -144,10 +144,11 @@ TEST(TemporaryTimeline, RefusesATraceThatIsNotOneStepOfTheRank) {
 TEST(TemporaryTimeline, TheTraceFileCarriesTheTrackAndReadsBack) {
   auto sim = SimulateTraced(MakeStrategy(1, 1, 2, 2, "1F1B"));
   ASSERT_TRUE(sim.ok()) << sim.status();
-  auto counters = TemporaryCounters(sim->graph, sim->result.trace);
-  ASSERT_TRUE(counters.ok()) << counters.status();
-  ASSERT_EQ(counters->size(), 2u);  // one track a rank
-  const std::string text = ChromeTraceJson(sim->result.trace, *counters);
+  auto timelines = ReplayTracedRanks(sim->graph, sim->result.trace);
+  ASSERT_TRUE(timelines.ok()) << timelines.status();
+  const std::vector<TraceCounter> counters = TemporaryCounters(*timelines);
+  ASSERT_EQ(counters.size(), 2u);  // one track a rank
+  const std::string text = ChromeTraceJson(sim->result.trace, counters);
   const nlohmann::json doc = nlohmann::json::parse(text);
   double most_mb[2] = {0, 0};
   for (const auto& e : doc["traceEvents"]) {
