@@ -210,10 +210,7 @@ Status RankExecutor::Bind(const RankPlan& plan) {
     // Temporaries, as lowering counted them: freed after their last toucher.
     for (int i = 0; i < ins.touches_count; ++i) {
       const int t = body.touches[ins.touches_begin + i];
-      const Temporary& temp = body.temporaries[t];
-      bool kept = keep.count(body.var_names[temp.var]) > 0;
-      for (int v : temp.views) kept |= keep.count(body.var_names[v]) > 0;
-      if (!kept) b.touches.push_back(t);
+      if (!NamesTemporary(body, body.temporaries[t], keep)) b.touches.push_back(t);
     }
     bound_.push_back(std::move(b));
   }

@@ -35,6 +35,15 @@ RendezvousId RendezvousOf(const RankGraph& g, const Instruction& ins) {
                       send ? g.Peer(ins) : g.rank, ins.comm_seq};
 }
 
+bool NamesTemporary(const RankGraphBody& body, const Temporary& temp,
+                    const std::set<std::string>& names) {
+  if (names.count(body.var_names[temp.var]) > 0) return true;
+  for (int v : temp.views) {
+    if (names.count(body.var_names[v]) > 0) return true;
+  }
+  return false;
+}
+
 std::string InstructionLocation(const RankGraph& g, const Instruction& ins) {
   return StrCat("rank ", g.rank, " (", CoordsToString(g.coords), "), job ",
                 ins.job_index, " (", JobToString(ins.job, g.body->num_chunks > 1),

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -216,6 +217,11 @@ struct RendezvousId {
 };
 // `ins` must communicate, its group be resolved and its peer stage valid.
 RendezvousId RendezvousOf(const RankGraph& graph, const Instruction& ins);
+
+// Whether `names` holds the temporary's var or a view of it: how the
+// executor's kept vars (RankExecutorOptions::keep) find their buffers.
+bool NamesTemporary(const RankGraphBody& body, const Temporary& temp,
+                    const std::set<std::string>& names);
 
 // "rank 3 (dp=0 mp=1 pp=1), job 5 (B2), op 17 (matmul_grad)": where an
 // instruction is, for errors.

@@ -53,14 +53,13 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
     return a.event < b.event;
   });
 
-  // Held from the start: fed, or kept (under its name or a view's).
+  // Held from the start: fed (until its last toucher), or kept (always).
+  enum Held : char { kNotHeld, kFed, kKept };
   const std::set<std::string> kept_names(kept.begin(), kept.end());
-  std::vector<char> held(body.temporaries.size(), 0);
+  std::vector<Held> held(body.temporaries.size(), kNotHeld);
   for (size_t t = 0; t < body.temporaries.size(); ++t) {
     const Temporary& temp = body.temporaries[t];
-    bool keeps = kept_names.count(body.var_names[temp.var]) > 0;
-    for (int v : temp.views) keeps |= kept_names.count(body.var_names[v]) > 0;
-    held[t] = temp.fed ? 1 : keeps ? 2 : 0;
+    held[t] = temp.fed ? kFed : NamesTemporary(body, temp, kept_names) ? kKept : kNotHeld;
   }
 
   TemporaryTimeline out;
@@ -75,7 +74,7 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
     std::fill(live.begin(), live.end(), 0);
     bytes = 0;
     for (size_t t = 0; t < body.temporaries.size(); ++t) {
-      if (held[t]) {
+      if (held[t] != kNotHeld) {
         live[t] = 1;
         bytes += body.temporaries[t].bytes;
       }
@@ -93,7 +92,7 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
   auto release = [&](const Instruction& ins) {
     for (int i = 0; i < ins.touches_count; ++i) {
       const int t = body.touches[ins.touches_begin + i];
-      if (--touches_left[t] == 0 && live[t] && held[t] != 2) {
+      if (--touches_left[t] == 0 && live[t] && held[t] != kKept) {
         live[t] = 0;
         bytes -= body.temporaries[t].bytes;
       }
