@@ -208,9 +208,10 @@ Status RankExecutor::Bind(const RankPlan& plan) {
       }
     }
     // Temporaries, as lowering counted them: freed after their last toucher.
-    for (int i = 0; i < ins.touches_count; ++i) {
-      const int t = body.touches[ins.touches_begin + i];
-      if (!NamesTemporary(body, body.temporaries[t], keep)) b.touches.push_back(t);
+    for (int i = ins.touches_begin; i < ins.touches_begin + ins.touches_count; ++i) {
+      const int t = body.touches[i];
+      if (NamesTemporary(body, body.temporaries[t], keep)) continue;
+      (i < ins.uses_end() ? b.touches : b.releases).push_back(t);
     }
     bound_.push_back(std::move(b));
   }
@@ -270,6 +271,14 @@ Status RankExecutor::RunInstruction(Bound& b, Stream* stream) {
   return options_.comm(ins, ctx);
 }
 
+void RankExecutor::Untouch(int u) {
+  Use& use = uses_[u];
+  if (use.left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  for (Stream* on : use.streams) device_->MarkUsedOn(use.tensor->storage(), on);
+  use.tensor->Free();
+  for (Tensor* v : use.views) v->Free();
+}
+
 void RankExecutor::StreamLoop(int stream_index) {
   Stream* stream = streams_[stream_index].get();
   const std::vector<int>& queue = graph_.streams()[stream_index].queue;
@@ -295,7 +304,10 @@ void RankExecutor::StreamLoop(int stream_index) {
       // On CUDA these are the times the host issued the work, not ran it.
       const bool compute = options_.time_kernels && b.ins->kind == InstructionKind::kCompute;
       const int64_t start = go && (options_.trace || compute) ? NowNs() : 0;
-      if (go) s = RunInstruction(b, stream);
+      if (go) {
+        for (int u : b.releases) Untouch(u);
+        s = RunInstruction(b, stream);
+      }
       // Stamped before the event is recorded: recording wakes the threads
       // waiting on it, and one of them may take this thread's core for a
       // slice before it stamps, which would stretch a recv's span by up to
@@ -304,11 +316,7 @@ void RankExecutor::StreamLoop(int stream_index) {
       if (go && compute) compute_ns += end - start;
       for (int u : b.touches) {
         if (!go || !s.ok()) break;
-        if (uses_[u].left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-          for (Stream* on : uses_[u].streams) device_->MarkUsedOn(uses_[u].tensor->storage(), on);
-          uses_[u].tensor->Free();
-          for (Tensor* v : uses_[u].views) v->Free();
-        }
+        Untouch(u);
       }
       if (go && s.ok() && event_of_[id] >= 0) {
         s = stream->Record(*events_, event_of_[id], seen);

@@ -95,6 +95,7 @@ class RankExecutor {
     std::vector<BoundSlot> inputs, outputs;
     std::vector<std::pair<Tensor*, TensorMeta>> allocs;
     std::vector<int> touches;  // indices into uses_, released when done
+    std::vector<int> releases;  // indices into uses_, released as it starts
     // A view op (OpViewOf): each of `view_outs` becomes a view of `viewed`
     // from its offset (elements), under its var's meta.
     const Tensor* viewed = nullptr;
@@ -125,6 +126,8 @@ class RankExecutor {
   Status MakeStreamsAndEvents();
   void StreamLoop(int stream);
   Status RunInstruction(Bound& b, Stream* stream);
+  // One of temporary `u`'s touches is done; the last frees it.
+  void Untouch(int u);
   void Fail(Status s);
 
   const RankGraph& graph_;

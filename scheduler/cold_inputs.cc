@@ -12,7 +12,7 @@ std::vector<int64_t> ColdInputBytes(const RankGraphBody& body, int64_t cache_byt
   std::vector<int64_t> touched_at(body.temporaries.size(), -1);
   for (int id : body.streams[calc].queue) {
     const Instruction& ins = body.instructions[id];
-    for (int k = 0; k < ins.touches_count; ++k) {
+    for (int k = 0; k < ins.uses_end() - ins.touches_begin; ++k) {
       const int t = body.touches[ins.touches_begin + k];
       const bool reads = k >= ins.allocs;
       if (reads && touched_at[t] >= 0 && made - touched_at[t] >= cache_bytes) {
@@ -23,7 +23,7 @@ std::vector<int64_t> ColdInputBytes(const RankGraphBody& body, int64_t cache_byt
       const Temporary& t = body.temporaries[body.touches[ins.touches_begin + k]];
       if (t.kind == MemoryKind::kActivation) made += t.bytes;
     }
-    for (int k = 0; k < ins.touches_count; ++k) {
+    for (int k = 0; k < ins.uses_end() - ins.touches_begin; ++k) {
       touched_at[body.touches[ins.touches_begin + k]] = made;
     }
   }

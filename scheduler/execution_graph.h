@@ -79,11 +79,18 @@ struct Instruction {
 
   // Temporaries it touches: RankGraphBody::touches[touches_begin, +count).
   // The first `allocs` of them it writes first in the step, so it
-  // allocates them; a temporary is freed once every instruction touching
-  // it has finished, whichever ends last.
+  // allocates them. The last `releases` it does not use: it holds them
+  // until it starts, and lets them go before it allocates (a gradient
+  // bucket held until the bucket its reduce-scatter bounds begins, so that
+  // when it is freed does not depend on timing). A temporary is freed once
+  // every instruction touching it has finished, or started for those it
+  // releases, whichever is last.
   int touches_begin = 0;
   int touches_count = 0;
   int allocs = 0;
+  int releases = 0;
+  // The touches it uses, up to where its releases begin.
+  int uses_end() const { return touches_begin + touches_count - releases; }
 
   bool communicates() const {
     return kind == InstructionKind::kCollective ||

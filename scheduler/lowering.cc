@@ -83,8 +83,12 @@ class RankLowering {
   // timing. So a bucket's first write (of a micro-batch) waits for the
   // reduce-scatter kShardedBucketsInFlight calls back: one bucket filling
   // while the one before is reduced, as DeepSpeed's double buffer does, in
-  // the executor and the simulator alike.
-  void BoundShardedBuckets(const Job& job, const OpFacts& f, std::vector<int>* deps);
+  // the executor and the simulator alike. Within a job, the write also
+  // holds the bucket that call reduces until it starts (`releases_`):
+  // otherwise that bucket is freed whenever its reduce-scatter ends, before
+  // or after the next bucket's first write, and the peak moves by a bucket
+  // from run to run.
+  void BoundShardedBuckets(int job_index, const OpFacts& f, std::vector<int>* deps);
   // What each temporary holds, from who touched it (RecordTouches).
   void ClassifyTemporaries();
   int VarId(const std::string& name, const proto::VarDesc* desc, const Block& block) {
@@ -160,6 +164,8 @@ class RankLowering {
   std::unordered_set<int> sharding_reduced_;
   std::set<std::tuple<int, int, int>> buckets_begun_;
   std::vector<int> sharding_calls_;
+  std::unordered_set<int> released_calls_;  // whose buckets a later write holds
+  std::vector<int> releases_;               // temporaries the instruction being lowered holds
   bool casts_parameters_ = false;
   std::set<int> layers_, recomputed_layers_;
 };
@@ -359,6 +365,17 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
       body_->temporaries[touches.back()].fed = true;
     }
   }
+  // What it holds until it starts come last (BoundShardedBuckets).
+  const int uses_end = static_cast<int>(touches.size());
+  for (int t : releases_) {
+    if (std::find(touches.begin() + ins->touches_begin, touches.begin() + uses_end, t) !=
+        touches.begin() + uses_end) {
+      continue;  // it uses the temporary: held until it ends anyway
+    }
+    touches.push_back(t);
+    ++body_->temporaries[t].touched_by;
+    ++ins->releases;
+  }
   ins->touches_count = static_cast<int>(touches.size()) - ins->touches_begin;
   // Who touched what, for ClassifyTemporaries.
   const JobType type = plan_.jobs[ins->job_index].type;
@@ -380,14 +397,23 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
   }
 }
 
-void RankLowering::BoundShardedBuckets(const Job& job, const OpFacts& f,
-                                       std::vector<int>* deps) {
+void RankLowering::BoundShardedBuckets(int job_index, const OpFacts& f, std::vector<int>* deps) {
+  releases_.clear();
+  const Job& job = plan_.jobs[job_index];
   auto begin = [&](int var) {
     if (sharding_reduced_.count(var) == 0) return;
     if (!buckets_begun_.insert({job.chunk, job.micro_batch, var}).second) return;
     const int calls = static_cast<int>(sharding_calls_.size());
-    if (calls >= kShardedBucketsInFlight) {
-      deps->push_back(sharding_calls_[calls - kShardedBucketsInFlight]);
+    if (calls < kShardedBucketsInFlight) return;
+    const int call = sharding_calls_[calls - kShardedBucketsInFlight];
+    deps->push_back(call);
+    // Across jobs the hold would last through whatever runs between them
+    // (the next micro-batch's forward under 1F1B): there the bucket goes
+    // when its reduce-scatter ends.
+    const Instruction& reduce = body_->instructions[call];
+    if (reduce.job_index != job_index || !released_calls_.insert(call).second) return;
+    for (int i = reduce.touches_begin + reduce.allocs; i < reduce.uses_end(); ++i) {
+      releases_.push_back(body_->touches[i]);
     }
   };
   for (const auto& [out, persistable] : f.outputs) {
@@ -484,7 +510,7 @@ StatusOr<std::shared_ptr<RankGraphBody>> RankLowering::Run() {
         }
         deps.push_back(it->second);
       }
-      BoundShardedBuckets(job, f, &deps);
+      BoundShardedBuckets(ji, f, &deps);
       if (ins.communicates()) {
         ins.ring = f.ring;
         ins.call = f.call;

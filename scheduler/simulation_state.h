@@ -132,6 +132,14 @@ inline void Allocate(RankState& st, const Temporary& temp) {
   st.live_by_kind[static_cast<int>(temp.kind)] += temp.bytes;
 }
 
+// One of the temporary's touches is done; the last frees it.
+inline void Untouch(RankState& st, const RankGraphBody& body, int t) {
+  if (--st.touches_left[t] != 0) return;
+  const Temporary& temp = body.temporaries[t];
+  st.live_bytes -= temp.bytes;
+  st.live_by_kind[static_cast<int>(temp.kind)] -= temp.bytes;
+}
+
 class Simulation {
  public:
   Simulation(const ExecutionGraph& graph, const SimulationOptions& options)

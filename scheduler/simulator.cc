@@ -330,6 +330,9 @@ Status Simulation::Arrive(int r, int s, const Instruction& ins, double now) {
   // gather's) is held while it waits for its other parties.
   if (options_.metrics) {
     const RankGraphBody& body = *st.graph->body;
+    for (int i = ins.uses_end(); i < ins.touches_begin + ins.touches_count; ++i) {
+      Untouch(st, body, body.touches[i]);
+    }
     for (int i = 0; i < ins.allocs; ++i) {
       Allocate(st, body.temporaries[body.touches[ins.touches_begin + i]]);
     }
@@ -437,13 +440,7 @@ void Simulation::Finish(const Event& e) {
     ++sm.instructions;
     st.metrics.step_time_s = std::max(st.metrics.step_time_s, e.time);
     const RankGraphBody& body = *st.graph->body;
-    for (int i = 0; i < ins.touches_count; ++i) {
-      const int t = body.touches[ins.touches_begin + i];
-      if (--st.touches_left[t] != 0) continue;
-      const Temporary& temp = body.temporaries[t];
-      st.live_bytes -= temp.bytes;
-      st.live_by_kind[static_cast<int>(temp.kind)] -= temp.bytes;
-    }
+    for (int i = ins.touches_begin; i < ins.uses_end(); ++i) Untouch(st, body, body.touches[i]);
   }
   if (options_.trace) {
     TraceEvent traced = TraceEventOf(*st.graph, ins, static_cast<int64_t>(ss.start * kNsPerSecond),

@@ -80,7 +80,17 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
       }
     }
   };
+  auto untouch = [&](int t) {
+    if (--touches_left[t] == 0 && live[t] && held[t] != kKept) {
+      live[t] = 0;
+      bytes -= body.temporaries[t].bytes;
+    }
+  };
+  // What it held until it starts goes before what it makes comes.
   auto allocate = [&](const Instruction& ins) {
+    for (int i = ins.uses_end(); i < ins.touches_begin + ins.touches_count; ++i) {
+      untouch(body.touches[i]);
+    }
     for (int i = 0; i < ins.allocs; ++i) {
       const int t = body.touches[ins.touches_begin + i];
       if (!live[t]) {
@@ -90,13 +100,7 @@ StatusOr<TemporaryTimeline> ReplayTemporaries(const RankGraph& graph,
     }
   };
   auto release = [&](const Instruction& ins) {
-    for (int i = 0; i < ins.touches_count; ++i) {
-      const int t = body.touches[ins.touches_begin + i];
-      if (--touches_left[t] == 0 && live[t] && held[t] != kKept) {
-        live[t] = 0;
-        bytes -= body.temporaries[t].bytes;
-      }
-    }
+    for (int i = ins.touches_begin; i < ins.uses_end(); ++i) untouch(body.touches[i]);
   };
   reset();
   int peak_change = -1;

@@ -11,7 +11,11 @@
 // whose ranks race (pp=2's stages measure 2% under and over). Until
 // 2026-12-07 the simulator allocated at the last party's arrival, and pp=2's
 // first stage measured 1.017 and 1.025: its recvs held their buffers while
-// waiting.
+// waiting. Under ZeRO-3 (dp=2 mp=2) a rank measures 1.000 or 0.961: where
+// the sharding stream's prefetched gather allocates among the compute's
+// frees is timing. Until 2026-12-08 a gradient bucket was freed whenever
+// its reduce-scatter ended, and a rank measured a bucket over the
+// simulated peak in some runs (lowering's BoundShardedBuckets).
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -40,14 +44,17 @@ TEST(DeviceMemory, MeasuredPeakFollowsTheSimulatedPeak) {
     int mp, pp, micro_batches;
     const char* recompute;
     bool sp = false;  // sequence parallelism
+    int dp = 1;
+    int sharding_stage = 0;
   };
   for (const Case& k : {Case{1, 1, 1, "none"}, Case{1, 1, 1, "full"}, Case{2, 1, 1, "none"},
-                        Case{2, 1, 1, "selective"}, Case{1, 2, 2, "none"},
-                        Case{1, 2, 2, "full"}, Case{2, 1, 1, "none", true},
-                        Case{2, 1, 1, "selective", true}, Case{2, 2, 2, "full", true}}) {
-    SCOPED_TRACE(StrCat("mp=", k.mp, " pp=", k.pp, " recompute ", k.recompute,
-                        k.sp ? " sp" : ""));
-    proto::Strategy s = MakeStrategy(1, k.mp, k.pp, k.micro_batches, "1F1B");
+                        Case{2, 1, 1, "selective"}, Case{1, 2, 2, "none"}, Case{1, 2, 2, "full"},
+                        Case{2, 1, 1, "none", true}, Case{2, 1, 1, "selective", true},
+                        Case{2, 2, 2, "full", true}, Case{2, 1, 1, "none", false, 2, 3}}) {
+    SCOPED_TRACE(StrCat("dp=", k.dp, " mp=", k.mp, " pp=", k.pp, " recompute ", k.recompute,
+                        k.sp ? " sp" : "", " zero ", k.sharding_stage));
+    proto::Strategy s = MakeStrategy(k.dp, k.mp, k.pp, k.micro_batches, "1F1B");
+    s.mutable_sharding()->set_stage(k.sharding_stage);
     s.mutable_recompute()->set_granularity(k.recompute);
     s.mutable_mp()->set_sequence_parallel(k.sp);
     ParallelTrainer::Options options;
@@ -62,13 +69,24 @@ TEST(DeviceMemory, MeasuredPeakFollowsTheSimulatedPeak) {
     for (int r : (*t)->local_ranks()) {
       const double measured = static_cast<double>((*t)->rank_device(r).Memory().peak_bytes);
       const double simulated = static_cast<double>(sim->result.ranks[r].peak_temporary_bytes);
-      std::printf("mp=%d pp=%d %s%s rank %d: measured %.2f MB, simulated %.2f MB (%.3f)\n",
-                  k.mp, k.pp, k.recompute, k.sp ? " sp" : "", r, measured / 1e6,
-                  simulated / 1e6, measured / simulated);
+      std::printf(
+          "dp=%d mp=%d pp=%d %s%s zero %d rank %d: measured %.2f MB, simulated %.2f MB "
+          "(%.3f)\n",
+          k.dp, k.mp, k.pp, k.recompute, k.sp ? " sp" : "", k.sharding_stage, r, measured / 1e6,
+          simulated / 1e6, measured / simulated);
       EXPECT_NEAR(measured / simulated, 1.0, 0.10) << "rank " << r;
-      // Without sequence parallelism's scratch, to within 1% (a recv's
-      // buffer held from its arrival made pp=2's first stage 1.7-2.5% over).
-      if (!k.sp) EXPECT_NEAR(measured / simulated, 1.0, 0.01) << "rank " << r;
+      if (k.sharding_stage == 3) {
+        // A gradient bucket is held until the bucket two on begins, so it
+        // is there at the simulated peak in every run; where a prefetched
+        // gather's buffer lands among the compute's frees still races (in
+        // these runs, only lower).
+        EXPECT_LE(measured / simulated, 1.001) << "rank " << r;
+      } else if (!k.sp) {
+        // Without sequence parallelism's scratch, to within 1% (a recv's
+        // buffer held from its arrival made pp=2's first stage 1.7-2.5%
+        // over).
+        EXPECT_NEAR(measured / simulated, 1.0, 0.01) << "rank " << r;
+      }
     }
   }
 }

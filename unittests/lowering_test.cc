@@ -142,5 +142,54 @@ TEST(Lowering, TemporariesCountEveryToucherAndViewsShareOne) {
   EXPECT_TRUE(temporary("x")->fed);
 }
 
+// ZeRO's gradient buckets: calc writes each, and a reduce-scatter on the
+// sharding stream reads it. A bucket's first write waits for the call two
+// calls back and, within a job, holds that call's bucket until it starts,
+// so the bucket goes at the same point of calc's order whenever its call
+// ends; across jobs it does not hold it (micro-batch 1's first bucket).
+TEST(Lowering, ABucketsFirstWriteHoldsTheBucketTwoCallsBackWithinItsJob) {
+  auto reduce = [](const std::string& bucket, const std::string& shard) {
+    proto::OpDesc d = OpDescBuilder("reduce_scatter")
+                          .Input("X", bucket)
+                          .Output("Out", shard)
+                          .Attr("ring_id", static_cast<int32_t>(kMpRing))
+                          .Attr("nranks", 2)
+                          .Attr("reduce_op", std::string("avg"))
+                          .Role(role::kBackward | role::kComm)
+                          .Build();
+    d.set_stream(stream::kSharding);
+    return d;
+  };
+  const Lowered l({On("", "x", "g0"), reduce("g0", "s0"), On("", "x", "g1"), reduce("g1", "s1"),
+                   On("", "x", "g2"), reduce("g2", "s2")},
+                  {"s0", "s1", "s2"}, /*micro_batches=*/2);
+  const RankGraphBody& body = *l.graph().body;
+  auto temporary = [&](int micro_batch, const std::string& var) {
+    for (size_t t = 0; t < body.temporaries.size(); ++t) {
+      const Temporary& temp = body.temporaries[t];
+      if (temp.micro_batch == micro_batch && body.var_names[temp.var] == var) {
+        return static_cast<int>(t);
+      }
+    }
+    return -1;
+  };
+  auto releases = [&](const Instruction& ins) {
+    return std::vector<int>(body.touches.begin() + ins.uses_end(),
+                            body.touches.begin() + ins.touches_begin + ins.touches_count);
+  };
+  EXPECT_FALSE(l.Waits(2, 1)) << "the second bucket fills while the first is reduced";
+  EXPECT_TRUE(l.Waits(4, 1)) << "the third waits for the first's call";
+  EXPECT_EQ(releases(l.At(0, 4)), std::vector<int>{temporary(0, "g0")});
+  EXPECT_EQ(body.temporaries[temporary(0, "g0")].touched_by, 3);  // written, reduced, held
+  for (int op : {0, 1, 2, 3, 5}) EXPECT_EQ(l.At(0, op).releases, 0) << "op " << op;
+  // Micro-batch 1's first bucket waits for micro-batch 0's second call,
+  // in another job: no hold, that bucket goes when its call ends.
+  EXPECT_TRUE(std::find(l.At(1, 0).deps.begin(), l.At(1, 0).deps.end(), l.At(0, 3).id) !=
+              l.At(1, 0).deps.end());
+  EXPECT_EQ(l.At(1, 0).releases, 0);
+  EXPECT_EQ(body.temporaries[temporary(0, "g1")].touched_by, 2);
+  EXPECT_EQ(releases(l.At(1, 4)), std::vector<int>{temporary(1, "g0")});
+}
+
 }  // namespace
 }  // namespace loom
