@@ -55,7 +55,9 @@ TEST(Sharding, SimulatedOptimizerStateFallsByTheDpDegree) {
 // begun until the call two calls back has ended (a double buffer), so the
 // buckets waiting for their calls do not pile up, neither within one
 // backward nor across micro-batches: the peak is the plan's, not the
-// timing's, in the executor and simulator alike.
+// timing's, in the executor and simulator alike. Within one backward the
+// bucket that call reduced is held until then (lowering's
+// BoundShardedBuckets), so that its peak is the same on any link.
 TEST(Sharding, BucketsWaitingForTheirReduceScatterAreBounded) {
   GptConfig c = GptPreset("gpt-tiny").value();
   c.num_layers = 4;
@@ -89,6 +91,11 @@ TEST(Sharding, BucketsWaitingForTheirReduceScatterAreBounded) {
       // stream, held its backward back already.
       EXPECT_LE(w.peak_temporary_bytes, f.peak_temporary_bytes + 4 * kBucketBytes)
           << "fast " << f.peak_temporary_bytes << " slow " << w.peak_temporary_bytes;
+      // Within one backward a bucket is held until the bucket two on
+      // begins, however soon its call ends: the peak is the link's
+      // neither way (without the hold, 416,384 and 449,152 bytes under
+      // stage 2, 528,512 and 573,440 under stage 3).
+      if (micro_batches == 1) EXPECT_EQ(w.peak_temporary_bytes, f.peak_temporary_bytes);
     }
   }
 }
