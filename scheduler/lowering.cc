@@ -365,7 +365,7 @@ void RankLowering::RecordTouches(int micro_batch, const OpFacts& f, Instruction*
       body_->temporaries[touches.back()].fed = true;
     }
   }
-  // What it holds until it starts come last (BoundShardedBuckets).
+  // What it holds until it starts comes last (BoundShardedBuckets).
   const int uses_end = static_cast<int>(touches.size());
   for (int t : releases_) {
     if (std::find(touches.begin() + ins->touches_begin, touches.begin() + uses_end, t) !=
